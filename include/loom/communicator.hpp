@@ -1,0 +1,106 @@
+// The communicator: a group of ranks that run collectives together.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "loom/error.hpp"
+#include "loom/options.hpp"
+#include "loom/types.hpp"
+#include "loom/unique_id.hpp"
+#include "loom/work.hpp"
+
+namespace loom {
+
+class Communicator;
+namespace detail {
+class CommImpl;
+Communicator wrap_communicator(std::unique_ptr<CommImpl> impl);
+}  // namespace detail
+
+/// A group of `size()` ranks. Every collective is called by all ranks in the same order with
+/// matching arguments; each call returns a Work handle at once (`.wait()` makes it blocking).
+///
+/// Buffers: `send` and `recv` may be the same pointer for an in-place call (allgather: `send` ==
+/// `recv + rank * count`; reduce_scatter: `recv` == `send + rank * recvcount`). Buffers must stay
+/// valid until the Work completes. Calls on one communicator must come from one thread at a time.
+class Communicator {
+ public:
+  /// Joins the job named by `id` as `rank` of `nranks`. Blocks until all ranks have joined or the
+  /// timeout passes.
+  Communicator(const UniqueId& id, int rank, int nranks, const CommOptions& options = {});
+  /// Joins the job described by the environment a launcher set: loom's own LOOM_RANK,
+  /// LOOM_WORLD_SIZE, LOOM_ROOT (host:port), or torchrun's RANK, WORLD_SIZE, MASTER_ADDR,
+  /// MASTER_PORT.
+  static Communicator from_env(const CommOptions& options = {});
+
+  Communicator(Communicator&&) noexcept;
+  Communicator& operator=(Communicator&&) noexcept;
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+  /// Completes outstanding operations (bounded by the timeout) and releases every resource.
+  ~Communicator();
+
+  [[nodiscard]] int rank() const;
+  [[nodiscard]] int size() const;
+
+  Work allreduce(const void* send, void* recv, std::size_t count, DataType dtype, RedOp op,
+                 const CollOptions& opts = {});
+  /// `recv` holds size() * `count` elements; rank r's `send` lands at `recv + r * count`.
+  Work allgather(const void* send, void* recv, std::size_t count, DataType dtype,
+                 const CollOptions& opts = {});
+  /// On `root`, `send` is broadcast; every rank receives into `recv`.
+  Work broadcast(const void* send, void* recv, std::size_t count, DataType dtype, int root,
+                 const CollOptions& opts = {});
+  /// The reduction lands in `recv` on `root` only (`recv` may be null elsewhere).
+  Work reduce(const void* send, void* recv, std::size_t count, DataType dtype, RedOp op, int root,
+              const CollOptions& opts = {});
+  /// `send` holds size() * `recvcount` elements; rank r receives the reduction of block r.
+  Work reduce_scatter(const void* send, void* recv, std::size_t recvcount, DataType dtype,
+                      RedOp op, const CollOptions& opts = {});
+  Work barrier(const CollOptions& opts = {});
+
+  // Typed forms over std::span. The in-place forms take one span.
+  template <typename T>
+  Work allreduce(std::span<const T> send, std::span<T> recv, RedOp op,
+                 const CollOptions& opts = {}) {
+    check_span_sizes(send.size(), recv.size(), 1, "allreduce");
+    return allreduce(send.data(), recv.data(), send.size(), dtype_of_v<T>, op, opts);
+  }
+  template <typename T>
+  Work allreduce(std::span<T> inout, RedOp op, const CollOptions& opts = {}) {
+    return allreduce(inout.data(), inout.data(), inout.size(), dtype_of_v<T>, op, opts);
+  }
+  template <typename T>
+  Work allgather(std::span<const T> send, std::span<T> recv, const CollOptions& opts = {}) {
+    check_span_sizes(send.size(), recv.size(), size(), "allgather");
+    return allgather(send.data(), recv.data(), send.size(), dtype_of_v<T>, opts);
+  }
+  template <typename T>
+  Work broadcast(std::span<T> inout, int root, const CollOptions& opts = {}) {
+    return broadcast(inout.data(), inout.data(), inout.size(), dtype_of_v<T>, root, opts);
+  }
+  template <typename T>
+  Work reduce(std::span<T> inout, RedOp op, int root, const CollOptions& opts = {}) {
+    return reduce(inout.data(), inout.data(), inout.size(), dtype_of_v<T>, op, root, opts);
+  }
+  template <typename T>
+  Work reduce_scatter(std::span<const T> send, std::span<T> recv, RedOp op,
+                      const CollOptions& opts = {}) {
+    check_span_sizes(recv.size(), send.size(), size(), "reduce_scatter");
+    return reduce_scatter(send.data(), recv.data(), recv.size(), dtype_of_v<T>, op, opts);
+  }
+
+ private:
+  friend Communicator detail::wrap_communicator(std::unique_ptr<detail::CommImpl> impl);
+  explicit Communicator(std::unique_ptr<detail::CommImpl> impl);
+  void check_span_sizes(std::size_t small, std::size_t large, std::size_t factor,
+                        const char* what) const;
+  detail::CommImpl& impl() const;
+
+  std::unique_ptr<detail::CommImpl> impl_;
+};
+
+}  // namespace loom

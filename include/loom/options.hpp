@@ -1,0 +1,33 @@
+// Options for communicators and for single calls.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+
+namespace loom {
+
+/// Per-communicator options. Every field left empty takes its value from the LOOM_* settings
+/// (see `loom-info`), which in turn default to documented values.
+struct CommOptions {
+  /// Deadline for every blocking wait inside loom (LOOM_TIMEOUT).
+  std::optional<std::chrono::milliseconds> timeout;
+  /// Overrides for any LOOM_* setting, by name, e.g. {"LOOM_SOCKETS_PER_PEER", "4"}.
+  std::map<std::string, std::string> settings;
+};
+
+/// Algorithm hint for one call; Auto lets loom's selector choose.
+enum class Algorithm { Auto = 0, Ring };
+
+/// Per-call options. Default-constructed options mean "as configured".
+struct CollOptions {
+  /// Deadline for this call, overriding the communicator's timeout.
+  std::optional<std::chrono::milliseconds> timeout;
+  /// Force an algorithm for this call.
+  Algorithm algorithm = Algorithm::Auto;
+  /// CUDA stream (cudaStream_t) for device buffers; nullptr for host buffers.
+  void* stream = nullptr;
+};
+
+}  // namespace loom

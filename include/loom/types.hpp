@@ -1,0 +1,84 @@
+// Element types and reduction operators of the public API.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace loom {
+
+enum class DataType : std::uint8_t {
+  Int8 = 0,
+  Uint8,
+  Int32,
+  Uint32,
+  Int64,
+  Uint64,
+  Float16,
+  BFloat16,
+  Float32,
+  Float64,
+};
+inline constexpr int kNumDataTypes = 10;
+
+enum class RedOp : std::uint8_t { Sum = 0, Prod, Min, Max, Avg };
+inline constexpr int kNumRedOps = 5;
+
+/// Size of one element in bytes; 0 for a value outside the enum.
+constexpr std::size_t dtype_size(DataType t) noexcept {
+  switch (t) {
+    case DataType::Int8:
+    case DataType::Uint8: return 1;
+    case DataType::Float16:
+    case DataType::BFloat16: return 2;
+    case DataType::Int32:
+    case DataType::Uint32:
+    case DataType::Float32: return 4;
+    case DataType::Int64:
+    case DataType::Uint64:
+    case DataType::Float64: return 8;
+  }
+  return 0;
+}
+
+constexpr bool is_valid(DataType t) noexcept { return dtype_size(t) != 0; }
+constexpr bool is_valid(RedOp op) noexcept { return static_cast<int>(op) < kNumRedOps; }
+constexpr bool is_floating(DataType t) noexcept {
+  return t == DataType::Float16 || t == DataType::BFloat16 || t == DataType::Float32 ||
+         t == DataType::Float64;
+}
+
+/// nccl-tests style names: "int8", "uint8", "int32", ..., "half", "bfloat16", "float", "double".
+std::string_view to_string(DataType t) noexcept;
+std::string_view to_string(RedOp op) noexcept;
+/// Accepts the names above plus common aliases ("fp16", "bf16", "fp32", "f32", "fp64", "int", ...).
+std::optional<DataType> parse_dtype(std::string_view name) noexcept;
+std::optional<RedOp> parse_redop(std::string_view name) noexcept;
+
+/// IEEE 754 binary16 storage type (bit pattern only; loom converts with round-to-nearest-even).
+struct half {
+  std::uint16_t bits;
+};
+/// bfloat16 storage type (bit pattern only; loom converts with round-to-nearest-even).
+struct bfloat16 {
+  std::uint16_t bits;
+};
+
+/// Maps a C++ element type to its DataType, for the typed std::span overloads.
+template <typename T>
+struct dtype_of;
+template <> struct dtype_of<std::int8_t> { static constexpr DataType value = DataType::Int8; };
+template <> struct dtype_of<std::uint8_t> { static constexpr DataType value = DataType::Uint8; };
+template <> struct dtype_of<std::int32_t> { static constexpr DataType value = DataType::Int32; };
+template <> struct dtype_of<std::uint32_t> { static constexpr DataType value = DataType::Uint32; };
+template <> struct dtype_of<std::int64_t> { static constexpr DataType value = DataType::Int64; };
+template <> struct dtype_of<std::uint64_t> { static constexpr DataType value = DataType::Uint64; };
+template <> struct dtype_of<half> { static constexpr DataType value = DataType::Float16; };
+template <> struct dtype_of<bfloat16> { static constexpr DataType value = DataType::BFloat16; };
+template <> struct dtype_of<float> { static constexpr DataType value = DataType::Float32; };
+template <> struct dtype_of<double> { static constexpr DataType value = DataType::Float64; };
+template <typename T>
+inline constexpr DataType dtype_of_v = dtype_of<std::remove_cv_t<T>>::value;
+
+}  // namespace loom

@@ -1,0 +1,35 @@
+// Host reduction kernels: every DataType x RedOp, written for the compiler to vectorise.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "loom/types.hpp"
+
+namespace loom::kernels {
+
+/// dst[i] = a[i] OP b[i] for i < count. `dst` may be exactly `a` or `b` (no partial overlap).
+/// Integer arithmetic wraps (two's complement); fp16/bf16 compute in fp32 and round to nearest
+/// even; min/max of floats follow std::fmin/fmax semantics on NaN-free data. RedOp::Avg reduces
+/// as Sum here: call finalize_avg once on the final result.
+void reduce(DataType dtype, RedOp op, void* dst, const void* a, const void* b, std::size_t count);
+
+/// In place: x[i] = x[i] / n. Integers: truncating division. fp16/bf16/fp32: computed in fp32,
+/// rounded to nearest even. fp64: in fp64.
+void finalize_avg(DataType dtype, void* data, std::size_t count, int n);
+
+/// Fused n-source reduction: dst[i] = ((srcs[0][i] OP srcs[1][i]) OP srcs[2][i]) ... OP
+/// srcs[nsrc-1][i], always in this left-to-right order, each intermediate rounded to `dtype`
+/// exactly as repeated reduce() calls would (bit-identical to them, except for the payload/sign of
+/// a NaN produced by Sum/Prod of two NaNs, which IEEE 754 leaves unspecified). `dst` may be
+/// exactly one (or more) of the sources. nsrc == 1 copies; nsrc <= 0 does nothing.
+void reduce_n(DataType dtype, RedOp op, void* dst, const void* const* srcs, int nsrc,
+              std::size_t count);
+
+/// Scalar conversions with round-to-nearest-even (NaN stays NaN, overflow goes to infinity).
+float half_to_float(std::uint16_t h) noexcept;
+std::uint16_t float_to_half(float f) noexcept;
+float bfloat16_to_float(std::uint16_t b) noexcept;
+std::uint16_t float_to_bfloat16(float f) noexcept;
+
+}  // namespace loom::kernels

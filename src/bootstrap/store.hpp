@@ -1,0 +1,48 @@
+// Rendezvous key-value store used during setup and for out-of-band diagnostics.
+// Three implementations: in-memory (threads as ranks), TCP (client/server), and wrappers.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/deadline.hpp"
+#include "common/status.hpp"
+
+namespace loom::bootstrap {
+
+using Bytes = std::vector<std::uint8_t>;
+
+class Store {
+ public:
+  virtual ~Store() = default;
+  /// Sets `key` (overwrites) and wakes every waiter on it.
+  virtual Status set(const std::string& key, std::span<const std::uint8_t> value) = 0;
+  /// Returns the value of `key`, waiting until some rank sets it or `deadline` passes (Timeout,
+  /// naming the key).
+  virtual Result<Bytes> get(const std::string& key, Deadline deadline) = 0;
+  /// Atomically adds `delta` to the integer counter `key` (missing: 0) and returns the new value.
+  virtual Result<std::int64_t> add(const std::string& key, std::int64_t delta) = 0;
+};
+
+/// Every rank publishes `value` under `prefix`; returns all ranks' values in rank order.
+Result<std::vector<Bytes>> store_allgather(Store& store, const std::string& prefix, int rank,
+                                           int nranks, std::span<const std::uint8_t> value,
+                                           Deadline deadline);
+/// Returns once all `nranks` ranks have entered the barrier named `name` (each name used once).
+Status store_barrier(Store& store, const std::string& name, int rank, int nranks,
+                     Deadline deadline);
+
+// Counters: Store::add keeps a counter's value as decimal ASCII text ("-12"), so get() on a
+// counter key returns that text. Shared by every Store implementation.
+
+/// Parses a counter value stored under `key` (InvalidArgument if it is not a decimal int64).
+Result<std::int64_t> parse_counter(std::span<const std::uint8_t> bytes, const std::string& key);
+/// The decimal text of `value`.
+Bytes format_counter(std::int64_t value);
+/// `current` (null: the key is missing, i.e. 0) plus `delta`, with overflow checked.
+Result<std::int64_t> counter_add(const Bytes* current, std::int64_t delta, const std::string& key);
+
+}  // namespace loom::bootstrap

@@ -1,0 +1,62 @@
+// TCP store: a server thread (run by rank 0 or by the process that created the UniqueId) and a
+// client per rank. Wire: length-prefixed request/response frames, validated before use.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+
+#include "bootstrap/store.hpp"
+#include "common/socket.hpp"
+
+namespace loom::bootstrap {
+
+/// Serves a store on a listening socket from a background thread until destroyed.
+/// Clients must present `comm_id` in their hello; others are dropped (and logged).
+class TcpStoreServer {
+ public:
+  static Result<std::unique_ptr<TcpStoreServer>> start(const net::SocketAddress& bind_addr,
+                                                       std::uint64_t comm_id);
+  ~TcpStoreServer();  // stops the thread, closes every socket
+  TcpStoreServer(const TcpStoreServer&) = delete;
+  TcpStoreServer& operator=(const TcpStoreServer&) = delete;
+  /// The address clients connect to (ephemeral port resolved).
+  [[nodiscard]] const net::SocketAddress& address() const;
+
+  struct Impl;
+
+ private:
+  explicit TcpStoreServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+/// One rank's connection to a TcpStoreServer. Thread-safe (calls are serialised).
+///
+/// GET timeouts are enforced by the server, so a timed-out get() leaves the connection usable.
+/// If the server does not answer at all (a get() 1 s past its deadline, or set()/add() past the
+/// operation timeout), the call fails with Timeout, the connection is closed as out of sync,
+/// and the next call reconnects (with a new hello). When the server closes the connection
+/// (server gone, or it rejected this client) the client is broken for good: every later call
+/// fails at once with PeerFailed.
+class TcpStoreClient final : public Store {
+ public:
+  /// Connects (retrying until `deadline`, so ranks may start before the server) and says hello.
+  static Result<std::unique_ptr<TcpStoreClient>> connect(const net::SocketAddress& server,
+                                                         std::uint64_t comm_id, int rank,
+                                                         Deadline deadline);
+  ~TcpStoreClient() override;
+  Status set(const std::string& key, std::span<const std::uint8_t> value) override;
+  Result<Bytes> get(const std::string& key, Deadline deadline) override;
+  Result<std::int64_t> add(const std::string& key, std::int64_t delta) override;
+  /// Bounds set(), add() and reconnections (default 600 s, like LOOM_TIMEOUT).
+  void set_op_timeout(std::chrono::milliseconds timeout);
+
+  struct Impl;
+
+ private:
+  explicit TcpStoreClient(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace loom::bootstrap

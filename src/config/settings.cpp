@@ -1,0 +1,73 @@
+// The registry of every setting loom reads. Add new settings here, nowhere else.
+#include <array>
+
+#include "config/config.hpp"
+
+namespace loom::config {
+namespace {
+
+constexpr std::array kSettings = {
+    // Launch: how a process finds its job.
+    Spec{"LOOM_RANK", Type::Int, "", "This process's rank (set by loomrun or your launcher).",
+         "launch"},
+    Spec{"LOOM_WORLD_SIZE", Type::Int, "", "Number of ranks in the job.", "launch"},
+    Spec{"LOOM_LOCAL_RANK", Type::Int, "", "Rank among the ranks on this host.", "launch"},
+    Spec{"LOOM_LOCAL_SIZE", Type::Int, "", "Number of ranks on this host.", "launch"},
+    Spec{"LOOM_ROOT", Type::String, "",
+         "host:port of the rendezvous server that rank 0 starts; the others connect to it.",
+         "launch"},
+    Spec{"LOOM_ID", Type::String, "",
+         "A UniqueId in hex (UniqueId::to_string); alternative to LOOM_ROOT.", "launch"},
+    Spec{"LOOM_SECRET", Type::String, "",
+         "Job secret (hex) shared by all ranks; loomrun sets a random one.", "launch"},
+    Spec{"RANK", Type::Int, "", "torchrun: this process's rank.", "launch"},
+    Spec{"WORLD_SIZE", Type::Int, "", "torchrun: number of ranks.", "launch"},
+    Spec{"LOCAL_RANK", Type::Int, "", "torchrun: rank on this host.", "launch"},
+    Spec{"LOCAL_WORLD_SIZE", Type::Int, "", "torchrun: number of ranks on this host.", "launch"},
+    Spec{"MASTER_ADDR", Type::String, "", "torchrun: host of the rendezvous (rank 0).",
+         "launch"},
+    Spec{"MASTER_PORT", Type::Int, "", "torchrun: port of the rendezvous.", "launch"},
+
+    // Logging.
+    Spec{"LOOM_DEBUG", Type::String, "WARN",
+         "Log level: OFF, ERROR, WARN, INFO, DEBUG or TRACE.", "log"},
+    Spec{"LOOM_DEBUG_SUBSYS", Type::String, "ALL",
+         "Comma-separated subsystems to log (INIT,BOOTSTRAP,COLL,NET,EXEC,CONFIG) or ALL; "
+         "^NAME excludes one.",
+         "log"},
+    Spec{"LOOM_DEBUG_FILE", Type::String, "",
+         "Write logs to this file instead of stderr; %h is the host name, %p the pid.", "log"},
+
+    // Reliability.
+    Spec{"LOOM_TIMEOUT", Type::Duration, "600s",
+         "Deadline for every blocking wait inside loom (setup, collectives, shutdown).",
+         "reliability"},
+
+    // Network (TCP transport and bootstrap).
+    Spec{"LOOM_SOCKETS_PER_PEER", Type::Int, "2",
+         "TCP sockets per peer connection; messages are striped across them (1-16).", "net"},
+    Spec{"LOOM_SOCKET_BUFFER", Type::Size, "4M",
+         "SO_SNDBUF/SO_RCVBUF for data sockets (0 leaves the kernel's autotuning).", "net"},
+    Spec{"LOOM_SOCKET_IFNAME", Type::String, "",
+         "Network interface whose address ranks listen on and advertise (default: the "
+         "interface of the route to the rendezvous root).",
+         "net"},
+
+    // Collectives and the executor.
+    Spec{"LOOM_CHUNK_SIZE", Type::Size, "512K",
+         "Pipeline chunk size: a collective is split into messages of at most this many bytes.",
+         "coll"},
+    Spec{"LOOM_PIPELINE_DEPTH", Type::Int, "4",
+         "Chunks each rank keeps in flight per peer (scratch slots per receive stream).",
+         "coll"},
+    Spec{"LOOM_ALGO", Type::String, "auto", "Force an algorithm: auto or ring.", "coll"},
+    Spec{"LOOM_SPIN_US", Type::Int, "50",
+         "Microseconds the executor polls without progress before it blocks in the kernel.",
+         "coll"},
+};
+
+}  // namespace
+
+std::span<const Spec> all_settings() { return kSettings; }
+
+}  // namespace loom::config

@@ -1,0 +1,49 @@
+#include "core/collective_task.hpp"
+
+#include "core/comm_impl.hpp"
+#include "kernels/host/reduce.hpp"
+
+namespace loom::detail {
+
+CollectiveTask::CollectiveTask(CommImpl& comm, core::OpDesc op, algo::Plan plan, Deadline deadline)
+    : comm_(comm), op_(op), plan_(std::move(plan)), deadline_(deadline) {}
+
+Status CollectiveTask::start(Deadline deadline) {
+  std::vector<int> peers = plan_.peers();
+  Status st = comm_.connect(peers, deadline);
+  if (!st.is_ok()) return st.with_context(describe());
+  std::vector<transport::Connection*> conns(static_cast<std::size_t>(comm_.size()), nullptr);
+  for (int p : peers) conns[static_cast<std::size_t>(p)] = comm_.connection(p);
+  exec::PlanBuffers bufs;
+  bufs.send = static_cast<std::uint8_t*>(const_cast<void*>(op_.send));
+  bufs.recv = static_cast<std::uint8_t*>(op_.recv);
+  bufs.scratch = comm_.scratch(plan_.scratch_bytes);
+  run_.emplace(plan_, bufs, op_, comm_.rank(), std::move(conns), 2 * comm_.settings().depth);
+  return Status::ok();
+}
+
+Result<exec::Progress> CollectiveTask::progress() {
+  auto r = run_->progress();
+  if (!r.is_ok()) return r.status().with_context(describe());
+  if (*r == exec::Progress::Done) finalize();
+  return r;
+}
+
+// Avg is a sum until here; every rank that holds a result divides its own copy.
+void CollectiveTask::finalize() {
+  if (!op_.has_redop() || op_.redop != RedOp::Avg || op_.count == 0) return;
+  if (op_.kind == core::CollKind::Reduce && comm_.rank() != op_.root) return;
+  kernels::finalize_avg(op_.dtype, op_.recv, op_.count, comm_.size());
+}
+
+void CollectiveTask::add_wait_fds(std::vector<pollfd>& fds) const {
+  if (run_) run_->add_wait_fds(fds);
+}
+
+std::string CollectiveTask::describe() const {
+  return fmt::format("rank {}: {} [{}]", comm_.rank(), core::describe(op_), plan_.algorithm);
+}
+
+std::string CollectiveTask::pending() const { return run_ ? run_->pending() : "not started"; }
+
+}  // namespace loom::detail

@@ -1,0 +1,36 @@
+// One collective as an executor Task: a Plan plus the buffers and connections it runs on.
+#pragma once
+
+#include <optional>
+
+#include "algorithms/plan.hpp"
+#include "core/op.hpp"
+#include "executor/plan_run.hpp"
+#include "executor/task.hpp"
+
+namespace loom::detail {
+
+class CommImpl;
+
+class CollectiveTask final : public exec::Task {
+ public:
+  CollectiveTask(CommImpl& comm, core::OpDesc op, algo::Plan plan, Deadline deadline);
+
+  Status start(Deadline deadline) override;
+  Result<exec::Progress> progress() override;
+  void add_wait_fds(std::vector<pollfd>& fds) const override;
+  [[nodiscard]] std::string describe() const override;
+  [[nodiscard]] std::string pending() const override;
+  [[nodiscard]] Deadline deadline() const override { return deadline_; }
+
+ private:
+  void finalize();
+
+  CommImpl& comm_;
+  core::OpDesc op_;
+  algo::Plan plan_;
+  Deadline deadline_;
+  std::optional<exec::PlanRun> run_;
+};
+
+}  // namespace loom::detail

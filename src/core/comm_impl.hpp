@@ -1,0 +1,81 @@
+// The communicator's internals: a few components (store, transport, engine) and the code that
+// turns a call into a Plan and submits it.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "algorithms/plan.hpp"
+#include "bootstrap/store.hpp"
+#include "bootstrap/tcp_store.hpp"
+#include "config/config.hpp"
+#include "core/op.hpp"
+#include "executor/engine.hpp"
+#include "loom/options.hpp"
+#include "loom/work.hpp"
+#include "transports/tcp/tcp_transport.hpp"
+
+namespace loom::detail {
+
+/// Settings the communicator reads once, at creation.
+struct CommSettings {
+  std::chrono::milliseconds timeout{600'000};
+  std::size_t chunk_bytes = 512 * 1024;
+  std::size_t depth = 4;
+  std::chrono::microseconds spin{50};
+  transport::tcp::TcpOptions tcp;
+  std::string algo = "auto";
+
+  static Result<CommSettings> from(const config::Config& cfg);
+};
+
+/// Everything CommImpl::create needs; the bootstrap store is already connected.
+struct CommSetup {
+  int rank = 0;
+  int nranks = 1;
+  std::uint64_t comm_id = 0;
+  std::shared_ptr<bootstrap::Store> store;
+  std::unique_ptr<bootstrap::TcpStoreServer> server;  // rank 0 may own the rendezvous server
+  net::SocketAddress bind_address;                     // where this rank's transport listens
+  config::Config config;
+};
+
+class CommImpl {
+ public:
+  static Result<std::unique_ptr<CommImpl>> create(CommSetup setup);
+  ~CommImpl();
+
+  [[nodiscard]] int rank() const { return rank_; }
+  [[nodiscard]] int size() const { return nranks_; }
+  /// Validates, plans and queues one collective. Throws loom::Error on bad arguments or a
+  /// failed communicator.
+  Work submit(core::OpDesc op, const CollOptions& opts);
+
+  // Used by CollectiveTask while it runs (on the driving thread, one task at a time).
+  Status connect(const std::vector<int>& peers, Deadline deadline);
+  [[nodiscard]] transport::Connection* connection(int peer) const;
+  std::uint8_t* scratch(std::size_t bytes);
+  [[nodiscard]] const CommSettings& settings() const { return settings_; }
+
+ private:
+  CommImpl(CommSetup setup, CommSettings settings, std::unique_ptr<transport::tcp::TcpTransport> tcp);
+  Status rendezvous(Deadline deadline);
+  [[nodiscard]] algo::Plan make_plan(const core::OpDesc& op) const;
+
+  int rank_;
+  int nranks_;
+  std::uint64_t comm_id_;
+  config::Config config_;
+  CommSettings settings_;
+  std::shared_ptr<bootstrap::Store> store_;
+  std::unique_ptr<bootstrap::TcpStoreServer> server_;
+  std::unique_ptr<transport::tcp::TcpTransport> tcp_;
+  std::unique_ptr<std::uint8_t, void (*)(void*)> scratch_{nullptr, nullptr};
+  std::size_t scratch_bytes_ = 0;
+  std::uint64_t next_seq_ = 0;
+  std::unique_ptr<exec::Engine> engine_;  // last: destroyed first, after draining its queue
+};
+
+}  // namespace loom::detail

@@ -1,0 +1,109 @@
+// The public Communicator: argument packing and error conversion around CommImpl.
+#include "loom/communicator.hpp"
+
+#include "core/comm_impl.hpp"
+#include "core/comm_setup.hpp"
+#include "core/launch_env.hpp"
+#include "log/log.hpp"
+
+namespace loom {
+
+namespace detail {
+Communicator wrap_communicator(std::unique_ptr<CommImpl> impl) { return Communicator(std::move(impl)); }
+}  // namespace detail
+
+namespace {
+
+config::Config load_config(const CommOptions& options) {
+  auto settings = options.settings;
+  if (options.timeout) settings["LOOM_TIMEOUT"] = fmt::format("{}ms", options.timeout->count());
+  return value_or_throw(config::Config::load(settings));
+}
+
+}  // namespace
+
+Communicator::Communicator(const UniqueId& id, int rank, int nranks, const CommOptions& options)
+    : impl_(value_or_throw(detail::join(id, rank, nranks, load_config(options)))) {}
+
+Communicator Communicator::from_env(const CommOptions& options) {
+  config::Config cfg = load_config(options);
+  core::LaunchInfo li = value_or_throw(core::detect_launch(cfg));
+  log::configure(cfg);
+  LOOM_LOG_INFO(Init, "rank {} of {}: launch environment from {} ({})", li.rank, li.world_size,
+                li.source, li.id_hex.empty() ? "root " + li.root : "LOOM_ID");
+  UniqueId id = li.id_hex.empty() ? UniqueId::for_root(li.root, li.secret_hex)
+                                  : UniqueId::from_string(li.id_hex);
+  return Communicator(value_or_throw(detail::join(id, li.rank, li.world_size, std::move(cfg))));
+}
+
+Communicator::Communicator(std::unique_ptr<detail::CommImpl> impl) : impl_(std::move(impl)) {}
+Communicator::Communicator(Communicator&&) noexcept = default;
+Communicator& Communicator::operator=(Communicator&&) noexcept = default;
+Communicator::~Communicator() = default;
+
+detail::CommImpl& Communicator::impl() const {
+  if (!impl_) throw Error(ErrorCode::InvalidUsage, "call on a moved-from or destroyed communicator");
+  return *impl_;
+}
+
+int Communicator::rank() const { return impl().rank(); }
+int Communicator::size() const { return impl().size(); }
+
+void Communicator::check_span_sizes(std::size_t small, std::size_t large, std::size_t factor,
+                                    const char* what) const {
+  if (small * factor != large)
+    throw Error(ErrorCode::InvalidArgument,
+                fmt::format("rank {}: {}: span sizes {} and {} do not match (expected {} x {})",
+                            rank(), what, small, large, factor, small));
+}
+
+namespace {
+core::OpDesc desc(core::CollKind kind, const void* send, void* recv, std::size_t count,
+                  DataType dtype, RedOp op, int root) {
+  core::OpDesc d;
+  d.kind = kind;
+  d.send = send;
+  d.recv = recv;
+  d.count = count;
+  d.dtype = dtype;
+  d.redop = op;
+  d.root = root;
+  return d;
+}
+}  // namespace
+
+Work Communicator::allreduce(const void* send, void* recv, std::size_t count, DataType dtype,
+                             RedOp op, const CollOptions& opts) {
+  return impl().submit(desc(core::CollKind::AllReduce, send, recv, count, dtype, op, -1), opts);
+}
+
+Work Communicator::allgather(const void* send, void* recv, std::size_t count, DataType dtype,
+                             const CollOptions& opts) {
+  return impl().submit(desc(core::CollKind::AllGather, send, recv, count, dtype, RedOp::Sum, -1),
+                       opts);
+}
+
+Work Communicator::broadcast(const void* send, void* recv, std::size_t count, DataType dtype,
+                             int root, const CollOptions& opts) {
+  return impl().submit(desc(core::CollKind::Broadcast, send, recv, count, dtype, RedOp::Sum, root),
+                       opts);
+}
+
+Work Communicator::reduce(const void* send, void* recv, std::size_t count, DataType dtype, RedOp op,
+                          int root, const CollOptions& opts) {
+  return impl().submit(desc(core::CollKind::Reduce, send, recv, count, dtype, op, root), opts);
+}
+
+Work Communicator::reduce_scatter(const void* send, void* recv, std::size_t recvcount,
+                                  DataType dtype, RedOp op, const CollOptions& opts) {
+  return impl().submit(desc(core::CollKind::ReduceScatter, send, recv, recvcount, dtype, op, -1),
+                       opts);
+}
+
+Work Communicator::barrier(const CollOptions& opts) {
+  return impl().submit(desc(core::CollKind::Barrier, nullptr, nullptr, 0, DataType::Uint8,
+                            RedOp::Sum, -1),
+                       opts);
+}
+
+}  // namespace loom

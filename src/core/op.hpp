@@ -1,0 +1,57 @@
+// One collective call as the core sees it: what was asked, validated, and how it is named in
+// messages and errors.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "common/status.hpp"
+#include "loom/types.hpp"
+#include "transports/connection.hpp"
+
+namespace loom::core {
+
+enum class CollKind : std::uint8_t {
+  AllReduce = 1,
+  AllGather,
+  Broadcast,
+  Reduce,
+  ReduceScatter,
+  Barrier,
+};
+
+std::string_view to_string(CollKind k);
+
+struct OpDesc {
+  CollKind kind = CollKind::AllReduce;
+  DataType dtype = DataType::Uint8;
+  RedOp redop = RedOp::Sum;
+  int root = -1;
+  std::size_t count = 0;  // the call's count argument (allgather: per rank; reduce_scatter: recvcount)
+  const void* send = nullptr;
+  void* recv = nullptr;
+  std::uint64_t seq = 0;  // assigned at submission
+
+  [[nodiscard]] bool has_redop() const {
+    return kind == CollKind::AllReduce || kind == CollKind::Reduce ||
+           kind == CollKind::ReduceScatter;
+  }
+  [[nodiscard]] bool has_root() const {
+    return kind == CollKind::Broadcast || kind == CollKind::Reduce;
+  }
+  [[nodiscard]] std::size_t send_bytes(int nranks) const;
+  [[nodiscard]] std::size_t recv_bytes(int nranks) const;
+  [[nodiscard]] bool in_place(int rank) const;
+};
+
+/// Checks arguments before anything is queued; errors name the rank and the operation.
+Status validate(const OpDesc& op, int rank, int nranks);
+
+/// "allreduce #42 (1024 x float, sum)".
+std::string describe(const OpDesc& op);
+
+/// The message tag for message `index` of `op` on one (peer, direction).
+transport::Tag make_tag(const OpDesc& op, std::uint32_t index);
+
+}  // namespace loom::core

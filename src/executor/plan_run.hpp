@@ -1,0 +1,65 @@
+// Executes one Plan over Connections and the host reduction kernels, without blocking.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "algorithms/plan.hpp"
+#include "core/op.hpp"
+#include "executor/task.hpp"
+#include "transports/connection.hpp"
+
+namespace loom::exec {
+
+struct PlanBuffers {
+  std::uint8_t* send = nullptr;
+  std::uint8_t* recv = nullptr;
+  std::uint8_t* scratch = nullptr;
+};
+
+class PlanRun {
+ public:
+  /// `conns[peer]` must be non-null for every peer the plan talks to. `window` bounds the
+  /// requests in flight per (peer, direction).
+  PlanRun(const algo::Plan& plan, PlanBuffers bufs, const core::OpDesc& op, int rank,
+          std::vector<transport::Connection*> conns, std::size_t window);
+
+  Result<Progress> progress();
+  void add_wait_fds(std::vector<pollfd>& fds) const;
+  /// "waiting to receive message 3 from rank 2; to send message 4 to rank 0".
+  [[nodiscard]] std::string pending() const;
+
+ private:
+  // The sends (or receives) to one peer, in plan order.
+  struct Lane {
+    int peer = -1;
+    bool is_send = false;
+    std::vector<std::uint32_t> steps;
+    std::size_t next = 0;  // next step to post
+    std::deque<std::pair<std::uint32_t, transport::Request>> inflight;
+  };
+
+  Result<bool> post_ready(Lane& lane);
+  Result<bool> test_inflight(Lane& lane);
+  Status run_local(std::uint32_t step);
+  void complete(std::uint32_t step);
+  std::uint8_t* address(const algo::Span& s) const;
+  transport::MemRegion region(const algo::Span& s) const;
+
+  const algo::Plan& plan_;
+  PlanBuffers bufs_;
+  core::OpDesc op_;
+  int rank_;
+  std::vector<transport::Connection*> conns_;
+  std::size_t window_;
+  std::vector<std::uint32_t> remaining_;   // unmet dependencies per step
+  std::vector<std::uint32_t> dep_offsets_;  // CSR: dependents of each step
+  std::vector<std::uint32_t> dependents_;
+  std::vector<Lane> lanes_;
+  std::vector<std::uint32_t> local_ready_;
+  std::size_t done_ = 0;
+};
+
+}  // namespace loom::exec

@@ -1,0 +1,33 @@
+// A unit of work the engine drives: one collective on one communicator.
+#pragma once
+
+#include <poll.h>
+
+#include <string>
+#include <vector>
+
+#include "common/deadline.hpp"
+#include "common/status.hpp"
+
+namespace loom::exec {
+
+enum class Progress { Idle, Advanced, Done };
+
+class Task {
+ public:
+  virtual ~Task() = default;
+  /// Called once, by the driving thread, before the first progress(); may block up to
+  /// `deadline` (e.g. to establish connections).
+  virtual Status start(Deadline deadline) = 0;
+  /// Non-blocking: does what can be done now.
+  virtual Result<Progress> progress() = 0;
+  /// File descriptors to block on when progress() is Idle.
+  virtual void add_wait_fds(std::vector<pollfd>& fds) const = 0;
+  /// "allreduce #3 (...)" for errors and logs.
+  [[nodiscard]] virtual std::string describe() const = 0;
+  /// What the task is still waiting for, for timeout reports.
+  [[nodiscard]] virtual std::string pending() const = 0;
+  [[nodiscard]] virtual Deadline deadline() const = 0;
+};
+
+}  // namespace loom::exec

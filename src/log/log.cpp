@@ -1,0 +1,116 @@
+#include "log/log.hpp"
+
+#include <spdlog/sinks/basic_file_sink.h>
+#include <spdlog/sinks/stdout_sinks.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <memory>
+#include <mutex>
+#include <string>
+
+namespace loom::log {
+namespace {
+
+constexpr std::array<const char*, kNumSubsys> kNames = {
+    "INIT", "BOOTSTRAP", "COLL", "NET", "EXEC", "CONFIG", "SHM", "TOPO", "CUDA"};
+
+struct Loggers {
+  std::array<std::shared_ptr<spdlog::logger>, kNumSubsys> by_subsys;
+  bool configured = false;
+  std::mutex mu;
+};
+
+Loggers& loggers() {
+  static Loggers* l = [] {
+    auto* out = new Loggers();  // never destroyed: logging works during static destruction
+    auto sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
+    for (int i = 0; i < kNumSubsys; ++i) {
+      out->by_subsys[static_cast<std::size_t>(i)] =
+          std::make_shared<spdlog::logger>(std::string("loom.") + kNames[static_cast<std::size_t>(i)], sink);
+      out->by_subsys[static_cast<std::size_t>(i)]->set_level(spdlog::level::warn);
+      out->by_subsys[static_cast<std::size_t>(i)]->set_pattern("[%H:%M:%S.%e] [pid %P] %n %l: %v");
+    }
+    return out;
+  }();
+  return *l;
+}
+
+spdlog::level::level_enum parse_level(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (s == "OFF" || s == "NONE") return spdlog::level::off;
+  if (s == "ERROR") return spdlog::level::err;
+  if (s == "INFO") return spdlog::level::info;
+  if (s == "DEBUG") return spdlog::level::debug;
+  if (s == "TRACE") return spdlog::level::trace;
+  return spdlog::level::warn;
+}
+
+// "ALL", "INIT,COLL", "ALL,^NET" -> enabled flags.
+std::array<bool, kNumSubsys> parse_subsys(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  std::array<bool, kNumSubsys> on{};
+  bool any_positive = false;
+  std::size_t pos = 0;
+  while (pos <= s.size()) {
+    std::size_t end = s.find(',', pos);
+    if (end == std::string::npos) end = s.size();
+    std::string tok = s.substr(pos, end - pos);
+    pos = end + 1;
+    bool exclude = !tok.empty() && tok[0] == '^';
+    if (exclude) tok.erase(0, 1);
+    if (!exclude) any_positive = true;
+    for (int i = 0; i < kNumSubsys; ++i)
+      if (tok == "ALL" || tok == kNames[static_cast<std::size_t>(i)]) on[static_cast<std::size_t>(i)] = !exclude;
+    if (exclude && !any_positive) {
+      // "^NET" alone means everything but NET.
+      for (int i = 0; i < kNumSubsys; ++i)
+        if (tok != kNames[static_cast<std::size_t>(i)]) on[static_cast<std::size_t>(i)] = true;
+      any_positive = true;
+    }
+  }
+  return on;
+}
+
+std::string expand_path(std::string p) {
+  char host[256] = {0};
+  ::gethostname(host, sizeof host - 1);
+  for (std::size_t i; (i = p.find("%h")) != std::string::npos;) p.replace(i, 2, host);
+  for (std::size_t i; (i = p.find("%p")) != std::string::npos;)
+    p.replace(i, 2, std::to_string(::getpid()));
+  return p;
+}
+
+}  // namespace
+
+void configure(const config::Config& cfg) {
+  Loggers& l = loggers();
+  std::lock_guard lock(l.mu);
+  if (!l.configured) {
+    l.configured = true;
+    std::string file = cfg.get_string("LOOM_DEBUG_FILE");
+    if (!file.empty()) {
+      auto sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(expand_path(file));
+      for (auto& lg : l.by_subsys) {
+        lg->sinks().clear();
+        lg->sinks().push_back(sink);
+        lg->set_pattern("[%H:%M:%S.%e] [pid %P] %n %l: %v");
+      }
+    }
+  }
+  auto level = parse_level(cfg.get_string("LOOM_DEBUG"));
+  auto enabled = parse_subsys(cfg.get_string("LOOM_DEBUG_SUBSYS"));
+  for (int i = 0; i < kNumSubsys; ++i) {
+    auto idx = static_cast<std::size_t>(i);
+    // Errors always reach the user, whatever the subsystem filter says.
+    auto lv = enabled[idx] ? level : std::max(level, spdlog::level::err);
+    l.by_subsys[idx]->set_level(lv);
+    l.by_subsys[idx]->flush_on(spdlog::level::warn);
+  }
+}
+
+spdlog::logger& get(Subsys s) { return *loggers().by_subsys[static_cast<std::size_t>(s)]; }
+
+}  // namespace loom::log

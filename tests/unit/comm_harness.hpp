@@ -1,0 +1,53 @@
+// Threads as ranks: n Communicators in one process over an InMemoryStore and real TCP loopback
+// connections.
+#pragma once
+
+#include <exception>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bootstrap/memory_store.hpp"
+#include "core/comm_setup.hpp"
+#include "loom/loom.hpp"
+
+namespace loom::test {
+
+inline Communicator make_comm(std::shared_ptr<bootstrap::Store> store, int rank, int n,
+                              std::uint64_t comm_id,
+                              const std::map<std::string, std::string>& settings) {
+  auto cfg = value_or_throw(config::Config::load(settings));
+  return detail::wrap_communicator(
+      value_or_throw(detail::join_store(std::move(store), rank, n, comm_id, "127.0.0.1", std::move(cfg))));
+}
+
+/// Runs `body(comm)` on n threads, one communicator each; rethrows the first failure (as a
+/// std::runtime_error naming the rank) after every thread has finished.
+inline void run_ranks(int n, const std::function<void(Communicator&)>& body,
+                      std::map<std::string, std::string> settings = {}) {
+  if (!settings.count("LOOM_TIMEOUT")) settings["LOOM_TIMEOUT"] = "60s";
+  auto store = std::make_shared<bootstrap::InMemoryStore>();
+  static std::uint64_t next_id = 0x1000;
+  std::uint64_t comm_id = ++next_id;
+  std::mutex mu;
+  std::string first_error;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        Communicator comm = make_comm(store, r, n, comm_id, settings);
+        body(comm);
+      } catch (const std::exception& e) {
+        std::lock_guard lock(mu);
+        if (first_error.empty()) first_error = "rank " + std::to_string(r) + ": " + e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  if (!first_error.empty()) throw std::runtime_error(first_error);
+}
+
+}  // namespace loom::test

@@ -1,0 +1,160 @@
+// Every collective x dtype x op, in place and out of place, over real TCP between threads as
+// ranks: nranks 1, 2, 3, 4, 5, 8; counts 0, 1, primes and non-multiples of nranks.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+
+#include "comm_harness.hpp"
+#include "reference.hpp"
+
+using namespace loom;
+using loom::test::fill_input;
+using loom::test::store_expected;
+using loom::test::store_value;
+using loom::test::input_value;
+
+namespace {
+
+constexpr DataType kAllTypes[] = {DataType::Int8,    DataType::Uint8,    DataType::Int32,
+                                  DataType::Uint32,  DataType::Int64,    DataType::Uint64,
+                                  DataType::Float16, DataType::BFloat16, DataType::Float32,
+                                  DataType::Float64};
+constexpr RedOp kAllOps[] = {RedOp::Sum, RedOp::Prod, RedOp::Min, RedOp::Max, RedOp::Avg};
+
+std::vector<std::size_t> counts_for(int n) {
+  return {0, 1, 7, 13, static_cast<std::size_t>(n) * 5 + 1, 1031};
+}
+
+// Compares element by element; returns the number of wrong elements and remembers the first.
+struct Checker {
+  std::size_t wrong = 0;
+  std::string first;
+  void element(const void* got, const void* want, std::size_t es, const std::string& where) {
+    if (std::memcmp(got, want, es) == 0) return;
+    if (wrong++ == 0) first = where;
+  }
+};
+
+std::string where(const char* coll, DataType t, RedOp op, std::size_t count, bool in_place, int rank,
+                  std::size_t i) {
+  return fmt::format("{} {} {} count {} {} rank {} element {}", coll, to_string(t), to_string(op),
+                     count, in_place ? "in-place" : "out-of-place", rank, i);
+}
+
+void check_reductions(Communicator& comm, Checker& chk) {
+  const int n = comm.size(), r = comm.rank();
+  std::vector<std::uint8_t> send, recv, want(8);
+  for (DataType t : kAllTypes)
+    for (RedOp op : kAllOps)
+      for (std::size_t count : counts_for(n))
+        for (bool ip : {false, true}) {
+          const std::size_t es = dtype_size(t);
+          const int root = static_cast<int>(count % static_cast<std::size_t>(n));
+          // allreduce
+          send.assign(count * es + 1, 0);
+          recv.assign(count * es + 1, 0xee);
+          fill_input(t, op, r, send.data(), count);
+          void* out = ip ? send.data() : recv.data();
+          comm.allreduce(send.data(), out, count, t, op).wait();
+          for (std::size_t i = 0; i < count; ++i) {
+            store_expected(t, op, n, i, want.data());
+            chk.element(static_cast<std::uint8_t*>(out) + i * es, want.data(), es,
+                        where("allreduce", t, op, count, ip, r, i));
+          }
+          // reduce
+          fill_input(t, op, r, send.data(), count);
+          recv.assign(count * es + 1, 0xee);
+          out = ip ? send.data() : recv.data();
+          comm.reduce(send.data(), out, count, t, op, root).wait();
+          if (r == root)
+            for (std::size_t i = 0; i < count; ++i) {
+              store_expected(t, op, n, i, want.data());
+              chk.element(static_cast<std::uint8_t*>(out) + i * es, want.data(), es,
+                          where("reduce", t, op, count, ip, r, i));
+            }
+          // reduce_scatter: rank q's input block b holds input_value(q, b * count + i)
+          send.assign(count * es * static_cast<std::size_t>(n) + 1, 0);
+          fill_input(t, op, r, send.data(), count * static_cast<std::size_t>(n));
+          recv.assign(count * es + 1, 0xee);
+          out = ip ? send.data() + static_cast<std::size_t>(r) * count * es : recv.data();
+          comm.reduce_scatter(send.data(), out, count, t, op).wait();
+          for (std::size_t i = 0; i < count; ++i) {
+            store_expected(t, op, n, static_cast<std::size_t>(r) * count + i, want.data());
+            chk.element(static_cast<std::uint8_t*>(out) + i * es, want.data(), es,
+                        where("reduce_scatter", t, op, count, ip, r, i));
+          }
+        }
+}
+
+void check_data_movement(Communicator& comm, Checker& chk) {
+  const int n = comm.size(), r = comm.rank();
+  const std::size_t un = static_cast<std::size_t>(n), ur = static_cast<std::size_t>(r);
+  std::vector<std::uint8_t> send, recv, want(8);
+  for (DataType t : kAllTypes)
+    for (std::size_t count : counts_for(n))
+      for (bool ip : {false, true}) {
+        const std::size_t es = dtype_size(t);
+        const int root = static_cast<int>((count + 1) % un);
+        // allgather: rank q contributes input_value(Sum, q, i)
+        recv.assign(count * es * un + 1, 0xee);
+        send.assign(count * es + 1, 0);
+        void* in = ip ? recv.data() + ur * count * es : send.data();
+        fill_input(t, RedOp::Sum, r, in, count);
+        comm.allgather(in, recv.data(), count, t).wait();
+        for (std::size_t q = 0; q < un; ++q)
+          for (std::size_t i = 0; i < count; ++i) {
+            store_value(t, want.data(), input_value(RedOp::Sum, static_cast<int>(q), i));
+            chk.element(recv.data() + (q * count + i) * es, want.data(), es,
+                        where("allgather", t, RedOp::Sum, count, ip, r, q * count + i));
+          }
+        // broadcast
+        send.assign(count * es + 1, 0);
+        recv.assign(count * es + 1, 0xee);
+        if (r == root) fill_input(t, RedOp::Sum, root, send.data(), count);
+        void* out = ip ? send.data() : recv.data();
+        comm.broadcast(send.data(), out, count, t, root).wait();
+        for (std::size_t i = 0; i < count; ++i) {
+          store_value(t, want.data(), input_value(RedOp::Sum, root, i));
+          chk.element(static_cast<std::uint8_t*>(out) + i * es, want.data(), es,
+                      where("broadcast", t, RedOp::Sum, count, ip, r, i));
+        }
+      }
+  comm.barrier().wait();
+}
+
+void run_matrix(int n, std::map<std::string, std::string> settings = {}) {
+  std::mutex mu;
+  std::size_t wrong = 0;
+  std::string first;
+  loom::test::run_ranks(
+      n,
+      [&](Communicator& comm) {
+        Checker chk;
+        check_reductions(comm, chk);
+        check_data_movement(comm, chk);
+        std::lock_guard lock(mu);
+        wrong += chk.wrong;
+        if (first.empty()) first = chk.first;
+      },
+      std::move(settings));
+  INFO("first wrong: " << first);
+  REQUIRE(wrong == 0);
+}
+
+}  // namespace
+
+TEST_CASE("collectives: full matrix over tcp with 1 rank", "[collectives]") { run_matrix(1); }
+TEST_CASE("collectives: full matrix over tcp with 2 ranks", "[collectives]") { run_matrix(2); }
+TEST_CASE("collectives: full matrix over tcp with 3 ranks", "[collectives]") { run_matrix(3); }
+TEST_CASE("collectives: full matrix over tcp with 4 ranks", "[collectives]") { run_matrix(4); }
+TEST_CASE("collectives: full matrix over tcp with 5 ranks", "[collectives]") { run_matrix(5); }
+TEST_CASE("collectives: full matrix over tcp with 8 ranks", "[collectives]") { run_matrix(8); }
+
+TEST_CASE("collectives: small chunks and one socket and depth 1", "[collectives]") {
+  run_matrix(3, {{"LOOM_CHUNK_SIZE", "64"}, {"LOOM_SOCKETS_PER_PEER", "1"},
+                 {"LOOM_PIPELINE_DEPTH", "1"}});
+}
+TEST_CASE("collectives: small chunks and four sockets and deep pipeline", "[collectives]") {
+  run_matrix(4, {{"LOOM_CHUNK_SIZE", "256"}, {"LOOM_SOCKETS_PER_PEER", "4"},
+                 {"LOOM_PIPELINE_DEPTH", "8"}});
+}

@@ -1,0 +1,77 @@
+// The single seam between the executor (above) and the transports (below). A Connection moves
+// bytes to and from one peer; it knows nothing of collectives. Everything is non-blocking: the
+// executor owns progress and calls test() until requests complete.
+#pragma once
+
+#include <poll.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/status.hpp"
+
+namespace loom::transport {
+
+struct Caps {
+  bool host_memory = true;
+  bool device_memory = false;
+  bool direct_load_store = false;  // peer memory can be read/written with plain loads/stores
+};
+
+/// A buffer the executor sends from or receives into. Transports that need registration keep
+/// their handle in `handle`.
+struct MemRegion {
+  void* base = nullptr;
+  std::size_t size = 0;
+  void* handle = nullptr;
+};
+
+/// Identity of one message, carried in its header and checked by the receiver before any payload
+/// is accepted. The transport compares tags for equality only; `describe_tag` renders one.
+struct Tag {
+  std::uint64_t seq = 0;    // operation sequence number on the communicator
+  std::uint32_t index = 0;  // message index within the operation for this (peer, direction)
+  std::uint8_t kind = 0;    // collective (core::CollKind)
+  std::uint8_t dtype = 0;
+  std::uint8_t redop = 0;
+  std::uint8_t pad = 0;
+  std::int32_t root = -1;
+  std::uint64_t count = 0;  // the collective's element count argument
+
+  friend bool operator==(const Tag&, const Tag&) = default;
+};
+
+/// "allreduce #42 (count 1024, float, sum), message 3" (implemented in core).
+std::string describe_tag(const Tag& tag);
+
+/// Handle of one posted isend/irecv.
+struct Request {
+  std::uint64_t id = 0;
+};
+
+class Connection {
+ public:
+  virtual ~Connection() = default;
+  [[nodiscard]] virtual Caps caps() const = 0;
+  [[nodiscard]] virtual int peer() const = 0;
+  [[nodiscard]] virtual std::string name() const = 0;  // "tcp", "shm", ...
+
+  /// Queue `len` bytes at `region.base + off` for the peer. Messages to one peer are delivered in
+  /// the order they were posted and matched in order against the peer's posted receives.
+  virtual Result<Request> isend(const MemRegion& region, std::size_t off, std::size_t len,
+                                const Tag& tag) = 0;
+  /// Post a receive of exactly `len` bytes. A message whose tag or length differs fails the
+  /// request with ErrorCode::Mismatch naming both ranks.
+  virtual Result<Request> irecv(const MemRegion& region, std::size_t off, std::size_t len,
+                                const Tag& tag) = 0;
+  /// Makes progress; true once the request has completed (after which it must not be tested
+  /// again). Never blocks.
+  virtual Result<bool> test(const Request& request) = 0;
+  /// Adds the file descriptors the executor may block on (poll) while requests on this
+  /// connection are pending. Connections that cannot be waited on this way add nothing.
+  virtual void add_wait_fds(std::vector<pollfd>& fds) const = 0;
+};
+
+}  // namespace loom::transport
