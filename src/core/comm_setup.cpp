@@ -50,6 +50,7 @@ Result<std::unique_ptr<CommImpl>> join(const UniqueId& id, int rank, int nranks,
   if (!client.is_ok())
     return client.status().with_context(
         fmt::format("rank {}: joining the rendezvous at {}", rank, target.to_string()));
+  client.value()->set_op_timeout(cfg.get_duration("LOOM_TIMEOUT"));
   LOOM_ASSIGN_OR_RETURN(net::SocketAddress bind, data_bind_address(cfg, target));
   CommSetup setup{rank, nranks, id.comm_id(), std::shared_ptr<bootstrap::Store>(std::move(client).value()),
                   std::move(server), bind, std::move(cfg)};

@@ -1,0 +1,78 @@
+// loom-perf: bus bandwidth of loom collectives, in the style of nccl-tests.
+//
+//   loomrun -n 4 loom-perf allreduce -b 8 -e 128M -f 2 -d float -o sum
+//
+// Exit status: 0 all checks passed, 1 wrong results, 2 usage error, 3 loom (or other) error.
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <string_view>
+
+#include "benchmarks/loom_perf/options.hpp"
+#include "benchmarks/loom_perf/runner.hpp"
+#include "loom/communicator.hpp"
+#include "loom/error.hpp"
+#include "loom/unique_id.hpp"
+
+namespace {
+
+constexpr int kExitUsage = 2;
+constexpr int kExitError = 3;
+
+std::string_view program_name(int argc, char** argv) {
+  if (argc < 1 || argv[0] == nullptr) return "loom-perf";
+  const std::string_view path = argv[0];
+  const std::size_t slash = path.rfind('/');
+  return slash == std::string_view::npos ? path : path.substr(slash + 1);
+}
+
+// Joins the launcher's job, or runs as a single rank when no launcher variable is set at all.
+loom::Communicator join_job() {
+  for (const char* name : {"LOOM_RANK", "LOOM_WORLD_SIZE", "RANK", "WORLD_SIZE"})
+    if (std::getenv(name) != nullptr) return loom::Communicator::from_env();
+  const loom::UniqueId id = loom::UniqueId::create("127.0.0.1:0");
+  return loom::Communicator(id, 0, 1);
+}
+
+int run(const loom::perf::Options& options, std::string_view program) {
+  loom::Communicator comm = join_job();
+  if (loom::perf::is_rooted(options.coll) && options.root >= comm.size()) {
+    if (comm.rank() == 0) {
+      fmt::print(stderr, "{}: root {} is out of range for {} ranks\n", program, options.root,
+                 comm.size());
+    }
+    return kExitUsage;
+  }
+  loom::perf::Runner runner(comm, options);
+  return runner.run();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string_view program = program_name(argc, argv);
+  loom::perf::Options options;
+  try {
+    options = loom::perf::parse_options(argc, argv);
+  } catch (const loom::perf::UsageError& e) {
+    fmt::print(stderr, "{}: {}\n{}", program, e.what(), loom::perf::usage_text(program));
+    return kExitUsage;
+  }
+  if (options.help) {
+    fmt::print("{}", loom::perf::usage_text(program));
+    return 0;
+  }
+  try {
+    return run(options, program);
+  } catch (const loom::Error& e) {
+    std::fflush(stdout);
+    fmt::print(stderr, "{}: loom error ({}): {}\n", program, loom::to_string(e.code()), e.what());
+    return kExitError;
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    fmt::print(stderr, "{}: error: {}\n", program, e.what());
+    return kExitError;
+  }
+}

@@ -1,0 +1,319 @@
+// loom-perf command line parsing. See options.hpp.
+#include "benchmarks/loom_perf/options.hpp"
+
+#include <fmt/format.h>
+
+#include <array>
+#include <cctype>
+#include <charconv>
+#include <limits>
+
+namespace loom::perf {
+namespace {
+
+struct FlagSpec {
+  char key;  // short name; long-only flags use an upper-case key not accepted as a short flag
+  std::string_view long_name;
+  bool takes_value;
+  bool has_short;
+};
+
+constexpr std::array<FlagSpec, 14> kFlags = {{
+    {'b', "minbytes", true, true},
+    {'e', "maxbytes", true, true},
+    {'f', "stepfactor", true, true},
+    {'i', "stepbytes", true, true},
+    {'n', "iters", true, true},
+    {'w', "warmup_iters", true, true},
+    {'c', "check", true, true},
+    {'d', "datatype", true, true},
+    {'o', "op", true, true},
+    {'r', "root", true, true},
+    {'a', "average", true, true},
+    {'h', "help", false, true},
+    {'I', "inplace-only", false, false},
+    {'O', "outofplace-only", false, false},
+}};
+
+constexpr std::array<std::string_view, kNumDataTypes> kDtypeNames = {
+    "int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "bfloat16", "float", "double"};
+constexpr std::array<std::string_view, kNumRedOps> kOpNames = {"sum", "prod", "min", "max", "avg"};
+
+struct Alias {
+  std::string_view name;
+  DataType dtype;
+};
+constexpr std::array<Alias, 12> kDtypeAliases = {{
+    {"char", DataType::Int8},
+    {"int", DataType::Int32},
+    {"uint", DataType::Uint32},
+    {"fp16", DataType::Float16},
+    {"float16", DataType::Float16},
+    {"bf16", DataType::BFloat16},
+    {"fp32", DataType::Float32},
+    {"float32", DataType::Float32},
+    {"f32", DataType::Float32},
+    {"fp64", DataType::Float64},
+    {"float64", DataType::Float64},
+    {"f64", DataType::Float64},
+}};
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+struct CollName {
+  std::string_view name;
+  Coll coll;
+};
+constexpr std::array<CollName, 8> kCollNames = {{
+    {"allreduce", Coll::AllReduce},
+    {"allgather", Coll::AllGather},
+    {"broadcast", Coll::Broadcast},
+    {"reduce", Coll::Reduce},
+    {"reducescatter", Coll::ReduceScatter},
+    {"reduce_scatter", Coll::ReduceScatter},
+    {"all_reduce", Coll::AllReduce},
+    {"all_gather", Coll::AllGather},
+}};
+
+const FlagSpec* find_flag(std::string_view name, bool is_long) {
+  for (const FlagSpec& spec : kFlags) {
+    if (is_long ? name == spec.long_name
+                : (spec.has_short && name.size() == 1 && name[0] == spec.key)) {
+      return &spec;
+    }
+  }
+  return nullptr;
+}
+
+long long parse_int(std::string_view flag, std::string_view text, long long lo, long long hi) {
+  long long value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || value < lo || value > hi) {
+    throw UsageError(fmt::format("invalid value '{}' for {} (expected an integer in [{}, {}])",
+                                 text, flag, lo, hi));
+  }
+  return value;
+}
+
+std::size_t parse_size_flag(std::string_view flag, std::string_view text) {
+  const std::optional<std::size_t> size = parse_size(text);
+  if (!size) throw UsageError(fmt::format("invalid size '{}' for {}", text, flag));
+  return *size;
+}
+
+template <typename T, typename Parse>
+std::vector<T> parse_list(std::string_view flag, std::string_view text, int all_count,
+                          Parse parse) {
+  std::vector<T> out;
+  if (text == "all") {
+    for (int i = 0; i < all_count; ++i) out.push_back(static_cast<T>(i));
+    return out;
+  }
+  while (true) {
+    const std::size_t comma = text.find(',');
+    const std::string_view item = text.substr(0, comma);
+    const std::optional<T> value = parse(item);
+    if (!value) throw UsageError(fmt::format("unknown value '{}' for {}", item, flag));
+    out.push_back(*value);
+    if (comma == std::string_view::npos) return out;
+    text.remove_prefix(comma + 1);
+  }
+}
+
+void apply_flag(Options& opt, const FlagSpec& spec, std::string_view value) {
+  constexpr long long kIntMax = std::numeric_limits<int>::max();
+  const std::string flag =
+      spec.has_short ? fmt::format("-{}", spec.key) : fmt::format("--{}", spec.long_name);
+  switch (spec.key) {
+    case 'b': opt.min_bytes = parse_size_flag(flag, value); break;
+    case 'e': opt.max_bytes = parse_size_flag(flag, value); break;
+    case 'f':
+      opt.step_factor = static_cast<std::size_t>(parse_int(flag, value, 2, 1 << 20));
+      opt.step_bytes = 0;
+      break;
+    case 'i':
+      opt.step_bytes = parse_size_flag(flag, value);
+      if (opt.step_bytes == 0) throw UsageError("-i needs a step of at least 1 byte");
+      break;
+    case 'n': opt.iters = static_cast<int>(parse_int(flag, value, 1, kIntMax)); break;
+    case 'w': opt.warmup = static_cast<int>(parse_int(flag, value, 0, kIntMax)); break;
+    case 'c': opt.check = parse_int(flag, value, 0, kIntMax) != 0; break;
+    case 'd': opt.dtypes = parse_list<DataType>(flag, value, kNumDataTypes, dtype_from_name); break;
+    case 'o': opt.ops = parse_list<RedOp>(flag, value, kNumRedOps, op_from_name); break;
+    case 'r': opt.root = static_cast<int>(parse_int(flag, value, 0, kIntMax)); break;
+    case 'a': opt.time_mode = static_cast<TimeMode>(parse_int(flag, value, 0, 3)); break;
+    case 'h': opt.help = true; break;
+    case 'I': opt.run_out_of_place = false; break;
+    case 'O': opt.run_in_place = false; break;
+    default: break;
+  }
+}
+
+// Splits one argument into a flag spec and its inline value ("-b8", "--minbytes=8").
+const FlagSpec& split_flag(std::string_view arg, std::optional<std::string_view>& inline_value) {
+  const bool is_long = arg.starts_with("--");
+  std::string_view name = arg.substr(is_long ? 2 : 1);
+  if (is_long) {
+    if (const std::size_t eq = name.find('='); eq != std::string_view::npos) {
+      inline_value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+    }
+  } else if (name.size() > 1) {
+    inline_value = name.substr(1);
+    name = name.substr(0, 1);
+  }
+  const FlagSpec* spec = find_flag(name, is_long);
+  if (spec == nullptr) throw UsageError(fmt::format("unknown option '{}'", arg));
+  return *spec;
+}
+
+void validate(const Options& opt) {
+  if (opt.min_bytes > opt.max_bytes) {
+    throw UsageError(
+        fmt::format("minbytes ({}) is larger than maxbytes ({})", opt.min_bytes, opt.max_bytes));
+  }
+  if (!opt.run_in_place && !opt.run_out_of_place) {
+    throw UsageError("--inplace-only and --outofplace-only exclude each other");
+  }
+}
+
+}  // namespace
+
+std::string_view dtype_name(DataType dtype) noexcept {
+  const auto i = static_cast<std::size_t>(dtype);
+  return i < kDtypeNames.size() ? kDtypeNames[i] : std::string_view("unknown");
+}
+
+std::string_view op_name(RedOp op) noexcept {
+  const auto i = static_cast<std::size_t>(op);
+  return i < kOpNames.size() ? kOpNames[i] : std::string_view("unknown");
+}
+
+std::optional<DataType> dtype_from_name(std::string_view name) noexcept {
+  const std::string key = lower(name);
+  for (std::size_t i = 0; i < kDtypeNames.size(); ++i) {
+    if (key == kDtypeNames[i]) return static_cast<DataType>(i);
+  }
+  for (const Alias& alias : kDtypeAliases) {
+    if (key == alias.name) return alias.dtype;
+  }
+  return std::nullopt;
+}
+
+std::optional<RedOp> op_from_name(std::string_view name) noexcept {
+  const std::string key = lower(name);
+  for (std::size_t i = 0; i < kOpNames.size(); ++i) {
+    if (key == kOpNames[i]) return static_cast<RedOp>(i);
+  }
+  return std::nullopt;
+}
+
+std::string_view coll_name(Coll coll) noexcept {
+  for (const CollName& entry : kCollNames) {
+    if (entry.coll == coll) return entry.name;
+  }
+  return "unknown";
+}
+
+std::optional<Coll> coll_from_name(std::string_view name) noexcept {
+  for (const CollName& entry : kCollNames) {
+    if (entry.name == name) return entry.coll;
+  }
+  return std::nullopt;
+}
+
+std::optional<std::size_t> parse_size(std::string_view text) noexcept {
+  std::size_t value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end == text.data()) return std::nullopt;
+  std::string_view suffix(end, static_cast<std::size_t>(text.data() + text.size() - end));
+  if (suffix.size() == 2 && (suffix[1] == 'B' || suffix[1] == 'b')) suffix.remove_suffix(1);
+  int shift = 0;
+  if (suffix == "K" || suffix == "k")
+    shift = 10;
+  else if (suffix == "M" || suffix == "m")
+    shift = 20;
+  else if (suffix == "G" || suffix == "g")
+    shift = 30;
+  else if (!suffix.empty() && suffix != "B" && suffix != "b")
+    return std::nullopt;
+  if (value > (std::numeric_limits<std::size_t>::max() >> shift)) return std::nullopt;
+  return value << shift;
+}
+
+std::vector<std::size_t> size_list(const Options& options) {
+  std::vector<std::size_t> sizes;
+  std::size_t size = options.min_bytes;
+  while (size <= options.max_bytes) {
+    sizes.push_back(size);
+    std::size_t next = 0;
+    if (options.step_bytes > 0) {
+      next = size + options.step_bytes;
+    } else if (size == 0) {
+      next = 1;
+    } else if (size <= std::numeric_limits<std::size_t>::max() / options.step_factor) {
+      next = size * options.step_factor;
+    }
+    if (next <= size) break;  // overflow
+    size = next;
+  }
+  return sizes;
+}
+
+Options parse_options(int argc, const char* const* argv) {
+  Options opt;
+  std::optional<Coll> coll;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg.size() < 2 || arg[0] != '-') {
+      if (coll) throw UsageError(fmt::format("unexpected argument '{}'", arg));
+      coll = coll_from_name(arg);
+      if (!coll) throw UsageError(fmt::format("unknown collective '{}'", arg));
+      continue;
+    }
+    std::optional<std::string_view> value;
+    const FlagSpec& spec = split_flag(arg, value);
+    if (!spec.takes_value && value) {
+      throw UsageError(fmt::format("option '{}' takes no value", arg));
+    }
+    if (spec.takes_value && !value) {
+      if (i + 1 >= argc) throw UsageError(fmt::format("option '{}' needs a value", arg));
+      value = argv[++i];
+    }
+    apply_flag(opt, spec, value.value_or(""));
+  }
+  if (opt.help) return opt;
+  if (!coll) throw UsageError("missing the collective to run");
+  opt.coll = *coll;
+  validate(opt);
+  return opt;
+}
+
+std::string usage_text(std::string_view program) {
+  return fmt::format(
+      "Usage: {} COLLECTIVE [options]\n"
+      "  COLLECTIVE: allreduce, allgather, broadcast, reduce, reducescatter (reduce_scatter)\n"
+      "  -b, --minbytes SIZE       smallest size in bytes, K/M/G suffixes (default 8)\n"
+      "  -e, --maxbytes SIZE       largest size in bytes (default 32M)\n"
+      "  -f, --stepfactor N        multiply the size by N each step (default 2)\n"
+      "  -i, --stepbytes SIZE      add SIZE bytes each step instead of -f\n"
+      "  -n, --iters N             timed iterations (default 20)\n"
+      "  -w, --warmup_iters N      warmup iterations (default 5)\n"
+      "  -c, --check 0/1           verify results (default 1)\n"
+      "  -d, --datatype TYPE       int8 uint8 int32 uint32 int64 uint64 half bfloat16 float\n"
+      "                            double, a comma list, or all (default float)\n"
+      "  -o, --op OP               sum prod min max avg, a comma list, or all (default sum)\n"
+      "  -r, --root N              root of broadcast and reduce (default 0)\n"
+      "  -a, --average 0/1/2/3     time reported: 0 rank 0, 1 average (default), 2 min, 3 max\n"
+      "      --inplace-only        run only the in-place variant\n"
+      "      --outofplace-only     run only the out-of-place variant\n"
+      "  -h, --help                print this help\n"
+      "Run under `loomrun -n N {} ...`; without a launcher environment it runs as one rank.\n",
+      program, program);
+}
+
+}  // namespace loom::perf

@@ -1,0 +1,75 @@
+// loom-perf command line: the collective to run and nccl-tests style flags.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "loom/types.hpp"
+
+namespace loom::perf {
+
+enum class Coll { AllReduce, AllGather, Broadcast, Reduce, ReduceScatter };
+
+// Names, in nccl-tests spelling.
+
+/// "int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "bfloat16", "float", "double".
+std::string_view dtype_name(DataType dtype) noexcept;
+/// "sum", "prod", "min", "max", "avg".
+std::string_view op_name(RedOp op) noexcept;
+/// Accepts the names above and the aliases fp16, float16, bf16, fp32, float32, f32, fp64,
+/// float64, f64, int, char, uint.
+std::optional<DataType> dtype_from_name(std::string_view name) noexcept;
+std::optional<RedOp> op_from_name(std::string_view name) noexcept;
+/// "allreduce", "allgather", "broadcast", "reduce", "reducescatter" (also "reduce_scatter").
+std::string_view coll_name(Coll coll) noexcept;
+std::optional<Coll> coll_from_name(std::string_view name) noexcept;
+/// Broadcast and reduce take a root.
+constexpr bool is_rooted(Coll c) noexcept {
+  return c == Coll::Broadcast || c == Coll::Reduce;
+}
+/// Allreduce, reduce and reduce-scatter take a reduction operator.
+constexpr bool has_op(Coll c) noexcept {
+  return c != Coll::Broadcast && c != Coll::AllGather;
+}
+
+/// How per-rank times combine into the reported time (-a).
+enum class TimeMode { Rank0 = 0, Average = 1, Min = 2, Max = 3 };
+
+struct Options {
+  Coll coll = Coll::AllReduce;
+  std::size_t min_bytes = 8;
+  std::size_t max_bytes = std::size_t{32} << 20;
+  std::size_t step_factor = 2;  // used when step_bytes == 0
+  std::size_t step_bytes = 0;   // > 0: sizes grow by this many bytes instead
+  int iters = 20;
+  int warmup = 5;
+  bool check = true;
+  std::vector<DataType> dtypes{DataType::Float32};
+  std::vector<RedOp> ops{RedOp::Sum};
+  int root = 0;
+  TimeMode time_mode = TimeMode::Average;
+  bool run_out_of_place = true;
+  bool run_in_place = true;
+  bool help = false;
+};
+
+/// A bad command line; main prints the message and the usage and exits with status 2.
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// Parses argv (argv[0] is the program). Throws UsageError.
+Options parse_options(int argc, const char* const* argv);
+/// "8", "1K", "32M", "1G" (powers of 1024; a trailing "B" is allowed). nullopt when malformed.
+std::optional<std::size_t> parse_size(std::string_view text) noexcept;
+/// The sizes to run, in bytes: min, then growing by the factor (or step) while <= max.
+std::vector<std::size_t> size_list(const Options& options);
+std::string usage_text(std::string_view program);
+
+}  // namespace loom::perf

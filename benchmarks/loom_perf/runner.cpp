@@ -1,0 +1,205 @@
+// loom-perf timing loop. See runner.hpp.
+#include "benchmarks/loom_perf/runner.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+namespace loom::perf {
+namespace {
+
+constexpr std::size_t kAlignment = 4096;
+constexpr int kMaxMismatchReports = 16;  // per rank, on stderr
+
+// Fixed-size per-rank record for the "# Rank" header lines, exchanged with an allgather.
+struct RankRecord {
+  std::int32_t rank;
+  std::int32_t pid;
+  std::array<char, 56> host;
+};
+static_assert(sizeof(RankRecord) == 64);
+
+void wait_all(std::vector<Work>& works) {
+  for (const Work& w : works) w.wait();
+  works.clear();
+}
+
+std::string describe(Coll coll, DataType dtype, const std::optional<RedOp>& op, std::size_t bytes,
+                     bool in_place) {
+  return fmt::format("{} {} {} size {} {}", coll_name(coll), dtype_name(dtype),
+                     op ? op_name(*op) : std::string_view("none"), bytes,
+                     in_place ? "in-place" : "out-of-place");
+}
+
+}  // namespace
+
+AlignedBuffer::AlignedBuffer(std::size_t bytes) {
+  const std::size_t rounded =
+      std::max<std::size_t>((bytes + kAlignment - 1) / kAlignment, 1) * kAlignment;
+  void* p = std::aligned_alloc(kAlignment, rounded);
+  if (p == nullptr) throw std::bad_alloc();
+  std::memset(p, 0, rounded);
+  data_.reset(p);
+}
+
+void AlignedBuffer::Free::operator()(void* p) const noexcept {
+  std::free(p);
+}
+
+Runner::Runner(Communicator& comm, const Options& options)
+    : comm_(comm),
+      options_(options),
+      rank_(comm.rank()),
+      nranks_(comm.size()),
+      root_(is_rooted(options.coll) ? options.root : 0),
+      send_(options.max_bytes),
+      recv_(options.max_bytes) {}
+
+int Runner::run() {
+  const std::vector<RankInfo> ranks = gather_rank_info();
+  if (rank_ == 0) print_header(stdout, options_, nranks_, ranks);
+  const std::vector<std::size_t> sizes = size_list(options_);
+  const std::vector<RedOp> ops =
+      has_op(options_.coll) ? options_.ops : std::vector<RedOp>{RedOp::Sum};
+  for (const DataType dtype : options_.dtypes) {
+    for (const RedOp op : ops) run_pattern(dtype, op, sizes);
+  }
+  if (rank_ != 0) return failed_rows_.empty() ? 0 : 1;
+  const double avg = busbw_count_ > 0 ? busbw_sum_ / static_cast<double>(busbw_count_) : 0.0;
+  print_footer(stdout, total_wrong_, avg);
+  if (failed_rows_.empty()) return 0;
+  fmt::print(stderr, "loom-perf: data check FAILED in {} row(s):\n", failed_rows_.size());
+  for (const std::string& row : failed_rows_) fmt::print(stderr, "  {}\n", row);
+  return 1;
+}
+
+std::vector<RankInfo> Runner::gather_rank_info() {
+  RankRecord mine{};
+  mine.rank = rank_;
+  mine.pid = static_cast<std::int32_t>(::getpid());
+  std::array<char, 256> host{};
+  if (::gethostname(host.data(), host.size() - 1) != 0) std::strcpy(host.data(), "unknown");
+  const std::size_t host_len = std::min(strnlen(host.data(), host.size()), mine.host.size() - 1);
+  std::memcpy(mine.host.data(), host.data(), host_len);  // mine is zeroed: stays terminated
+  std::vector<RankRecord> all(static_cast<std::size_t>(nranks_));
+  comm_.allgather(&mine, all.data(), sizeof(RankRecord), DataType::Uint8).wait();
+  std::vector<RankInfo> out;
+  out.reserve(all.size());
+  for (const RankRecord& rec : all) {
+    const std::size_t len = strnlen(rec.host.data(), rec.host.size());
+    out.push_back(RankInfo{rec.rank, rec.pid, std::string(rec.host.data(), len)});
+  }
+  return out;
+}
+
+void Runner::run_pattern(DataType dtype, RedOp op, const std::vector<std::size_t>& sizes) {
+  const Pattern pattern(dtype, op, nranks_, root_);
+  const bool per_rank = options_.coll == Coll::AllGather || options_.coll == Coll::ReduceScatter;
+  const std::size_t unit = dtype_size(dtype) * (per_rank ? static_cast<std::size_t>(nranks_) : 1);
+  for (const std::size_t size : sizes) {
+    const std::size_t count = size / unit;
+    if (count == 0 && size != 0) continue;  // too small for this type; -b 0 still gives a row
+    const RowResult row = run_row(Case{dtype, op, &pattern, count, count * unit});
+    record(row);
+  }
+}
+
+RowResult Runner::run_row(const Case& c) {
+  RowResult row;
+  row.bytes = c.bytes;
+  row.count = c.count;
+  row.dtype = c.dtype;
+  if (has_op(options_.coll)) row.op = c.op;
+  row.root = is_rooted(options_.coll) ? root_ : -1;
+  if (options_.run_out_of_place) row.out_of_place = run_half(c, false);
+  if (options_.run_in_place) row.in_place = run_half(c, true);
+  return row;
+}
+
+HalfResult Runner::run_half(const Case& c, bool in_place) {
+  const Layout layout = make_layout(options_.coll, in_place, send_.data(), recv_.data(), c.count,
+                                    dtype_size(c.dtype), rank_, nranks_);
+  prepare_buffers(layout, *c.pattern, false);
+  HalfResult half;
+  half.ran = true;
+  half.seconds = time_coll(c, layout);
+  set_bandwidth(half, options_.coll, c.bytes, nranks_);
+  if (options_.check) half.wrong = check_coll(c, layout);
+  return half;
+}
+
+double Runner::time_coll(const Case& c, const Layout& layout) {
+  std::vector<Work> works;
+  works.reserve(static_cast<std::size_t>(std::max(options_.iters, options_.warmup)));
+  for (int i = 0; i < options_.warmup; ++i)
+    works.push_back(issue(comm_, layout, c.dtype, c.op, root_));
+  wait_all(works);
+  comm_.barrier().wait();
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < options_.iters; ++i)
+    works.push_back(issue(comm_, layout, c.dtype, c.op, root_));
+  wait_all(works);
+  const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
+  return combine_time(elapsed.count() / options_.iters);
+}
+
+double Runner::combine_time(double local_seconds) {
+  double in = local_seconds;
+  double out = 0;
+  RedOp op = RedOp::Sum;
+  switch (options_.time_mode) {
+    case TimeMode::Rank0: in = rank_ == 0 ? local_seconds : 0.0; break;
+    case TimeMode::Average: break;
+    case TimeMode::Min: op = RedOp::Min; break;
+    case TimeMode::Max: op = RedOp::Max; break;
+  }
+  comm_.allreduce(&in, &out, 1, DataType::Float64, op).wait();
+  return options_.time_mode == TimeMode::Average ? out / nranks_ : out;
+}
+
+std::uint64_t Runner::check_coll(const Case& c, const Layout& layout) {
+  prepare_buffers(layout, *c.pattern, true);
+  issue(comm_, layout, c.dtype, c.op, root_).wait();
+  const Pattern::Mismatch mismatch = verify_result(layout, *c.pattern);
+  if (mismatch.wrong > 0) report_mismatch(c, layout, mismatch);
+  std::uint64_t local = mismatch.wrong;
+  std::uint64_t total = 0;
+  comm_.allreduce(&local, &total, 1, DataType::Uint64, RedOp::Sum).wait();
+  return total;
+}
+
+void Runner::report_mismatch(const Case& c, const Layout& layout, const Pattern::Mismatch& m) {
+  if (++mismatch_reports_ > kMaxMismatchReports) return;
+  const std::optional<RedOp> op = has_op(options_.coll) ? std::optional<RedOp>(c.op) : std::nullopt;
+  const std::size_t received =
+      layout.count * (options_.coll == Coll::AllGather ? static_cast<std::size_t>(nranks_) : 1);
+  fmt::print(stderr, "loom-perf: rank {}: {}: {} wrong element(s) of {}, first at index {}\n",
+             rank_, describe(options_.coll, c.dtype, op, c.bytes, layout.in_place), m.wrong,
+             received, m.first);
+}
+
+void Runner::record(const RowResult& row) {
+  for (const HalfResult* half : {&row.out_of_place, &row.in_place}) {
+    if (!half->ran) continue;
+    busbw_sum_ += half->busbw;
+    ++busbw_count_;
+    const std::uint64_t wrong = half->wrong.value_or(0);
+    total_wrong_ += wrong;
+    if (wrong > 0) {
+      failed_rows_.push_back(fmt::format(
+          "{}: {} wrong element(s)",
+          describe(options_.coll, row.dtype, row.op, row.bytes, half == &row.in_place), wrong));
+    }
+  }
+  if (rank_ != 0) return;
+  fmt::print(stdout, "{}\n", format_row(row));
+  std::fflush(stdout);
+}
+
+}  // namespace loom::perf

@@ -1,0 +1,72 @@
+// loom-perf timing loop: every size x dtype x op, out-of-place then in-place, timed and checked.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "benchmarks/loom_perf/layout.hpp"
+#include "benchmarks/loom_perf/options.hpp"
+#include "benchmarks/loom_perf/patterns.hpp"
+#include "benchmarks/loom_perf/table.hpp"
+#include "loom/communicator.hpp"
+
+namespace loom::perf {
+
+/// A page-aligned, zero-filled (so pre-faulted) host buffer.
+class AlignedBuffer {
+ public:
+  explicit AlignedBuffer(std::size_t bytes);
+  [[nodiscard]] void* data() const noexcept { return data_.get(); }
+
+ private:
+  struct Free {
+    void operator()(void* p) const noexcept;
+  };
+  std::unique_ptr<void, Free> data_;
+};
+
+class Runner {
+ public:
+  Runner(Communicator& comm, const Options& options);
+
+  /// Runs everything; rank 0 prints the table to stdout. Returns the exit status: 0, or 1 when
+  /// any check found wrong elements. Collective errors propagate as loom::Error.
+  int run();
+
+ private:
+  struct Case {
+    DataType dtype;
+    RedOp op;
+    const Pattern* pattern;
+    std::size_t count;
+    std::size_t bytes;
+  };
+
+  [[nodiscard]] std::vector<RankInfo> gather_rank_info();
+  void run_pattern(DataType dtype, RedOp op, const std::vector<std::size_t>& sizes);
+  [[nodiscard]] RowResult run_row(const Case& c);
+  [[nodiscard]] HalfResult run_half(const Case& c, bool in_place);
+  [[nodiscard]] double time_coll(const Case& c, const Layout& layout);
+  [[nodiscard]] std::uint64_t check_coll(const Case& c, const Layout& layout);
+  [[nodiscard]] double combine_time(double local_seconds);
+  void record(const RowResult& row);
+  void report_mismatch(const Case& c, const Layout& layout, const Pattern::Mismatch& m);
+
+  Communicator& comm_;
+  Options options_;
+  int rank_;
+  int nranks_;
+  int root_;  // of rooted collectives; 0 otherwise (the patterns still depend on it)
+  AlignedBuffer send_;
+  AlignedBuffer recv_;
+  double busbw_sum_ = 0;
+  std::size_t busbw_count_ = 0;
+  std::uint64_t total_wrong_ = 0;
+  int mismatch_reports_ = 0;
+  std::vector<std::string> failed_rows_;
+};
+
+}  // namespace loom::perf

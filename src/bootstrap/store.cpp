@@ -1,0 +1,147 @@
+#include "bootstrap/store.hpp"
+
+#include <charconv>
+#include <chrono>
+#include <string_view>
+
+namespace loom::bootstrap {
+namespace {
+
+// After a timeout, probing more than this many ranks for diagnostics is not worth the time.
+constexpr int kMaxProbes = 256;
+constexpr std::size_t kMaxListedRanks = 16;
+
+Status check_rank(std::string_view op, const std::string& name, int rank, int nranks) {
+  if (nranks < 1 || rank < 0 || rank >= nranks) {
+    return make_error(ErrorCode::InvalidArgument, "{} '{}': invalid rank {} of {}", op, name, rank,
+                      nranks);
+  }
+  return Status::ok();
+}
+
+std::string rank_key(const std::string& prefix, int rank) {
+  return prefix + "/" + std::to_string(rank);
+}
+
+std::string list_ranks(const std::vector<int>& ranks, bool truncated) {
+  std::string out;
+  for (std::size_t i = 0; i < ranks.size() && i < kMaxListedRanks; ++i) {
+    if (i > 0) out += ", ";
+    out += std::to_string(ranks[i]);
+  }
+  if (ranks.size() > kMaxListedRanks || truncated) out += ", ...";
+  return out;
+}
+
+// Called after the get of `first_missing`'s key timed out: finds which ranks have not published
+// yet with non-waiting gets, and builds the Timeout status.
+Status allgather_timeout(Store& store, const std::string& prefix, int rank, int nranks,
+                         int first_missing) {
+  std::vector<int> missing{first_missing};
+  bool truncated = false;
+  int probes = 0;
+  for (int r = first_missing + 1; r < nranks; ++r) {
+    if (r == rank) continue;
+    if (++probes > kMaxProbes) {
+      truncated = true;
+      break;
+    }
+    auto probe = store.get(rank_key(prefix, r), Deadline::after(std::chrono::milliseconds(0)));
+    if (probe.is_ok()) continue;
+    if (probe.status().code() != ErrorCode::Timeout) {  // store broken: stop diagnosing
+      truncated = true;
+      break;
+    }
+    missing.push_back(r);
+  }
+  return make_error(ErrorCode::Timeout,
+                    "allgather '{}' (rank {} of {}): timed out waiting for {} rank(s): {}", prefix,
+                    rank, nranks, missing.size(), list_ranks(missing, truncated));
+}
+
+}  // namespace
+
+Result<std::int64_t> parse_counter(std::span<const std::uint8_t> bytes, const std::string& key) {
+  std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  std::int64_t value = 0;
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (text.empty() || ec != std::errc() || ptr != end) {
+    return make_error(ErrorCode::InvalidArgument,
+                      "key '{}' does not hold a counter (a decimal integer)", key);
+  }
+  return value;
+}
+
+Bytes format_counter(std::int64_t value) {
+  std::string text = std::to_string(value);
+  return Bytes(text.begin(), text.end());
+}
+
+Result<std::int64_t> counter_add(const Bytes* current, std::int64_t delta, const std::string& key) {
+  std::int64_t base = 0;
+  if (current != nullptr) {
+    LOOM_ASSIGN_OR_RETURN(base, parse_counter(*current, key));
+  }
+  std::int64_t sum = 0;
+  if (__builtin_add_overflow(base, delta, &sum)) {
+    return make_error(ErrorCode::InvalidArgument, "counter '{}' overflows: {} + {}", key, base,
+                      delta);
+  }
+  return sum;
+}
+
+Result<std::vector<Bytes>> store_allgather(Store& store, const std::string& prefix, int rank,
+                                           int nranks, std::span<const std::uint8_t> value,
+                                           Deadline deadline) {
+  LOOM_RETURN_IF_ERROR(check_rank("allgather", prefix, rank, nranks));
+  LOOM_RETURN_IF_ERROR(
+      store.set(rank_key(prefix, rank), value).with_context("allgather '" + prefix + "'"));
+  std::vector<Bytes> out(static_cast<std::size_t>(nranks));
+  out[static_cast<std::size_t>(rank)].assign(value.begin(), value.end());
+  for (int r = 0; r < nranks; ++r) {
+    if (r == rank) continue;
+    auto got = store.get(rank_key(prefix, r), deadline);
+    if (!got.is_ok()) {
+      if (got.status().code() == ErrorCode::Timeout) {
+        return allgather_timeout(store, prefix, rank, nranks, r);
+      }
+      return got.status().with_context(
+          fmt::format("allgather '{}' (rank {} of {})", prefix, rank, nranks));
+    }
+    out[static_cast<std::size_t>(r)] = std::move(got).value();
+  }
+  return out;
+}
+
+Status store_barrier(Store& store, const std::string& name, int rank, int nranks,
+                     Deadline deadline) {
+  LOOM_RETURN_IF_ERROR(check_rank("barrier", name, rank, nranks));
+  const std::string context = fmt::format("barrier '{}' (rank {} of {})", name, rank, nranks);
+  const std::string count_key = name + "/count";
+  const std::string done_key = name + "/done";
+  auto added = store.add(count_key, 1);
+  if (!added.is_ok()) return added.status().with_context(context);
+  const std::int64_t arrived = added.value();
+  if (arrived > nranks) {
+    return make_error(ErrorCode::InvalidUsage,
+                      "{}: {} ranks entered it (a barrier name must be used only once)", context,
+                      arrived);
+  }
+  if (arrived == nranks) {
+    const std::uint8_t one[] = {'1'};
+    LOOM_RETURN_IF_ERROR(store.set(done_key, one).with_context(context));
+  }
+  auto done = store.get(done_key, deadline);
+  if (done.is_ok()) return Status::ok();
+  if (done.status().code() != ErrorCode::Timeout) return done.status().with_context(context);
+  std::string how_many = "not all ranks arrived";
+  auto count = store.get(count_key, Deadline::after(std::chrono::milliseconds(0)));
+  if (count.is_ok()) {
+    auto n = parse_counter(count.value(), count_key);
+    if (n.is_ok()) how_many = fmt::format("only {} of {} ranks arrived", n.value(), nranks);
+  }
+  return make_error(ErrorCode::Timeout, "{}: timed out; {}", context, how_many);
+}
+
+}  // namespace loom::bootstrap

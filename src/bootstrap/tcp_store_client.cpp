@@ -1,0 +1,268 @@
+// TcpStoreClient: blocking request/response over one socket, serialised by a mutex. See
+// tcp_store.hpp for the behaviour after timeouts and server failure.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <string>
+
+#include "bootstrap/tcp_store.hpp"
+#include "bootstrap/tcp_store_wire.hpp"
+#include "log/log.hpp"
+
+namespace loom::bootstrap {
+namespace {
+
+using std::chrono::milliseconds;
+
+// How long past its deadline a get() waits for the server's own Timeout reply before deciding
+// that the server is unresponsive.
+constexpr milliseconds kServerGrace{1000};
+constexpr milliseconds kDefaultOpTimeout{600'000};
+
+std::uint64_t wait_ms(Deadline d) {
+  if (d.at() == Clock::time_point::max()) return wire::kWaitForever;
+  auto left = std::chrono::ceil<milliseconds>(d.at() - Clock::now()).count();
+  return left <= 0 ? 0 : static_cast<std::uint64_t>(left);
+}
+
+Deadline extend(Deadline d, milliseconds grace) {
+  if (d.at() > Clock::time_point::max() - grace) return Deadline::never();
+  return Deadline(d.at() + grace);
+}
+
+Status check_key(const std::string& key, std::size_t value_len) {
+  if (key.empty() || key.size() > wire::kMaxKeyBytes) {
+    return make_error(ErrorCode::InvalidArgument, "store key of {} bytes (must be 1 to {})",
+                      key.size(), wire::kMaxKeyBytes);
+  }
+  if (value_len > wire::kMaxValueBytes) {
+    return make_error(ErrorCode::InvalidArgument,
+                      "store value for '{}' of {} bytes exceeds the limit of {} bytes", key,
+                      value_len, wire::kMaxValueBytes);
+  }
+  return Status::ok();
+}
+
+struct Response {
+  wire::Reply reply = wire::Reply::Ok;
+  std::uint64_t arg = 0;
+  Bytes payload;
+};
+
+std::string payload_text(const Bytes& b) {
+  return {b.begin(), b.end()};
+}
+
+}  // namespace
+
+struct TcpStoreClient::Impl {
+  net::SocketAddress server;
+  std::string server_name;
+  std::uint64_t comm_id = 0;
+  int rank = 0;
+  std::mutex mu;
+  net::Fd fd;     // invalid after an out-of-sync timeout: the next call reconnects
+  Status broken;  // the server closed the connection: every later call fails with this
+  std::atomic<milliseconds::rep> op_timeout_ms{kDefaultOpTimeout.count()};
+
+  [[nodiscard]] Deadline op_deadline() const {
+    return Deadline::after(milliseconds(op_timeout_ms.load(std::memory_order_relaxed)));
+  }
+
+  Status handshake(Deadline deadline);
+  Result<Response> call(wire::Op op, const std::string& key, std::uint64_t arg,
+                        std::span<const std::uint8_t> value, Deadline send_deadline,
+                        Deadline reply_deadline, const std::string& what);
+  Status send_request(wire::Op op, const std::string& key, std::uint64_t arg,
+                      std::span<const std::uint8_t> value, Deadline deadline,
+                      const std::string& what);
+  Result<Response> recv_response(wire::Op op, Deadline deadline, const std::string& what);
+  Status fail(const Status& s, const std::string& what);
+};
+
+Status TcpStoreClient::Impl::handshake(Deadline deadline) {
+  const std::string ctx = "rendezvous server at " + server_name;
+  auto connected = net::connect_with_retry(server, deadline);
+  if (!connected.is_ok()) return connected.status().with_context(ctx);
+  net::Fd sock = std::move(connected).value();
+  auto hello = wire::encode_hello({.comm_id = comm_id, .rank = rank});
+  std::array<std::uint8_t, wire::kAckBytes> ack{};
+  Status s = net::send_all(sock.get(), hello.data(), hello.size(), deadline, "hello");
+  if (s.is_ok()) s = net::recv_all(sock.get(), ack.data(), ack.size(), deadline, "hello reply");
+  if (s.code() == ErrorCode::PeerFailed) {
+    return make_error(ErrorCode::PeerFailed,
+                      "{} closed the connection during the hello (is it a loom rendezvous "
+                      "server?): {}",
+                      ctx, s.message());
+  }
+  if (!s.is_ok()) return s.with_context(ctx);
+  if (wire::get_u32(&ack[0]) != wire::kMagic) {
+    return make_error(ErrorCode::PeerFailed, "{} sent an invalid hello reply", ctx);
+  }
+  switch (static_cast<wire::AckStatus>(wire::get_u16(&ack[6]))) {
+    case wire::AckStatus::Ok:
+      fd = std::move(sock);
+      LOOM_LOG_DEBUG(Bootstrap, "rank {} connected to the rendezvous server at {}", rank,
+                     server_name);
+      return Status::ok();
+    case wire::AckStatus::WrongCommId:
+      return make_error(ErrorCode::InvalidUsage,
+                        "{} serves another communicator and rejected communicator id {:#x} "
+                        "(do all ranks use the same UniqueId?)",
+                        ctx, comm_id);
+    case wire::AckStatus::BadVersion:
+      return make_error(ErrorCode::InvalidUsage, "{} speaks protocol version {} (ours: {})", ctx,
+                        wire::get_u16(&ack[4]), wire::kVersion);
+  }
+  return make_error(ErrorCode::PeerFailed, "{} sent an unknown hello status", ctx);
+}
+
+Status TcpStoreClient::Impl::fail(const Status& s, const std::string& what) {
+  fd.reset();
+  if (s.code() == ErrorCode::PeerFailed) {
+    std::string_view detail = s.message();
+    if (detail.starts_with(what + ": ")) detail.remove_prefix(what.size() + 2);
+    broken = make_error(ErrorCode::PeerFailed, "rendezvous server at {} closed the connection{}",
+                        server_name,
+                        detail.starts_with("peer closed the connection")
+                            ? fmt::format(" (during {})", what)
+                            : fmt::format(" (during {}: {})", what, detail));
+    LOOM_LOG_WARN(Bootstrap, "rank {}: {}", rank, broken.message());
+    return broken;
+  }
+  if (s.code() == ErrorCode::Timeout) {
+    LOOM_LOG_WARN(Bootstrap,
+                  "rank {}: rendezvous server at {} did not answer {} in time; the connection "
+                  "is out of sync and will be re-established by the next call",
+                  rank, server_name, what);
+    return make_error(ErrorCode::Timeout, "{}: rendezvous server at {} did not answer in time ({})",
+                      what, server_name, s.message());
+  }
+  return s.with_context(what);
+}
+
+Status TcpStoreClient::Impl::send_request(wire::Op op, const std::string& key, std::uint64_t arg,
+                                          std::span<const std::uint8_t> value, Deadline deadline,
+                                          const std::string& what) {
+  auto head = wire::encode_request(
+      {static_cast<std::uint8_t>(op), static_cast<std::uint32_t>(key.size()), arg});
+  Bytes msg(head.begin(), head.end());
+  msg.insert(msg.end(), key.begin(), key.end());
+  if (value.size() <= 4096) msg.insert(msg.end(), value.begin(), value.end());
+  LOOM_RETURN_IF_ERROR(net::send_all(fd.get(), msg.data(), msg.size(), deadline, what));
+  if (value.size() > 4096) {
+    LOOM_RETURN_IF_ERROR(net::send_all(fd.get(), value.data(), value.size(), deadline, what));
+  }
+  return Status::ok();
+}
+
+Result<Response> TcpStoreClient::Impl::recv_response(wire::Op op, Deadline deadline,
+                                                     const std::string& what) {
+  std::array<std::uint8_t, wire::kResponseHeaderBytes> head{};
+  LOOM_RETURN_IF_ERROR(net::recv_all(fd.get(), head.data(), head.size(), deadline, what));
+  const wire::ResponseHeader h = wire::decode_response(head.data());
+  Response r{static_cast<wire::Reply>(h.reply), h.arg, {}};
+  std::size_t payload = 0;
+  bool valid = true;
+  switch (r.reply) {
+    case wire::Reply::Ok:
+      payload = op == wire::Op::Get ? h.arg : 0;
+      valid = op != wire::Op::Get || h.arg <= wire::kMaxValueBytes;
+      break;
+    case wire::Reply::Timeout: valid = op == wire::Op::Get; break;
+    case wire::Reply::Error:
+      payload = h.arg;
+      valid = h.arg <= wire::kMaxErrorBytes;
+      break;
+    default: valid = false;
+  }
+  if (!valid) {
+    fd.reset();  // out of sync: reconnect on the next call
+    return make_error(ErrorCode::Internal,
+                      "{}: rendezvous server at {} sent an invalid reply (code {}, arg {})", what,
+                      server_name, h.reply, h.arg);
+  }
+  r.payload.resize(payload);
+  LOOM_RETURN_IF_ERROR(net::recv_all(fd.get(), r.payload.data(), payload, deadline, what));
+  return r;
+}
+
+Result<Response> TcpStoreClient::Impl::call(wire::Op op, const std::string& key, std::uint64_t arg,
+                                            std::span<const std::uint8_t> value,
+                                            Deadline send_deadline, Deadline reply_deadline,
+                                            const std::string& what) {
+  LOOM_RETURN_IF_ERROR(check_key(key, value.size()));
+  std::lock_guard lock(mu);
+  if (!broken.is_ok()) return broken;
+  if (!fd.valid()) {
+    Status s = handshake(op_deadline().earliest(send_deadline));
+    if (s.code() == ErrorCode::PeerFailed) broken = s;
+    LOOM_RETURN_IF_ERROR(s.with_context(what));
+  }
+  Status sent = send_request(op, key, arg, value, send_deadline, what);
+  if (!sent.is_ok()) return fail(sent, what);
+  auto r = recv_response(op, reply_deadline, what);
+  if (!r.is_ok()) {
+    if (r.status().code() == ErrorCode::Internal) return r.status();
+    return fail(r.status(), what);
+  }
+  return r;
+}
+
+TcpStoreClient::TcpStoreClient(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+TcpStoreClient::~TcpStoreClient() = default;
+
+Result<std::unique_ptr<TcpStoreClient>> TcpStoreClient::connect(const net::SocketAddress& server,
+                                                                std::uint64_t comm_id, int rank,
+                                                                Deadline deadline) {
+  auto impl = std::make_unique<Impl>();
+  impl->server = server;
+  impl->server_name = server.to_string();
+  impl->comm_id = comm_id;
+  impl->rank = rank;
+  LOOM_RETURN_IF_ERROR(impl->handshake(deadline));
+  return std::unique_ptr<TcpStoreClient>(new TcpStoreClient(std::move(impl)));
+}
+
+void TcpStoreClient::set_op_timeout(std::chrono::milliseconds timeout) {
+  impl_->op_timeout_ms.store(timeout.count(), std::memory_order_relaxed);
+}
+
+Status TcpStoreClient::set(const std::string& key, std::span<const std::uint8_t> value) {
+  const std::string what = fmt::format("store set '{}'", key);
+  const Deadline d = impl_->op_deadline();
+  LOOM_ASSIGN_OR_RETURN(Response r,
+                        impl_->call(wire::Op::Set, key, value.size(), value, d, d, what));
+  if (r.reply == wire::Reply::Error) {
+    return make_error(ErrorCode::InvalidArgument, "{}: {}", what, payload_text(r.payload));
+  }
+  return Status::ok();
+}
+
+Result<Bytes> TcpStoreClient::get(const std::string& key, Deadline deadline) {
+  const std::string what = fmt::format("store get '{}'", key);
+  const Deadline reply_deadline = extend(deadline, kServerGrace);
+  LOOM_ASSIGN_OR_RETURN(Response r, impl_->call(wire::Op::Get, key, wait_ms(deadline), {},
+                                                reply_deadline, reply_deadline, what));
+  switch (r.reply) {
+    case wire::Reply::Ok: return std::move(r.payload);
+    case wire::Reply::Timeout:
+      return make_error(ErrorCode::Timeout, "{}: timed out waiting for the key (rank {})", what,
+                        impl_->rank);
+    default: return make_error(ErrorCode::InvalidArgument, "{}: {}", what, payload_text(r.payload));
+  }
+}
+
+Result<std::int64_t> TcpStoreClient::add(const std::string& key, std::int64_t delta) {
+  const std::string what = fmt::format("store add '{}'", key);
+  const Deadline d = impl_->op_deadline();
+  LOOM_ASSIGN_OR_RETURN(Response r, impl_->call(wire::Op::Add, key,
+                                                static_cast<std::uint64_t>(delta), {}, d, d, what));
+  if (r.reply == wire::Reply::Error) {
+    return make_error(ErrorCode::InvalidArgument, "{}: {}", what, payload_text(r.payload));
+  }
+  return static_cast<std::int64_t>(r.arg);
+}
+
+}  // namespace loom::bootstrap

@@ -1,0 +1,139 @@
+// Wire format of the TCP store (shared by tcp_store_server.cpp and tcp_store_client.cpp).
+// Every integer is little-endian.
+//
+//   hello    client -> server  magic u32 | version u16 | reserved u16 (0) | comm_id u64 | rank i32
+//   ack      server -> client  magic u32 | version u16 | AckStatus u16
+//   request  client -> server  Op u8 | key_len u32 | arg u64 | key | value (SET only)
+//            arg: SET value length; GET wait in ms (0: don't wait, kWaitForever); ADD delta (i64)
+//   response server -> client  Reply u8 | arg u64 | payload
+//            Ok: GET value (arg = length), SET nothing, ADD new value in arg (i64)
+//            Timeout (GET only): nothing; Error: message (arg = length)
+//
+// A client sends one request and waits for its response (no pipelining is needed, though the
+// server answers pipelined requests in order). The server enforces GET timeouts itself, so a
+// timed-out GET leaves the connection in sync.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+namespace loom::bootstrap::wire {
+
+constexpr std::uint32_t kMagic = 0x4C4D5354;  // "LMST"
+constexpr std::uint16_t kVersion = 1;
+constexpr std::size_t kHelloBytes = 20;
+constexpr std::size_t kAckBytes = 8;
+constexpr std::size_t kRequestHeaderBytes = 13;
+constexpr std::size_t kResponseHeaderBytes = 9;
+constexpr std::size_t kMaxKeyBytes = 4096;
+constexpr std::size_t kMaxValueBytes = std::size_t{64} << 20;
+constexpr std::size_t kMaxErrorBytes = 4096;
+constexpr std::uint64_t kWaitForever = ~std::uint64_t{0};
+
+enum class AckStatus : std::uint16_t { Ok = 0, WrongCommId = 1, BadVersion = 2 };
+enum class Op : std::uint8_t { Set = 1, Get = 2, Add = 3 };
+enum class Reply : std::uint8_t { Ok = 0, Timeout = 1, Error = 2 };
+
+inline void put_u16(std::uint8_t* p, std::uint16_t v) {
+  for (int i = 0; i < 2; ++i) p[i] = static_cast<std::uint8_t>(v >> (8 * i));
+}
+inline void put_u32(std::uint8_t* p, std::uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<std::uint8_t>(v >> (8 * i));
+}
+inline void put_u64(std::uint8_t* p, std::uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = static_cast<std::uint8_t>(v >> (8 * i));
+}
+inline std::uint16_t get_u16(const std::uint8_t* p) {
+  return static_cast<std::uint16_t>(p[0] | (p[1] << 8));
+}
+inline std::uint32_t get_u32(const std::uint8_t* p) {
+  std::uint32_t v = 0;
+  for (int i = 3; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+inline std::uint64_t get_u64(const std::uint8_t* p) {
+  std::uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+
+struct Hello {
+  std::uint32_t magic = kMagic;
+  std::uint16_t version = kVersion;
+  std::uint16_t reserved = 0;
+  std::uint64_t comm_id = 0;
+  std::int32_t rank = 0;
+};
+
+inline std::array<std::uint8_t, kHelloBytes> encode_hello(const Hello& h) {
+  std::array<std::uint8_t, kHelloBytes> b{};
+  put_u32(&b[0], h.magic);
+  put_u16(&b[4], h.version);
+  put_u16(&b[6], h.reserved);
+  put_u64(&b[8], h.comm_id);
+  put_u32(&b[16], static_cast<std::uint32_t>(h.rank));
+  return b;
+}
+
+inline Hello decode_hello(const std::uint8_t* p) {
+  return {get_u32(p), get_u16(p + 4), get_u16(p + 6), get_u64(p + 8),
+          static_cast<std::int32_t>(get_u32(p + 16))};
+}
+
+inline std::array<std::uint8_t, kAckBytes> encode_ack(AckStatus s) {
+  std::array<std::uint8_t, kAckBytes> b{};
+  put_u32(&b[0], kMagic);
+  put_u16(&b[4], kVersion);
+  put_u16(&b[6], static_cast<std::uint16_t>(s));
+  return b;
+}
+
+struct RequestHeader {
+  std::uint8_t op = 0;
+  std::uint32_t key_len = 0;
+  std::uint64_t arg = 0;
+};
+
+inline std::array<std::uint8_t, kRequestHeaderBytes> encode_request(const RequestHeader& h) {
+  std::array<std::uint8_t, kRequestHeaderBytes> b{};
+  b[0] = h.op;
+  put_u32(&b[1], h.key_len);
+  put_u64(&b[5], h.arg);
+  return b;
+}
+
+inline RequestHeader decode_request(const std::uint8_t* p) {
+  return {p[0], get_u32(p + 1), get_u64(p + 5)};
+}
+
+/// Why `h` is invalid ("" when valid). Checked before the key and value are read.
+inline std::string_view validate_request(const RequestHeader& h) {
+  if (h.op < static_cast<std::uint8_t>(Op::Set) || h.op > static_cast<std::uint8_t>(Op::Add)) {
+    return "unknown opcode";
+  }
+  if (h.key_len == 0 || h.key_len > kMaxKeyBytes) return "key length out of range";
+  if (h.op == static_cast<std::uint8_t>(Op::Set) && h.arg > kMaxValueBytes) {
+    return "value length out of range";
+  }
+  return "";
+}
+
+struct ResponseHeader {
+  std::uint8_t reply = 0;
+  std::uint64_t arg = 0;
+};
+
+inline std::array<std::uint8_t, kResponseHeaderBytes> encode_response(Reply r, std::uint64_t arg) {
+  std::array<std::uint8_t, kResponseHeaderBytes> b{};
+  b[0] = static_cast<std::uint8_t>(r);
+  put_u64(&b[1], arg);
+  return b;
+}
+
+inline ResponseHeader decode_response(const std::uint8_t* p) {
+  return {p[0], get_u64(p + 1)};
+}
+
+}  // namespace loom::bootstrap::wire

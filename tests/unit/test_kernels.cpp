@@ -1,0 +1,540 @@
+// Host reduction kernels against an independent scalar reference.
+//
+// The reference works on raw bit patterns: integers wrap modulo 2^width through uint64
+// arithmetic, floating types are decoded to double, combined exactly (or with an innocuous
+// double rounding, see ref_float_op), and re-rounded with a slow frexp/ldexp/nearbyint rounder
+// that shares no code with the kernels.
+#include <array>
+#include <bit>
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "kernels/host/reduce.hpp"
+
+namespace {
+
+using loom::DataType;
+using loom::RedOp;
+namespace k = loom::kernels;
+
+constexpr std::array<DataType, 10> kAllTypes = {
+    DataType::Int8,   DataType::Uint8,   DataType::Int32,    DataType::Uint32,  DataType::Int64,
+    DataType::Uint64, DataType::Float16, DataType::BFloat16, DataType::Float32, DataType::Float64};
+constexpr std::array<RedOp, 5> kAllOps = {RedOp::Sum, RedOp::Prod, RedOp::Min, RedOp::Max,
+                                          RedOp::Avg};
+constexpr std::array<std::size_t, 8> kCounts = {0, 1, 7, 8, 9, 33, 1000, 4099};
+
+const char* type_name(DataType t) {
+  static constexpr std::array<const char*, 10> kNames = {
+      "int8", "uint8", "int32", "uint32", "int64", "uint64", "fp16", "bf16", "fp32", "fp64"};
+  return kNames[static_cast<int>(t)];
+}
+const char* op_name(RedOp op) {
+  static constexpr std::array<const char*, 5> kNames = {"sum", "prod", "min", "max", "avg"};
+  return kNames[static_cast<int>(op)];
+}
+
+// Small helpers (lambdas so that they stay one line each).
+constexpr auto width = [](DataType t) { return loom::dtype_size(t); };
+constexpr auto is_signed_int = [](DataType t) {
+  return t == DataType::Int8 || t == DataType::Int32 || t == DataType::Int64;
+};
+constexpr auto width_mask = [](DataType t) { return ~std::uint64_t{0} >> (64 - 8 * width(t)); };
+constexpr auto fbits = [](float f) { return std::bit_cast<std::uint32_t>(f); };
+constexpr auto from_bits = [](std::uint32_t b) { return std::bit_cast<float>(b); };
+
+using Rng = std::mt19937_64;  // fully specified by the standard: same sequence everywhere
+
+struct Format {
+  int mant_bits;  // stored fraction bits
+  int exp_bits;
+  int emax;  // == bias
+  int emin() const { return 1 - emax; }
+};
+constexpr Format kHalf{10, 5, 15};
+constexpr Format kBf16{7, 8, 127};
+constexpr Format kF32{23, 8, 127};
+constexpr Format kF64{52, 11, 1023};
+
+const auto sign_bit = [](Format f) { return std::uint64_t{1} << (f.mant_bits + f.exp_bits); };
+
+/// Rounds x to the nearest value of `fmt` (ties to even), with gradual underflow and overflow to
+/// infinity. Returns a double that is exactly representable in `fmt` (or inf/NaN).
+double ref_round(double x, Format fmt) {
+  if (std::isnan(x) || std::isinf(x) || x == 0) return x;
+  const double mag = std::fabs(x);
+  int e = 0;
+  std::frexp(mag, &e);  // mag = f * 2^e, f in [0.5, 1)
+  const int exponent = std::max(e - 1, fmt.emin());
+  const double ulp = std::ldexp(1.0, exponent - fmt.mant_bits);
+  double r = std::nearbyint(mag / ulp) * ulp;  // default rounding mode: nearest, ties to even
+  const double max_finite = std::ldexp(2.0 - std::ldexp(1.0, -fmt.mant_bits), fmt.emax);
+  if (r > max_finite) r = std::numeric_limits<double>::infinity();
+  return std::copysign(r, x);
+}
+
+double ref_decode(std::uint64_t bits, Format fmt) {
+  const std::uint64_t mant = bits & ((std::uint64_t{1} << fmt.mant_bits) - 1);
+  const int field = static_cast<int>((bits >> fmt.mant_bits) & ((1u << fmt.exp_bits) - 1));
+  const bool neg = ((bits >> (fmt.mant_bits + fmt.exp_bits)) & 1) != 0;
+  double v = 0;
+  if (field == (1 << fmt.exp_bits) - 1) {
+    v = mant != 0 ? std::numeric_limits<double>::quiet_NaN()
+                  : std::numeric_limits<double>::infinity();
+  } else if (field == 0) {
+    v = std::ldexp(static_cast<double>(mant), fmt.emin() - fmt.mant_bits);
+  } else {
+    const double sig = static_cast<double>(mant | (std::uint64_t{1} << fmt.mant_bits));
+    v = std::ldexp(sig, field - fmt.emax - fmt.mant_bits);
+  }
+  return neg ? -v : v;
+}
+
+/// Encodes a value already representable in `fmt` (not NaN).
+std::uint64_t ref_encode(double v, Format fmt) {
+  const std::uint64_t sign = std::signbit(v) ? sign_bit(fmt) : 0;
+  const double mag = std::fabs(v);
+  const std::uint64_t inf_field = (std::uint64_t{1} << fmt.exp_bits) - 1;
+  if (std::isinf(mag)) return sign | (inf_field << fmt.mant_bits);
+  if (mag == 0) return sign;
+  int e = 0;
+  std::frexp(mag, &e);
+  const int exponent = e - 1;
+  if (exponent < fmt.emin()) {  // subnormal
+    return sign | static_cast<std::uint64_t>(std::ldexp(mag, fmt.mant_bits - fmt.emin()));
+  }
+  const auto sig = static_cast<std::uint64_t>(std::ldexp(mag, fmt.mant_bits - exponent));
+  const int biased = exponent + fmt.emax;  // >= 1 here
+  const auto field = static_cast<std::uint64_t>(biased);
+  return sign | (field << fmt.mant_bits) | (sig & ((std::uint64_t{1} << fmt.mant_bits) - 1));
+}
+
+Format format_of(DataType t) {
+  if (t == DataType::Float16) return kHalf;
+  return t == DataType::BFloat16 ? kBf16 : t == DataType::Float32 ? kF32 : kF64;
+}
+const auto ref_to_double = [](DataType t, std::uint64_t b) { return ref_decode(b, format_of(t)); };
+/// A quiet NaN with the given sign and payload.
+std::uint64_t qnan(Format f, bool neg, std::uint64_t payload) {
+  const std::uint64_t inf = ((std::uint64_t{1} << f.exp_bits) - 1) << f.mant_bits;
+  return inf | (std::uint64_t{1} << (f.mant_bits - 1)) | payload | (neg ? sign_bit(f) : 0);
+}
+
+struct Expected {
+  std::uint64_t bits;
+  bool nan;  // any NaN is accepted (payloads of NaNs created by arithmetic are not specified)
+};
+
+/// Two's complement value of `bits` widened to 64 bits (sign-extended for signed types).
+std::uint64_t widen_int(DataType t, std::uint64_t bits) {
+  const std::size_t w = 8 * width(t);
+  if (!is_signed_int(t) || w == 64) return bits;
+  const std::uint64_t sign = std::uint64_t{1} << (w - 1);
+  return (bits ^ sign) - sign;
+}
+
+std::uint64_t ref_int_op(DataType t, RedOp op, std::uint64_t a, std::uint64_t b) {
+  const std::uint64_t wa = widen_int(t, a);
+  const std::uint64_t wb = widen_int(t, b);
+  const bool b_less =
+      is_signed_int(t) ? static_cast<std::int64_t>(wb) < static_cast<std::int64_t>(wa) : wb < wa;
+  std::uint64_t r = 0;
+  switch (op) {
+    case RedOp::Sum:
+    case RedOp::Avg: r = wa + wb; break;  // modulo 2^64, then truncated: modulo 2^width
+    case RedOp::Prod: r = wa * wb; break;
+    case RedOp::Min: r = b_less ? wb : wa; break;
+    case RedOp::Max: r = (b_less || wa == wb) ? wa : wb; break;
+  }
+  return r & width_mask(t);
+}
+
+std::uint64_t quiet_nan_bits(DataType t, std::uint64_t nan) {
+  const Format f = format_of(t);
+  return t == DataType::Float16 || t == DataType::BFloat16 ? nan | qnan(f, false, 0) : nan;
+}
+
+/// fp16/bf16/fp32: the double result is exact for Sum/Prod of fp16 and for Prod of fp32/bf16;
+/// otherwise double has >= 2p+2 bits, so rounding it again to the p-bit format is innocuous and the
+/// result is the correctly rounded one, as computed by the kernels. fp64: plain double arithmetic.
+Expected ref_float_op(DataType t, RedOp op, std::uint64_t a, std::uint64_t b) {
+  const double x = ref_to_double(t, a);
+  const double y = ref_to_double(t, b);
+  if (op == RedOp::Min || op == RedOp::Max) {
+    // Documented kernel semantics: NaN propagates (a's NaN if both are NaN; the 16-bit types
+    // return it quiet, since they go through fp32), else std::min/max.
+    if (std::isnan(x)) return {quiet_nan_bits(t, a), false};
+    if (std::isnan(y)) return {quiet_nan_bits(t, b), false};
+    const bool pick_b = op == RedOp::Min ? y < x : x < y;
+    return {pick_b ? b : a, false};
+  }
+  const double r = ref_round(op == RedOp::Prod ? x * y : x + y, format_of(t));
+  if (std::isnan(r)) return {0, true};
+  return {ref_encode(r, format_of(t)), false};
+}
+
+Expected ref_op(DataType t, RedOp op, std::uint64_t a, std::uint64_t b) {
+  if (loom::is_floating(t)) return ref_float_op(t, op, a, b);
+  return {ref_int_op(t, op, a, b), false};
+}
+
+const auto is_nan_bits = [](DataType t, std::uint64_t bits) {
+  return loom::is_floating(t) && std::isnan(ref_to_double(t, bits));
+};
+/// Bit-identical, except that any two NaNs are equal: when both operands of an arithmetic op are
+/// NaN, IEEE 754 leaves the result's payload (and x86 the sign) to the instruction's operand
+/// order, which the compiler may choose differently in the vector and scalar loops.
+const auto same_result = [](DataType t, std::uint64_t x, std::uint64_t y) {
+  return x == y || (is_nan_bits(t, x) && is_nan_bits(t, y));
+};
+const auto matches = [](DataType t, const Expected& e, std::uint64_t actual) {
+  return e.nan ? is_nan_bits(t, actual) : e.bits == actual;
+};
+
+constexpr std::uint64_t kCanary = 0xa5a5a5a5a5a5a5a5ull;
+static_assert(std::endian::native == std::endian::little, "Buffer copies the low bytes");
+
+/// `count` elements at an offset of `offset` elements from an 8-byte aligned start, with one
+/// canary element on each side.
+class Buffer {
+ public:
+  Buffer(DataType t, std::size_t count, std::size_t offset)
+      : t_(t), first_(offset + 1), count_(count), words_(count + offset + 3, kCanary) {}
+  void* data() { return bytes() + first_ * width(t_); }
+  std::uint64_t get(std::size_t i) const { return raw(first_ + i); }
+  void set(std::size_t i, std::uint64_t v) {
+    std::memcpy(bytes() + (first_ + i) * width(t_), &v, width(t_));
+  }
+  bool canaries_intact() const {
+    const std::uint64_t canary = kCanary & width_mask(t_);
+    return raw(first_ - 1) == canary && raw(first_ + count_) == canary;
+  }
+
+ private:
+  unsigned char* bytes() { return reinterpret_cast<unsigned char*>(words_.data()); }
+  std::uint64_t raw(std::size_t slot) const {
+    std::uint64_t v = 0;
+    std::memcpy(&v, reinterpret_cast<const unsigned char*>(words_.data()) + slot * width(t_),
+                width(t_));
+    return v;
+  }
+  DataType t_;
+  std::size_t first_, count_;
+  std::vector<std::uint64_t> words_;
+};
+
+/// Special floating values: +-0, +-inf, a quiet NaN of each sign (with a payload), the smallest
+/// subnormal and the largest finite value.
+std::uint64_t special_element(DataType t, std::uint64_t pick) {
+  const Format f = format_of(t);
+  const bool neg = (pick & 8) != 0;
+  if (pick % 5 == 4) return qnan(f, neg, 1);
+  const double max_finite = std::ldexp(2.0 - std::ldexp(1.0, -f.mant_bits), f.emax);
+  const std::array<double, 4> values = {0.0, std::numeric_limits<double>::infinity(),
+                                        std::ldexp(1.0, f.emin() - f.mant_bits), max_finite};
+  return ref_encode(neg ? -values[pick % 5] : values[pick % 5], f);
+}
+
+/// Random element: for floats, 1/8 special values, 1/8 raw bit patterns (inf, NaN, subnormals,
+/// huge, tiny), 3/4 values of magnitude in [2^-4, 2^4) so that sums and products round in
+/// interesting ways.
+std::uint64_t random_element(DataType t, Rng& rng) {
+  const std::uint64_t r = rng();
+  if (!loom::is_floating(t) || r % 8 == 0) return rng() & width_mask(t);
+  if (r % 8 == 1) return special_element(t, rng());
+  const double unit = static_cast<double>(r >> 11) * 0x1p-53;  // [0, 1)
+  const int exponent = static_cast<int>(rng() % 9) - 4;
+  const double v = std::ldexp(2 * unit - 1, exponent);
+  return ref_encode(ref_round(v, format_of(t)), format_of(t));
+}
+
+void fill_random(Buffer& buf, DataType t, std::size_t count, Rng& rng) {
+  for (std::size_t i = 0; i < count; ++i) buf.set(i, random_element(t, rng));
+}
+
+enum class Alias { None, DstIsA, DstIsB, All };
+
+/// Runs reduce() for one configuration; returns the number of wrong elements (canary damage
+/// counts as one more).
+std::size_t run_reduce_case(DataType t, RedOp op, std::size_t count, Alias alias,
+                            std::size_t offset, Rng& rng) {
+  Buffer a(t, count, offset);
+  Buffer b(t, count, (offset + 1) % 2);  // b misaligned relative to a
+  Buffer out(t, count, offset);
+  fill_random(a, t, count, rng);
+  fill_random(b, t, count, rng);
+  Buffer* dst = &out;
+  const void* pa = a.data();
+  const void* pb = b.data();
+  std::vector<Expected> want(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::uint64_t bi = alias == Alias::All ? a.get(i) : b.get(i);
+    want[i] = ref_op(t, op, a.get(i), bi);
+  }
+  if (alias == Alias::DstIsA || alias == Alias::All) dst = &a;
+  if (alias == Alias::DstIsB) dst = &b;
+  if (alias == Alias::All) pb = a.data();
+  k::reduce(t, op, dst->data(), pa, pb, count);
+  std::size_t bad = dst->canaries_intact() ? 0 : 1;
+  for (std::size_t i = 0; i < count; ++i) bad += matches(t, want[i], dst->get(i)) ? 0 : 1;
+  return bad;
+}
+
+}  // namespace
+
+TEST_CASE("kernels: reduce matches the scalar reference for every dtype x op", "[kernels]") {
+  Rng rng(42);
+  for (DataType t : kAllTypes) {
+    for (RedOp op : kAllOps) {
+      for (std::size_t count : kCounts) {
+        for (Alias alias : {Alias::None, Alias::DstIsA, Alias::DstIsB, Alias::All}) {
+          for (std::size_t offset : {0, 1}) {
+            INFO(type_name(t) << " " << op_name(op) << " count=" << count
+                              << " alias=" << static_cast<int>(alias) << " offset=" << offset);
+            REQUIRE(run_reduce_case(t, op, count, alias, offset, rng) == 0);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("kernels: integer arithmetic wraps around", "[kernels]") {
+  // (dtype, op, a, b, a op b): two's complement values, truncated to the element width.
+  using Case = std::tuple<DataType, RedOp, std::int64_t, std::int64_t, std::int64_t>;
+  constexpr std::int64_t kMin64 = std::numeric_limits<std::int64_t>::min();
+  constexpr std::int64_t kMax32 = std::numeric_limits<std::int32_t>::max();
+  using enum DataType;
+  using enum RedOp;
+  // clang-format off
+  const Case cases[] = {
+      {Int8, Sum, 127, 1, -128}, {Int8, Sum, -128, -1, 127}, {Int8, Prod, -128, -1, -128},
+      {Int8, Prod, 16, 16, 0}, {Uint8, Sum, 255, 1, 0}, {Uint8, Prod, 200, 2, 144},
+      {Uint8, Prod, 255, 255, 1}, {Int32, Sum, kMax32, 1, -kMax32 - 1},
+      {Int32, Prod, -kMax32 - 1, -1, -kMax32 - 1}, {Uint32, Prod, 1ll << 31, 2, 0},
+      {Int64, Sum, -(kMin64 + 1), 1, kMin64}, {Int64, Prod, kMin64, -1, kMin64},
+      {Uint64, Sum, -1, 2, 1}, {Int8, Min, -1, 1, -1}, {Uint8, Min, 255, 1, 1},
+      {Int64, Max, kMin64, -1, -1}, {Uint64, Max, -1, 1, -1}, {Uint32, Max, -1, 1, -1}};
+  // clang-format on
+  for (const auto& [t, op, x, y, want] : cases) {
+    Buffer a(t, 1, 0), b(t, 1, 0), out(t, 1, 0);
+    a.set(0, static_cast<std::uint64_t>(x));
+    b.set(0, static_cast<std::uint64_t>(y));
+    k::reduce(t, op, out.data(), a.data(), b.data(), 1);
+    INFO(type_name(t) << " " << op_name(op) << " " << x << ", " << y);
+    CHECK(out.get(0) == (static_cast<std::uint64_t>(want) & width_mask(t)));
+  }
+}
+
+TEST_CASE("kernels: fp16/bf16 conversions round-trip all 65536 bit patterns", "[kernels]") {
+  for (const auto& [fmt, widen, narrow] :
+       {std::tuple{kHalf, &k::half_to_float, &k::float_to_half},
+        std::tuple{kBf16, &k::bfloat16_to_float, &k::float_to_bfloat16}}) {
+    std::size_t bad = 0;
+    for (std::uint32_t h = 0; h <= 0xffff; ++h) {
+      const auto bits = static_cast<std::uint16_t>(h);
+      const float f = widen(bits);
+      const double want = ref_decode(h, fmt);
+      if (std::isnan(want)) {  // NaN stays NaN, quiet, with sign and payload kept
+        bad += std::isnan(f) && (fbits(f) & 0x00400000u) != 0 ? 0 : 1;
+        bad += narrow(f) == (h | qnan(fmt, false, 0)) ? 0 : 1;
+        continue;
+      }
+      bad += static_cast<double>(f) == want && std::signbit(f) == std::signbit(want) ? 0 : 1;
+      bad += narrow(f) == bits ? 0 : 1;
+    }
+    INFO("mantissa bits " << fmt.mant_bits);
+    CHECK(bad == 0);
+  }
+}
+
+TEST_CASE("kernels: float_to_half/bfloat16 rounding cases", "[kernels]") {
+  using Case = std::pair<float, std::uint16_t>;  // input, expected bits
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  // fp16, per line: ties to even (down, up) and just above a tie; largest finite, just below the
+  // overflow tie, the tie 65520 (even = inf), overflow; smallest normal, largest subnormal, the
+  // tie rounding up into the normals; subnormal ties (to 0, to 2), just above a tie, underflow
+  // to -0, a float subnormal; signed zeros and NaNs (quieted).
+  // clang-format off
+  const Case half_cases[] = {
+      {1.0f, 0x3c00}, {1.0f + 0x1p-11f, 0x3c00}, {1.0f + 0x3p-11f, 0x3c02},
+      {from_bits(0x3f801001u), 0x3c01}, {65504.0f, 0x7bff}, {65519.996f, 0x7bff},
+      {65520.0f, 0x7c00}, {1e6f, 0x7c00}, {-1e6f, 0xfc00}, {kInf, 0x7c00}, {-kInf, 0xfc00},
+      {0x1p-14f, 0x0400}, {0x3ffp-24f, 0x03ff}, {0x7ffp-25f, 0x0400}, {0x1p-24f, 0x0001},
+      {0x1p-25f, 0x0000}, {0x3p-25f, 0x0002}, {0x1.000002p-25f, 0x0001}, {-0x1p-25f, 0x8000},
+      {0x1p-149f, 0x0000}, {0.0f, 0x0000}, {-0.0f, 0x8000}, {from_bits(0x7f800001u), 0x7e00},
+      {from_bits(0xffc00000u), 0xfe00}};
+  // clang-format on
+  // bf16: ties to even (down, up); FLT_MAX overflows, just below the overflow tie; subnormal
+  // ties (to 0, to 2); -0; NaN (quieted).
+  // clang-format off
+  const Case bf16_cases[] = {
+      {1.0f + 0x1p-8f, 0x3f80}, {1.0f + 0x3p-8f, 0x3f82}, {from_bits(0x7f7fffffu), 0x7f80},
+      {from_bits(0x7f7f7fffu), 0x7f7f}, {from_bits(0x00008000u), 0x0000},
+      {from_bits(0x00018000u), 0x0002}, {-0.0f, 0x8000}, {from_bits(0xff800001u), 0xffc0}};
+  // clang-format on
+  for (const auto& [f, want] : half_cases) {
+    INFO("fp16 of float bits " << fbits(f));
+    CHECK(k::float_to_half(f) == want);
+  }
+  for (const auto& [f, want] : bf16_cases) {
+    INFO("bf16 of float bits " << fbits(f));
+    CHECK(k::float_to_bfloat16(f) == want);
+  }
+}
+
+TEST_CASE("kernels: float_to_half/bfloat16 agree with the reference rounder", "[kernels]") {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  std::vector<float> inputs;
+  for (std::uint64_t b = 0; b <= 0xffffffffull; b += 4093) {
+    inputs.push_back(from_bits(static_cast<std::uint32_t>(b)));
+  }
+  // Every fp16/bf16 midpoint between finite neighbours, and its two float neighbours.
+  for (const auto& [fmt, last] : {std::pair{kHalf, 0x7bffu}, std::pair{kBf16, 0x7f7fu}}) {
+    for (std::uint32_t h = 0; h < last; ++h) {
+      const auto mid = static_cast<float>((ref_decode(h, fmt) + ref_decode(h + 1, fmt)) / 2);
+      for (float f : {mid, std::nextafter(mid, 0.0f), std::nextafter(mid, kInf)}) {
+        inputs.push_back(f);
+        inputs.push_back(-f);
+      }
+    }
+  }
+  std::size_t bad = 0;
+  for (float f : inputs) {
+    if (std::isnan(f)) continue;
+    bad += k::float_to_half(f) == ref_encode(ref_round(f, kHalf), kHalf) ? 0 : 1;
+    bad += k::float_to_bfloat16(f) == ref_encode(ref_round(f, kBf16), kBf16) ? 0 : 1;
+  }
+  CHECK(bad == 0);
+}
+
+namespace {
+
+Expected ref_avg(DataType t, std::uint64_t x, int n) {
+  if (!loom::is_floating(t)) {
+    const std::uint64_t w = widen_int(t, x);
+    const std::uint64_t q = is_signed_int(t)
+                                ? static_cast<std::uint64_t>(static_cast<std::int64_t>(w) / n)
+                                : w / static_cast<std::uint64_t>(n);
+    return {q & width_mask(t), false};
+  }
+  const double v = ref_to_double(t, x);
+  if (std::isnan(v)) return {0, true};
+  if (t == DataType::Float64) return {ref_encode(v / n, kF64), false};
+  // Spec: computed in fp32 (correctly rounded; double rounding via double is innocuous for a
+  // division), then rounded to the 16-bit format.
+  const double q32 = ref_round(v / n, kF32);
+  return {ref_encode(ref_round(q32, format_of(t)), format_of(t)), false};
+}
+
+}  // namespace
+
+TEST_CASE("kernels: finalize_avg for every dtype", "[kernels]") {
+  Rng rng(7);
+  for (DataType t : kAllTypes) {
+    for (int n : {1, 2, 3, 7, 8, 1000}) {
+      for (std::size_t count : {std::size_t{1}, std::size_t{9}, std::size_t{1000}}) {
+        Buffer buf(t, count, 1);
+        fill_random(buf, t, count, rng);
+        if (!loom::is_floating(t) && count > 1) buf.set(0, width_mask(t));  // -1 / max
+        std::vector<Expected> want(count);
+        for (std::size_t i = 0; i < count; ++i) want[i] = ref_avg(t, buf.get(i), n);
+        k::finalize_avg(t, buf.data(), count, n);
+        std::size_t bad = buf.canaries_intact() ? 0 : 1;
+        for (std::size_t i = 0; i < count; ++i) bad += matches(t, want[i], buf.get(i)) ? 0 : 1;
+        INFO(type_name(t) << " n=" << n << " count=" << count);
+        CHECK(bad == 0);
+      }
+    }
+  }
+  std::int8_t neg[2] = {-7, 7};
+  k::finalize_avg(DataType::Int8, neg, 2, 2);  // truncation toward zero
+  CHECK((neg[0] == -3 && neg[1] == 3));
+  float keep = 5.0f;
+  k::finalize_avg(DataType::Float32, &keep, 1, 0);  // n < 1: no-op
+  CHECK(keep == 5.0f);
+}
+
+TEST_CASE("kernels: reduce_n equals repeated reduce for every dtype x op", "[kernels]") {
+  Rng rng(99);
+  constexpr std::size_t kCount = 10007;  // several tiles for every element size
+  for (DataType t : kAllTypes) {
+    for (RedOp op : kAllOps) {
+      for (int nsrc : {1, 2, 3, 5}) {
+        std::vector<Buffer> srcs;
+        std::vector<const void*> ptrs;
+        srcs.reserve(static_cast<std::size_t>(nsrc));
+        for (int s = 0; s < nsrc; ++s) {
+          fill_random(srcs.emplace_back(t, kCount, static_cast<std::size_t>(s % 2)), t, kCount,
+                      rng);
+          ptrs.push_back(srcs.back().data());
+        }
+        Buffer want(t, kCount, 0);
+        for (std::size_t i = 0; i < kCount; ++i) want.set(i, srcs[0].get(i));
+        for (int s = 1; s < nsrc; ++s) {
+          k::reduce(t, op, want.data(), want.data(), ptrs[static_cast<std::size_t>(s)], kCount);
+        }
+        Buffer got(t, kCount, 1);
+        k::reduce_n(t, op, got.data(), ptrs.data(), nsrc, kCount);
+        // In place into the last source.
+        k::reduce_n(t, op, srcs.back().data(), ptrs.data(), nsrc, kCount);
+        std::size_t bad = got.canaries_intact() && srcs.back().canaries_intact() ? 0 : 1;
+        for (std::size_t i = 0; i < kCount; ++i) {
+          bad += same_result(t, got.get(i), want.get(i)) ? 0 : 1;
+          bad += same_result(t, srcs.back().get(i), want.get(i)) ? 0 : 1;
+        }
+        INFO(type_name(t) << " " << op_name(op) << " nsrc=" << nsrc);
+        CHECK(bad == 0);
+      }
+    }
+  }
+}
+
+TEST_CASE("kernels: float min/max keep the operand order and propagate NaN", "[kernels]") {
+  // On NaN-free data min/max equal std::min/std::max, i.e. return a on ties (+0 vs -0); a NaN
+  // operand wins, a's if both are NaN. An implementation that swaps the operands (e.g. for
+  // dst == b, or the accumulator in reduce_n) fails here.
+  constexpr std::size_t kN = 37;  // vector body and scalar tail
+  for (DataType t : {DataType::Float16, DataType::BFloat16, DataType::Float32, DataType::Float64}) {
+    const Format f = format_of(t);
+    const std::uint64_t nan_a = qnan(f, false, 1), nan_b = qnan(f, true, 2);
+    for (RedOp op : {RedOp::Min, RedOp::Max}) {
+      for (Alias alias : {Alias::None, Alias::DstIsA, Alias::DstIsB}) {
+        Buffer a(t, kN, 0), b(t, kN, 1), out(t, kN, 0);
+        for (std::size_t i = 0; i < kN; ++i) {  // a = +0, b = -0
+          a.set(i, 0);
+          b.set(i, sign_bit(f));
+        }
+        a.set(kN - 2, nan_a);
+        b.set(kN - 1, nan_b);
+        a.set(kN - 1, nan_a);
+        Buffer* dst = alias == Alias::DstIsA ? &a : alias == Alias::DstIsB ? &b : &out;
+        k::reduce(t, op, dst->data(), a.data(), b.data(), kN);
+        INFO(type_name(t) << " " << op_name(op) << " alias=" << static_cast<int>(alias));
+        for (std::size_t i = 0; i + 2 < kN; ++i) CHECK(dst->get(i) == 0u);
+        CHECK((dst->get(kN - 2) == nan_a && dst->get(kN - 1) == nan_a));
+      }
+      // reduce_n: ((s0 op s1) op s2) with the accumulator on the left.
+      Buffer z0(t, kN, 0), z1(t, kN, 1), n0(t, kN, 0), n1(t, kN, 1), out(t, kN, 0);
+      for (std::size_t i = 0; i < kN; ++i) {
+        z0.set(i, 0);
+        z1.set(i, sign_bit(f));
+        n0.set(i, nan_a);
+        n1.set(i, nan_b);
+      }
+      const std::array<const void*, 3> zeros = {z0.data(), z1.data(), z1.data()};
+      k::reduce_n(t, op, out.data(), zeros.data(), 3, kN);
+      for (std::size_t i = 0; i < kN; ++i) CHECK(out.get(i) == 0u);
+      const std::array<const void*, 3> nans = {z0.data(), n0.data(), n1.data()};
+      k::reduce_n(t, op, out.data(), nans.data(), 3, kN);
+      for (std::size_t i = 0; i < kN; ++i) CHECK(out.get(i) == nan_a);
+    }
+  }
+}

@@ -1,0 +1,34 @@
+// loomrun: starts N local ranks of a program with the environment loom reads, prefixes their
+// output with the rank, and stops the whole job when one rank fails. See usage.cpp.
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "environment.hpp"
+#include "fd.hpp"
+#include "job.hpp"
+#include "options.hpp"
+#include "output.hpp"
+
+int main(int argc, char** argv) {
+  using namespace loom::run;
+  std::vector<std::string> args(argv + (argc > 0 ? 1 : 0), argv + argc);
+  ParseResult parsed = parse_args(args);
+  if (parsed.kind == ParseResult::Kind::Help) {
+    std::cout << usage_text();
+    return kExitOk;
+  }
+  if (parsed.kind == ParseResult::Kind::Error) {
+    report("error: " + parsed.error);
+    report("try 'loomrun --help'");
+    return kExitUsage;
+  }
+  try {
+    JobIdentity identity = make_job_identity(parsed.options);
+    Job job(parsed.options, identity);
+    return job.run();
+  } catch (const RunError& e) {
+    report(std::string("error: ") + e.what());
+    return kExitFailed;
+  }
+}

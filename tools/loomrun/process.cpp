@@ -1,0 +1,121 @@
+#include "process.hpp"
+
+#include <fcntl.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+extern char** environ;  // NOLINT(readability-redundant-declaration)
+
+namespace loom::run {
+namespace {
+
+struct Pipe {
+  UniqueFd read;
+  UniqueFd write;
+};
+
+Pipe make_pipe() {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) throw_os_error("pipe");
+  Pipe p{UniqueFd(fds[0]), UniqueFd(fds[1])};
+  if (::fcntl(p.read.get(), F_SETFL, O_NONBLOCK) != 0) throw_os_error("fcntl(O_NONBLOCK)");
+  return p;
+}
+
+std::vector<char*> c_strings(const std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  out.reserve(strings.size() + 1);
+  for (const std::string& s : strings) out.push_back(const_cast<char*>(s.c_str()));
+  out.push_back(nullptr);
+  return out;
+}
+
+void write_stderr(const std::string& text) noexcept {
+  std::size_t done = 0;
+  while (done < text.size()) {
+    ssize_t n = ::write(STDERR_FILENO, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    done += static_cast<std::size_t>(n);
+  }
+}
+
+// Runs in the child between fork and exec. loomrun is single-threaded, so the child may use
+// the heap; it must not return or throw.
+[[noreturn]] void run_child(pid_t parent, const LaunchSpec& spec, const SignalWatcher& signals,
+                            int out_fd, int err_fd, char** argv, char** envp) {
+  ::setpgid(0, 0);
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != parent) ::_exit(1);  // loomrun died before the prctl took effect
+  int null_in = ::open("/dev/null", O_RDONLY);
+  int null_out = spec.discard_stdout ? ::open("/dev/null", O_WRONLY) : -1;
+  if (null_in < 0 || ::dup2(null_in, STDIN_FILENO) < 0) ::_exit(127);
+  if (::dup2(spec.discard_stdout ? null_out : out_fd, STDOUT_FILENO) < 0) ::_exit(127);
+  if (::dup2(err_fd, STDERR_FILENO) < 0) ::_exit(127);
+  if (null_in > STDERR_FILENO) ::close(null_in);
+  if (null_out > STDERR_FILENO) ::close(null_out);
+  signals.restore_in_child();
+  environ = envp;  // so that execvp searches the rank's PATH
+  ::execvp(argv[0], argv);
+  int err = errno;
+  write_stderr("loomrun: cannot execute '" + spec.argv[0] + "': " + std::strerror(err) + "\n");
+  ::_exit(127);
+}
+
+}  // namespace
+
+RankProcess spawn_rank(const LaunchSpec& spec, const SignalWatcher& signals) {
+  Pipe out;
+  if (!spec.discard_stdout) out = make_pipe();
+  Pipe err = make_pipe();
+  std::vector<char*> argv = c_strings(spec.argv);
+  std::vector<char*> envp = c_strings(spec.env);
+  const pid_t parent = ::getpid();
+  pid_t pid = ::fork();
+  if (pid < 0) throw_os_error("fork for rank " + std::to_string(spec.rank));
+  if (pid == 0)
+    run_child(parent, spec, signals, out.write.get(), err.write.get(), argv.data(), envp.data());
+  // Also set the group here, so that it exists before the parent signals it; EACCES after the
+  // child's exec is harmless (the child did it itself).
+  ::setpgid(pid, pid);
+  return RankProcess{pid, std::move(out.read), std::move(err.read)};
+}
+
+void ensure_fd_limit(std::size_t needed) {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+  if (limit.rlim_cur == RLIM_INFINITY || limit.rlim_cur >= needed) return;
+  if (limit.rlim_max != RLIM_INFINITY && limit.rlim_max < needed)
+    throw RunError("too many ranks: they need " + std::to_string(needed) +
+                   " open files and the hard limit is " + std::to_string(limit.rlim_max));
+  limit.rlim_cur = needed;
+  if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) throw_os_error("setrlimit(RLIMIT_NOFILE)");
+}
+
+std::string describe_wait_status(int status) {
+  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    int sig = WTERMSIG(status);
+    const char* what = ::strsignal(sig);
+    std::string text = "was killed by signal " + std::to_string(sig) + " (" +
+                       (what != nullptr ? what : "unknown") + ")";
+    if (WCOREDUMP(status)) text += ", core dumped";
+    return text;
+  }
+  return "ended with wait status " + std::to_string(status);
+}
+
+bool succeeded(int status) noexcept {
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+void signal_group(pid_t pgid, int sig) noexcept {
+  if (pgid > 0) ::kill(-pgid, sig);
+}
+
+}  // namespace loom::run
