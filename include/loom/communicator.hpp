@@ -58,8 +58,8 @@ class Communicator {
   Work reduce(const void* send, void* recv, std::size_t count, DataType dtype, RedOp op, int root,
               const CollOptions& opts = {});
   /// `send` holds size() * `recvcount` elements; rank r receives the reduction of block r.
-  Work reduce_scatter(const void* send, void* recv, std::size_t recvcount, DataType dtype,
-                      RedOp op, const CollOptions& opts = {});
+  Work reduce_scatter(const void* send, void* recv, std::size_t recvcount, DataType dtype, RedOp op,
+                      const CollOptions& opts = {});
   Work barrier(const CollOptions& opts = {});
 
   // Typed forms over std::span. The in-place forms take one span.

@@ -25,8 +25,7 @@ std::string_view to_string(ErrorCode code) noexcept;
 /// involved) and the operation.
 class Error : public std::runtime_error {
  public:
-  Error(ErrorCode code, const std::string& message)
-      : std::runtime_error(message), code_(code) {}
+  Error(ErrorCode code, const std::string& message) : std::runtime_error(message), code_(code) {}
   [[nodiscard]] ErrorCode code() const noexcept { return code_; }
 
  private:

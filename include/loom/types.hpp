@@ -42,8 +42,12 @@ constexpr std::size_t dtype_size(DataType t) noexcept {
   return 0;
 }
 
-constexpr bool is_valid(DataType t) noexcept { return dtype_size(t) != 0; }
-constexpr bool is_valid(RedOp op) noexcept { return static_cast<int>(op) < kNumRedOps; }
+constexpr bool is_valid(DataType t) noexcept {
+  return dtype_size(t) != 0;
+}
+constexpr bool is_valid(RedOp op) noexcept {
+  return static_cast<int>(op) < kNumRedOps;
+}
 constexpr bool is_floating(DataType t) noexcept {
   return t == DataType::Float16 || t == DataType::BFloat16 || t == DataType::Float32 ||
          t == DataType::Float64;
@@ -68,16 +72,46 @@ struct bfloat16 {
 /// Maps a C++ element type to its DataType, for the typed std::span overloads.
 template <typename T>
 struct dtype_of;
-template <> struct dtype_of<std::int8_t> { static constexpr DataType value = DataType::Int8; };
-template <> struct dtype_of<std::uint8_t> { static constexpr DataType value = DataType::Uint8; };
-template <> struct dtype_of<std::int32_t> { static constexpr DataType value = DataType::Int32; };
-template <> struct dtype_of<std::uint32_t> { static constexpr DataType value = DataType::Uint32; };
-template <> struct dtype_of<std::int64_t> { static constexpr DataType value = DataType::Int64; };
-template <> struct dtype_of<std::uint64_t> { static constexpr DataType value = DataType::Uint64; };
-template <> struct dtype_of<half> { static constexpr DataType value = DataType::Float16; };
-template <> struct dtype_of<bfloat16> { static constexpr DataType value = DataType::BFloat16; };
-template <> struct dtype_of<float> { static constexpr DataType value = DataType::Float32; };
-template <> struct dtype_of<double> { static constexpr DataType value = DataType::Float64; };
+template <>
+struct dtype_of<std::int8_t> {
+  static constexpr DataType value = DataType::Int8;
+};
+template <>
+struct dtype_of<std::uint8_t> {
+  static constexpr DataType value = DataType::Uint8;
+};
+template <>
+struct dtype_of<std::int32_t> {
+  static constexpr DataType value = DataType::Int32;
+};
+template <>
+struct dtype_of<std::uint32_t> {
+  static constexpr DataType value = DataType::Uint32;
+};
+template <>
+struct dtype_of<std::int64_t> {
+  static constexpr DataType value = DataType::Int64;
+};
+template <>
+struct dtype_of<std::uint64_t> {
+  static constexpr DataType value = DataType::Uint64;
+};
+template <>
+struct dtype_of<half> {
+  static constexpr DataType value = DataType::Float16;
+};
+template <>
+struct dtype_of<bfloat16> {
+  static constexpr DataType value = DataType::BFloat16;
+};
+template <>
+struct dtype_of<float> {
+  static constexpr DataType value = DataType::Float32;
+};
+template <>
+struct dtype_of<double> {
+  static constexpr DataType value = DataType::Float64;
+};
 template <typename T>
 inline constexpr DataType dtype_of_v = dtype_of<std::remove_cv_t<T>>::value;
 

@@ -33,7 +33,9 @@ Block split_block(std::size_t count, std::size_t parts, std::size_t i) {
 }
 
 SlotPool::SlotPool(std::size_t slot_bytes, std::size_t nslots, std::size_t base_offset)
-    : slot_bytes_(slot_bytes), base_(base_offset), free_after_(std::max<std::size_t>(nslots, 1), kNoStep) {}
+    : slot_bytes_(slot_bytes),
+      base_(base_offset),
+      free_after_(std::max<std::size_t>(nslots, 1), kNoStep) {}
 
 SlotPool::Slot SlotPool::acquire() {
   std::size_t i = next_;
@@ -45,6 +47,8 @@ SlotPool::Slot SlotPool::take(std::size_t i) {
   return {i, Span{BufId::Scratch, base_ + i * slot_bytes_, slot_bytes_}, free_after_[i]};
 }
 
-void SlotPool::release(std::size_t index, std::uint32_t step) { free_after_[index] = step; }
+void SlotPool::release(std::size_t index, std::uint32_t step) {
+  free_after_[index] = step;
+}
 
 }  // namespace loom::algo

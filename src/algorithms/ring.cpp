@@ -6,7 +6,9 @@
 namespace loom::algo {
 namespace {
 
-int mod(long a, int n) { return static_cast<int>(((a % n) + n) % n); }
+int mod(long a, int n) {
+  return static_cast<int>(((a % n) + n) % n);
+}
 
 // Shared geometry of one ring plan: positions, neighbours and chunking.
 struct Ring {
@@ -33,7 +35,9 @@ struct Ring {
     nchunks = (max_block_elems + chunk_elems - 1) / chunk_elems;
     depth = std::max<std::size_t>(1, p.depth);
   }
-  [[nodiscard]] int at(long position) const { return order[static_cast<std::size_t>(mod(position, n))]; }
+  [[nodiscard]] int at(long position) const {
+    return order[static_cast<std::size_t>(mod(position, n))];
+  }
   // Chunk c of a block of `block.count` elements starting at element `block.first`.
   [[nodiscard]] Block chunk(Block block, std::size_t c) const {
     Block b = split_block(block.count, nchunks, c);
@@ -43,10 +47,18 @@ struct Ring {
   [[nodiscard]] std::size_t slot_bytes() const { return chunk_elems * es; }
 };
 
-Step send_step(int peer, Span src) { return {StepKind::Send, peer, {}, src, {}, 0, 0}; }
-Step recv_step(int peer, Span dst) { return {StepKind::Recv, peer, dst, {}, {}, 0, 0}; }
-Step reduce_step(Span dst, Span a, Span b) { return {StepKind::Reduce, -1, dst, a, b, 0, 0}; }
-Step copy_step(Span dst, Span src) { return {StepKind::Copy, -1, dst, src, {}, 0, 0}; }
+Step send_step(int peer, Span src) {
+  return {StepKind::Send, peer, {}, src, {}, 0, 0};
+}
+Step recv_step(int peer, Span dst) {
+  return {StepKind::Recv, peer, dst, {}, {}, 0, 0};
+}
+Step reduce_step(Span dst, Span a, Span b) {
+  return {StepKind::Reduce, -1, dst, a, b, 0, 0};
+}
+Step copy_step(Span dst, Span src) {
+  return {StepKind::Copy, -1, dst, src, {}, 0, 0};
+}
 
 Plan local_copy_plan(const RingParams& p, std::size_t bytes, std::size_t recv_offset) {
   Plan plan;
@@ -66,10 +78,14 @@ Plan ring_allreduce(const RingParams& p) {
   plan.algorithm = "ring";
   SlotPool pool(r.slot_bytes(), r.depth);
   plan.scratch_bytes = pool.bytes();
-  auto seg = [&](long position) { return split_block(p.count, n, static_cast<std::size_t>(mod(position, p.nranks))); };
+  auto seg = [&](long position) {
+    return split_block(p.count, n, static_cast<std::size_t>(mod(position, p.nranks)));
+  };
   // Per (segment, chunk): the step that last wrote it and the last send that read it.
   std::vector<std::uint32_t> producer(n * r.nchunks, kNoStep), reader(n * r.nchunks, kNoStep);
-  auto key = [&](long position, std::size_t c) { return static_cast<std::size_t>(mod(position, p.nranks)) * r.nchunks + c; };
+  auto key = [&](long position, std::size_t c) {
+    return static_cast<std::size_t>(mod(position, p.nranks)) * r.nchunks + c;
+  };
 
   for (std::size_t g = 0; g < r.nchunks; g += r.depth) {
     const std::size_t gend = std::min(r.nchunks, g + r.depth);
@@ -85,8 +101,8 @@ Plan ring_allreduce(const RingParams& p) {
         auto slot = pool.acquire();
         Span tmp{BufId::Scratch, slot.span.offset, rb.count * r.es};
         auto recv = plan.add(recv_step(r.left, tmp), {slot.free_after});
-        auto red = plan.add(reduce_step(r.span(BufId::Recv, rb), r.span(BufId::Send, rb), tmp),
-                            {recv});
+        auto red =
+            plan.add(reduce_step(r.span(BufId::Recv, rb), r.span(BufId::Send, rb), tmp), {recv});
         pool.release(slot.index, red);
         producer[key(rp, c)] = red;
       }
@@ -187,7 +203,8 @@ Plan chain_broadcast(const RingParams& p) {
     plan.add(copy_step({BufId::Recv, 0, bytes}, {BufId::Send, 0, bytes}));
   if (p.nranks == 1) return plan;
   Ring r(p, p.count);
-  const int root_pos = static_cast<int>(std::find(r.order.begin(), r.order.end(), p.root) - r.order.begin());
+  const int root_pos =
+      static_cast<int>(std::find(r.order.begin(), r.order.end(), p.root) - r.order.begin());
   const int k = mod(r.pos - root_pos, p.nranks);  // 0 = root, n-1 = end of the chain
   for (std::size_t c = 0; c < r.nchunks; ++c) {
     Block b = r.chunk({0, p.count}, c);
@@ -208,7 +225,8 @@ Plan chain_reduce(const RingParams& p) {
   plan.algorithm = "chain";
   SlotPool pool(r.slot_bytes(), r.depth);
   plan.scratch_bytes = pool.bytes();
-  const int root_pos = static_cast<int>(std::find(r.order.begin(), r.order.end(), p.root) - r.order.begin());
+  const int root_pos =
+      static_cast<int>(std::find(r.order.begin(), r.order.end(), p.root) - r.order.begin());
   const int k = mod(r.pos - root_pos - 1, p.nranks);  // 0 = start of the chain, n-1 = root
   for (std::size_t c = 0; c < r.nchunks; ++c) {
     Block b = r.chunk({0, p.count}, c);

@@ -17,14 +17,14 @@ namespace loom::algo {
 struct RingParams {
   int rank = 0;
   int nranks = 1;
-  std::vector<int> order;        // ring order: order[i] is the rank at position i (empty: 0..n-1)
-  std::size_t count = 0;         // elements: allreduce/broadcast/reduce total; allgather and
-                                 // reduce_scatter per rank
+  std::vector<int> order;  // ring order: order[i] is the rank at position i (empty: 0..n-1)
+  std::size_t count = 0;   // elements: allreduce/broadcast/reduce total; allgather and
+                           // reduce_scatter per rank
   std::size_t elem_size = 1;
   std::size_t chunk_bytes = 512 * 1024;
-  std::size_t depth = 4;         // chunks per group (pipeline depth)
+  std::size_t depth = 4;  // chunks per group (pipeline depth)
   bool in_place = false;
-  int root = 0;                  // broadcast and reduce
+  int root = 0;  // broadcast and reduce
 };
 
 Plan ring_allreduce(const RingParams& p);

@@ -45,7 +45,7 @@ Status system_error(int errno_value, const std::string& what);
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(T value) : v_(std::move(value)) {}         // NOLINT(google-explicit-constructor)
   Result(Status status) : v_(std::move(status)) {}  // NOLINT(google-explicit-constructor)
 
   [[nodiscard]] bool is_ok() const noexcept { return v_.index() == 0; }
@@ -73,9 +73,9 @@ T value_or_throw(Result<T>&& r) {
 
 }  // namespace loom
 
-#define LOOM_RETURN_IF_ERROR(expr)            \
-  do {                                        \
-    ::loom::Status loom_status_ = (expr);     \
+#define LOOM_RETURN_IF_ERROR(expr)                  \
+  do {                                              \
+    ::loom::Status loom_status_ = (expr);           \
     if (!loom_status_.is_ok()) return loom_status_; \
   } while (0)
 

@@ -1,9 +1,9 @@
+#include "config/config.hpp"
+
 #include <cctype>
 #include <cstdlib>
 #include <limits>
 #include <stdexcept>
-
-#include "config/config.hpp"
 
 extern char** environ;  // NOLINT(readability-redundant-declaration)
 
@@ -104,7 +104,8 @@ Result<std::int64_t> parse_int(std::string_view text) {
   bool neg = !t.empty() && t[0] == '-';
   auto r = split_number(neg ? std::string_view(t).substr(1) : std::string_view(t));
   if (!r) return r.status();
-  if (!r->second.empty()) return make_error(ErrorCode::InvalidArgument, "'{}' is not an integer", t);
+  if (!r->second.empty())
+    return make_error(ErrorCode::InvalidArgument, "'{}' is not an integer", t);
   if (r->first > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
     return make_error(ErrorCode::InvalidArgument, "'{}' is too large", t);
   auto v = static_cast<std::int64_t>(r->first);
@@ -115,8 +116,8 @@ Result<bool> parse_bool(std::string_view text) {
   std::string t = upper(trim(text));
   if (t == "1" || t == "TRUE" || t == "YES" || t == "ON") return true;
   if (t == "0" || t == "FALSE" || t == "NO" || t == "OFF") return false;
-  return make_error(ErrorCode::InvalidArgument, "'{}' is not one of 1/0, true/false, yes/no, on/off",
-                    trim(text));
+  return make_error(ErrorCode::InvalidArgument,
+                    "'{}' is not one of 1/0, true/false, yes/no, on/off", trim(text));
 }
 
 Result<std::uint64_t> parse_size(std::string_view text) {
@@ -126,12 +127,19 @@ Result<std::uint64_t> parse_size(std::string_view text) {
   if (!unit.empty() && unit.back() == 'B') unit.pop_back();
   if (!unit.empty() && unit.back() == 'I') unit.pop_back();
   unsigned shift = 0;
-  if (unit.empty()) shift = 0;
-  else if (unit == "K") shift = 10;
-  else if (unit == "M") shift = 20;
-  else if (unit == "G") shift = 30;
-  else if (unit == "T") shift = 40;
-  else return make_error(ErrorCode::InvalidArgument, "unknown size unit in '{}' (use K, M, G, T)", trim(text));
+  if (unit.empty())
+    shift = 0;
+  else if (unit == "K")
+    shift = 10;
+  else if (unit == "M")
+    shift = 20;
+  else if (unit == "G")
+    shift = 30;
+  else if (unit == "T")
+    shift = 40;
+  else
+    return make_error(ErrorCode::InvalidArgument, "unknown size unit in '{}' (use K, M, G, T)",
+                      trim(text));
   if (shift > 0 && v > (std::numeric_limits<std::uint64_t>::max() >> shift))
     return make_error(ErrorCode::InvalidArgument, "'{}' is too large", trim(text));
   return v << shift;
@@ -142,11 +150,17 @@ Result<std::chrono::milliseconds> parse_duration(std::string_view text) {
   if (!r) return r.status();
   auto [v, unit] = *r;
   std::uint64_t ms_per = 0;
-  if (unit.empty() || unit == "S") ms_per = 1000;
-  else if (unit == "MS") ms_per = 1;
-  else if (unit == "M" || unit == "MIN") ms_per = 60'000;
-  else if (unit == "H") ms_per = 3'600'000;
-  else return make_error(ErrorCode::InvalidArgument, "unknown duration unit in '{}' (use ms, s, m, h)", trim(text));
+  if (unit.empty() || unit == "S")
+    ms_per = 1000;
+  else if (unit == "MS")
+    ms_per = 1;
+  else if (unit == "M" || unit == "MIN")
+    ms_per = 60'000;
+  else if (unit == "H")
+    ms_per = 3'600'000;
+  else
+    return make_error(ErrorCode::InvalidArgument, "unknown duration unit in '{}' (use ms, s, m, h)",
+                      trim(text));
   if (v > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()) / ms_per)
     return make_error(ErrorCode::InvalidArgument, "'{}' is too long", trim(text));
   return std::chrono::milliseconds(static_cast<std::int64_t>(v * ms_per));
@@ -168,8 +182,10 @@ Result<Config> Config::load(const std::map<std::string, std::string>& overrides)
   }
   for (const auto& [name, value] : overrides)
     if (!find_spec(name))
-      return make_error(ErrorCode::InvalidArgument, "unknown setting '{}' in CommOptions.settings "
-                        "(`loom-info` lists every setting)", name);
+      return make_error(ErrorCode::InvalidArgument,
+                        "unknown setting '{}' in CommOptions.settings "
+                        "(`loom-info` lists every setting)",
+                        name);
   for (char** e = environ; e && *e; ++e) {
     std::string_view kv(*e);
     std::string_view name = kv.substr(0, kv.find('='));

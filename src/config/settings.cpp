@@ -24,13 +24,12 @@ constexpr std::array kSettings = {
     Spec{"WORLD_SIZE", Type::Int, "", "torchrun: number of ranks.", "launch"},
     Spec{"LOCAL_RANK", Type::Int, "", "torchrun: rank on this host.", "launch"},
     Spec{"LOCAL_WORLD_SIZE", Type::Int, "", "torchrun: number of ranks on this host.", "launch"},
-    Spec{"MASTER_ADDR", Type::String, "", "torchrun: host of the rendezvous (rank 0).",
-         "launch"},
+    Spec{"MASTER_ADDR", Type::String, "", "torchrun: host of the rendezvous (rank 0).", "launch"},
     Spec{"MASTER_PORT", Type::Int, "", "torchrun: port of the rendezvous.", "launch"},
 
     // Logging.
-    Spec{"LOOM_DEBUG", Type::String, "WARN",
-         "Log level: OFF, ERROR, WARN, INFO, DEBUG or TRACE.", "log"},
+    Spec{"LOOM_DEBUG", Type::String, "WARN", "Log level: OFF, ERROR, WARN, INFO, DEBUG or TRACE.",
+         "log"},
     Spec{"LOOM_DEBUG_SUBSYS", Type::String, "ALL",
          "Comma-separated subsystems to log (INIT,BOOTSTRAP,COLL,NET,EXEC,CONFIG) or ALL; "
          "^NAME excludes one.",
@@ -58,8 +57,7 @@ constexpr std::array kSettings = {
          "Pipeline chunk size: a collective is split into messages of at most this many bytes.",
          "coll"},
     Spec{"LOOM_PIPELINE_DEPTH", Type::Int, "4",
-         "Chunks each rank keeps in flight per peer (scratch slots per receive stream).",
-         "coll"},
+         "Chunks each rank keeps in flight per peer (scratch slots per receive stream).", "coll"},
     Spec{"LOOM_ALGO", Type::String, "auto", "Force an algorithm: auto or ring.", "coll"},
     Spec{"LOOM_SPIN_US", Type::Int, "50",
          "Microseconds the executor polls without progress before it blocks in the kernel.",
@@ -68,6 +66,8 @@ constexpr std::array kSettings = {
 
 }  // namespace
 
-std::span<const Spec> all_settings() { return kSettings; }
+std::span<const Spec> all_settings() {
+  return kSettings;
+}
 
 }  // namespace loom::config

@@ -44,6 +44,8 @@ std::string CollectiveTask::describe() const {
   return fmt::format("rank {}: {} [{}]", comm_.rank(), core::describe(op_), plan_.algorithm);
 }
 
-std::string CollectiveTask::pending() const { return run_ ? run_->pending() : "not started"; }
+std::string CollectiveTask::pending() const {
+  return run_ ? run_->pending() : "not started";
+}
 
 }  // namespace loom::detail

@@ -39,9 +39,9 @@ Result<std::unique_ptr<CommImpl>> CommImpl::create(CommSetup setup) {
   for (const auto& name : setup.config.unknown_variables())
     LOOM_LOG_WARN(Config, "ignoring unknown setting {} (run loom-info for the list)", name);
   LOOM_ASSIGN_OR_RETURN(CommSettings settings, CommSettings::from(setup.config));
-  LOOM_ASSIGN_OR_RETURN(auto tcp, transport::tcp::TcpTransport::listen(
-                                      setup.rank, setup.nranks, setup.comm_id,
-                                      setup.bind_address, settings.tcp));
+  LOOM_ASSIGN_OR_RETURN(
+      auto tcp, transport::tcp::TcpTransport::listen(setup.rank, setup.nranks, setup.comm_id,
+                                                     setup.bind_address, settings.tcp));
   std::unique_ptr<CommImpl> comm(new CommImpl(std::move(setup), settings, std::move(tcp)));
   Status st = comm->rendezvous(Deadline::after(settings.timeout));
   if (!st.is_ok()) return st;
@@ -50,16 +50,23 @@ Result<std::unique_ptr<CommImpl>> CommImpl::create(CommSetup setup) {
 
 CommImpl::CommImpl(CommSetup setup, CommSettings settings,
                    std::unique_ptr<transport::tcp::TcpTransport> tcp)
-    : rank_(setup.rank), nranks_(setup.nranks), comm_id_(setup.comm_id),
-      config_(std::move(setup.config)), settings_(settings), store_(std::move(setup.store)),
-      server_(std::move(setup.server)), tcp_(std::move(tcp)) {
+    : rank_(setup.rank),
+      nranks_(setup.nranks),
+      comm_id_(setup.comm_id),
+      config_(std::move(setup.config)),
+      settings_(settings),
+      store_(std::move(setup.store)),
+      server_(std::move(setup.server)),
+      tcp_(std::move(tcp)) {
   exec::EngineOptions eo;
   eo.spin = settings_.spin;
   eo.name = fmt::format("rank {}", rank_);
   engine_ = std::make_unique<exec::Engine>(eo);
 }
 
-CommImpl::~CommImpl() { engine_.reset(); }
+CommImpl::~CommImpl() {
+  engine_.reset();
+}
 
 // Exchanges listening addresses, connects the ring neighbours, and makes sure every rank is done
 // with the store before rank 0 (which may host it) can go away.
@@ -81,15 +88,16 @@ Status CommImpl::rendezvous(Deadline deadline) {
     std::vector<int> ring = {(rank_ + 1) % nranks_, (rank_ + nranks_ - 1) % nranks_};
     LOOM_RETURN_IF_ERROR(tcp_->ensure(ring, deadline));
   }
-  LOOM_RETURN_IF_ERROR(bootstrap::store_barrier(*store_, prefix + "init", rank_, nranks_, deadline));
+  LOOM_RETURN_IF_ERROR(
+      bootstrap::store_barrier(*store_, prefix + "init", rank_, nranks_, deadline));
   if (rank_ != 0) {
     LOOM_ASSIGN_OR_RETURN(std::int64_t acked, store_->add(prefix + "acked", 1));
     if (acked == nranks_ - 1) LOOM_RETURN_IF_ERROR(store_->set(prefix + "acked/all", {}));
   } else if (nranks_ > 1) {
     LOOM_RETURN_IF_ERROR(store_->get(prefix + "acked/all", deadline).status());
   }
-  LOOM_LOG_INFO(Init, "rank {} of {}: communicator {:016x} ready, listening on {}", rank_,
-                nranks_, comm_id_, me.to_string());
+  LOOM_LOG_INFO(Init, "rank {} of {}: communicator {:016x} ready, listening on {}", rank_, nranks_,
+                comm_id_, me.to_string());
   return Status::ok();
 }
 
@@ -97,7 +105,9 @@ Status CommImpl::connect(const std::vector<int>& peers, Deadline deadline) {
   return tcp_->ensure(peers, deadline);
 }
 
-transport::Connection* CommImpl::connection(int peer) const { return tcp_->get(peer); }
+transport::Connection* CommImpl::connection(int peer) const {
+  return tcp_->get(peer);
+}
 
 std::uint8_t* CommImpl::scratch(std::size_t bytes) {
   if (bytes > scratch_bytes_) {
@@ -134,7 +144,8 @@ Work CommImpl::submit(core::OpDesc op, const CollOptions& opts) {
   throw_if_error(engine_->failure());
   op.seq = next_seq_++;
   throw_if_error(core::validate(op, rank_, nranks_));
-  algo::Plan plan = op.count == 0 && op.kind != core::CollKind::Barrier ? algo::Plan{} : make_plan(op);
+  algo::Plan plan =
+      op.count == 0 && op.kind != core::CollKind::Barrier ? algo::Plan{} : make_plan(op);
   if (plan.steps.empty()) {
     auto done = std::make_shared<OpState>();
     done->done = true;
@@ -143,7 +154,8 @@ Work CommImpl::submit(core::OpDesc op, const CollOptions& opts) {
   Deadline deadline = Deadline::after(opts.timeout.value_or(settings_.timeout));
   LOOM_LOG_DEBUG(Coll, "rank {}: {} as {} ({} steps)", rank_, core::describe(op), plan.algorithm,
                  plan.steps.size());
-  return Work(engine_->submit(std::make_unique<CollectiveTask>(*this, op, std::move(plan), deadline)));
+  return Work(
+      engine_->submit(std::make_unique<CollectiveTask>(*this, op, std::move(plan), deadline)));
 }
 
 }  // namespace loom::detail

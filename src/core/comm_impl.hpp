@@ -38,7 +38,7 @@ struct CommSetup {
   std::uint64_t comm_id = 0;
   std::shared_ptr<bootstrap::Store> store;
   std::unique_ptr<bootstrap::TcpStoreServer> server;  // rank 0 may own the rendezvous server
-  net::SocketAddress bind_address;                     // where this rank's transport listens
+  net::SocketAddress bind_address;                    // where this rank's transport listens
   config::Config config;
 };
 
@@ -60,7 +60,8 @@ class CommImpl {
   [[nodiscard]] const CommSettings& settings() const { return settings_; }
 
  private:
-  CommImpl(CommSetup setup, CommSettings settings, std::unique_ptr<transport::tcp::TcpTransport> tcp);
+  CommImpl(CommSetup setup, CommSettings settings,
+           std::unique_ptr<transport::tcp::TcpTransport> tcp);
   Status rendezvous(Deadline deadline);
   [[nodiscard]] algo::Plan make_plan(const core::OpDesc& op) const;
 

@@ -8,7 +8,8 @@ namespace loom::detail {
 namespace {
 
 Status check_ranks(int rank, int nranks) {
-  if (nranks < 1) return make_error(ErrorCode::InvalidArgument, "nranks {} must be at least 1", nranks);
+  if (nranks < 1)
+    return make_error(ErrorCode::InvalidArgument, "nranks {} must be at least 1", nranks);
   if (rank < 0 || rank >= nranks)
     return make_error(ErrorCode::InvalidArgument, "rank {} is outside [0, {})", rank, nranks);
   return Status::ok();
@@ -52,8 +53,13 @@ Result<std::unique_ptr<CommImpl>> join(const UniqueId& id, int rank, int nranks,
         fmt::format("rank {}: joining the rendezvous at {}", rank, target.to_string()));
   client.value()->set_op_timeout(cfg.get_duration("LOOM_TIMEOUT"));
   LOOM_ASSIGN_OR_RETURN(net::SocketAddress bind, data_bind_address(cfg, target));
-  CommSetup setup{rank, nranks, id.comm_id(), std::shared_ptr<bootstrap::Store>(std::move(client).value()),
-                  std::move(server), bind, std::move(cfg)};
+  CommSetup setup{rank,
+                  nranks,
+                  id.comm_id(),
+                  std::shared_ptr<bootstrap::Store>(std::move(client).value()),
+                  std::move(server),
+                  bind,
+                  std::move(cfg)};
   return CommImpl::create(std::move(setup));
 }
 

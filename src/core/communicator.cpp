@@ -9,7 +9,9 @@
 namespace loom {
 
 namespace detail {
-Communicator wrap_communicator(std::unique_ptr<CommImpl> impl) { return Communicator(std::move(impl)); }
+Communicator wrap_communicator(std::unique_ptr<CommImpl> impl) {
+  return Communicator(std::move(impl));
+}
 }  // namespace detail
 
 namespace {
@@ -42,12 +44,17 @@ Communicator& Communicator::operator=(Communicator&&) noexcept = default;
 Communicator::~Communicator() = default;
 
 detail::CommImpl& Communicator::impl() const {
-  if (!impl_) throw Error(ErrorCode::InvalidUsage, "call on a moved-from or destroyed communicator");
+  if (!impl_)
+    throw Error(ErrorCode::InvalidUsage, "call on a moved-from or destroyed communicator");
   return *impl_;
 }
 
-int Communicator::rank() const { return impl().rank(); }
-int Communicator::size() const { return impl().size(); }
+int Communicator::rank() const {
+  return impl().rank();
+}
+int Communicator::size() const {
+  return impl().size();
+}
 
 void Communicator::check_span_sizes(std::size_t small, std::size_t large, std::size_t factor,
                                     const char* what) const {
@@ -101,9 +108,8 @@ Work Communicator::reduce_scatter(const void* send, void* recv, std::size_t recv
 }
 
 Work Communicator::barrier(const CollOptions& opts) {
-  return impl().submit(desc(core::CollKind::Barrier, nullptr, nullptr, 0, DataType::Uint8,
-                            RedOp::Sum, -1),
-                       opts);
+  return impl().submit(
+      desc(core::CollKind::Barrier, nullptr, nullptr, 0, DataType::Uint8, RedOp::Sum, -1), opts);
 }
 
 }  // namespace loom

@@ -35,8 +35,10 @@ Status check_range(const LaunchInfo& li) {
 
 Result<LaunchInfo> from_loom(const config::Config& cfg) {
   std::vector<std::string> found{"LOOM_RANK"}, lacking;
-  if (cfg.has("LOOM_WORLD_SIZE")) found.emplace_back("LOOM_WORLD_SIZE");
-  else lacking.emplace_back("LOOM_WORLD_SIZE");
+  if (cfg.has("LOOM_WORLD_SIZE"))
+    found.emplace_back("LOOM_WORLD_SIZE");
+  else
+    lacking.emplace_back("LOOM_WORLD_SIZE");
   bool has_root = cfg.has("LOOM_ROOT") || cfg.has("LOOM_ID");
   if (!has_root) lacking.emplace_back("LOOM_ROOT (or LOOM_ID)");
   if (!lacking.empty()) return missing("loom", lacking, found);
@@ -44,7 +46,8 @@ Result<LaunchInfo> from_loom(const config::Config& cfg) {
   li.source = "loom";
   li.rank = static_cast<int>(cfg.get_int("LOOM_RANK"));
   li.world_size = static_cast<int>(cfg.get_int("LOOM_WORLD_SIZE"));
-  li.local_rank = cfg.has("LOOM_LOCAL_RANK") ? static_cast<int>(cfg.get_int("LOOM_LOCAL_RANK")) : -1;
+  li.local_rank =
+      cfg.has("LOOM_LOCAL_RANK") ? static_cast<int>(cfg.get_int("LOOM_LOCAL_RANK")) : -1;
   li.root = cfg.get_string("LOOM_ROOT");
   li.id_hex = cfg.get_string("LOOM_ID");
   li.secret_hex = cfg.get_string("LOOM_SECRET");

@@ -39,8 +39,8 @@ bool OpDesc::in_place(int rank) const {
 
 std::string describe(const OpDesc& op) {
   if (op.kind == CollKind::Barrier) return fmt::format("barrier #{}", op.seq);
-  std::string s = fmt::format("{} #{} ({} x {}", to_string(op.kind), op.seq, op.count,
-                              to_string(op.dtype));
+  std::string s =
+      fmt::format("{} #{} ({} x {}", to_string(op.kind), op.seq, op.count, to_string(op.dtype));
   if (op.has_redop()) s += fmt::format(", {}", to_string(op.redop));
   if (op.has_root()) s += fmt::format(", root {}", op.root);
   return s + ")";

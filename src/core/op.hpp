@@ -28,7 +28,8 @@ struct OpDesc {
   DataType dtype = DataType::Uint8;
   RedOp redop = RedOp::Sum;
   int root = -1;
-  std::size_t count = 0;  // the call's count argument (allgather: per rank; reduce_scatter: recvcount)
+  std::size_t count =
+      0;  // the call's count argument (allgather: per rank; reduce_scatter: recvcount)
   const void* send = nullptr;
   void* recv = nullptr;
   std::uint64_t seq = 0;  // assigned at submission

@@ -1,9 +1,9 @@
 // Names of the public enums.
+#include "loom/types.hpp"
+
 #include <array>
 #include <cctype>
 #include <string>
-
-#include "loom/types.hpp"
 
 namespace loom {
 namespace {
@@ -17,15 +17,15 @@ struct Alias {
   DataType dtype;
 };
 constexpr std::array kDtypeAliases = {
-    Alias{"char", DataType::Int8},        Alias{"i8", DataType::Int8},
-    Alias{"u8", DataType::Uint8},         Alias{"int", DataType::Int32},
-    Alias{"i32", DataType::Int32},        Alias{"u32", DataType::Uint32},
-    Alias{"i64", DataType::Int64},        Alias{"u64", DataType::Uint64},
-    Alias{"fp16", DataType::Float16},     Alias{"float16", DataType::Float16},
-    Alias{"f16", DataType::Float16},      Alias{"bf16", DataType::BFloat16},
-    Alias{"fp32", DataType::Float32},     Alias{"float32", DataType::Float32},
-    Alias{"f32", DataType::Float32},      Alias{"fp64", DataType::Float64},
-    Alias{"float64", DataType::Float64},  Alias{"f64", DataType::Float64},
+    Alias{"char", DataType::Int8},       Alias{"i8", DataType::Int8},
+    Alias{"u8", DataType::Uint8},        Alias{"int", DataType::Int32},
+    Alias{"i32", DataType::Int32},       Alias{"u32", DataType::Uint32},
+    Alias{"i64", DataType::Int64},       Alias{"u64", DataType::Uint64},
+    Alias{"fp16", DataType::Float16},    Alias{"float16", DataType::Float16},
+    Alias{"f16", DataType::Float16},     Alias{"bf16", DataType::BFloat16},
+    Alias{"fp32", DataType::Float32},    Alias{"float32", DataType::Float32},
+    Alias{"f32", DataType::Float32},     Alias{"fp64", DataType::Float64},
+    Alias{"float64", DataType::Float64}, Alias{"f64", DataType::Float64},
 };
 
 std::string lower(std::string_view s) {

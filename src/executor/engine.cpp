@@ -19,9 +19,8 @@ std::shared_ptr<OpState> EngineCore::submit(std::unique_ptr<Task> task,
   Lock lk(mu_);
   if (!failure_.is_ok()) {
     op->done = true;
-    op->status = {failure_.code(),
-                  fmt::format("{}: the communicator failed earlier: {}", op->task->describe(),
-                              failure_.message())};
+    op->status = {failure_.code(), fmt::format("{}: the communicator failed earlier: {}",
+                                               op->task->describe(), failure_.message())};
     op->task.reset();
     return op;
   }
@@ -181,7 +180,9 @@ std::shared_ptr<OpState> Engine::submit(std::unique_ptr<Task> task) {
   return core_->submit(std::move(task), core_);
 }
 
-Status Engine::failure() const { return core_->failure(); }
+Status Engine::failure() const {
+  return core_->failure();
+}
 
 void Engine::drain() {
   // Waiting for the last queued operation waits for all (they run in order); each is bounded

@@ -11,7 +11,11 @@ using algo::StepKind;
 
 PlanRun::PlanRun(const algo::Plan& plan, PlanBuffers bufs, const core::OpDesc& op, int rank,
                  std::vector<transport::Connection*> conns, std::size_t window)
-    : plan_(plan), bufs_(bufs), op_(op), rank_(rank), conns_(std::move(conns)),
+    : plan_(plan),
+      bufs_(bufs),
+      op_(op),
+      rank_(rank),
+      conns_(std::move(conns)),
       window_(std::max<std::size_t>(1, window)) {
   const std::size_t n = plan.steps.size();
   remaining_.resize(n);
@@ -19,7 +23,8 @@ PlanRun::PlanRun(const algo::Plan& plan, PlanBuffers bufs, const core::OpDesc& o
   for (std::size_t i = 0; i < n; ++i) {
     const auto& st = plan.steps[i];
     remaining_[i] = st.dep_count;
-    for (std::uint32_t d = 0; d < st.dep_count; ++d) ++dep_offsets_[plan.deps[st.dep_begin + d] + 1];
+    for (std::uint32_t d = 0; d < st.dep_count; ++d)
+      ++dep_offsets_[plan.deps[st.dep_begin + d] + 1];
   }
   for (std::size_t i = 0; i < n; ++i) dep_offsets_[i + 1] += dep_offsets_[i];
   dependents_.resize(plan.deps.size());

@@ -54,7 +54,7 @@ class PlanRun {
   int rank_;
   std::vector<transport::Connection*> conns_;
   std::size_t window_;
-  std::vector<std::uint32_t> remaining_;   // unmet dependencies per step
+  std::vector<std::uint32_t> remaining_;    // unmet dependencies per step
   std::vector<std::uint32_t> dep_offsets_;  // CSR: dependents of each step
   std::vector<std::uint32_t> dependents_;
   std::vector<Lane> lanes_;

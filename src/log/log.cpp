@@ -28,8 +28,8 @@ Loggers& loggers() {
     auto* out = new Loggers();  // never destroyed: logging works during static destruction
     auto sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
     for (int i = 0; i < kNumSubsys; ++i) {
-      out->by_subsys[static_cast<std::size_t>(i)] =
-          std::make_shared<spdlog::logger>(std::string("loom.") + kNames[static_cast<std::size_t>(i)], sink);
+      out->by_subsys[static_cast<std::size_t>(i)] = std::make_shared<spdlog::logger>(
+          std::string("loom.") + kNames[static_cast<std::size_t>(i)], sink);
       out->by_subsys[static_cast<std::size_t>(i)]->set_level(spdlog::level::warn);
       out->by_subsys[static_cast<std::size_t>(i)]->set_pattern("[%H:%M:%S.%e] [pid %P] %n %l: %v");
     }
@@ -63,7 +63,8 @@ std::array<bool, kNumSubsys> parse_subsys(std::string s) {
     if (exclude) tok.erase(0, 1);
     if (!exclude) any_positive = true;
     for (int i = 0; i < kNumSubsys; ++i)
-      if (tok == "ALL" || tok == kNames[static_cast<std::size_t>(i)]) on[static_cast<std::size_t>(i)] = !exclude;
+      if (tok == "ALL" || tok == kNames[static_cast<std::size_t>(i)])
+        on[static_cast<std::size_t>(i)] = !exclude;
     if (exclude && !any_positive) {
       // "^NET" alone means everything but NET.
       for (int i = 0; i < kNumSubsys; ++i)
@@ -111,6 +112,8 @@ void configure(const config::Config& cfg) {
   }
 }
 
-spdlog::logger& get(Subsys s) { return *loggers().by_subsys[static_cast<std::size_t>(s)]; }
+spdlog::logger& get(Subsys s) {
+  return *loggers().by_subsys[static_cast<std::size_t>(s)];
+}
 
 }  // namespace loom::log

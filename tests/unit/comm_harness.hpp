@@ -21,8 +21,8 @@ inline Communicator make_comm(std::shared_ptr<bootstrap::Store> store, int rank,
                               std::uint64_t comm_id,
                               const std::map<std::string, std::string>& settings) {
   auto cfg = value_or_throw(config::Config::load(settings));
-  return detail::wrap_communicator(
-      value_or_throw(detail::join_store(std::move(store), rank, n, comm_id, "127.0.0.1", std::move(cfg))));
+  return detail::wrap_communicator(value_or_throw(
+      detail::join_store(std::move(store), rank, n, comm_id, "127.0.0.1", std::move(cfg))));
 }
 
 /// Runs `body(comm)` on n threads, one communicator each; rethrows the first failure (as a

@@ -3,10 +3,10 @@
 // dependencies are done). Detects deadlocks, size mismatches and unmatched messages.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <deque>
-#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
@@ -40,10 +40,16 @@ inline std::string find_hazard(const algo::Plan& plan, std::size_t send_off, std
         if (before[i][k]) before[j][k] = true;
     }
   }
-  struct Access { std::size_t begin, end; bool scratch, write; };
+  struct Access {
+    std::size_t begin, end;
+    bool scratch, write;
+  };
   auto place = [&](const algo::Span& sp, bool write) {
-    std::size_t base = sp.buf == algo::BufId::Send ? send_off : sp.buf == algo::BufId::Recv ? recv_off : 0;
-    return Access{base + sp.offset, base + sp.offset + sp.bytes, sp.buf == algo::BufId::Scratch, write};
+    std::size_t base = sp.buf == algo::BufId::Send   ? send_off
+                       : sp.buf == algo::BufId::Recv ? recv_off
+                                                     : 0;
+    return Access{base + sp.offset, base + sp.offset + sp.bytes, sp.buf == algo::BufId::Scratch,
+                  write};
   };
   auto accesses = [&](const algo::Step& s) {
     std::vector<Access> a;
@@ -51,7 +57,9 @@ inline std::string find_hazard(const algo::Plan& plan, std::size_t send_off, std
       case algo::StepKind::Send: a = {place(s.src, false)}; break;
       case algo::StepKind::Recv: a = {place(s.dst, true)}; break;
       case algo::StepKind::Copy: a = {place(s.src, false), place(s.dst, true)}; break;
-      case algo::StepKind::Reduce: a = {place(s.src, false), place(s.src2, false), place(s.dst, true)}; break;
+      case algo::StepKind::Reduce:
+        a = {place(s.src, false), place(s.src2, false), place(s.dst, true)};
+        break;
     }
     return a;
   };
@@ -121,7 +129,8 @@ inline std::string simulate(std::vector<SimRank>& ranks, DataType dtype, RedOp o
             std::uint8_t* p = addr(rk, s.dst);
             if (!p) return "rank " + std::to_string(r) + " recv out of bounds";
             if (q.front().size() != s.dst.bytes)
-              return "size mismatch at rank " + std::to_string(r) + " from " + std::to_string(s.peer);
+              return "size mismatch at rank " + std::to_string(r) + " from " +
+                     std::to_string(s.peer);
             if (s.dst.bytes) std::memcpy(p, q.front().data(), s.dst.bytes);
             q.pop_front();
           }
@@ -149,7 +158,9 @@ inline std::string simulate(std::vector<SimRank>& ranks, DataType dtype, RedOp o
       return "deadlock: rank " + std::to_string(r) + " finished " + std::to_string(st[r].ndone) +
              " of " + std::to_string(ranks[r].plan.steps.size()) + " steps";
   for (auto& [k, q] : chan)
-    if (!q.empty()) return "unreceived message from " + std::to_string(k.first) + " to " + std::to_string(k.second);
+    if (!q.empty())
+      return "unreceived message from " + std::to_string(k.first) + " to " +
+             std::to_string(k.second);
   return "";
 }
 

@@ -13,7 +13,8 @@
 namespace loom::test {
 
 inline std::int64_t input_value(RedOp op, int rank, std::size_t i) {
-  if (op == RedOp::Prod) return 1 + static_cast<std::int64_t>((static_cast<std::size_t>(rank) + i) % 2);
+  if (op == RedOp::Prod)
+    return 1 + static_cast<std::int64_t>((static_cast<std::size_t>(rank) + i) % 2);
   return static_cast<std::int64_t>((static_cast<std::size_t>(rank + 1) * 3 + i * 5) % 7);
 }
 
@@ -53,7 +54,10 @@ inline void store_expected(DataType dtype, RedOp op, int n, std::size_t i, void*
     switch (op) {
       case RedOp::Sum:
       case RedOp::Avg: acc += v; break;
-      case RedOp::Prod: acc = static_cast<std::int64_t>(static_cast<std::uint64_t>(acc) * static_cast<std::uint64_t>(v)); break;
+      case RedOp::Prod:
+        acc = static_cast<std::int64_t>(static_cast<std::uint64_t>(acc) *
+                                        static_cast<std::uint64_t>(v));
+        break;
       case RedOp::Min: acc = std::min(acc, v); break;
       case RedOp::Max: acc = std::max(acc, v); break;
     }

@@ -1,7 +1,6 @@
 // Ring and chain schedules, run over the in-memory plan simulator for 1..20 ranks (exact
 // contribution checks) and larger rings (deadlock freedom), with hazard checks on small plans.
 #include <catch2/catch.hpp>
-
 #include <cstring>
 
 #include "algorithms/ring.hpp"
@@ -136,15 +135,16 @@ void run_case(const Case& c) {
 }  // namespace
 
 TEST_CASE("algorithms: every ring collective is exact over the plan simulator", "[algorithms]") {
-  for (Coll coll : {Coll::AllReduce, Coll::AllGather, Coll::ReduceScatter, Coll::Broadcast,
-                    Coll::Reduce})
+  for (Coll coll :
+       {Coll::AllReduce, Coll::AllGather, Coll::ReduceScatter, Coll::Broadcast, Coll::Reduce})
     for (int n : {1, 2, 3, 4, 5, 7, 8})
       for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{5}, std::size_t{13},
                                 std::size_t{64}, std::size_t{101}})
         for (bool in_place : {false, true}) {
           Case c{coll, n, count, in_place};
           c.root = n > 1 ? static_cast<int>(count % static_cast<std::size_t>(n)) : 0;
-          INFO("coll " << int(coll) << " n " << n << " count " << count << " in_place " << in_place);
+          INFO("coll " << int(coll) << " n " << n << " count " << count << " in_place "
+                       << in_place);
           run_case(c);
         }
 }
@@ -162,8 +162,8 @@ TEST_CASE("algorithms: chunking and pipeline depth do not change results", "[alg
 
 TEST_CASE("algorithms: large rings complete without deadlock", "[algorithms]") {
   for (int n : {16, 20, 64, 129})
-    for (Coll coll : {Coll::AllReduce, Coll::AllGather, Coll::ReduceScatter, Coll::Broadcast,
-                      Coll::Reduce}) {
+    for (Coll coll :
+         {Coll::AllReduce, Coll::AllGather, Coll::ReduceScatter, Coll::Broadcast, Coll::Reduce}) {
       Case c{coll, n, static_cast<std::size_t>(n) + 3, false, n / 3, 16, 2};
       INFO("n " << n << " coll " << int(coll));
       run_case(c);
@@ -173,7 +173,8 @@ TEST_CASE("algorithms: large rings complete without deadlock", "[algorithms]") {
 TEST_CASE("algorithms: dissemination barrier pairs every message", "[algorithms]") {
   for (int n = 1; n <= 33; ++n) {
     std::vector<loom::test::SimRank> ranks(static_cast<std::size_t>(n));
-    for (int r = 0; r < n; ++r) ranks[static_cast<std::size_t>(r)].plan = algo::dissemination_barrier(r, n);
+    for (int r = 0; r < n; ++r)
+      ranks[static_cast<std::size_t>(r)].plan = algo::dissemination_barrier(r, n);
     INFO("n " << n);
     REQUIRE(loom::test::simulate(ranks, DataType::Uint8, RedOp::Sum).empty());
   }

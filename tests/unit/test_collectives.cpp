@@ -1,7 +1,6 @@
 // Every collective x dtype x op, in place and out of place, over real TCP between threads as
 // ranks: nranks 1, 2, 3, 4, 5, 8; counts 0, 1, primes and non-multiples of nranks.
 #include <catch2/catch.hpp>
-
 #include <cstring>
 
 #include "comm_harness.hpp"
@@ -9,16 +8,15 @@
 
 using namespace loom;
 using loom::test::fill_input;
+using loom::test::input_value;
 using loom::test::store_expected;
 using loom::test::store_value;
-using loom::test::input_value;
 
 namespace {
 
-constexpr DataType kAllTypes[] = {DataType::Int8,    DataType::Uint8,    DataType::Int32,
-                                  DataType::Uint32,  DataType::Int64,    DataType::Uint64,
-                                  DataType::Float16, DataType::BFloat16, DataType::Float32,
-                                  DataType::Float64};
+constexpr DataType kAllTypes[] = {
+    DataType::Int8,   DataType::Uint8,   DataType::Int32,    DataType::Uint32,  DataType::Int64,
+    DataType::Uint64, DataType::Float16, DataType::BFloat16, DataType::Float32, DataType::Float64};
 constexpr RedOp kAllOps[] = {RedOp::Sum, RedOp::Prod, RedOp::Min, RedOp::Max, RedOp::Avg};
 
 std::vector<std::size_t> counts_for(int n) {
@@ -35,8 +33,8 @@ struct Checker {
   }
 };
 
-std::string where(const char* coll, DataType t, RedOp op, std::size_t count, bool in_place, int rank,
-                  std::size_t i) {
+std::string where(const char* coll, DataType t, RedOp op, std::size_t count, bool in_place,
+                  int rank, std::size_t i) {
   return fmt::format("{} {} {} count {} {} rank {} element {}", coll, to_string(t), to_string(op),
                      count, in_place ? "in-place" : "out-of-place", rank, i);
 }
@@ -143,18 +141,31 @@ void run_matrix(int n, std::map<std::string, std::string> settings = {}) {
 
 }  // namespace
 
-TEST_CASE("collectives: full matrix over tcp with 1 rank", "[collectives]") { run_matrix(1); }
-TEST_CASE("collectives: full matrix over tcp with 2 ranks", "[collectives]") { run_matrix(2); }
-TEST_CASE("collectives: full matrix over tcp with 3 ranks", "[collectives]") { run_matrix(3); }
-TEST_CASE("collectives: full matrix over tcp with 4 ranks", "[collectives]") { run_matrix(4); }
-TEST_CASE("collectives: full matrix over tcp with 5 ranks", "[collectives]") { run_matrix(5); }
-TEST_CASE("collectives: full matrix over tcp with 8 ranks", "[collectives]") { run_matrix(8); }
+TEST_CASE("collectives: full matrix over tcp with 1 rank", "[collectives]") {
+  run_matrix(1);
+}
+TEST_CASE("collectives: full matrix over tcp with 2 ranks", "[collectives]") {
+  run_matrix(2);
+}
+TEST_CASE("collectives: full matrix over tcp with 3 ranks", "[collectives]") {
+  run_matrix(3);
+}
+TEST_CASE("collectives: full matrix over tcp with 4 ranks", "[collectives]") {
+  run_matrix(4);
+}
+TEST_CASE("collectives: full matrix over tcp with 5 ranks", "[collectives]") {
+  run_matrix(5);
+}
+TEST_CASE("collectives: full matrix over tcp with 8 ranks", "[collectives]") {
+  run_matrix(8);
+}
 
 TEST_CASE("collectives: small chunks and one socket and depth 1", "[collectives]") {
-  run_matrix(3, {{"LOOM_CHUNK_SIZE", "64"}, {"LOOM_SOCKETS_PER_PEER", "1"},
-                 {"LOOM_PIPELINE_DEPTH", "1"}});
+  run_matrix(
+      3, {{"LOOM_CHUNK_SIZE", "64"}, {"LOOM_SOCKETS_PER_PEER", "1"}, {"LOOM_PIPELINE_DEPTH", "1"}});
 }
 TEST_CASE("collectives: small chunks and four sockets and deep pipeline", "[collectives]") {
-  run_matrix(4, {{"LOOM_CHUNK_SIZE", "256"}, {"LOOM_SOCKETS_PER_PEER", "4"},
-                 {"LOOM_PIPELINE_DEPTH", "8"}});
+  run_matrix(
+      4,
+      {{"LOOM_CHUNK_SIZE", "256"}, {"LOOM_SOCKETS_PER_PEER", "4"}, {"LOOM_PIPELINE_DEPTH", "8"}});
 }

@@ -1,6 +1,5 @@
 // The settings registry, its parsers, and launch-environment detection.
 #include <catch2/catch.hpp>
-
 #include <set>
 
 #include "config/config.hpp"
@@ -80,11 +79,13 @@ TEST_CASE("config: loom launch variables", "[config][launch]") {
 }
 
 TEST_CASE("config: torchrun launch variables", "[config][launch]") {
-  auto li = launch({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "node7"}, {"MASTER_PORT", "29500"}});
+  auto li = launch(
+      {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "node7"}, {"MASTER_PORT", "29500"}});
   REQUIRE(li.is_ok());
   CHECK(li->source == "torchrun");
   CHECK(li->root == "node7:29500");
-  auto v6 = launch({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "::1"}, {"MASTER_PORT", "5"}});
+  auto v6 =
+      launch({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "::1"}, {"MASTER_PORT", "5"}});
   REQUIRE(v6.is_ok());
   CHECK(v6->root == "[::1]:5");
   auto missing = launch({{"RANK", "1"}, {"WORLD_SIZE", "2"}});
@@ -93,7 +94,8 @@ TEST_CASE("config: torchrun launch variables", "[config][launch]") {
 }
 
 TEST_CASE("config: contradictory or absent launch variables", "[config][launch]") {
-  auto both = launch({{"LOOM_RANK", "1"}, {"RANK", "2"}, {"LOOM_WORLD_SIZE", "4"}, {"LOOM_ROOT", "h:1"}});
+  auto both =
+      launch({{"LOOM_RANK", "1"}, {"RANK", "2"}, {"LOOM_WORLD_SIZE", "4"}, {"LOOM_ROOT", "h:1"}});
   REQUIRE_FALSE(both.is_ok());
   CHECK_THAT(both.status().message(), Contains("LOOM_RANK=1") && Contains("RANK=2"));
   auto none = launch({});

@@ -1,8 +1,7 @@
 // Bad arguments, mismatched calls between ranks, timeouts and fail-fast after a failure: each is
 // a loom::Error with a code and a message naming the rank and the operation.
-#include <catch2/catch.hpp>
-
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <cstdint>
 #include <limits>
 
@@ -29,18 +28,23 @@ loom::Error catch_error(F&& f) {
 TEST_CASE("errors: bad arguments are InvalidArgument naming rank and operation", "[errors]") {
   loom::test::run_ranks(2, [](Communicator& comm) {
     std::vector<float> buf(16);
-    auto e = catch_error([&] { comm.allreduce(nullptr, buf.data(), 4, DataType::Float32, RedOp::Sum); });
+    auto e =
+        catch_error([&] { comm.allreduce(nullptr, buf.data(), 4, DataType::Float32, RedOp::Sum); });
     CHECK(e.code() == ErrorCode::InvalidArgument);
     CHECK_THAT(e.what(), Contains("rank " + std::to_string(comm.rank())) && Contains("allreduce") &&
                              Contains("send buffer is null"));
-    e = catch_error([&] { comm.allreduce(buf.data(), buf.data(), 4, static_cast<DataType>(99), RedOp::Sum); });
+    e = catch_error(
+        [&] { comm.allreduce(buf.data(), buf.data(), 4, static_cast<DataType>(99), RedOp::Sum); });
     CHECK(e.code() == ErrorCode::InvalidArgument);
     CHECK_THAT(e.what(), Contains("unknown data type"));
-    e = catch_error([&] { comm.allreduce(buf.data(), buf.data(), 4, DataType::Float32, static_cast<RedOp>(9)); });
+    e = catch_error([&] {
+      comm.allreduce(buf.data(), buf.data(), 4, DataType::Float32, static_cast<RedOp>(9));
+    });
     CHECK_THAT(e.what(), Contains("unknown reduction op"));
     e = catch_error([&] { comm.broadcast(buf.data(), buf.data(), 4, DataType::Float32, 2); });
     CHECK_THAT(e.what(), Contains("root 2 is out of range"));
-    e = catch_error([&] { comm.reduce(buf.data(), buf.data(), 4, DataType::Float32, RedOp::Sum, -1); });
+    e = catch_error(
+        [&] { comm.reduce(buf.data(), buf.data(), 4, DataType::Float32, RedOp::Sum, -1); });
     CHECK_THAT(e.what(), Contains("root -1 is out of range"));
     e = catch_error([&] {
       comm.allgather(buf.data(), buf.data(), std::numeric_limits<std::size_t>::max() / 2,
@@ -48,13 +52,16 @@ TEST_CASE("errors: bad arguments are InvalidArgument naming rank and operation",
     });
     CHECK_THAT(e.what(), Contains("overflows"));
     e = catch_error([&] {
-      comm.allreduce(std::span<const float>(buf.data(), 4), std::span<float>(buf.data(), 5), RedOp::Sum);
+      comm.allreduce(std::span<const float>(buf.data(), 4), std::span<float>(buf.data(), 5),
+                     RedOp::Sum);
     });
     CHECK_THAT(e.what(), Contains("span sizes"));
     // A bad call leaves the communicator usable.
     comm.allreduce(std::span<float>(buf), RedOp::Sum).wait();
     // Non-root ranks may pass a null receive buffer to reduce, and count 0 needs no buffers.
-    comm.reduce(buf.data(), comm.rank() == 0 ? buf.data() : nullptr, 4, DataType::Float32, RedOp::Sum, 0).wait();
+    comm.reduce(buf.data(), comm.rank() == 0 ? buf.data() : nullptr, 4, DataType::Float32,
+                RedOp::Sum, 0)
+        .wait();
     comm.allreduce(nullptr, nullptr, 0, DataType::Float32, RedOp::Sum).wait();
   });
 }
@@ -73,7 +80,8 @@ TEST_CASE("errors: mismatched counts fail on both ranks naming both", "[errors]"
   loom::test::run_ranks(2, [&](Communicator& comm) {
     std::vector<float> buf(64, 1.0f);
     std::size_t count = comm.rank() == 0 ? 10 : 20;
-    auto e = catch_error([&] { comm.allreduce(std::span<float>(buf.data(), count), RedOp::Sum).wait(); });
+    auto e = catch_error(
+        [&] { comm.allreduce(std::span<float>(buf.data(), count), RedOp::Sum).wait(); });
     CHECK(e.code() == ErrorCode::Mismatch);
     CHECK_THAT(e.what(), Contains("rank 0") && Contains("rank 1") && Contains("allreduce #0"));
     ++mismatches;
@@ -126,8 +134,8 @@ TEST_CASE("errors: a rank that never calls makes the others time out naming it",
         auto e = catch_error([&] { comm.allreduce(std::span<float>(buf), RedOp::Sum).wait(); });
         rank0_done = true;
         CHECK(e.code() == ErrorCode::Timeout);
-        CHECK_THAT(e.what(), Contains("rank 0") && Contains("allreduce #0") && Contains("timed out") &&
-                                 Contains("from rank 2"));
+        CHECK_THAT(e.what(), Contains("rank 0") && Contains("allreduce #0") &&
+                                 Contains("timed out") && Contains("from rank 2"));
       },
       {{"LOOM_TIMEOUT", "1500ms"}});
 }

@@ -13,7 +13,9 @@ namespace {
 
 constexpr std::size_t kMaxBatch = 16;  // messages per sendmsg
 
-bool would_block(int e) { return e == EAGAIN || e == EWOULDBLOCK || e == EINTR; }
+bool would_block(int e) {
+  return e == EAGAIN || e == EWOULDBLOCK || e == EINTR;
+}
 
 }  // namespace
 
@@ -172,8 +174,8 @@ Status TcpConnection::check_header(const Op& op, const MessageHeader& got) const
     return make_error(ErrorCode::Mismatch,
                       "mismatched collective calls: rank {} expected {} ({} bytes) from rank {}, "
                       "but rank {} sent {} ({} bytes)",
-                      self_, describe_tag(op.expected), op.len, peer_, peer_,
-                      describe_tag(got.tag), got.length);
+                      self_, describe_tag(op.expected), op.len, peer_, peer_, describe_tag(got.tag),
+                      got.length);
   return Status::ok();
 }
 

@@ -20,10 +20,17 @@ Result<std::unique_ptr<TcpTransport>> TcpTransport::listen(int rank, int nranks,
 
 TcpTransport::TcpTransport(int rank, int nranks, std::uint64_t comm_id, net::Fd listener,
                            net::SocketAddress address, TcpOptions options)
-    : rank_(rank), nranks_(nranks), comm_id_(comm_id), listener_(std::move(listener)),
-      address_(address), options_(options), conns_(static_cast<std::size_t>(nranks)) {}
+    : rank_(rank),
+      nranks_(nranks),
+      comm_id_(comm_id),
+      listener_(std::move(listener)),
+      address_(address),
+      options_(options),
+      conns_(static_cast<std::size_t>(nranks)) {}
 
-Connection* TcpTransport::get(int peer) const { return conns_[static_cast<std::size_t>(peer)].get(); }
+Connection* TcpTransport::get(int peer) const {
+  return conns_[static_cast<std::size_t>(peer)].get();
+}
 
 Status TcpTransport::ensure(const std::vector<int>& peers, Deadline deadline) {
   std::vector<int> sorted = peers;
@@ -89,9 +96,9 @@ Status TcpTransport::accept_one(Deadline deadline) {
             h.from_rank < rank_ && h.nsockets == options_.sockets_per_peer &&
             h.socket_index < h.nsockets;
   if (!ok) {
-    LOOM_LOG_WARN(Net, "rank {}: dropped a connection with an invalid hello ({})", rank_,
-                  st.is_ok() ? "wrong magic, version, communicator, rank or socket count"
-                             : st.message());
+    LOOM_LOG_WARN(
+        Net, "rank {}: dropped a connection with an invalid hello ({})", rank_,
+        st.is_ok() ? "wrong magic, version, communicator, rank or socket count" : st.message());
     return Status::ok();
   }
   auto& v = pending_[h.from_rank];
