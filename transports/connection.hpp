@@ -69,9 +69,11 @@ class Connection {
   /// Makes progress; true once the request has completed (after which it must not be tested
   /// again). Never blocks.
   virtual Result<bool> test(const Request& request) = 0;
-  /// Adds the file descriptors the executor may block on (poll) while requests on this
-  /// connection are pending. Connections that cannot be waited on this way add nothing.
-  virtual void add_wait_fds(std::vector<pollfd>& fds) const = 0;
+  /// Called before the executor blocks in poll(2) because no request made progress. Adds the
+  /// file descriptors that become readable/writable when this connection can progress (a shared
+  /// memory connection adds its rank's doorbell and arms its "sleeping" flags). Returns false
+  /// when progress is possible right now, so the executor must not block.
+  virtual bool prepare_wait(std::vector<pollfd>& fds) = 0;
 };
 
 }  // namespace loom::transport

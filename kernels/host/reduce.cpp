@@ -176,7 +176,10 @@ void reduce_typed(void* dst, const void* a, const void* b, std::size_t count) {
   const auto* pb = static_cast<const S*>(b);
 #ifdef LOOM_KERNELS_HAVE_F16C
   if constexpr (std::is_same_v<E, HalfCodec>) {
-    if (detail::cpu_has_f16c()) return detail::f16c_reduce(Op::kOp, d, pa, pb, count);
+    if (detail::cpu_has_f16c()) {
+      detail::f16c_reduce(Op::kOp, d, pa, pb, count);  // any exact aliasing is fine there
+      return;
+    }
   }
 #endif
   if (d != pa && d != pb) {
@@ -292,8 +295,10 @@ void finalize_avg(DataType dtype, void* data, std::size_t count, int n) {
     using E = typename decltype(codec)::type;
 #ifdef LOOM_KERNELS_HAVE_F16C
     if constexpr (std::is_same_v<E, HalfCodec>) {
-      if (detail::cpu_has_f16c())
-        return detail::f16c_divide(static_cast<std::uint16_t*>(data), count, n);
+      if (detail::cpu_has_f16c()) {
+        detail::f16c_divide(static_cast<std::uint16_t*>(data), count, n);
+        return;
+      }
     }
 #endif
     loop_div<E>(static_cast<typename E::S*>(data), count, n);

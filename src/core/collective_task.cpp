@@ -36,8 +36,8 @@ void CollectiveTask::finalize() {
   kernels::finalize_avg(op_.dtype, op_.recv, op_.count, comm_.size());
 }
 
-void CollectiveTask::add_wait_fds(std::vector<pollfd>& fds) const {
-  if (run_) run_->add_wait_fds(fds);
+bool CollectiveTask::prepare_wait(std::vector<pollfd>& fds) {
+  return run_ ? run_->prepare_wait(fds) : false;
 }
 
 std::string CollectiveTask::describe() const {

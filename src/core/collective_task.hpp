@@ -18,7 +18,7 @@ class CollectiveTask final : public exec::Task {
 
   Status start(Deadline deadline) override;
   Result<exec::Progress> progress() override;
-  void add_wait_fds(std::vector<pollfd>& fds) const override;
+  bool prepare_wait(std::vector<pollfd>& fds) override;
   [[nodiscard]] std::string describe() const override;
   [[nodiscard]] std::string pending() const override;
   [[nodiscard]] Deadline deadline() const override { return deadline_; }

@@ -141,7 +141,7 @@ void EngineCore::run(OpState& op, Lock& lk, Deadline until) {
     }
     if (until.expired()) break;
     fds.clear();
-    op.task->add_wait_fds(fds);
+    if (!op.task->prepare_wait(fds)) continue;
     int timeout_ms = op.task->deadline().earliest(until).poll_timeout_ms(100);
     if (fds.empty()) {
       std::this_thread::yield();

@@ -140,11 +140,14 @@ transport::MemRegion PlanRun::region(const algo::Span& s) const {
   return {address(s), s.bytes, nullptr};
 }
 
-void PlanRun::add_wait_fds(std::vector<pollfd>& fds) const {
+bool PlanRun::prepare_wait(std::vector<pollfd>& fds) {
+  bool may_block = true;
   for (const Lane& lane : lanes_) {
     if (lane.inflight.empty()) continue;
-    conns_[static_cast<std::size_t>(lane.peer)]->add_wait_fds(fds);
+    auto* c = conns_[static_cast<std::size_t>(lane.peer)];
+    may_block = c->prepare_wait(fds) && may_block;
   }
+  return may_block;
 }
 
 std::string PlanRun::pending() const {

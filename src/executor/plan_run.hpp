@@ -27,7 +27,8 @@ class PlanRun {
           std::vector<transport::Connection*> conns, std::size_t window);
 
   Result<Progress> progress();
-  void add_wait_fds(std::vector<pollfd>& fds) const;
+  /// See Connection::prepare_wait; false means "progress is possible now, don't block".
+  bool prepare_wait(std::vector<pollfd>& fds);
   /// "waiting to receive message 3 from rank 2; to send message 4 to rank 0".
   [[nodiscard]] std::string pending() const;
 

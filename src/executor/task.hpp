@@ -21,8 +21,8 @@ class Task {
   virtual Status start(Deadline deadline) = 0;
   /// Non-blocking: does what can be done now.
   virtual Result<Progress> progress() = 0;
-  /// File descriptors to block on when progress() is Idle.
-  virtual void add_wait_fds(std::vector<pollfd>& fds) const = 0;
+  /// File descriptors to block on when progress() is Idle; false: don't block, progress now.
+  virtual bool prepare_wait(std::vector<pollfd>& fds) = 0;
   /// "allreduce #3 (...)" for errors and logs.
   [[nodiscard]] virtual std::string describe() const = 0;
   /// What the task is still waiting for, for timeout reports.

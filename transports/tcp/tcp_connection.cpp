@@ -179,13 +179,14 @@ Status TcpConnection::check_header(const Op& op, const MessageHeader& got) const
   return Status::ok();
 }
 
-void TcpConnection::add_wait_fds(std::vector<pollfd>& fds) const {
+bool TcpConnection::prepare_wait(std::vector<pollfd>& fds) {
   for (const Socket& s : sockets_) {
     short events = 0;
     if (!s.sendq.empty()) events |= POLLOUT;
     if (!s.recvq.empty()) events |= POLLIN;
     if (events != 0) fds.push_back({s.fd.get(), events, 0});
   }
+  return true;
 }
 
 }  // namespace loom::transport::tcp

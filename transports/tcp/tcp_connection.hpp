@@ -25,7 +25,7 @@ class TcpConnection final : public Connection {
   Result<Request> irecv(const MemRegion& region, std::size_t off, std::size_t len,
                         const Tag& tag) override;
   Result<bool> test(const Request& request) override;
-  void add_wait_fds(std::vector<pollfd>& fds) const override;
+  bool prepare_wait(std::vector<pollfd>& fds) override;
 
  private:
   static constexpr std::size_t kMaxOps = 1024;  // outstanding requests per connection
