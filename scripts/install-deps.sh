@@ -6,8 +6,8 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config git
   libspdlog-dev libfmt-dev catch2
-  libhwloc-dev libfabric-dev libfabric-bin
-  openmpi-bin libopenmpi-dev
+  libhwloc-dev libfabric-dev libfabric-bin nlohmann-json3-dev
+  openmpi-bin libopenmpi-dev libgloo-dev
   procps iproute2 python3
 )
 

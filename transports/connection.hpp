@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/status.hpp"
+#include "loom/types.hpp"
 
 namespace loom::transport {
 
@@ -46,6 +47,16 @@ struct Tag {
 /// "allreduce #42 (count 1024, float, sum), message 3" (implemented in core).
 std::string describe_tag(const Tag& tag);
 
+/// For Connection::irecv_reduce: when the message arrives, dst[i] = local[i] OP incoming[i]
+/// for every element, read straight from the transport's buffers (no staging copy). `dst` may be
+/// `local`.
+struct ReduceInto {
+  DataType dtype = DataType::Uint8;
+  RedOp op = RedOp::Sum;
+  const void* local = nullptr;
+  void* dst = nullptr;
+};
+
 /// Handle of one posted isend/irecv.
 struct Request {
   std::uint64_t id = 0;
@@ -66,6 +77,15 @@ class Connection {
   /// request with ErrorCode::Mismatch naming both ranks.
   virtual Result<Request> irecv(const MemRegion& region, std::size_t off, std::size_t len,
                                 const Tag& tag) = 0;
+  /// Optional fused receive-and-reduce (see ReduceInto), for transports whose incoming data sits
+  /// in memory the receiver can read directly. Same matching rules as irecv.
+  [[nodiscard]] virtual bool supports_recv_reduce() const { return false; }
+  virtual Result<Request> irecv_reduce(const ReduceInto& into, std::size_t len, const Tag& tag) {
+    (void)into;
+    (void)len;
+    (void)tag;
+    return Status(ErrorCode::Internal, name() + ": irecv_reduce is not supported");
+  }
   /// Makes progress; true once the request has completed (after which it must not be tested
   /// again). Never blocks.
   virtual Result<bool> test(const Request& request) = 0;

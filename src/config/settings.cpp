@@ -52,6 +52,28 @@ constexpr std::array kSettings = {
          "interface of the route to the rendezvous root).",
          "net"},
 
+    Spec{"LOOM_TRANSPORTS", Type::String, "",
+         "Ordered allow list of transports (shm, tcp); ^name excludes one. Default: shm for "
+         "peers on the same host, tcp for the others.",
+         "net"},
+
+    // Topology.
+    Spec{"LOOM_HOST_ID", Type::String, "",
+         "Overrides this rank's host identity (default: hostname + boot id), so tests can "
+         "pretend ranks live on different hosts.",
+         "topo"},
+    Spec{"LOOM_TOPO_FILE", Type::String, "",
+         "Load the job's topology from this JSON file instead of probing with hwloc.", "topo"},
+    Spec{"LOOM_TOPO_DUMP_FILE", Type::String, "",
+         "Rank 0 writes the whole job's topology to this JSON file at init.", "topo"},
+
+    // Shared memory transport.
+    Spec{"LOOM_SHM_SLOT_SIZE", Type::Size, "256K",
+         "Bytes per slot of a shared-memory channel; larger messages span several slots.",
+         "shm"},
+    Spec{"LOOM_SHM_SLOTS", Type::Int, "8", "Slots per shared-memory channel (one per direction).",
+         "shm"},
+
     // Collectives and the executor.
     Spec{"LOOM_CHUNK_SIZE", Type::Size, "512K",
          "Pipeline chunk size: a collective is split into messages of at most this many bytes.",
