@@ -81,8 +81,9 @@ constexpr std::array kSettings = {
     Spec{"LOOM_PIPELINE_DEPTH", Type::Int, "4",
          "Chunks each rank keeps in flight per peer (scratch slots per receive stream).", "coll"},
     Spec{"LOOM_ALGO", Type::String, "auto", "Force an algorithm: auto or ring.", "coll"},
-    Spec{"LOOM_SPIN_US", Type::Int, "50",
-         "Microseconds the executor polls without progress before it blocks in the kernel.",
+    Spec{"LOOM_SPIN_US", Type::Int, "-1",
+         "Microseconds the executor polls without progress before it blocks in the kernel; -1 "
+         "chooses: 20 when this host's ranks fit its CPUs, 0 when they oversubscribe them.",
          "coll"},
 };
 

@@ -1,5 +1,7 @@
 #include "core/comm_impl.hpp"
 
+#include <sched.h>
+
 #include <cstdlib>
 #include <cstring>
 
@@ -14,7 +16,7 @@ Result<CommSettings> CommSettings::from(const config::Config& cfg) {
   s.timeout = cfg.get_duration("LOOM_TIMEOUT");
   s.chunk_bytes = cfg.get_size("LOOM_CHUNK_SIZE");
   s.depth = static_cast<std::size_t>(cfg.get_int("LOOM_PIPELINE_DEPTH"));
-  s.spin = std::chrono::microseconds(cfg.get_int("LOOM_SPIN_US"));
+  s.spin = std::chrono::microseconds(cfg.get_int("LOOM_SPIN_US"));  // < 0: chosen at init
   s.tcp.sockets_per_peer = static_cast<int>(cfg.get_int("LOOM_SOCKETS_PER_PEER"));
   s.tcp.socket_buffer = cfg.get_size("LOOM_SOCKET_BUFFER");
   s.algo = cfg.get_string("LOOM_ALGO");
