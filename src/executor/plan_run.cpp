@@ -41,11 +41,32 @@ PlanRun::PlanRun(const algo::Plan& plan, PlanBuffers bufs, const core::OpDesc& o
       auto it = std::find_if(lanes_.begin(), lanes_.end(), [&](const Lane& l) {
         return l.peer == st.peer && l.is_send == is_send;
       });
-      if (it == lanes_.end()) it = lanes_.insert(lanes_.end(), Lane{st.peer, is_send, {}, 0, {}});
+      if (it == lanes_.end())
+        it = lanes_.insert(lanes_.end(), Lane{st.peer, is_send, {}, 0, {}});
       it->steps.push_back(static_cast<std::uint32_t>(i));
     } else if (remaining_[i] == 0) {
       local_ready_.push_back(static_cast<std::uint32_t>(i));
     }
+  }
+  find_fusable_reduces();
+}
+
+// A Recv into a buffer whose only reader is the next Reduce (as its second operand) can be done
+// by a transport that reduces straight out of its own memory, saving a copy.
+void PlanRun::find_fusable_reduces() {
+  const std::size_t n = plan_.steps.size();
+  fusable_.assign(n, algo::kNoStep);
+  fused_.assign(n, false);
+  for (std::size_t i = 0; i < n; ++i) {
+    const algo::Step& st = plan_.steps[i];
+    if (st.kind != StepKind::Recv || dep_offsets_[i + 1] - dep_offsets_[i] != 1) continue;
+    if (!conns_[static_cast<std::size_t>(st.peer)]->supports_recv_reduce()) continue;
+    std::uint32_t d = dependents_[dep_offsets_[i]];
+    const algo::Step& red = plan_.steps[d];
+    if (red.kind == StepKind::Reduce && red.src2.buf == st.dst.buf &&
+        red.src2.offset == st.dst.offset && red.src2.bytes == st.dst.bytes &&
+        red.dst.bytes == st.dst.bytes)
+      fusable_[i] = d;
   }
 }
 
@@ -76,30 +97,45 @@ Result<bool> PlanRun::post_ready(Lane& lane) {
   while (lane.next < lane.steps.size() && lane.inflight.size() < window_) {
     std::uint32_t s = lane.steps[lane.next];
     if (remaining_[s] != 0) break;
-    const algo::Step& st = plan_.steps[s];
-    transport::Connection* c = conns_[static_cast<std::size_t>(st.peer)];
-    auto tag = core::make_tag(op_, static_cast<std::uint32_t>(lane.next));
-    const algo::Span& span = lane.is_send ? st.src : st.dst;
-    auto req = lane.is_send ? c->isend(region(span), 0, span.bytes, tag)
-                            : c->irecv(region(span), 0, span.bytes, tag);
-    if (!req.is_ok()) return req.status();
-    lane.inflight.emplace_back(s, *req);
+    LOOM_ASSIGN_OR_RETURN(Inflight inflight, post(lane, s));
+    lane.inflight.push_back(inflight);
     ++lane.next;
     posted = true;
   }
   return posted;
 }
 
+Result<PlanRun::Inflight> PlanRun::post(const Lane& lane, std::uint32_t s) {
+  const algo::Step& st = plan_.steps[s];
+  transport::Connection* c = conns_[static_cast<std::size_t>(st.peer)];
+  auto tag = core::make_tag(op_, static_cast<std::uint32_t>(lane.next));
+  if (lane.is_send) {
+    LOOM_ASSIGN_OR_RETURN(auto req, c->isend(region(st.src), 0, st.src.bytes, tag));
+    return Inflight{s, req, algo::kNoStep};
+  }
+  std::uint32_t r = fusable_[s];
+  if (r != algo::kNoStep && remaining_[r] == 1) {  // the Reduce waits for this Recv only
+    const algo::Step& red = plan_.steps[r];
+    transport::ReduceInto into{op_.dtype, op_.redop, address(red.src), address(red.dst)};
+    LOOM_ASSIGN_OR_RETURN(auto req, c->irecv_reduce(into, st.dst.bytes, tag));
+    fused_[r] = true;
+    return Inflight{s, req, r};
+  }
+  LOOM_ASSIGN_OR_RETURN(auto req, c->irecv(region(st.dst), 0, st.dst.bytes, tag));
+  return Inflight{s, req, algo::kNoStep};
+}
+
 Result<bool> PlanRun::test_inflight(Lane& lane) {
   bool completed = false;
   for (auto it = lane.inflight.begin(); it != lane.inflight.end();) {
     transport::Connection* c = conns_[static_cast<std::size_t>(lane.peer)];
-    LOOM_ASSIGN_OR_RETURN(bool done, c->test(it->second));
+    LOOM_ASSIGN_OR_RETURN(bool done, c->test(it->request));
     if (!done) {
       ++it;
       continue;
     }
-    complete(it->first);
+    complete(it->step);
+    if (it->fused_reduce != algo::kNoStep) complete(it->fused_reduce);
     it = lane.inflight.erase(it);
     completed = true;
   }
@@ -124,7 +160,7 @@ void PlanRun::complete(std::uint32_t step) {
     std::uint32_t d = dependents_[i];
     if (--remaining_[d] == 0) {
       StepKind k = plan_.steps[d].kind;
-      if (k == StepKind::Reduce || k == StepKind::Copy) local_ready_.push_back(d);
+      if ((k == StepKind::Reduce || k == StepKind::Copy) && !fused_[d]) local_ready_.push_back(d);
     }
   }
 }
@@ -154,7 +190,7 @@ std::string PlanRun::pending() const {
   std::string out;
   for (const Lane& lane : lanes_) {
     if (lane.inflight.empty() && lane.next == lane.steps.size()) continue;
-    std::size_t first = lane.next - lane.inflight.size();
+    std::size_t first = lane.next - lane.inflight.size();  // oldest unfinished message
     if (!out.empty()) out += "; ";
     out += fmt::format("rank {} waits to {} message {} of {} {} rank {}", rank_,
                        lane.is_send ? "send" : "receive", first, lane.steps.size(),

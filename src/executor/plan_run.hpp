@@ -33,16 +33,23 @@ class PlanRun {
   [[nodiscard]] std::string pending() const;
 
  private:
+  struct Inflight {
+    std::uint32_t step;
+    transport::Request request;
+    std::uint32_t fused_reduce;  // a Reduce done by the transport with this receive, or kNoStep
+  };
   // The sends (or receives) to one peer, in plan order.
   struct Lane {
     int peer = -1;
     bool is_send = false;
     std::vector<std::uint32_t> steps;
     std::size_t next = 0;  // next step to post
-    std::deque<std::pair<std::uint32_t, transport::Request>> inflight;
+    std::deque<Inflight> inflight;
   };
 
   Result<bool> post_ready(Lane& lane);
+  Result<Inflight> post(const Lane& lane, std::uint32_t step);
+  void find_fusable_reduces();
   Result<bool> test_inflight(Lane& lane);
   Status run_local(std::uint32_t step);
   void complete(std::uint32_t step);
@@ -60,6 +67,8 @@ class PlanRun {
   std::vector<std::uint32_t> dependents_;
   std::vector<Lane> lanes_;
   std::vector<std::uint32_t> local_ready_;
+  std::vector<std::uint32_t> fusable_;  // per Recv step: the Reduce it can be fused with
+  std::vector<bool> fused_;             // per Reduce step: done by the transport
   std::size_t done_ = 0;
 };
 
