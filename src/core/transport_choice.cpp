@@ -1,0 +1,91 @@
+#include "core/transport_choice.hpp"
+
+#include <algorithm>
+#include <array>
+
+namespace loom::detail {
+namespace {
+
+constexpr std::array kAll = {TransportKind::Shm, TransportKind::Tcp};
+
+Result<TransportKind> parse_kind(std::string_view name) {
+  for (TransportKind k : kAll)
+    if (name == to_string(k)) return k;
+  return make_error(ErrorCode::InvalidUsage,
+                    "LOOM_TRANSPORTS names unknown transport '{}' (known: shm, tcp)", name);
+}
+
+bool allows(const std::vector<TransportKind>& list, TransportKind k) {
+  return std::find(list.begin(), list.end(), k) != list.end();
+}
+
+}  // namespace
+
+std::string_view to_string(TransportKind k) {
+  switch (k) {
+    case TransportKind::Shm: return "shm";
+    case TransportKind::Tcp: return "tcp";
+  }
+  return "?";
+}
+
+Result<std::vector<TransportKind>> parse_transport_list(std::string_view text) {
+  std::vector<TransportKind> include, exclude;
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    std::size_t end = text.find(',', pos);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view tok = text.substr(pos, end - pos);
+    pos = end + 1;
+    if (tok.empty()) continue;
+    bool negate = tok.front() == '^';
+    LOOM_ASSIGN_OR_RETURN(TransportKind k, parse_kind(negate ? tok.substr(1) : tok));
+    (negate ? exclude : include).push_back(k);
+  }
+  if (include.empty()) include.assign(kAll.begin(), kAll.end());
+  std::vector<TransportKind> out;
+  for (TransportKind k : include)
+    if (!allows(exclude, k) && !allows(out, k)) out.push_back(k);
+  if (out.empty())
+    return make_error(ErrorCode::InvalidUsage, "LOOM_TRANSPORTS='{}' excludes every transport",
+                      text);
+  return out;
+}
+
+std::string format_transport_list(const std::vector<TransportKind>& kinds) {
+  std::string s;
+  for (TransportKind k : kinds) {
+    if (!s.empty()) s += ',';
+    s += to_string(k);
+  }
+  return s;
+}
+
+Result<std::vector<TransportKind>> choose_transports(
+    int rank, const std::vector<std::string>& host_ids,
+    const std::vector<std::vector<TransportKind>>& allowed) {
+  const int n = static_cast<int>(host_ids.size());
+  std::vector<TransportKind> out(static_cast<std::size_t>(n), TransportKind::Tcp);
+  for (int p = 0; p < n; ++p) {
+    if (p == rank) continue;
+    const auto& lo = allowed[static_cast<std::size_t>(std::min(rank, p))];
+    const auto& hi = allowed[static_cast<std::size_t>(std::max(rank, p))];
+    bool same_host = host_ids[static_cast<std::size_t>(rank)] == host_ids[static_cast<std::size_t>(p)];
+    bool found = false;
+    for (TransportKind k : lo) {
+      if (!allows(hi, k) || (k == TransportKind::Shm && !same_host)) continue;
+      out[static_cast<std::size_t>(p)] = k;
+      found = true;
+      break;
+    }
+    if (!found)
+      return make_error(ErrorCode::InvalidUsage,
+                        "rank {} and rank {} share no usable transport (LOOM_TRANSPORTS: rank {} "
+                        "allows {}, rank {} allows {}; shm needs the same host)",
+                        rank, p, std::min(rank, p), format_transport_list(lo), std::max(rank, p),
+                        format_transport_list(hi));
+  }
+  return out;
+}
+
+}  // namespace loom::detail

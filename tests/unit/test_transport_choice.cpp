@@ -1,0 +1,50 @@
+// LOOM_TRANSPORTS parsing and the per-peer transport decision.
+#include <catch2/catch.hpp>
+
+#include "core/transport_choice.hpp"
+
+using namespace loom::detail;
+using Catch::Matchers::Contains;
+
+TEST_CASE("transport choice: LOOM_TRANSPORTS parsing", "[transports]") {
+  using K = TransportKind;
+  CHECK(parse_transport_list("").value() == std::vector<K>{K::Shm, K::Tcp});
+  CHECK(parse_transport_list("tcp").value() == std::vector<K>{K::Tcp});
+  CHECK(parse_transport_list("tcp,shm").value() == std::vector<K>{K::Tcp, K::Shm});
+  CHECK(parse_transport_list("^shm").value() == std::vector<K>{K::Tcp});
+  CHECK(parse_transport_list("shm,tcp,^tcp").value() == std::vector<K>{K::Shm});
+  auto bad = parse_transport_list("efa");
+  REQUIRE_FALSE(bad.is_ok());
+  CHECK_THAT(bad.status().message(), Contains("efa"));
+  CHECK_FALSE(parse_transport_list("^shm,^tcp").is_ok());
+}
+
+TEST_CASE("transport choice: same host uses shm, other hosts tcp, both sides agree", "[transports]") {
+  using K = TransportKind;
+  std::vector<std::string> hosts = {"a", "a", "b", "b", "a"};
+  std::vector<std::vector<K>> allowed(5, {K::Shm, K::Tcp});
+  for (int r = 0; r < 5; ++r) {
+    auto c = choose_transports(r, hosts, allowed).value();
+    for (int p = 0; p < 5; ++p) {
+      if (p == r) continue;
+      CHECK(c[static_cast<std::size_t>(p)] == (hosts[r] == hosts[p] ? K::Shm : K::Tcp));
+      auto other = choose_transports(p, hosts, allowed).value();
+      CHECK(other[static_cast<std::size_t>(r)] == c[static_cast<std::size_t>(p)]);
+    }
+  }
+}
+
+TEST_CASE("transport choice: differing allow lists still agree or fail naming both", "[transports]") {
+  using K = TransportKind;
+  std::vector<std::string> hosts = {"a", "a", "a"};
+  std::vector<std::vector<K>> allowed = {{K::Tcp, K::Shm}, {K::Shm, K::Tcp}, {K::Shm}};
+  auto c0 = choose_transports(0, hosts, allowed).value();
+  auto c1 = choose_transports(1, hosts, allowed).value();
+  CHECK(c0[1] == K::Tcp);  // the lower rank's preference wins
+  CHECK(c1[0] == K::Tcp);
+  CHECK(c1[2] == K::Shm);
+  std::vector<std::string> split = {"a", "b"};
+  auto none = choose_transports(0, split, {{K::Shm}, {K::Shm}});
+  REQUIRE_FALSE(none.is_ok());
+  CHECK_THAT(none.status().message(), Contains("rank 0") && Contains("rank 1"));
+}
