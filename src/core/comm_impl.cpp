@@ -2,11 +2,14 @@
 
 #include <sched.h>
 
+#include <algorithm>
+
 #include <cstdlib>
 #include <cstring>
 
 #include "algorithms/ring.hpp"
 #include "core/collective_task.hpp"
+#include "core/job_layout.hpp"
 #include "log/log.hpp"
 
 namespace loom::detail {
@@ -19,6 +22,8 @@ Result<CommSettings> CommSettings::from(const config::Config& cfg) {
   s.spin = std::chrono::microseconds(cfg.get_int("LOOM_SPIN_US"));  // < 0: chosen at init
   s.tcp.sockets_per_peer = static_cast<int>(cfg.get_int("LOOM_SOCKETS_PER_PEER"));
   s.tcp.socket_buffer = cfg.get_size("LOOM_SOCKET_BUFFER");
+  s.shm.slot_bytes = cfg.get_size("LOOM_SHM_SLOT_SIZE");
+  s.shm.nslots = static_cast<std::size_t>(cfg.get_int("LOOM_SHM_SLOTS"));
   s.algo = cfg.get_string("LOOM_ALGO");
   if (s.timeout.count() <= 0)
     return make_error(ErrorCode::InvalidUsage, "LOOM_TIMEOUT must be positive");
@@ -36,80 +41,81 @@ Result<CommSettings> CommSettings::from(const config::Config& cfg) {
   return s;
 }
 
+namespace {
+
+// Spinning only pays when every rank of this host has a CPU of its own; otherwise a spinning
+// rank steals the CPU that the rank it waits for needs.
+std::chrono::microseconds choose_spin(std::chrono::microseconds configured, int ranks_on_host) {
+  if (configured.count() >= 0) return configured;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+  return std::chrono::microseconds(ranks_on_host <= cpus ? 20 : 0);
+}
+
+}  // namespace
+
 Result<std::unique_ptr<CommImpl>> CommImpl::create(CommSetup setup) {
   log::configure(setup.config);
   for (const auto& name : setup.config.unknown_variables())
     LOOM_LOG_WARN(Config, "ignoring unknown setting {} (run loom-info for the list)", name);
   LOOM_ASSIGN_OR_RETURN(CommSettings settings, CommSettings::from(setup.config));
-  LOOM_ASSIGN_OR_RETURN(
-      auto tcp, transport::tcp::TcpTransport::listen(setup.rank, setup.nranks, setup.comm_id,
-                                                     setup.bind_address, settings.tcp));
-  std::unique_ptr<CommImpl> comm(new CommImpl(std::move(setup), settings, std::move(tcp)));
-  Status st = comm->rendezvous(Deadline::after(settings.timeout));
-  if (!st.is_ok()) return st;
+  LOOM_ASSIGN_OR_RETURN(auto tcp, transport::tcp::TcpTransport::listen(
+                                      setup.rank, setup.nranks, setup.comm_id,
+                                      setup.bind_address, settings.tcp));
+  std::unique_ptr<CommImpl> comm(new CommImpl(std::move(setup), settings));
+  LOOM_RETURN_IF_ERROR(comm->init(std::move(tcp), Deadline::after(settings.timeout)));
   return comm;
 }
 
-CommImpl::CommImpl(CommSetup setup, CommSettings settings,
-                   std::unique_ptr<transport::tcp::TcpTransport> tcp)
+CommImpl::CommImpl(CommSetup setup, CommSettings settings)
     : rank_(setup.rank),
       nranks_(setup.nranks),
       comm_id_(setup.comm_id),
       config_(std::move(setup.config)),
       settings_(settings),
       store_(std::move(setup.store)),
-      server_(std::move(setup.server)),
-      tcp_(std::move(tcp)) {
+      server_(std::move(setup.server)) {}
+
+CommImpl::~CommImpl() { engine_.reset(); }
+
+// Learns the job's layout, sets up the transports it needs, connects the ring neighbours, and
+// starts the engine.
+Status CommImpl::init(std::unique_ptr<transport::tcp::TcpTransport> tcp, Deadline deadline) {
+  const std::string prefix = fmt::format("loom/{:016x}/", comm_id_);
+  LOOM_ASSIGN_OR_RETURN(JobLayout layout, exchange_layout(*store_, prefix, rank_, nranks_,
+                                                          config_, tcp->address(), deadline));
+  tcp->set_peer_addresses(layout.tcp_addresses);
+  std::unique_ptr<transport::shm::ShmTransport> shm;
+  for (TransportKind k : layout.transport_of)
+    if (k == TransportKind::Shm && !shm) {
+      LOOM_ASSIGN_OR_RETURN(shm, transport::shm::ShmTransport::create(rank_, nranks_, comm_id_,
+                                                                      store_, settings_.shm));
+    }
+  transports_ = std::make_unique<PeerTransports>(rank_, layout.transport_of, std::move(tcp),
+                                                 std::move(shm));
+  ring_ = layout.ring;
+  if (nranks_ > 1) {
+    auto pos = static_cast<std::size_t>(std::find(ring_.begin(), ring_.end(), rank_) - ring_.begin());
+    std::size_t n = ring_.size();
+    LOOM_RETURN_IF_ERROR(transports_->ensure({ring_[(pos + 1) % n], ring_[(pos + n - 1) % n]}, deadline));
+  }
+  LOOM_RETURN_IF_ERROR(finish_rendezvous(*store_, prefix, rank_, nranks_, deadline));
+  settings_.spin = choose_spin(settings_.spin, layout.ranks_on_my_host(rank_));
   exec::EngineOptions eo;
   eo.spin = settings_.spin;
   eo.name = fmt::format("rank {}", rank_);
   engine_ = std::make_unique<exec::Engine>(eo);
-}
-
-CommImpl::~CommImpl() {
-  engine_.reset();
-}
-
-// Exchanges listening addresses, connects the ring neighbours, and makes sure every rank is done
-// with the store before rank 0 (which may host it) can go away.
-Status CommImpl::rendezvous(Deadline deadline) {
-  const std::string prefix = fmt::format("loom/{:016x}/", comm_id_);
-  const net::SocketAddress& me = tcp_->address();
-  auto bytes = std::span(reinterpret_cast<const std::uint8_t*>(&me), sizeof me);
-  LOOM_ASSIGN_OR_RETURN(auto all, bootstrap::store_allgather(*store_, prefix + "addr", rank_,
-                                                             nranks_, bytes, deadline));
-  std::vector<net::SocketAddress> addrs(all.size());
-  for (std::size_t i = 0; i < all.size(); ++i) {
-    if (all[i].size() != sizeof(net::SocketAddress))
-      return make_error(ErrorCode::Mismatch, "rank {}: rank {} published a malformed address",
-                        rank_, i);
-    std::memcpy(&addrs[i], all[i].data(), sizeof(net::SocketAddress));
-  }
-  tcp_->set_peer_addresses(std::move(addrs));
-  if (nranks_ > 1) {
-    std::vector<int> ring = {(rank_ + 1) % nranks_, (rank_ + nranks_ - 1) % nranks_};
-    LOOM_RETURN_IF_ERROR(tcp_->ensure(ring, deadline));
-  }
-  LOOM_RETURN_IF_ERROR(
-      bootstrap::store_barrier(*store_, prefix + "init", rank_, nranks_, deadline));
-  if (rank_ != 0) {
-    LOOM_ASSIGN_OR_RETURN(std::int64_t acked, store_->add(prefix + "acked", 1));
-    if (acked == nranks_ - 1) LOOM_RETURN_IF_ERROR(store_->set(prefix + "acked/all", {}));
-  } else if (nranks_ > 1) {
-    LOOM_RETURN_IF_ERROR(store_->get(prefix + "acked/all", deadline).status());
-  }
-  LOOM_LOG_INFO(Init, "rank {} of {}: communicator {:016x} ready, listening on {}", rank_, nranks_,
-                comm_id_, me.to_string());
+  LOOM_LOG_INFO(Init, "rank {} of {}: communicator {:016x} ready ({} ranks on this host, spin {} us)",
+                rank_, nranks_, comm_id_, layout.ranks_on_my_host(rank_), settings_.spin.count());
   return Status::ok();
 }
 
 Status CommImpl::connect(const std::vector<int>& peers, Deadline deadline) {
-  return tcp_->ensure(peers, deadline);
+  return transports_->ensure(peers, deadline);
 }
 
-transport::Connection* CommImpl::connection(int peer) const {
-  return tcp_->get(peer);
-}
+transport::Connection* CommImpl::connection(int peer) const { return transports_->get(peer); }
 
 std::uint8_t* CommImpl::scratch(std::size_t bytes) {
   if (bytes > scratch_bytes_) {
@@ -131,6 +137,7 @@ algo::Plan CommImpl::make_plan(const core::OpDesc& op) const {
   p.depth = settings_.depth;
   p.in_place = op.in_place(rank_);
   p.root = op.root;
+  p.order = ring_;
   switch (op.kind) {
     case core::CollKind::AllReduce: return algo::ring_allreduce(p);
     case core::CollKind::AllGather: return algo::ring_allgather(p);

@@ -15,6 +15,8 @@
 #include "executor/engine.hpp"
 #include "loom/options.hpp"
 #include "loom/work.hpp"
+#include "core/peer_transports.hpp"
+#include "transports/shm/shm_transport.hpp"
 #include "transports/tcp/tcp_transport.hpp"
 
 namespace loom::detail {
@@ -26,6 +28,7 @@ struct CommSettings {
   std::size_t depth = 4;
   std::chrono::microseconds spin{50};
   transport::tcp::TcpOptions tcp;
+  transport::shm::ShmOptions shm;
   std::string algo = "auto";
 
   static Result<CommSettings> from(const config::Config& cfg);
@@ -60,9 +63,8 @@ class CommImpl {
   [[nodiscard]] const CommSettings& settings() const { return settings_; }
 
  private:
-  CommImpl(CommSetup setup, CommSettings settings,
-           std::unique_ptr<transport::tcp::TcpTransport> tcp);
-  Status rendezvous(Deadline deadline);
+  CommImpl(CommSetup setup, CommSettings settings);
+  Status init(std::unique_ptr<transport::tcp::TcpTransport> tcp, Deadline deadline);
   [[nodiscard]] algo::Plan make_plan(const core::OpDesc& op) const;
 
   int rank_;
@@ -72,7 +74,8 @@ class CommImpl {
   CommSettings settings_;
   std::shared_ptr<bootstrap::Store> store_;
   std::unique_ptr<bootstrap::TcpStoreServer> server_;
-  std::unique_ptr<transport::tcp::TcpTransport> tcp_;
+  std::unique_ptr<PeerTransports> transports_;
+  std::vector<int> ring_;  // topology-aware ring order
   std::unique_ptr<std::uint8_t, void (*)(void*)> scratch_{nullptr, nullptr};
   std::size_t scratch_bytes_ = 0;
   std::uint64_t next_seq_ = 0;

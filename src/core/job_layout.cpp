@@ -1,0 +1,113 @@
+#include "core/job_layout.hpp"
+
+#include <cstring>
+
+#include "log/log.hpp"
+
+namespace loom::detail {
+namespace {
+
+// Card layout: [SocketAddress][u32 allow-list length][allow list][topology bytes].
+std::vector<std::uint8_t> make_card(const net::SocketAddress& addr, const std::string& allow,
+                                    const std::vector<std::uint8_t>& topo_bytes) {
+  std::vector<std::uint8_t> card(sizeof addr + 4 + allow.size());
+  std::memcpy(card.data(), &addr, sizeof addr);
+  auto len = static_cast<std::uint32_t>(allow.size());
+  std::memcpy(card.data() + sizeof addr, &len, 4);
+  std::memcpy(card.data() + sizeof addr + 4, allow.data(), allow.size());
+  card.insert(card.end(), topo_bytes.begin(), topo_bytes.end());
+  return card;
+}
+
+struct Card {
+  net::SocketAddress addr;
+  std::string allow;
+  std::pair<topo::RankInfo, topo::HostInfo> topo;
+};
+
+Result<Card> read_card(int rank, int from, const std::vector<std::uint8_t>& b) {
+  Card c;
+  std::uint32_t len = 0;
+  if (b.size() >= sizeof c.addr + 4) std::memcpy(&len, b.data() + sizeof c.addr, 4);
+  if (b.size() < sizeof c.addr + 4 + len)
+    return make_error(ErrorCode::Mismatch, "rank {}: rank {} published a malformed card", rank,
+                      from);
+  std::memcpy(&c.addr, b.data(), sizeof c.addr);
+  c.allow.assign(reinterpret_cast<const char*>(b.data() + sizeof c.addr + 4), len);
+  auto rest = std::span(b).subspan(sizeof c.addr + 4 + len);
+  auto t = topo::decode(rest);
+  if (!t.is_ok()) return t.status().with_context(fmt::format("rank {}: card of rank {}", rank, from));
+  c.topo = std::move(t).value();
+  return c;
+}
+
+Result<topo::Topology> topology_from(const config::Config& cfg, int rank, int nranks,
+                                     std::vector<std::pair<topo::RankInfo, topo::HostInfo>> parts) {
+  std::string file = cfg.get_string("LOOM_TOPO_FILE");
+  if (file.empty()) return topo::assemble(std::move(parts));
+  auto t = topo::read_file(file);
+  if (!t.is_ok()) return t.status().with_context(fmt::format("rank {}: LOOM_TOPO_FILE", rank));
+  if (t->nranks() != nranks)
+    return make_error(ErrorCode::InvalidUsage, "rank {}: LOOM_TOPO_FILE {} describes {} ranks, "
+                      "the job has {}", rank, file, t->nranks(), nranks);
+  return t;
+}
+
+void log_choices(int rank, const JobLayout& l) {
+  for (int p = 0; p < l.topology.nranks(); ++p)
+    if (p != rank)
+      LOOM_LOG_INFO(Init, "rank {}: peer {} on {} via {}", rank, p,
+                    l.topology.ranks[static_cast<std::size_t>(p)].hostname,
+                    to_string(l.transport_of[static_cast<std::size_t>(p)]));
+  LOOM_LOG_INFO(Init, "rank {}: ring {}", rank, topo::describe_ring(l.topology, l.ring));
+}
+
+}  // namespace
+
+int JobLayout::ranks_on_my_host(int rank) const {
+  return static_cast<int>(topology.ranks_on_host(topology.host_of(rank)).size());
+}
+
+Result<JobLayout> exchange_layout(bootstrap::Store& store, const std::string& prefix, int rank,
+                                  int nranks, const config::Config& cfg,
+                                  const net::SocketAddress& tcp_address, Deadline deadline) {
+  LOOM_ASSIGN_OR_RETURN(auto mine, topo::discover_local(rank, cfg));
+  std::string allow = cfg.get_string("LOOM_TRANSPORTS");
+  LOOM_RETURN_IF_ERROR(parse_transport_list(allow).status());
+  auto card = make_card(tcp_address, allow, topo::encode(mine.first, mine.second));
+  LOOM_ASSIGN_OR_RETURN(auto all, bootstrap::store_allgather(store, prefix + "card", rank, nranks,
+                                                             card, deadline));
+  JobLayout l;
+  std::vector<std::pair<topo::RankInfo, topo::HostInfo>> parts;
+  std::vector<std::vector<TransportKind>> allowed;
+  for (int r = 0; r < nranks; ++r) {
+    LOOM_ASSIGN_OR_RETURN(Card c, read_card(rank, r, all[static_cast<std::size_t>(r)]));
+    l.tcp_addresses.push_back(c.addr);
+    LOOM_ASSIGN_OR_RETURN(auto kinds, parse_transport_list(c.allow));
+    allowed.push_back(std::move(kinds));
+    parts.push_back(std::move(c.topo));
+  }
+  LOOM_ASSIGN_OR_RETURN(l.topology, topology_from(cfg, rank, nranks, std::move(parts)));
+  std::vector<std::string> hosts;
+  for (const auto& ri : l.topology.ranks) hosts.push_back(ri.host_id);
+  LOOM_ASSIGN_OR_RETURN(l.transport_of, choose_transports(rank, hosts, allowed));
+  l.ring = topo::ring_order(l.topology);
+  std::string dump = cfg.get_string("LOOM_TOPO_DUMP_FILE");
+  if (rank == 0 && !dump.empty()) LOOM_RETURN_IF_ERROR(topo::write_file(l.topology, dump));
+  log_choices(rank, l);
+  return l;
+}
+
+Status finish_rendezvous(bootstrap::Store& store, const std::string& prefix, int rank, int nranks,
+                         Deadline deadline) {
+  LOOM_RETURN_IF_ERROR(bootstrap::store_barrier(store, prefix + "init", rank, nranks, deadline));
+  if (rank != 0) {
+    LOOM_ASSIGN_OR_RETURN(std::int64_t acked, store.add(prefix + "acked", 1));
+    if (acked == nranks - 1) LOOM_RETURN_IF_ERROR(store.set(prefix + "acked/all", {}));
+  } else if (nranks > 1) {
+    LOOM_RETURN_IF_ERROR(store.get(prefix + "acked/all", deadline).status());
+  }
+  return Status::ok();
+}
+
+}  // namespace loom::detail

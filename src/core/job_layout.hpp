@@ -1,0 +1,36 @@
+// What a rank learns about the job at init, through one exchange over the bootstrap store:
+// every rank's topology, data address and transport allow list; from those, the transport for
+// each peer and the ring order.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "bootstrap/store.hpp"
+#include "common/socket.hpp"
+#include "config/config.hpp"
+#include "core/transport_choice.hpp"
+#include "topology/topology.hpp"
+
+namespace loom::detail {
+
+struct JobLayout {
+  topo::Topology topology;
+  std::vector<net::SocketAddress> tcp_addresses;  // by rank
+  std::vector<TransportKind> transport_of;        // by peer
+  std::vector<int> ring;                          // ring order
+  [[nodiscard]] int ranks_on_my_host(int rank) const;
+};
+
+/// Publishes this rank's card and assembles the layout from every rank's. LOOM_TOPO_FILE
+/// replaces the probed topology; rank 0 writes the result to LOOM_TOPO_DUMP_FILE.
+Result<JobLayout> exchange_layout(bootstrap::Store& store, const std::string& prefix, int rank,
+                                  int nranks, const config::Config& cfg,
+                                  const net::SocketAddress& tcp_address, Deadline deadline);
+
+/// Ends the rendezvous: returns once every rank is done with the store, so rank 0 (which may
+/// host the store's server) cannot take it away from a rank still reading.
+Status finish_rendezvous(bootstrap::Store& store, const std::string& prefix, int rank,
+                         int nranks, Deadline deadline);
+
+}  // namespace loom::detail
