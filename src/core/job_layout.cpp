@@ -44,7 +44,11 @@ Result<Card> read_card(int rank, int from, const std::vector<std::uint8_t>& b) {
 Result<topo::Topology> topology_from(const config::Config& cfg, int rank, int nranks,
                                      std::vector<std::pair<topo::RankInfo, topo::HostInfo>> parts) {
   std::string file = cfg.get_string("LOOM_TOPO_FILE");
-  if (file.empty()) return topo::assemble(std::move(parts));
+  if (file.empty()) {
+    topo::Topology t = topo::assemble(std::move(parts));
+    LOOM_RETURN_IF_ERROR(topo::validate(t).with_context(fmt::format("rank {}: topology", rank)));
+    return t;
+  }
   auto t = topo::read_file(file);
   if (!t.is_ok()) return t.status().with_context(fmt::format("rank {}: LOOM_TOPO_FILE", rank));
   if (t->nranks() != nranks)

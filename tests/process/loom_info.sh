@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Self-checking tests of loom-info: it lists the settings with their defaults, shows where a
-# value comes from, and warns about LOOM_* variables that no setting declares.
+# value comes from, and warns about LOOM_* variables that no setting declares; with --topology
+# it describes this host and process, as text or as a one-rank topology JSON file.
 # Usage: bash loom_info.sh BIN_DIR   (BIN_DIR holds loom-info). Exits non-zero on failure.
 set -u
 
@@ -91,6 +92,60 @@ expect_rc 0
 expect_text "$OUT" '^loom [0-9]+\.[0-9]+\.[0-9]+$'
 info "$INFO" --bogus
 expect_rc 2
+
+current="--topology"
+info "$INFO" --topology
+expect_rc 0
+expect_text "$OUT" '^host id: +[^ ]+$'
+expect_text "$OUT" '^hostname: +[^ ]+$'
+expect_text "$OUT" '^NUMA nodes: +([1-9][0-9]*|unknown)$'
+expect_text "$OUT" '^cores: +[1-9][0-9]*$'
+expect_text "$OUT" '^PUs: +[1-9][0-9]*$'
+expect_text "$OUT" '^process: +pid [0-9]+, bound to CPUs [0-9]'
+expect_text "$OUT" '^PCI devices: +[0-9]+$'
+expect_no_text "$ERR" '.'
+
+current="--topology with LOOM_HOST_ID"
+info LOOM_HOST_ID=fake-host-7 "$INFO" --topology
+expect_rc 0
+expect_text "$OUT" '^host id: +fake-host-7$'
+
+if command -v taskset >/dev/null; then
+  current="--topology shows the CPU binding"
+  info taskset -c 0 "$INFO" --topology
+  expect_rc 0
+  expect_text "$OUT" '^process: +pid [0-9]+, bound to CPUs 0 \('
+fi
+
+current="--topology --json"
+info LOOM_HOST_ID=fake-host-7 "$INFO" --topology --json
+expect_rc 0
+expect_text "$OUT" '^  "version": 1,$'
+expect_text "$OUT" '"host_id": "fake-host-7"'
+expect_text "$OUT" '"cores": [1-9][0-9]*,$'
+if command -v python3 >/dev/null; then
+  python3 - "$OUT" <<'PY' || fail "not a valid one-rank topology"
+import json, sys
+t = json.load(open(sys.argv[1]))
+assert t["version"] == 1 and len(t["ranks"]) == 1 and len(t["hosts"]) == 1
+assert t["ranks"][0]["rank"] == 0 and t["ranks"][0]["host_id"] == t["hosts"][0]["host_id"]
+assert t["hosts"][0]["cores"] >= 1 and t["ranks"][0]["cpus"]
+for d in t["hosts"][0]["devices"]:
+    assert d["kind"] in ("gpu", "nic", "other") and d["bus_id"]
+PY
+fi
+info "$INFO" --json --topology
+expect_rc 0
+expect_text "$OUT" '^  "version": 1,$'
+
+current="--json and --topology usage"
+info "$INFO" --json
+expect_rc 2
+expect_text "$ERR" '--json goes with --topology'
+info "$INFO" --topology --settings
+expect_rc 2
+info "$INFO" --help
+expect_text "$OUT" '--topology'
 
 if [[ $failures -ne 0 ]]; then
   echo "loom_info: $failures check(s) failed" >&2

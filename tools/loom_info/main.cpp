@@ -1,6 +1,6 @@
 // loom-info: prints loom's version and every setting of its configuration registry (type,
 // default, current value and where it comes from), and warns about LOOM_* variables that no
-// setting declares.
+// setting declares. With --topology it prints what loom discovers about this host and process.
 #include <cstdio>
 #include <string>
 #include <string_view>
@@ -9,6 +9,7 @@
 #include "loom/version.hpp"
 #include "report.hpp"
 #include "text.hpp"
+#include "topology/topology.hpp"
 
 namespace {
 
@@ -16,17 +17,28 @@ constexpr int kExitOk = 0;
 constexpr int kExitBadConfig = 1;
 constexpr int kExitUsage = 2;
 
-constexpr std::string_view kUsage = R"(Usage: loom-info [--settings | --version | --help]
+constexpr std::string_view kUsageLine =
+    "Usage: loom-info [--settings | --topology [--json] | --version | --help]\n";
+constexpr std::string_view kUsage =
+    R"(Usage: loom-info [--settings | --topology [--json] | --version | --help]
 
 Prints loom's version and its settings: every environment variable loom reads, with its type,
 default, current value and where that value comes from (default, environment or unset), grouped
 by subsystem. LOOM_* variables that are set but that no setting declares (typos, usually) are
 reported as warnings on stderr. Secret values (LOOM_SECRET, LOOM_ID) are not shown.
 
+With --topology, prints what loom discovers about this host and this process (as one rank of a
+job would): the host id (LOOM_HOST_ID, else hostname and boot id), NUMA nodes, cores and
+hardware threads, the CPUs the process is bound to, and the PCI devices (GPUs, NICs, others)
+with their NUMA node and link speed. With --json, prints the same as a one-rank topology file
+of the format LOOM_TOPO_FILE reads.
+
 Options:
-  --settings   print the version and the settings (the default)
-  --version    print the version only
-  -h, --help   print this help
+  --settings         print the version and the settings (the default)
+  --topology         print the local topology
+  --topology --json  print the local topology as JSON
+  --version          print the version only
+  -h, --help         print this help
 
 Exit status: 0, or 1 when a setting in the environment has an invalid value, 2 for bad usage.
 )";
@@ -49,11 +61,64 @@ int print_settings() {
   return kExitOk;
 }
 
+int print_topology(bool json) {
+  auto config = loom::config::Config::load();
+  if (!config) {
+    print(stderr, "loom-info: error: " + config.status().message() + "\n");
+    return kExitBadConfig;
+  }
+  auto local = loom::topo::discover_local(0, *config);
+  if (!local) {
+    print(stderr, "loom-info: error: " + local.status().message() + "\n");
+    return kExitBadConfig;
+  }
+  if (json) {
+    print(stdout, loom::topo::to_json(loom::topo::assemble({*local})));
+  } else {
+    print(stdout, loom::topo::describe_local(local->first, local->second));
+  }
+  return kExitOk;
+}
+
+struct Options {
+  std::string_view mode = "--settings";
+  bool json = false;
+  std::string error;  // non-empty: bad usage
+};
+
+Options parse_options(int argc, char** argv) {
+  Options opts;
+  bool have_mode = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "--json") {
+      opts.json = true;
+    } else if (arg != "-h" && arg != "--help" && arg != "--version" && arg != "--settings" &&
+               arg != "--topology") {
+      opts.error = "unknown option '" + std::string(arg) + "'";
+      return opts;
+    } else if (have_mode) {
+      opts.error = "too many arguments";
+      return opts;
+    } else {
+      opts.mode = arg;
+      have_mode = true;
+    }
+  }
+  if (opts.json && opts.mode != "--topology") opts.error = "--json goes with --topology";
+  return opts;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string_view mode = argc > 1 ? argv[1] : "--settings";
-  if (argc > 2) mode = "";
+  const Options opts = parse_options(argc, argv);
+  if (!opts.error.empty()) {
+    print(stderr, "loom-info: error: " + opts.error + "\n");
+    print(stderr, kUsageLine);
+    return kExitUsage;
+  }
+  const std::string_view mode = opts.mode;
   if (mode == "-h" || mode == "--help") {
     print(stdout, kUsage);
     return kExitOk;
@@ -62,9 +127,6 @@ int main(int argc, char** argv) {
     print(stdout, std::string("loom ") + loom::kVersionString + "\n");
     return kExitOk;
   }
-  if (mode == "--settings") return print_settings();
-  print(stderr, argc > 2 ? "loom-info: error: too many arguments\n"
-                         : "loom-info: error: unknown option '" + std::string(mode) + "'\n");
-  print(stderr, "Usage: loom-info [--settings | --version | --help]\n");
-  return kExitUsage;
+  if (mode == "--topology") return print_topology(opts.json);
+  return print_settings();
 }
