@@ -119,6 +119,7 @@ void EngineCore::run(OpState& op, Lock& lk, Deadline until) {
     finished = !st.is_ok();
   }
   Clock::time_point last_progress = Clock::now();
+  bool blocked = false;  // blocked in poll since the last progress
   std::vector<pollfd> fds;
   while (!finished) {
     auto r = op.task->progress();
@@ -129,10 +130,12 @@ void EngineCore::run(OpState& op, Lock& lk, Deadline until) {
     }
     auto now = Clock::now();
     if (*r == Progress::Advanced) {
+      adapt_spin(now - last_progress, blocked);
       last_progress = now;
+      blocked = false;
       continue;
     }
-    if (now - last_progress < options_.spin) continue;
+    if (now - last_progress < spin_budget_) continue;
     if (op.task->deadline().expired()) {
       st = make_error(ErrorCode::Timeout, "{} timed out: {}", op.task->describe(),
                       op.task->pending());
@@ -142,6 +145,7 @@ void EngineCore::run(OpState& op, Lock& lk, Deadline until) {
     if (until.expired()) break;
     fds.clear();
     if (!op.task->prepare_wait(fds)) continue;
+    blocked = true;
     int timeout_ms = op.task->deadline().earliest(until).poll_timeout_ms(100);
     if (fds.empty()) {
       std::this_thread::yield();
@@ -152,6 +156,19 @@ void EngineCore::run(OpState& op, Lock& lk, Deadline until) {
   }
   lk.lock();
   if (finished) finish(op, st);
+}
+
+// Adaptive spinning: keep polling before blocking only while it pays. A wait that spinning
+// caught, or that ended soon after blocking, grows the budget (up to the configured spin); a
+// wait that outlasted it shrinks the budget, so ranks that oversubscribe their CPUs (or share
+// them with other work) stop stealing time from the peers they wait for.
+void EngineCore::adapt_spin(Clock::duration idle, bool blocked) {
+  const Clock::duration max = options_.spin;
+  if (max.count() <= 0) return;
+  if (!blocked || idle < max)
+    spin_budget_ = std::min<Clock::duration>(max, spin_budget_ * 2 + std::chrono::microseconds(1));
+  else
+    spin_budget_ /= 2;
 }
 
 void EngineCore::finish(OpState& op, Status status) {

@@ -42,7 +42,8 @@ struct EngineOptions {
 /// The queue and the driving protocol, shared with Work handles (which may outlive the Engine).
 class EngineCore {
  public:
-  explicit EngineCore(EngineOptions options) : options_(std::move(options)) {}
+  explicit EngineCore(EngineOptions options)
+      : options_(std::move(options)), spin_budget_(options_.spin) {}
 
   std::shared_ptr<detail::OpState> submit(std::unique_ptr<Task> task,
                                           const std::shared_ptr<EngineCore>& self);
@@ -66,8 +67,10 @@ class EngineCore {
   void run(detail::OpState& op, Lock& lk, Deadline until);
   bool step(detail::OpState& op, Clock::time_point& last_progress, Deadline until);
   void finish(detail::OpState& op, Status status);
+  void adapt_spin(Clock::duration idle, bool blocked);
 
   EngineOptions options_;
+  Clock::duration spin_budget_{0};  // touched only by the driving thread
   mutable std::mutex mu_;
   std::condition_variable work_cv_;  // the worker waits here
   std::condition_variable done_cv_;  // waiters wait here
