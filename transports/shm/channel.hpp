@@ -1,0 +1,48 @@
+// One direction of a shared-memory connection: a mapped channel segment (see shm_layout.hpp)
+// with typed access to its header, slot descriptors and slot payloads.
+#pragma once
+
+#include <cstdint>
+
+#include "common/status.hpp"
+#include "transports/shm/shm_layout.hpp"
+#include "transports/shm/shm_segment.hpp"
+
+namespace loom::transport::shm {
+
+class Channel {
+ public:
+  Channel() = default;
+  /// `mapping` holds a channel of geometry `g`, already initialised (init_channel) or checked
+  /// (check_channel). The geometry is kept privately: later writes to the shared header by a
+  /// misbehaving peer cannot move our accesses out of bounds.
+  Channel(Mapping mapping, const ChannelGeometry& g);
+
+  [[nodiscard]] ChannelHeader& header() const { return *header_; }
+  /// Descriptor and payload of the slot used by ring position `index` (a head/tail count).
+  [[nodiscard]] SlotDesc& desc(std::uint64_t index) const { return descs_[index % geo_.nslots]; }
+  [[nodiscard]] std::uint8_t* payload(std::uint64_t index) const {
+    return payload_ + (index % geo_.nslots) * geo_.slot_bytes;
+  }
+  [[nodiscard]] std::uint64_t nslots() const { return geo_.nslots; }
+  [[nodiscard]] std::size_t slot_bytes() const { return geo_.slot_bytes; }
+
+ private:
+  Mapping mapping_;
+  ChannelGeometry geo_{};
+  ChannelHeader* header_ = nullptr;
+  SlotDesc* descs_ = nullptr;
+  std::uint8_t* payload_ = nullptr;
+};
+
+/// Constructs the header of a freshly created segment of `g.total_bytes()` bytes carrying
+/// messages from rank `from` to rank `to`.
+void init_channel(const Mapping& mapping, const ChannelGeometry& g, std::uint64_t comm_id,
+                  int from, int to);
+
+/// Checks that `mapping` is a channel from `from` to `to` of communicator `comm_id`, of a
+/// sane geometry that fits the mapping; returns that geometry.
+Result<ChannelGeometry> check_channel(const Mapping& mapping, std::uint64_t comm_id, int from,
+                                      int to);
+
+}  // namespace loom::transport::shm

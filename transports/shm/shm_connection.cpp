@@ -1,0 +1,300 @@
+#include "transports/shm/shm_connection.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+
+#include "kernels/host/reduce.hpp"
+#include "log/log.hpp"
+
+namespace loom::transport::shm {
+namespace {
+
+void add_fd(std::vector<pollfd>& fds, int fd) {
+  if (fd < 0) return;
+  for (const pollfd& p : fds)
+    if (p.fd == fd) return;
+  fds.push_back({fd, POLLIN, 0});
+}
+
+}  // namespace
+
+ShmConnection::ShmConnection(int self_rank, std::uint64_t comm_id, ShmPeer peer, Channel out,
+                             Channel in, std::shared_ptr<Doorbell> doorbell)
+    : self_(self_rank),
+      comm_id_(comm_id),
+      peer_(std::move(peer)),
+      out_(std::move(out)),
+      in_(std::move(in)),
+      bell_(std::move(doorbell)),
+      ops_(kMaxOps) {}
+
+ShmConnection::~ShmConnection() {
+  out_.header().sender_closed.store(1, std::memory_order_release);
+  in_.header().receiver_closed.store(1, std::memory_order_release);
+  // Orders the stores before the ring: a peer that re-checks after draining its doorbell sees
+  // them, or gets the ring (see prepare_wait).
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  bell_->ring(peer_.doorbell);
+}
+
+std::string ShmConnection::who() const {
+  return fmt::format("rank {} <-> rank {} (shm)", self_, peer_.rank);
+}
+
+Status ShmConnection::fail(Status why) {
+  if (broken_.is_ok()) {
+    broken_ = std::move(why);
+    LOOM_LOG_DEBUG(Shm, "{}", broken_.message());
+  }
+  return broken_;
+}
+
+Result<ShmConnection::Op*> ShmConnection::allocate(OpKind kind) {
+  if (!broken_.is_ok()) return broken_;
+  std::uint64_t id = next_id_;
+  Op& op = ops_[id % kMaxOps];
+  if (op.id != 0)
+    return make_error(ErrorCode::Internal, "{}: more than {} requests outstanding", who(), kMaxOps);
+  ++next_id_;
+  op = Op{};
+  op.id = id;
+  op.kind = kind;
+  return &op;
+}
+
+// Every use of the connection ends a wait cycle and withdraws our sleeping flags: we are awake.
+void ShmConnection::touch() {
+  bell_->end_wait();
+  disarm();
+}
+
+void ShmConnection::disarm() {
+  if (armed_recv_) in_.header().receiver_sleeping.store(0, std::memory_order_relaxed);
+  if (armed_send_) out_.header().sender_sleeping.store(0, std::memory_order_relaxed);
+  armed_recv_ = armed_send_ = false;
+}
+
+Result<Request> ShmConnection::isend(const MemRegion& region, std::size_t off, std::size_t len,
+                                     const Tag& tag) {
+  touch();
+  if (off > region.size || len > region.size - off)
+    return make_error(ErrorCode::InvalidArgument, "{}: send of {} bytes at offset {} exceeds a {}"
+                      "-byte region", who(), len, off, region.size);
+  LOOM_ASSIGN_OR_RETURN(Op * op, allocate(OpKind::Send));
+  op->data = static_cast<std::uint8_t*>(region.base) + off;
+  op->len = len;
+  op->tag = tag;
+  sendq_.push_back(op);
+  if (sendq_.size() == 1) {
+    if (Status st = progress_send(); !st.is_ok()) return fail(st);
+  }
+  return Request{op->id};
+}
+
+Result<Request> ShmConnection::irecv(const MemRegion& region, std::size_t off, std::size_t len,
+                                     const Tag& tag) {
+  touch();
+  if (off > region.size || len > region.size - off)
+    return make_error(ErrorCode::InvalidArgument, "{}: receive of {} bytes at offset {} exceeds a "
+                      "{}-byte region", who(), len, off, region.size);
+  LOOM_ASSIGN_OR_RETURN(Op * op, allocate(OpKind::Recv));
+  op->data = static_cast<std::uint8_t*>(region.base) + off;
+  op->len = len;
+  op->tag = tag;
+  recvq_.push_back(op);
+  return Request{op->id};
+}
+
+Result<Request> ShmConnection::irecv_reduce(const ReduceInto& into, std::size_t len,
+                                            const Tag& tag) {
+  touch();
+  std::size_t esize = dtype_size(into.dtype);
+  if (esize == 0 || !is_valid(into.op) || len % esize != 0 ||
+      (len > 0 && (into.dst == nullptr || into.local == nullptr)))
+    return make_error(ErrorCode::InvalidArgument,
+                      "{}: invalid fused receive-reduce ({} bytes, dtype {}, op {})", who(), len,
+                      static_cast<int>(into.dtype), static_cast<int>(into.op));
+  LOOM_ASSIGN_OR_RETURN(Op * op, allocate(OpKind::RecvReduce));
+  op->data = static_cast<std::uint8_t*>(into.dst);
+  op->local = static_cast<const std::uint8_t*>(into.local);
+  op->dtype = into.dtype;
+  op->redop = into.op;
+  op->len = len;
+  op->tag = tag;
+  recvq_.push_back(op);
+  return Request{op->id};
+}
+
+Result<bool> ShmConnection::test(const Request& request) {
+  Op& op = ops_[request.id % kMaxOps];
+  if (op.id != request.id)
+    return make_error(ErrorCode::Internal, "{}: unknown request {}", who(), request.id);
+  touch();
+  if (!op.complete) {
+    if (!broken_.is_ok()) return broken_;
+    Status st = op.kind == OpKind::Send ? progress_send() : progress_recv();
+    if (!st.is_ok()) return fail(st);
+  }
+  if (!op.complete) return false;
+  op.id = 0;
+  return true;
+}
+
+// After a store that the peer may be sleeping on: wakes it if it said it sleeps. The fence pairs
+// with the one in prepare_wait (flag store; fence; re-check): either the peer's re-check sees our
+// store, or we see its flag.
+void ShmConnection::wake_peer(std::atomic<std::uint32_t>& sleeping) const {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (sleeping.load(std::memory_order_relaxed) != 0 &&
+      sleeping.exchange(0, std::memory_order_relaxed) != 0)
+    bell_->ring(peer_.doorbell);
+}
+
+// Copies queued sends into free slots, a fragment of up to one slot at a time.
+Status ShmConnection::progress_send() {
+  ChannelHeader& h = out_.header();
+  bool published = false;
+  while (!sendq_.empty()) {
+    if (head_ - tail_seen_ == out_.nslots()) {
+      tail_seen_ = h.tail.load(std::memory_order_acquire);
+      if (head_ - tail_seen_ == out_.nslots()) break;
+    }
+    Op& op = *sendq_.front();
+    std::size_t n = std::min(out_.slot_bytes(), op.len - op.done);
+    if (n != 0) std::memcpy(out_.payload(head_), op.data + op.done, n);
+    SlotDesc& d = out_.desc(head_);
+    d.tag = op.tag;
+    d.total = op.len;
+    d.offset = op.done;
+    d.length = n;
+    h.head.store(++head_, std::memory_order_release);
+    published = true;
+    op.done += n;
+    op.started = true;
+    if (op.done == op.len) {
+      op.complete = true;
+      sendq_.pop_front();
+    }
+  }
+  if (published) wake_peer(h.receiver_sleeping);
+  if (sendq_.empty() || published) return Status::ok();
+  if (h.receiver_closed.load(std::memory_order_acquire) != 0 || peer_exited_)
+    return peer_gone(*sendq_.front());
+  return Status::ok();
+}
+
+// True if no unread slot is published (refreshing our view of head when we have caught up).
+bool ShmConnection::incoming_empty() {
+  if (tail_ != head_seen_) return false;
+  head_seen_ = in_.header().head.load(std::memory_order_acquire);
+  return tail_ == head_seen_;
+}
+
+// Consumes published slots into the posted receives, in order.
+Status ShmConnection::progress_recv() {
+  ChannelHeader& h = in_.header();
+  bool consumed = false;
+  Status st;
+  while (!recvq_.empty() && !incoming_empty()) {
+    Op& op = *recvq_.front();
+    const SlotDesc d = in_.desc(tail_);  // a private copy: validated once, then used
+    st = consume(op, d, in_.payload(tail_));
+    if (!st.is_ok()) break;
+    h.tail.store(++tail_, std::memory_order_release);
+    consumed = true;
+    if (op.done == op.len) {
+      op.complete = true;
+      recvq_.pop_front();
+    }
+  }
+  if (consumed) wake_peer(h.sender_sleeping);
+  LOOM_RETURN_IF_ERROR(st);
+  if (recvq_.empty() || consumed) return Status::ok();
+  if (h.sender_closed.load(std::memory_order_acquire) != 0 || peer_exited_) {
+    // The close flag is stored after the sender's last head: re-read head to take what it sent.
+    if (incoming_empty()) return peer_gone(*recvq_.front());
+  }
+  return Status::ok();
+}
+
+Status ShmConnection::consume(Op& op, const SlotDesc& d, const std::uint8_t* payload) const {
+  LOOM_RETURN_IF_ERROR(check_fragment(op, d));
+  op.started = true;
+  if (d.length == 0) return Status::ok();
+  if (op.kind == OpKind::Recv) {
+    std::memcpy(op.data + d.offset, payload, d.length);
+  } else {
+    kernels::reduce(op.dtype, op.redop, op.data + d.offset, op.local + d.offset, payload,
+                    d.length / dtype_size(op.dtype));
+  }
+  op.done += d.length;
+  return Status::ok();
+}
+
+// Validates a slot's descriptor against the posted receive before any payload is touched.
+Status ShmConnection::check_fragment(const Op& op, const SlotDesc& d) const {
+  if (!op.started && (!(d.tag == op.tag) || d.total != op.len))
+    return make_error(ErrorCode::Mismatch,
+                      "mismatched collective calls: rank {} expected {} ({} bytes) from rank {}, "
+                      "but rank {} sent {} ({} bytes)",
+                      self_, describe_tag(op.tag), op.len, peer_.rank, peer_.rank,
+                      describe_tag(d.tag), d.total);
+  std::size_t esize = op.kind == OpKind::RecvReduce ? dtype_size(op.dtype) : 1;
+  bool ok = d.tag == op.tag && d.total == op.len && d.offset == op.done &&
+            d.length <= in_.slot_bytes() && d.length <= op.len - op.done &&
+            (d.length != 0 || op.len == 0) && d.length % esize == 0;
+  if (!ok)
+    return make_error(ErrorCode::Mismatch,
+                      "{}: corrupt fragment from rank {} (offset {}, length {} of {} bytes) while "
+                      "receiving {} at offset {}",
+                      who(), peer_.rank, d.offset, d.length, d.total, describe_tag(op.tag),
+                      op.done);
+  return Status::ok();
+}
+
+Status ShmConnection::peer_gone(const Op& op) const {
+  bool send = op.kind == OpKind::Send;
+  std::string what =
+      fmt::format("{} {} ({} bytes, {} done) {} it", send ? "send" : "receive",
+                  describe_tag(op.tag), op.len, op.done, send ? "to" : "from");
+  if (peer_exited_)
+    return make_error(ErrorCode::PeerFailed, "{}: rank {} (pid {}) exited while rank {} waited to {}",
+                      who(), peer_.rank, peer_.process.pid(), self_, what);
+  return make_error(ErrorCode::PeerFailed,
+                    "{}: rank {} closed its shared-memory connection (communicator destroyed or "
+                    "aborted) while rank {} waited to {}",
+                    who(), peer_.rank, self_, what);
+}
+
+// Arms the sleeping flag of each direction we wait on, then re-checks: the peer's wake_peer
+// either sees the flag (and rings the doorbell) or its store is visible to the re-check.
+bool ShmConnection::prepare_wait(std::vector<pollfd>& fds) {
+  const bool want_recv = !recvq_.empty();
+  const bool want_send = !sendq_.empty();
+  if (!want_recv && !want_send) return true;
+  if (!broken_.is_ok()) return false;
+  bell_->begin_wait();
+  if (!peer_exited_ && !peer_.process.alive()) peer_exited_ = true;
+  if (peer_exited_) return false;  // test() drains what the peer left, then fails
+  ChannelHeader& hin = in_.header();
+  ChannelHeader& hout = out_.header();
+  if (want_recv) hin.receiver_sleeping.store(1, std::memory_order_relaxed);
+  if (want_send) hout.sender_sleeping.store(1, std::memory_order_relaxed);
+  armed_recv_ = armed_recv_ || want_recv;
+  armed_send_ = armed_send_ || want_send;
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  bool ready = (want_recv && (hin.head.load(std::memory_order_acquire) != tail_ ||
+                              hin.sender_closed.load(std::memory_order_acquire) != 0)) ||
+               (want_send && (head_ - hout.tail.load(std::memory_order_acquire) < out_.nslots() ||
+                              hout.receiver_closed.load(std::memory_order_acquire) != 0));
+  if (ready) {
+    disarm();
+    return false;
+  }
+  add_fd(fds, bell_->fd());
+  add_fd(fds, peer_.process.poll_fd());
+  return true;
+}
+
+}  // namespace loom::transport::shm

@@ -1,0 +1,98 @@
+// A Connection to a peer on the same host through two shared-memory channels (one per direction).
+// Sends copy into the outgoing ring as space allows; receives validate each message's tag and
+// length before copying (or reducing) straight out of the incoming ring. Nothing blocks or spins
+// here: the executor polls the rank's doorbell, which the peer rings when it publishes data or
+// frees space while this side sleeps.
+#pragma once
+
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "transports/connection.hpp"
+#include "transports/shm/channel.hpp"
+#include "transports/shm/doorbell.hpp"
+#include "transports/shm/peer_process.hpp"
+
+namespace loom::transport::shm {
+
+/// What connection setup learned about the peer.
+struct ShmPeer {
+  int rank = -1;
+  DoorbellAddress doorbell;
+  PeerProcess process;
+};
+
+class ShmConnection final : public Connection {
+ public:
+  ShmConnection(int self_rank, std::uint64_t comm_id, ShmPeer peer, Channel out, Channel in,
+                std::shared_ptr<Doorbell> doorbell);
+  /// Marks both channels closed and rings the peer, whose pending requests then fail.
+  ~ShmConnection() override;
+  ShmConnection(const ShmConnection&) = delete;
+  ShmConnection& operator=(const ShmConnection&) = delete;
+
+  [[nodiscard]] Caps caps() const override { return {true, false, true}; }
+  [[nodiscard]] int peer() const override { return peer_.rank; }
+  [[nodiscard]] std::string name() const override { return "shm"; }
+  Result<Request> isend(const MemRegion& region, std::size_t off, std::size_t len,
+                        const Tag& tag) override;
+  Result<Request> irecv(const MemRegion& region, std::size_t off, std::size_t len,
+                        const Tag& tag) override;
+  [[nodiscard]] bool supports_recv_reduce() const override { return true; }
+  Result<Request> irecv_reduce(const ReduceInto& into, std::size_t len, const Tag& tag) override;
+  Result<bool> test(const Request& request) override;
+  bool prepare_wait(std::vector<pollfd>& fds) override;
+
+ private:
+  static constexpr std::size_t kMaxOps = 1024;  // outstanding requests per connection
+
+  enum class OpKind : std::uint8_t { Send, Recv, RecvReduce };
+  struct Op {
+    std::uint64_t id = 0;  // 0: free
+    OpKind kind = OpKind::Send;
+    bool started = false;  // send: a fragment was written; recv: the first one was validated
+    bool complete = false;
+    std::uint8_t* data = nullptr;  // send: source; recv: destination
+    const std::uint8_t* local = nullptr;  // RecvReduce: the local operand
+    DataType dtype = DataType::Uint8;
+    RedOp redop = RedOp::Sum;
+    std::size_t len = 0;
+    std::size_t done = 0;
+    Tag tag;
+  };
+
+  Result<Op*> allocate(OpKind kind);
+  void touch();
+  Status progress_send();
+  Status progress_recv();
+  Status consume(Op& op, const SlotDesc& d, const std::uint8_t* payload) const;
+  Status check_fragment(const Op& op, const SlotDesc& d) const;
+  [[nodiscard]] bool incoming_empty();
+  void wake_peer(std::atomic<std::uint32_t>& sleeping) const;
+  void disarm();
+  Status peer_gone(const Op& op) const;
+  Status fail(Status why);
+  [[nodiscard]] std::string who() const;
+
+  int self_;
+  std::uint64_t comm_id_;
+  ShmPeer peer_;
+  Channel out_;
+  Channel in_;
+  std::shared_ptr<Doorbell> bell_;
+  std::vector<Op> ops_;
+  std::deque<Op*> sendq_;
+  std::deque<Op*> recvq_;
+  std::uint64_t next_id_ = 1;
+  std::uint64_t head_ = 0;        // outgoing: slots published (we are the only producer)
+  std::uint64_t tail_seen_ = 0;   // outgoing: the consumer's tail as last read
+  std::uint64_t tail_ = 0;        // incoming: slots consumed (we are the only consumer)
+  std::uint64_t head_seen_ = 0;   // incoming: the producer's head as last read
+  bool armed_recv_ = false;       // we set in_.receiver_sleeping
+  bool armed_send_ = false;       // we set out_.sender_sleeping
+  bool peer_exited_ = false;
+  Status broken_;
+};
+
+}  // namespace loom::transport::shm

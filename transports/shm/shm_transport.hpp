@@ -1,0 +1,62 @@
+// Sets up ShmConnections between ranks on one host. Each rank owns a doorbell; for every pair,
+// each side creates the channel segment it sends on and publishes its (unguessable) name through
+// the bootstrap store; the receiver maps it and acknowledges; the name is then unlinked at once,
+// so nothing is left in /dev/shm even if a process is killed later. Connections are made on
+// first use: both ranks call ensure() for each other at about the same time.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "bootstrap/store.hpp"
+#include "common/deadline.hpp"
+#include "transports/shm/shm_connection.hpp"
+
+namespace loom::transport::shm {
+
+struct ShmOptions {
+  std::size_t slot_bytes = 256 << 10;  // rounded up to a multiple of 64
+  std::size_t nslots = 8;
+};
+
+class ShmTransport {
+ public:
+  static Result<std::unique_ptr<ShmTransport>> create(int rank, int nranks, std::uint64_t comm_id,
+                                                      std::shared_ptr<bootstrap::Store> store,
+                                                      ShmOptions options);
+  ~ShmTransport();
+  ShmTransport(const ShmTransport&) = delete;
+  ShmTransport& operator=(const ShmTransport&) = delete;
+
+  /// Connections to `peers`, establishing missing ones in three phases over all of them (create
+  /// and publish every outgoing channel; map every incoming one; wait for every acknowledgement),
+  /// so no two ranks wait on each other. On failure, whatever this call created is unlinked.
+  Status ensure(const std::vector<int>& peers, Deadline deadline);
+  /// The connection to `peer` (null if not established).
+  [[nodiscard]] Connection* get(int peer) const;
+  /// The abstract socket name of this rank's doorbell.
+  [[nodiscard]] const std::string& doorbell_name() const;
+
+ private:
+  struct Handshake;
+
+  ShmTransport(int rank, int nranks, std::uint64_t comm_id,
+               std::shared_ptr<bootstrap::Store> store, ChannelGeometry geometry,
+               std::shared_ptr<Doorbell> doorbell);
+  Status publish(Handshake& h);
+  Status open_incoming(Handshake& h, Deadline deadline);
+  Status await_mapped(Handshake& h, Deadline deadline);
+  [[nodiscard]] std::string key(int from, int to) const;
+
+  int rank_;
+  int nranks_;
+  std::uint64_t comm_id_;
+  std::shared_ptr<bootstrap::Store> store_;
+  ChannelGeometry geometry_;
+  std::shared_ptr<Doorbell> bell_;
+  std::vector<std::unique_ptr<ShmConnection>> conns_;
+};
+
+}  // namespace loom::transport::shm
