@@ -15,8 +15,8 @@ Channel::Channel(Mapping mapping, const ChannelGeometry& g)
       descs_(reinterpret_cast<SlotDesc*>(mapping_.data() + g.desc_offset())),
       payload_(mapping_.data() + g.payload_offset()) {}
 
-void init_channel(const Mapping& mapping, const ChannelGeometry& g, std::uint64_t comm_id,
-                  int from, int to) {
+void init_channel(const Mapping& mapping, const ChannelGeometry& g, std::uint64_t comm_id, int from,
+                  int to) {
   auto* h = std::construct_at(reinterpret_cast<ChannelHeader*>(mapping.data()));
   h->comm_id = comm_id;
   h->from_rank = from;
@@ -38,16 +38,15 @@ Result<ChannelGeometry> check_channel(const Mapping& mapping, std::uint64_t comm
     return make_error(ErrorCode::Mismatch,
                       "rank {}: the shared-memory channel from rank {} has magic {:#x}, version "
                       "{}, header size {}; expected {:#x}, {}, {} (different loom versions?)",
-                      to, from, h.magic, h.version, h.header_bytes, kChannelMagic,
-                      kChannelVersion, sizeof(ChannelHeader));
+                      to, from, h.magic, h.version, h.header_bytes, kChannelMagic, kChannelVersion,
+                      sizeof(ChannelHeader));
   if (h.comm_id != comm_id || h.from_rank != from || h.to_rank != to)
     return make_error(ErrorCode::Mismatch,
                       "rank {}: the shared-memory channel published for rank {} belongs to "
                       "communicator {:#x}, rank {} -> rank {}; expected communicator {:#x}",
                       to, from, h.comm_id, h.from_rank, h.to_rank, comm_id);
   ChannelGeometry g{h.slot_bytes, h.nslots};
-  if (!valid_geometry(g) || g.total_bytes() != h.total_bytes ||
-      g.total_bytes() != mapping.size())
+  if (!valid_geometry(g) || g.total_bytes() != h.total_bytes || g.total_bytes() != mapping.size())
     return make_error(ErrorCode::Mismatch,
                       "rank {}: the shared-memory channel from rank {} declares {} slots of {} "
                       "bytes ({} bytes), but its segment has {} bytes",

@@ -37,8 +37,8 @@ class Channel {
 
 /// Constructs the header of a freshly created segment of `g.total_bytes()` bytes carrying
 /// messages from rank `from` to rank `to`.
-void init_channel(const Mapping& mapping, const ChannelGeometry& g, std::uint64_t comm_id,
-                  int from, int to);
+void init_channel(const Mapping& mapping, const ChannelGeometry& g, std::uint64_t comm_id, int from,
+                  int to);
 
 /// Checks that `mapping` is a channel from `from` to `to` of communicator `comm_id`, of a
 /// sane geometry that fits the mapping; returns that geometry.

@@ -79,8 +79,10 @@ Result<Request> ShmConnection::isend(const MemRegion& region, std::size_t off, s
                                      const Tag& tag) {
   touch();
   if (off > region.size || len > region.size - off)
-    return make_error(ErrorCode::InvalidArgument, "{}: send of {} bytes at offset {} exceeds a {}"
-                      "-byte region", who(), len, off, region.size);
+    return make_error(ErrorCode::InvalidArgument,
+                      "{}: send of {} bytes at offset {} exceeds a {}"
+                      "-byte region",
+                      who(), len, off, region.size);
   LOOM_ASSIGN_OR_RETURN(Op * op, allocate(OpKind::Send));
   op->data = static_cast<std::uint8_t*>(region.base) + off;
   op->len = len;
@@ -96,8 +98,10 @@ Result<Request> ShmConnection::irecv(const MemRegion& region, std::size_t off, s
                                      const Tag& tag) {
   touch();
   if (off > region.size || len > region.size - off)
-    return make_error(ErrorCode::InvalidArgument, "{}: receive of {} bytes at offset {} exceeds a "
-                      "{}-byte region", who(), len, off, region.size);
+    return make_error(ErrorCode::InvalidArgument,
+                      "{}: receive of {} bytes at offset {} exceeds a "
+                      "{}-byte region",
+                      who(), len, off, region.size);
   LOOM_ASSIGN_OR_RETURN(Op * op, allocate(OpKind::Recv));
   op->data = static_cast<std::uint8_t*>(region.base) + off;
   op->len = len;
@@ -255,12 +259,12 @@ Status ShmConnection::check_fragment(const Op& op, const SlotDesc& d) const {
 
 Status ShmConnection::peer_gone(const Op& op) const {
   bool send = op.kind == OpKind::Send;
-  std::string what =
-      fmt::format("{} {} ({} bytes, {} done) {} it", send ? "send" : "receive",
-                  describe_tag(op.tag), op.len, op.done, send ? "to" : "from");
+  std::string what = fmt::format("{} {} ({} bytes, {} done) {} it", send ? "send" : "receive",
+                                 describe_tag(op.tag), op.len, op.done, send ? "to" : "from");
   if (peer_exited_)
-    return make_error(ErrorCode::PeerFailed, "{}: rank {} (pid {}) exited while rank {} waited to {}",
-                      who(), peer_.rank, peer_.process.pid(), self_, what);
+    return make_error(ErrorCode::PeerFailed,
+                      "{}: rank {} (pid {}) exited while rank {} waited to {}", who(), peer_.rank,
+                      peer_.process.pid(), self_, what);
   return make_error(ErrorCode::PeerFailed,
                     "{}: rank {} closed its shared-memory connection (communicator destroyed or "
                     "aborted) while rank {} waited to {}",

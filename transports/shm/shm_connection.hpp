@@ -53,7 +53,7 @@ class ShmConnection final : public Connection {
     OpKind kind = OpKind::Send;
     bool started = false;  // send: a fragment was written; recv: the first one was validated
     bool complete = false;
-    std::uint8_t* data = nullptr;  // send: source; recv: destination
+    std::uint8_t* data = nullptr;         // send: source; recv: destination
     const std::uint8_t* local = nullptr;  // RecvReduce: the local operand
     DataType dtype = DataType::Uint8;
     RedOp redop = RedOp::Sum;
@@ -85,12 +85,12 @@ class ShmConnection final : public Connection {
   std::deque<Op*> sendq_;
   std::deque<Op*> recvq_;
   std::uint64_t next_id_ = 1;
-  std::uint64_t head_ = 0;        // outgoing: slots published (we are the only producer)
-  std::uint64_t tail_seen_ = 0;   // outgoing: the consumer's tail as last read
-  std::uint64_t tail_ = 0;        // incoming: slots consumed (we are the only consumer)
-  std::uint64_t head_seen_ = 0;   // incoming: the producer's head as last read
-  bool armed_recv_ = false;       // we set in_.receiver_sleeping
-  bool armed_send_ = false;       // we set out_.sender_sleeping
+  std::uint64_t head_ = 0;       // outgoing: slots published (we are the only producer)
+  std::uint64_t tail_seen_ = 0;  // outgoing: the consumer's tail as last read
+  std::uint64_t tail_ = 0;       // incoming: slots consumed (we are the only consumer)
+  std::uint64_t head_seen_ = 0;  // incoming: the producer's head as last read
+  bool armed_recv_ = false;      // we set in_.receiver_sleeping
+  bool armed_send_ = false;      // we set out_.sender_sleeping
   bool peer_exited_ = false;
   Status broken_;
 };

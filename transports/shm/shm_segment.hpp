@@ -64,8 +64,7 @@ struct CreatedSegment {
 Result<CreatedSegment> create_segment(const std::string& name, std::size_t bytes);
 
 /// Opens and maps an existing segment, whose size must be within [min_bytes, max_bytes].
-Result<Mapping> open_segment(const std::string& name, std::size_t min_bytes,
-                             std::size_t max_bytes);
+Result<Mapping> open_segment(const std::string& name, std::size_t min_bytes, std::size_t max_bytes);
 
 /// Removes `name` from /dev/shm; a name already gone is not an error.
 void unlink_segment(const std::string& name);

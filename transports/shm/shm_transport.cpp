@@ -121,8 +121,9 @@ Status ShmTransport::open_incoming(Handshake& h, Deadline deadline) {
   std::string segment = value.substr(0, space);
   std::string prefix = fmt::format("/loom-{:016x}-{}-{}-", comm_id_, h.peer, rank_);
   if (space == std::string::npos || segment.rfind(prefix, 0) != 0)
-    return make_error(ErrorCode::Mismatch, "rank {}: rank {} published a malformed shared-memory "
-                      "channel name", rank_, h.peer);
+    return make_error(ErrorCode::Mismatch,
+                      "rank {}: rank {} published a malformed shared-memory channel name", rank_,
+                      h.peer);
   LOOM_ASSIGN_OR_RETURN(h.info.doorbell, DoorbellAddress::from_name(value.substr(space + 1)));
   LOOM_ASSIGN_OR_RETURN(h.in, open_segment(segment, ChannelGeometry{kMinSlotBytes, 1}.total_bytes(),
                                            kMaxChannelBytes));
@@ -145,9 +146,8 @@ Status ShmTransport::open_incoming(Handshake& h, Deadline deadline) {
 Status ShmTransport::await_mapped(Handshake& h, Deadline deadline) {
   auto got = store_->get(key(rank_, h.peer) + "/mapped", deadline);
   if (!got.is_ok())
-    return got.status().with_context(
-        fmt::format("rank {}: waiting for rank {} to map our shared-memory channel", rank_,
-                    h.peer));
+    return got.status().with_context(fmt::format(
+        "rank {}: waiting for rank {} to map our shared-memory channel", rank_, h.peer));
   const auto& header = *reinterpret_cast<const ChannelHeader*>(h.out.mapping.data());
   if (std::string(got->begin(), got->end()) != h.out.name.str() ||
       header.mapped.load(std::memory_order_acquire) != 1)

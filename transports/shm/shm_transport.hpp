@@ -42,9 +42,8 @@ class ShmTransport {
  private:
   struct Handshake;
 
-  ShmTransport(int rank, int nranks, std::uint64_t comm_id,
-               std::shared_ptr<bootstrap::Store> store, ChannelGeometry geometry,
-               std::shared_ptr<Doorbell> doorbell);
+  ShmTransport(int rank, int nranks, std::uint64_t comm_id, std::shared_ptr<bootstrap::Store> store,
+               ChannelGeometry geometry, std::shared_ptr<Doorbell> doorbell);
   Status publish(Handshake& h);
   Status open_incoming(Handshake& h, Deadline deadline);
   Status await_mapped(Handshake& h, Deadline deadline);

@@ -1,0 +1,84 @@
+// Shared part of the baseline allreduce benchmarks (mpi-allreduce-perf, gloo-allreduce-perf):
+// command line, data pattern, timing loop and the nccl-tests style table that loom-perf prints,
+// so benchmarks/compare.py parses all of them alike. Each program supplies a Backend.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace loom::baselines {
+
+enum class Dtype { Float32, Float64 };
+
+std::string_view dtype_name(Dtype dtype) noexcept;
+std::size_t dtype_size(Dtype dtype) noexcept;
+
+struct Options {
+  std::size_t min_bytes = 8;
+  std::size_t max_bytes = std::size_t{32} << 20;
+  std::size_t step_factor = 2;  // used when step_bytes == 0
+  std::size_t step_bytes = 0;   // > 0: sizes grow by this many bytes instead
+  int iters = 20;
+  int warmup = 5;
+  bool check = true;
+  std::vector<Dtype> dtypes{Dtype::Float32};
+  bool run_out_of_place = true;
+  bool run_in_place = true;
+  bool help = false;
+  std::string store_dir;  // --store-dir (gloo-allreduce-perf only)
+};
+
+/// A bad command line: print the message and the usage, exit with status 2.
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// Parses the loom-perf flags -b -e -f -i -n -w -c -d -o (sum only), --inplace-only,
+/// --outofplace-only, -h; and --store-dir DIR when `with_store_dir`. Throws UsageError.
+Options parse_options(int argc, const char* const* argv, bool with_store_dir);
+std::string usage_text(std::string_view program, bool with_store_dir);
+/// The sizes to run, in bytes, as loom-perf computes them.
+std::vector<std::size_t> size_list(const Options& options);
+
+/// One rank's "# Rank r Pid p on host" record, exchanged with an allgather.
+struct RankRecord {
+  std::int32_t rank = 0;
+  std::int32_t pid = 0;
+  std::array<char, 56> host{};
+};
+static_assert(sizeof(RankRecord) == 64);
+RankRecord my_rank_record(int rank);
+
+/// The communication library under test. All calls are blocking and collective.
+class Backend {
+ public:
+  Backend() = default;
+  Backend(const Backend&) = delete;
+  Backend& operator=(const Backend&) = delete;
+  virtual ~Backend() = default;
+
+  [[nodiscard]] virtual int rank() const = 0;
+  [[nodiscard]] virtual int size() const = 0;
+  /// Shown in the first header line, e.g. "Open MPI v4.1.4".
+  [[nodiscard]] virtual std::string description() const = 0;
+  /// Sum-allreduce of `count` elements; `in == out` asks for the in-place variant.
+  virtual void allreduce(const void* in, void* out, std::size_t count, Dtype dtype) = 0;
+  virtual void barrier() = 0;
+  /// Sums one value over all ranks (for times and error counts).
+  virtual double sum(double value) = 0;
+  virtual std::uint64_t sum(std::uint64_t value) = 0;
+  /// Every rank's record, in rank order.
+  virtual std::vector<RankRecord> allgather(const RankRecord& mine) = 0;
+};
+
+/// Runs every size and dtype, printing the table on rank 0. Returns the exit status:
+/// 0 when every check passed, 1 when some element was wrong.
+int run_benchmark(Backend& backend, const Options& options, std::string_view program);
+
+}  // namespace loom::baselines

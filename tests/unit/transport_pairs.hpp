@@ -1,0 +1,185 @@
+// Connected pairs of transport Connections for the conformance suite (fabtests style: the same
+// tests run against every transport). Two ranks are two threads of this process; they meet in an
+// InMemoryStore. Requests are driven like the executor drives them: test until nothing
+// progresses, then prepare_wait() and poll(2) on the returned descriptors, with no timeout
+// shorter than the test's deadline, so a lost wake-up fails the test instead of hiding.
+#pragma once
+
+#include <dirent.h>
+#include <poll.h>
+
+#include <array>
+#include <cerrno>
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bootstrap/memory_store.hpp"
+#include "common/deadline.hpp"
+#include "common/socket.hpp"
+#include "transports/connection.hpp"
+#include "transports/shm/shm_transport.hpp"
+#include "transports/tcp/tcp_transport.hpp"
+
+namespace loom::test {
+
+inline const std::vector<std::string>& transport_kinds() {
+  static const std::vector<std::string> kinds = {"tcp", "shm"};
+  return kinds;
+}
+
+inline std::uint64_t random_comm_id() {
+  std::random_device rd;
+  return (static_cast<std::uint64_t>(rd()) << 32) | rd();
+}
+
+struct PairOptions {
+  // Small rings by default, so messages span many slots and the rings wrap around often.
+  transport::shm::ShmOptions shm{16 << 10, 4};
+  transport::tcp::TcpOptions tcp{};
+};
+
+/// Runs fn(0) and fn(1) on two threads and returns both results.
+inline std::array<Status, 2> run_ranks(const std::function<Status(int)>& fn) {
+  std::array<Status, 2> out;
+  std::thread t([&] { out[1] = fn(1); });
+  out[0] = fn(0);
+  t.join();
+  return out;
+}
+
+/// Two ranks' transports of one kind, connected to each other.
+class TransportPair {
+ public:
+  static Result<std::unique_ptr<TransportPair>> create(const std::string& kind,
+                                                       PairOptions options = {}) {
+    std::unique_ptr<TransportPair> p(new TransportPair(kind));
+    Deadline deadline = Deadline::after(std::chrono::seconds(20));
+    if (kind == "tcp") {
+      LOOM_RETURN_IF_ERROR(p->listen_tcp(options.tcp));
+    } else if (kind == "shm") {
+      for (int r = 0; r < 2; ++r) {
+        LOOM_ASSIGN_OR_RETURN(p->shm_[r], transport::shm::ShmTransport::create(
+                                              r, 2, p->comm_id_, p->store_, options.shm));
+      }
+    } else {
+      return make_error(ErrorCode::InvalidArgument, "unknown transport '{}'", kind);
+    }
+    auto st = run_ranks([&](int r) { return p->ensure(r, deadline); });
+    LOOM_RETURN_IF_ERROR(st[0]);
+    LOOM_RETURN_IF_ERROR(st[1]);
+    return p;
+  }
+
+  [[nodiscard]] const std::string& kind() const { return kind_; }
+  [[nodiscard]] std::uint64_t comm_id() const { return comm_id_; }
+  [[nodiscard]] transport::Connection& conn(int rank) const {
+    auto r = static_cast<std::size_t>(rank);
+    return kind_ == "tcp" ? *tcp_[r]->get(1 - rank) : *shm_[r]->get(1 - rank);
+  }
+  /// Destroys `rank`'s transport, as if the rank went away.
+  void destroy(int rank) {
+    tcp_[static_cast<std::size_t>(rank)].reset();
+    shm_[static_cast<std::size_t>(rank)].reset();
+  }
+
+ private:
+  explicit TransportPair(std::string kind)
+      : kind_(std::move(kind)),
+        comm_id_(random_comm_id()),
+        store_(std::make_shared<bootstrap::InMemoryStore>()) {}
+
+  Status listen_tcp(const transport::tcp::TcpOptions& options) {
+    LOOM_ASSIGN_OR_RETURN(net::SocketAddress any, net::resolve("127.0.0.1:0"));
+    std::vector<net::SocketAddress> addrs;
+    for (auto& t : tcp_) {
+      LOOM_ASSIGN_OR_RETURN(t, transport::tcp::TcpTransport::listen(static_cast<int>(addrs.size()),
+                                                                    2, comm_id_, any, options));
+      addrs.push_back(t->address());
+    }
+    for (auto& t : tcp_) t->set_peer_addresses(addrs);
+    return Status::ok();
+  }
+
+  Status ensure(int rank, Deadline deadline) {
+    auto r = static_cast<std::size_t>(rank);
+    return kind_ == "tcp" ? tcp_[r]->ensure({1 - rank}, deadline)
+                          : shm_[r]->ensure({1 - rank}, deadline);
+  }
+
+  std::string kind_;
+  std::uint64_t comm_id_;
+  std::shared_ptr<bootstrap::InMemoryStore> store_;
+  std::array<std::unique_ptr<transport::tcp::TcpTransport>, 2> tcp_;
+  std::array<std::unique_ptr<transport::shm::ShmTransport>, 2> shm_;
+};
+
+/// What the executor does when nothing progressed: prepare_wait(), then poll until woken or
+/// `deadline`. Counts the polls in `*blocked` if given.
+inline Status block(transport::Connection& c, Deadline deadline, std::size_t* blocked = nullptr) {
+  std::vector<pollfd> fds;
+  if (!c.prepare_wait(fds)) return Status::ok();
+  if (fds.empty()) {
+    std::this_thread::yield();
+    return Status::ok();
+  }
+  if (blocked != nullptr) ++*blocked;
+  if (::poll(fds.data(), fds.size(), deadline.poll_timeout_ms(3'600'000)) < 0 && errno != EINTR)
+    return system_error(errno, "poll");
+  return Status::ok();
+}
+
+/// A request-posting step for drive(): posts one request on the connection.
+using PostFn = std::function<Result<transport::Request>()>;
+
+/// Posts `posts` in order with at most `window` outstanding, tests them until every one has
+/// completed, and blocks (see block()) whenever a round makes no progress. Returns the first
+/// error, or Timeout at `deadline`.
+inline Status drive(transport::Connection& c, const std::vector<PostFn>& posts, std::size_t window,
+                    Deadline deadline, std::size_t* blocked = nullptr) {
+  std::vector<transport::Request> inflight;
+  std::size_t next = 0;
+  while (next < posts.size() || !inflight.empty()) {
+    bool progressed = false;
+    while (next < posts.size() && inflight.size() < window) {
+      LOOM_ASSIGN_OR_RETURN(transport::Request r, posts[next++]());
+      inflight.push_back(r);
+      progressed = true;
+    }
+    for (auto it = inflight.begin(); it != inflight.end();) {
+      LOOM_ASSIGN_OR_RETURN(bool done, c.test(*it));
+      it = done ? inflight.erase(it) : it + 1;
+      progressed = progressed || done;
+    }
+    if (progressed || (next == posts.size() && inflight.empty())) continue;
+    if (deadline.expired())
+      return make_error(ErrorCode::Timeout, "{}: {} requests still pending at the deadline",
+                        c.name(), inflight.size() + posts.size() - next);
+    LOOM_RETURN_IF_ERROR(block(c, deadline, blocked));
+  }
+  return Status::ok();
+}
+
+/// Tests already-posted requests until all complete (see drive()).
+inline Status wait_all(transport::Connection& c, const std::vector<transport::Request>& reqs,
+                       Deadline deadline, std::size_t* blocked = nullptr) {
+  std::vector<PostFn> posts;
+  for (const auto& r : reqs) posts.emplace_back([r]() -> Result<transport::Request> { return r; });
+  return drive(c, posts, posts.size(), deadline, blocked);
+}
+
+/// Entries of /dev/shm left by communicator `comm_id` ("loom-<comm_id hex>-...").
+inline std::vector<std::string> shm_leftovers(std::uint64_t comm_id) {
+  std::vector<std::string> out;
+  std::string prefix = fmt::format("loom-{:016x}-", comm_id);
+  std::unique_ptr<DIR, int (*)(DIR*)> dir(::opendir("/dev/shm"), &::closedir);
+  if (!dir) return out;
+  while (dirent* e = ::readdir(dir.get()))
+    if (std::string(e->d_name).rfind(prefix, 0) == 0) out.emplace_back(e->d_name);
+  return out;
+}
+
+}  // namespace loom::test
