@@ -26,8 +26,7 @@ ShmConnection::ShmConnection(int self_rank, std::uint64_t comm_id, ShmPeer peer,
       peer_(std::move(peer)),
       out_(std::move(out)),
       in_(std::move(in)),
-      bell_(std::move(doorbell)),
-      ops_(kMaxOps) {}
+      bell_(std::move(doorbell)) {}
 
 ShmConnection::~ShmConnection() {
   out_.header().sender_closed.store(1, std::memory_order_release);
@@ -52,15 +51,9 @@ Status ShmConnection::fail(Status why) {
 
 Result<ShmConnection::Op*> ShmConnection::allocate(OpKind kind) {
   if (!broken_.is_ok()) return broken_;
-  std::uint64_t id = next_id_;
-  Op& op = ops_[id % kMaxOps];
-  if (op.id != 0)
-    return make_error(ErrorCode::Internal, "{}: more than {} requests outstanding", who(), kMaxOps);
-  ++next_id_;
-  op = Op{};
-  op.id = id;
-  op.kind = kind;
-  return &op;
+  LOOM_ASSIGN_OR_RETURN(Op * op, ops_.allocate(who()));
+  op->kind = kind;
+  return op;
 }
 
 // Every use of the connection ends a wait cycle and withdraws our sleeping flags: we are awake.
@@ -131,9 +124,8 @@ Result<Request> ShmConnection::irecv_reduce(const ReduceInto& into, std::size_t 
 }
 
 Result<bool> ShmConnection::test(const Request& request) {
-  Op& op = ops_[request.id % kMaxOps];
-  if (op.id != request.id)
-    return make_error(ErrorCode::Internal, "{}: unknown request {}", who(), request.id);
+  LOOM_ASSIGN_OR_RETURN(Op * found, ops_.find(request, who()));
+  Op& op = *found;
   touch();
   if (!op.complete) {
     if (!broken_.is_ok()) return broken_;
@@ -141,7 +133,7 @@ Result<bool> ShmConnection::test(const Request& request) {
     if (!st.is_ok()) return fail(st);
   }
   if (!op.complete) return false;
-  op.id = 0;
+  ops_.release(op);
   return true;
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "transports/connection.hpp"
+#include "transports/request_table.hpp"
 #include "transports/shm/channel.hpp"
 #include "transports/shm/doorbell.hpp"
 #include "transports/shm/peer_process.hpp"
@@ -45,8 +46,6 @@ class ShmConnection final : public Connection {
   bool prepare_wait(std::vector<pollfd>& fds) override;
 
  private:
-  static constexpr std::size_t kMaxOps = 1024;  // outstanding requests per connection
-
   enum class OpKind : std::uint8_t { Send, Recv, RecvReduce };
   struct Op {
     std::uint64_t id = 0;  // 0: free
@@ -81,10 +80,9 @@ class ShmConnection final : public Connection {
   Channel out_;
   Channel in_;
   std::shared_ptr<Doorbell> bell_;
-  std::vector<Op> ops_;
+  RequestTable<Op> ops_;
   std::deque<Op*> sendq_;
   std::deque<Op*> recvq_;
-  std::uint64_t next_id_ = 1;
   std::uint64_t head_ = 0;       // outgoing: slots published (we are the only producer)
   std::uint64_t tail_seen_ = 0;  // outgoing: the consumer's tail as last read
   std::uint64_t tail_ = 0;       // incoming: slots consumed (we are the only consumer)

@@ -21,7 +21,7 @@ bool would_block(int e) {
 
 TcpConnection::TcpConnection(int self_rank, int peer, std::uint64_t comm_id,
                              std::vector<net::Fd> sockets)
-    : self_(self_rank), peer_(peer), comm_id_(comm_id), ops_(kMaxOps) {
+    : self_(self_rank), peer_(peer), comm_id_(comm_id) {
   sockets_.reserve(sockets.size());
   for (auto& fd : sockets) sockets_.push_back(Socket{std::move(fd), {}, {}});
 }
@@ -40,17 +40,11 @@ Status TcpConnection::fail(Status why) {
 
 Result<TcpConnection::Op*> TcpConnection::allocate(bool is_send) {
   if (!broken_.is_ok()) return broken_;
-  std::uint64_t id = next_id_;
-  Op& op = ops_[id % kMaxOps];
-  if (op.id != 0)
-    return make_error(ErrorCode::Internal, "{}: more than {} requests outstanding", who(), kMaxOps);
-  ++next_id_;
-  op = Op{};
-  op.id = id;
-  op.is_send = is_send;
+  LOOM_ASSIGN_OR_RETURN(Op * op, ops_.allocate(who()));
+  op->is_send = is_send;
   std::uint64_t n = is_send ? sends_posted_++ : recvs_posted_++;
-  op.socket = static_cast<std::size_t>(n % sockets_.size());
-  return &op;
+  op->socket = static_cast<std::size_t>(n % sockets_.size());
+  return op;
 }
 
 Result<Request> TcpConnection::isend(const MemRegion& region, std::size_t off, std::size_t len,
@@ -80,9 +74,8 @@ Result<Request> TcpConnection::irecv(const MemRegion& region, std::size_t off, s
 }
 
 Result<bool> TcpConnection::test(const Request& request) {
-  Op& op = ops_[request.id % kMaxOps];
-  if (op.id != request.id)
-    return make_error(ErrorCode::Internal, "{}: unknown request {}", who(), request.id);
+  LOOM_ASSIGN_OR_RETURN(Op * found, ops_.find(request, who()));
+  Op& op = *found;
   if (!op.complete) {
     if (!broken_.is_ok()) return broken_;
     Socket& s = sockets_[op.socket];
@@ -90,7 +83,7 @@ Result<bool> TcpConnection::test(const Request& request) {
     if (!st.is_ok()) return fail(st);
   }
   if (!op.complete) return false;
-  op.id = 0;  // the slot is free again
+  ops_.release(op);
   return true;
 }
 

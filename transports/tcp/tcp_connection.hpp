@@ -9,6 +9,7 @@
 
 #include "common/socket.hpp"
 #include "transports/connection.hpp"
+#include "transports/request_table.hpp"
 #include "transports/tcp/wire.hpp"
 
 namespace loom::transport::tcp {
@@ -28,8 +29,6 @@ class TcpConnection final : public Connection {
   bool prepare_wait(std::vector<pollfd>& fds) override;
 
  private:
-  static constexpr std::size_t kMaxOps = 1024;  // outstanding requests per connection
-
   struct Op {
     std::uint64_t id = 0;  // 0: free slot
     bool is_send = false;
@@ -59,8 +58,7 @@ class TcpConnection final : public Connection {
   int peer_;
   std::uint64_t comm_id_;
   std::vector<Socket> sockets_;
-  std::vector<Op> ops_;
-  std::uint64_t next_id_ = 1;
+  RequestTable<Op> ops_;
   std::uint64_t sends_posted_ = 0;
   std::uint64_t recvs_posted_ = 0;
   Status broken_;
