@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake ninja-build pkg-config git
+  build-essential ccache cmake ninja-build pkg-config git
   libspdlog-dev libfmt-dev catch2
   libhwloc-dev libfabric-dev libfabric-bin nlohmann-json3-dev
   openmpi-bin libopenmpi-dev libgloo-dev
