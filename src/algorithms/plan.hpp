@@ -53,6 +53,19 @@ struct Plan {
 
 inline constexpr std::uint32_t kNoStep = 0xffffffffu;
 
+inline Step send_to(int peer, Span src) {
+  return {StepKind::Send, peer, {}, src, {}, 0, 0};
+}
+inline Step recv_from(int peer, Span dst) {
+  return {StepKind::Recv, peer, dst, {}, {}, 0, 0};
+}
+inline Step reduce_into(Span dst, Span a, Span b) {
+  return {StepKind::Reduce, -1, dst, a, b, 0, 0};
+}
+inline Step copy_into(Span dst, Span src) {
+  return {StepKind::Copy, -1, dst, src, {}, 0, 0};
+}
+
 /// Splits `count` elements into `parts` nearly equal contiguous blocks; returns block `i` as
 /// [first element, element count). The first (count % parts) blocks get one extra element.
 struct Block {
