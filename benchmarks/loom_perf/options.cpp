@@ -18,7 +18,7 @@ struct FlagSpec {
   bool has_short;
 };
 
-constexpr std::array<FlagSpec, 14> kFlags = {{
+constexpr std::array<FlagSpec, 17> kFlags = {{
     {'b', "minbytes", true, true},
     {'e', "maxbytes", true, true},
     {'f', "stepfactor", true, true},
@@ -33,6 +33,9 @@ constexpr std::array<FlagSpec, 14> kFlags = {{
     {'h', "help", false, true},
     {'I', "inplace-only", false, false},
     {'O', "outofplace-only", false, false},
+    {'A', "algo", true, false},
+    {'C', "calibrate", false, false},
+    {'D', "deterministic", false, false},
 }};
 
 constexpr std::array<std::string_view, kNumDataTypes> kDtypeNames = {
@@ -149,6 +152,9 @@ void apply_flag(Options& opt, const FlagSpec& spec, std::string_view value) {
     case 'h': opt.help = true; break;
     case 'I': opt.run_out_of_place = false; break;
     case 'O': opt.run_in_place = false; break;
+    case 'A': opt.algo = std::string(value); break;
+    case 'C': opt.calibrate = true; break;
+    case 'D': opt.deterministic = true; break;
     default: break;
   }
 }
@@ -287,6 +293,7 @@ Options parse_options(int argc, const char* const* argv) {
     apply_flag(opt, spec, value.value_or(""));
   }
   if (opt.help) return opt;
+  if (!coll && opt.calibrate) coll = Coll::AllReduce;
   if (!coll) throw UsageError("missing the collective to run");
   opt.coll = *coll;
   validate(opt);
@@ -311,6 +318,11 @@ std::string usage_text(std::string_view program) {
       "  -a, --average 0/1/2/3     time reported: 0 rank 0, 1 average (default), 2 min, 3 max\n"
       "      --inplace-only        run only the in-place variant\n"
       "      --outofplace-only     run only the out-of-place variant\n"
+      "      --algo NAME           LOOM_ALGO for this run: auto, ring, tree, or per collective\n"
+      "                            (allreduce:tree,broadcast:ring)\n"
+      "      --deterministic       LOOM_DETERMINISTIC=1 for this run\n"
+      "      --calibrate           measure the cost model's constants on this machine and\n"
+      "                            print them as LOOM_TUNING=... (no COLLECTIVE needed)\n"
       "  -h, --help                print this help\n"
       "Run under `loomrun -n N {} ...`; without a launcher environment it runs as one rank.\n",
       program, program);

@@ -56,6 +56,9 @@ struct Options {
   bool run_out_of_place = true;
   bool run_in_place = true;
   bool help = false;
+  std::string algo;            // --algo: LOOM_ALGO for the communicator ("" = as configured)
+  bool deterministic = false;  // --deterministic
+  bool calibrate = false;      // --calibrate: measure the cost model's constants instead
 };
 
 /// A bad command line; main prints the message and the usage and exits with status 2.

@@ -15,10 +15,14 @@ struct CommOptions {
   std::optional<std::chrono::milliseconds> timeout;
   /// Overrides for any LOOM_* setting, by name, e.g. {"LOOM_SOCKETS_PER_PEER", "4"}.
   std::map<std::string, std::string> settings;
+  /// Bitwise-reproducible reductions (LOOM_DETERMINISTIC): every element is reduced in rank
+  /// order 0..n-1 whatever the algorithm, chunk size or topology.
+  std::optional<bool> deterministic;
 };
 
-/// Algorithm hint for one call; Auto lets loom's selector choose.
-enum class Algorithm { Auto = 0, Ring };
+/// Algorithm hint for one call; Auto lets loom's selector choose (LOOM_ALGO). A hint for a
+/// collective without that schedule (tree: allreduce, broadcast, reduce) is ignored.
+enum class Algorithm { Auto = 0, Ring, Tree };
 
 /// Per-call options. Default-constructed options mean "as configured".
 struct CollOptions {

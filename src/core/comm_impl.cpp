@@ -7,7 +7,9 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "algorithms/deterministic.hpp"
 #include "algorithms/ring.hpp"
+#include "algorithms/tree.hpp"
 #include "core/collective_task.hpp"
 #include "core/job_layout.hpp"
 #include "log/log.hpp"
@@ -36,8 +38,9 @@ Result<CommSettings> CommSettings::from(const config::Config& cfg) {
   if (s.tcp.sockets_per_peer < 1 || s.tcp.sockets_per_peer > 16)
     return make_error(ErrorCode::InvalidUsage, "LOOM_SOCKETS_PER_PEER={} is outside [1, 16]",
                       s.tcp.sockets_per_peer);
-  if (s.algo != "auto" && s.algo != "ring")
-    return make_error(ErrorCode::InvalidUsage, "LOOM_ALGO='{}' is not one of: auto, ring", s.algo);
+  LOOM_ASSIGN_OR_RETURN(s.policy, select::Policy::parse(s.algo));
+  LOOM_ASSIGN_OR_RETURN(s.tuning, select::tuning_from(cfg));
+  s.deterministic = cfg.get_bool("LOOM_DETERMINISTIC");
   return s;
 }
 
@@ -95,6 +98,7 @@ Status CommImpl::init(std::unique_ptr<transport::tcp::TcpTransport> tcp, Deadlin
   transports_ = std::make_unique<PeerTransports>(rank_, layout.transport_of, std::move(tcp),
                                                  std::move(shm));
   ring_ = layout.ring;
+  describe_shape(layout);
   if (nranks_ > 1) {
     auto pos = static_cast<std::size_t>(std::find(ring_.begin(), ring_.end(), rank_) - ring_.begin());
     std::size_t n = ring_.size();
@@ -126,7 +130,53 @@ std::uint8_t* CommImpl::scratch(std::size_t bytes) {
   return scratch_.get();
 }
 
-algo::Plan CommImpl::make_plan(const core::OpDesc& op) const {
+// The job's shape for the cost model and the per-host trees: hosts in ring order, each host's
+// ranks in ring order.
+void CommImpl::describe_shape(const JobLayout& layout) {
+  const topo::Topology& t = layout.topology;
+  std::vector<int> host_index(static_cast<std::size_t>(t.nhosts()), -1);
+  for (int r : ring_) {
+    int h = t.host_of(r);
+    if (h < 0) h = 0;
+    if (host_index[static_cast<std::size_t>(h)] < 0) {
+      host_index[static_cast<std::size_t>(h)] = static_cast<int>(hosts_.size());
+      hosts_.emplace_back();
+    }
+    hosts_[static_cast<std::size_t>(host_index[static_cast<std::size_t>(h)])].push_back(r);
+  }
+  shape_.nranks = nranks_;
+  shape_.nhosts = static_cast<int>(hosts_.size());
+  for (std::size_t h = 0; h < hosts_.size(); ++h) {
+    shape_.per_host = std::max(shape_.per_host, static_cast<int>(hosts_[h].size()));
+    int pus = t.hosts.size() > h ? t.hosts[h].pus : 0;
+    if (pus > 0) shape_.cores = shape_.cores == 0 ? pus : std::min(shape_.cores, pus);
+  }
+}
+
+namespace {
+
+select::Coll coll_of(core::CollKind k) {
+  switch (k) {
+    case core::CollKind::AllGather: return select::Coll::AllGather;
+    case core::CollKind::ReduceScatter: return select::Coll::ReduceScatter;
+    case core::CollKind::Broadcast: return select::Coll::Broadcast;
+    case core::CollKind::Reduce: return select::Coll::Reduce;
+    default: return select::Coll::AllReduce;
+  }
+}
+
+}  // namespace
+
+void CommImpl::log_decision(const core::OpDesc& op, const select::Decision& d, std::size_t bytes) {
+  std::uint64_t size_class = 0;
+  while ((std::size_t{1} << size_class) < bytes) ++size_class;
+  std::uint64_t key = (static_cast<std::uint64_t>(op.kind) << 16) | (size_class << 4) |
+                      static_cast<std::uint64_t>(d.algo);
+  if (!logged_.insert(key).second) return;
+  LOOM_LOG_INFO(Coll, "rank {}: {}", rank_, d.describe(coll_of(op.kind), bytes, shape_));
+}
+
+algo::Plan CommImpl::make_plan(const core::OpDesc& op, const CollOptions& opts) {
   if (op.kind == core::CollKind::Barrier) return algo::dissemination_barrier(rank_, nranks_);
   algo::RingParams p;
   p.rank = rank_;
@@ -138,6 +188,36 @@ algo::Plan CommImpl::make_plan(const core::OpDesc& op) const {
   p.in_place = op.in_place(rank_);
   p.root = op.root;
   p.order = ring_;
+  if (settings_.deterministic && op.has_redop()) {
+    switch (op.kind) {
+      case core::CollKind::AllReduce: return algo::deterministic_allreduce(p);
+      case core::CollKind::ReduceScatter: return algo::deterministic_reduce_scatter(p);
+      default: return algo::deterministic_reduce(p);
+    }
+  }
+  const select::Coll coll = coll_of(op.kind);
+  std::optional<select::Algo> forced = settings_.policy.for_coll(coll);
+  if (opts.algorithm == Algorithm::Ring) forced = select::Algo::Ring;
+  if (opts.algorithm == Algorithm::Tree) forced = select::Algo::Tree;
+  const std::size_t bytes = std::max(op.send_bytes(nranks_), op.recv_bytes(nranks_));
+  select::Decision d = select::choose(coll, bytes, shape_, settings_.tuning,
+                                      {settings_.chunk_bytes, settings_.depth}, forced);
+  log_decision(op, d, bytes);
+  if (d.algo == select::Algo::Tree) {
+    algo::TreeParams t;
+    t.rank = rank_;
+    t.nranks = nranks_;
+    if (hosts_.size() > 1 && static_cast<int>(hosts_.size()) < nranks_) t.hosts = hosts_;
+    t.count = op.count;
+    t.elem_size = p.elem_size;
+    t.chunk_bytes = p.chunk_bytes;
+    t.depth = p.depth;
+    t.in_place = p.in_place;
+    t.root = op.root;
+    if (op.kind == core::CollKind::AllReduce) return algo::tree_allreduce(t);
+    if (op.kind == core::CollKind::Broadcast) return algo::tree_broadcast(t);
+    if (op.kind == core::CollKind::Reduce) return algo::tree_reduce(t);
+  }
   switch (op.kind) {
     case core::CollKind::AllReduce: return algo::ring_allreduce(p);
     case core::CollKind::AllGather: return algo::ring_allgather(p);
@@ -154,7 +234,7 @@ Work CommImpl::submit(core::OpDesc op, const CollOptions& opts) {
   op.seq = next_seq_++;
   throw_if_error(core::validate(op, rank_, nranks_));
   algo::Plan plan =
-      op.count == 0 && op.kind != core::CollKind::Barrier ? algo::Plan{} : make_plan(op);
+      op.count == 0 && op.kind != core::CollKind::Barrier ? algo::Plan{} : make_plan(op, opts);
   if (plan.steps.empty()) {
     auto done = std::make_shared<OpState>();
     done->done = true;

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <vector>
 
 #include "algorithms/plan.hpp"
@@ -16,10 +17,13 @@
 #include "loom/options.hpp"
 #include "loom/work.hpp"
 #include "core/peer_transports.hpp"
+#include "selector/selector.hpp"
 #include "transports/shm/shm_transport.hpp"
 #include "transports/tcp/tcp_transport.hpp"
 
 namespace loom::detail {
+
+struct JobLayout;
 
 /// Settings the communicator reads once, at creation.
 struct CommSettings {
@@ -30,6 +34,9 @@ struct CommSettings {
   transport::tcp::TcpOptions tcp;
   transport::shm::ShmOptions shm;
   std::string algo = "auto";
+  select::Policy policy;  // LOOM_ALGO
+  select::Tuning tuning;  // LOOM_TUNE_*, LOOM_TUNING
+  bool deterministic = false;
 
   static Result<CommSettings> from(const config::Config& cfg);
 };
@@ -65,7 +72,9 @@ class CommImpl {
  private:
   CommImpl(CommSetup setup, CommSettings settings);
   Status init(std::unique_ptr<transport::tcp::TcpTransport> tcp, Deadline deadline);
-  [[nodiscard]] algo::Plan make_plan(const core::OpDesc& op) const;
+  void describe_shape(const JobLayout& layout);
+  algo::Plan make_plan(const core::OpDesc& op, const CollOptions& opts);
+  void log_decision(const core::OpDesc& op, const select::Decision& d, std::size_t bytes);
 
   int rank_;
   int nranks_;
@@ -76,6 +85,9 @@ class CommImpl {
   std::unique_ptr<bootstrap::TcpStoreServer> server_;
   std::unique_ptr<PeerTransports> transports_;
   std::vector<int> ring_;  // topology-aware ring order
+  std::vector<std::vector<int>> hosts_;  // ranks per host, in ring order (per-host trees)
+  select::Shape shape_;                  // for the cost model
+  std::set<std::uint64_t> logged_;       // (collective, size class, algorithm) already logged
   std::unique_ptr<std::uint8_t, void (*)(void*)> scratch_{nullptr, nullptr};
   std::size_t scratch_bytes_ = 0;
   std::uint64_t next_seq_ = 0;

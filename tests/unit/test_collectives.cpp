@@ -169,3 +169,25 @@ TEST_CASE("collectives: small chunks and four sockets and deep pipeline", "[coll
       4,
       {{"LOOM_CHUNK_SIZE", "256"}, {"LOOM_SOCKETS_PER_PEER", "4"}, {"LOOM_PIPELINE_DEPTH", "8"}});
 }
+
+// Issue 4: every collective under each forced algorithm and in deterministic mode.
+TEST_CASE("collectives: full matrix with LOOM_ALGO=tree at 3 ranks", "[collectives][tree]") {
+  run_matrix(3, {{"LOOM_ALGO", "tree"}, {"LOOM_CHUNK_SIZE", "256"}});
+}
+TEST_CASE("collectives: full matrix with LOOM_ALGO=tree at 5 ranks", "[collectives][tree]") {
+  run_matrix(5, {{"LOOM_ALGO", "tree"}});
+}
+TEST_CASE("collectives: full matrix with LOOM_ALGO=tree at 8 ranks", "[collectives][tree]") {
+  run_matrix(8, {{"LOOM_ALGO", "tree"}, {"LOOM_PIPELINE_DEPTH", "1"}});
+}
+TEST_CASE("collectives: full matrix with per-collective LOOM_ALGO", "[collectives][tree]") {
+  run_matrix(4, {{"LOOM_ALGO", "allreduce:tree,broadcast:ring,reduce:tree"}});
+}
+TEST_CASE("collectives: full matrix in deterministic mode at 3 ranks",
+          "[collectives][deterministic]") {
+  run_matrix(3, {{"LOOM_DETERMINISTIC", "1"}, {"LOOM_CHUNK_SIZE", "128"}});
+}
+TEST_CASE("collectives: full matrix in deterministic mode at 5 ranks",
+          "[collectives][deterministic]") {
+  run_matrix(5, {{"LOOM_DETERMINISTIC", "1"}, {"LOOM_ALGO", "tree"}});
+}

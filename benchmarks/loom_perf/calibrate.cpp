@@ -1,0 +1,98 @@
+#include "benchmarks/loom_perf/calibrate.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "kernels/host/reduce.hpp"
+
+namespace loom::perf {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Seconds per call of `fn` (after `warmup` calls), the slowest rank's.
+double time_per_call(Communicator& comm, int warmup, int iters, const std::function<void()>& fn) {
+  for (int i = 0; i < warmup; ++i) fn();
+  comm.barrier().wait();
+  auto t0 = Clock::now();
+  for (int i = 0; i < iters; ++i) fn();
+  double local = std::chrono::duration<double>(Clock::now() - t0).count() / iters;
+  double slowest = 0;
+  comm.allreduce(&local, &slowest, 1, DataType::Float64, RedOp::Max).wait();
+  return slowest;
+}
+
+// Bytes of reduction output per second of the host kernel (fp32 sum, 8 MiB operands).
+double reduce_gbps() {
+  const std::size_t count = std::size_t{2} << 20;
+  std::vector<float> a(count, 1.0f), b(count, 2.0f), d(count);
+  kernels::reduce(DataType::Float32, RedOp::Sum, d.data(), a.data(), b.data(), count);
+  double best = 1e30;
+  for (int rep = 0; rep < 8; ++rep) {
+    auto t0 = Clock::now();
+    kernels::reduce(DataType::Float32, RedOp::Sum, d.data(), a.data(), b.data(), count);
+    best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  return static_cast<double>(count * 4) / best / 1e9;
+}
+
+bool one_host(Communicator& comm) {
+  char name[256] = {};
+  ::gethostname(name, sizeof name - 1);
+  std::uint64_t h = std::hash<std::string>{}(name) >> 1, lo = 0, hi = 0;
+  comm.allreduce(&h, &lo, 1, DataType::Uint64, RedOp::Min).wait();
+  comm.allreduce(&h, &hi, 1, DataType::Uint64, RedOp::Max).wait();
+  return lo == hi;
+}
+
+}  // namespace
+
+int calibrate(Communicator& comm, const Options& options) {
+  const int n = comm.size();
+  const bool print = comm.rank() == 0;
+  const double red = reduce_gbps();
+  if (n < 2) {
+    if (print)
+      fmt::print("# one rank: only the reduction is measured\nLOOM_TUNING=reduce_gbps={:.3g}\n",
+                 red);
+    return 0;
+  }
+  CollOptions ring;
+  ring.algorithm = Algorithm::Ring;
+  float small[2] = {1, 2}, small_out[2];
+  const int iters = std::max(options.iters, 50);
+  const double t_small = time_per_call(comm, options.warmup, iters, [&] {
+    comm.allreduce(small, small_out, 2, DataType::Float32, RedOp::Sum, ring).wait();
+  });
+  const double alpha_us = t_small * 1e6 / (2.0 * (n - 1));
+  const std::size_t total =
+      std::clamp<std::size_t>(options.max_bytes, 1 << 20, std::size_t{64} << 20);
+  const std::size_t per_rank = total / static_cast<std::size_t>(n) / 4;
+  std::vector<float> mine(per_rank, 1.0f), all(per_rank * static_cast<std::size_t>(n));
+  const double t_big = time_per_call(comm, 1, 5, [&] {
+    comm.allgather(mine.data(), all.data(), per_rank, DataType::Float32, ring).wait();
+  });
+  const double moved = static_cast<double>(per_rank * 4) * (n - 1);
+  const double wire = std::max(t_big - (n - 1) * alpha_us * 1e-6, t_big * 0.1);
+  const double gbps = moved / wire / 1e9;
+  const char* link = one_host(comm) ? "intra" : "inter";
+  if (print) {
+    fmt::print("# loom-perf --calibrate: {} ranks, {} link (ring schedules)\n", n, link);
+    fmt::print("#   ring allreduce of 8 B: {:.1f} us = 2 x {} messages -> alpha {:.2f} us\n",
+               t_small * 1e6, n - 1, alpha_us);
+    fmt::print("#   ring allgather of {} B: {:.3f} ms -> {:.3f} GB/s per link\n",
+               per_rank * 4 * static_cast<std::size_t>(n), t_big * 1e3, gbps);
+    fmt::print("#   host reduction (fp32 sum): {:.3f} GB/s\n", red);
+    fmt::print("LOOM_TUNING={0}_alpha_us={1:.3g},{0}_gbps={2:.3g},reduce_gbps={3:.3g}\n", link,
+               alpha_us, gbps, red);
+  }
+  return 0;
+}
+
+}  // namespace loom::perf

@@ -1,0 +1,45 @@
+// Modelled clusters for loom-sim: hosts x ranks per host, per-link latency and bandwidth, a
+// per-host NIC, and the cost model's predictions of ring, tree and the selector's pick on them.
+// The schedules' shapes come from the real plan builders (the trees' depth from the same
+// double-binary-tree code the library runs), the times from the selector's cost model.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.hpp"
+#include "selector/cost_model.hpp"
+
+namespace loom::select {
+
+struct Cluster {
+  std::string name;
+  std::string description;
+  int per_host = 1;  // ranks per host (0: all ranks on one host)
+  int cores = 0;     // CPUs per host (0: unlimited)
+  Tuning tuning;
+};
+
+/// "8gpu-4efa", "25gbe" or "local" (one host; `local` is the tuning from the settings, normally
+/// the output of `loom-perf --calibrate`, and `local_cores` this machine's CPUs).
+Result<Cluster> preset(std::string_view name, const Tuning& local, int local_cores);
+std::vector<std::string_view> preset_names();
+
+/// The shape of `nranks` ranks on `c`, with the depth of the trees loom would build for it.
+Shape shape_of(const Cluster& c, int nranks);
+
+struct Prediction {
+  std::size_t bytes = 0;
+  double ring_us = 0;
+  double tree_us = -1;  // -1: no tree schedule
+  Algo pick = Algo::Ring;
+  double pick_us = 0;
+  double det_us = -1;  // deterministic mode, -1: not a reduction
+};
+
+Prediction predict(Coll coll, std::size_t bytes, const Shape& shape, const Tuning& t,
+                   const Pipeline& p);
+
+}  // namespace loom::select

@@ -1,0 +1,224 @@
+#include "selector/cost_model.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <vector>
+
+namespace loom::select {
+
+std::string_view to_string(Coll c) {
+  switch (c) {
+    case Coll::AllReduce: return "allreduce";
+    case Coll::AllGather: return "allgather";
+    case Coll::ReduceScatter: return "reduce_scatter";
+    case Coll::Broadcast: return "broadcast";
+    case Coll::Reduce: return "reduce";
+  }
+  return "?";
+}
+
+std::string_view to_string(Algo a) {
+  switch (a) {
+    case Algo::Ring: return "ring";
+    case Algo::Tree: return "tree";
+    case Algo::Deterministic: return "deterministic";
+  }
+  return "?";
+}
+
+namespace {
+
+struct Field {
+  std::string_view key;
+  double Tuning::*scalar;
+  double Link::*link_field;
+  Link Tuning::*link;
+};
+
+const std::vector<Field>& fields() {
+  static const std::vector<Field> f = {
+      {"intra_alpha_us", nullptr, &Link::alpha_us, &Tuning::intra},
+      {"intra_gbps", nullptr, &Link::gbps, &Tuning::intra},
+      {"inter_alpha_us", nullptr, &Link::alpha_us, &Tuning::inter},
+      {"inter_gbps", nullptr, &Link::gbps, &Tuning::inter},
+      {"nic_gbps", &Tuning::nic_gbps, nullptr, nullptr},
+      {"reduce_gbps", &Tuning::reduce_gbps, nullptr, nullptr},
+      {"oversub_alpha_us", &Tuning::oversub_alpha_us, nullptr, nullptr},
+  };
+  return f;
+}
+
+double& field_ref(Tuning& t, const Field& f) {
+  return f.scalar ? t.*f.scalar : (t.*f.link).*f.link_field;
+}
+
+}  // namespace
+
+std::string Tuning::to_string() const {
+  std::string out;
+  Tuning copy = *this;
+  for (const Field& f : fields()) {
+    if (!out.empty()) out += ",";
+    out += fmt::format("{}={:.4g}", f.key, field_ref(copy, f));
+  }
+  return out;
+}
+
+Status Tuning::apply(std::string_view text) {
+  while (!text.empty()) {
+    std::size_t comma = text.find(',');
+    std::string_view item = text.substr(0, comma);
+    text = comma == std::string_view::npos ? std::string_view{} : text.substr(comma + 1);
+    if (item.empty()) continue;
+    std::size_t eq = item.find('=');
+    if (eq == std::string_view::npos)
+      return make_error(ErrorCode::InvalidUsage, "tuning entry '{}' is not key=value", item);
+    std::string_view key = item.substr(0, eq), val = item.substr(eq + 1);
+    auto it = std::find_if(fields().begin(), fields().end(),
+                           [&](const Field& f) { return f.key == key; });
+    if (it == fields().end())
+      return make_error(ErrorCode::InvalidUsage, "unknown tuning key '{}' (known: {})", key,
+                        Tuning{}.to_string());
+    double v = 0;
+    auto [end, ec] = std::from_chars(val.data(), val.data() + val.size(), v);
+    if (ec != std::errc{} || end != val.data() + val.size() || !(v >= 0) || !std::isfinite(v))
+      return make_error(ErrorCode::InvalidUsage, "tuning value '{}' for {} is not a number >= 0",
+                        val, key);
+    if ((key.ends_with("gbps") && key != "nic_gbps") && v <= 0)
+      return make_error(ErrorCode::InvalidUsage, "tuning value for {} must be positive", key);
+    field_ref(*this, *it) = v;
+  }
+  return Status::ok();
+}
+
+bool supports(Coll c, Algo a) {
+  if (a == Algo::Ring) return true;
+  if (a == Algo::Tree) return c == Coll::AllReduce || c == Coll::Broadcast || c == Coll::Reduce;
+  return c == Coll::AllReduce || c == Coll::Reduce || c == Coll::ReduceScatter;
+}
+
+int flat_tree_depth(int nranks) {
+  int levels = 1;  // the in-order tree over 1..n has floor(log2 n) + 1 levels
+  while ((1 << levels) <= nranks) ++levels;
+  return levels - 1;
+}
+
+namespace {
+
+constexpr double kUsPerByteAtOneGBps = 1e-3;  // 1 GB/s moves 1 byte in 1e-3 us
+
+double xfer_us(double bytes, double gbps) {
+  return gbps > 0 ? bytes * kUsPerByteAtOneGBps / gbps : 0;
+}
+
+// The effective per-stream links of a shape: the slowest link a schedule's stream crosses and
+// its latency; `streams` ranks of a host share the NIC at once.
+struct Links {
+  double alpha_inter, alpha_intra, bw_inter, bw_intra, bw_slow, alpha_slow, red;
+};
+
+Links links(const Shape& s, const Tuning& t, int streams) {
+  Links l{};
+  // CPU sharing on an oversubscribed host: copies and reductions get cores/per_host of a CPU
+  // each, and every message may wait for a descheduled receiver.
+  const double load =
+      s.cores > 0 && s.per_host > s.cores ? static_cast<double>(s.per_host) / s.cores : 1.0;
+  const double extra = t.oversub_alpha_us * (load - 1);
+  l.alpha_intra = t.intra.alpha_us + extra;
+  l.alpha_inter = t.inter.alpha_us + extra;
+  l.bw_intra = t.intra.gbps / load;
+  double nic = t.nic_gbps > 0 ? t.nic_gbps / std::max(1, streams) : t.inter.gbps;
+  l.bw_inter = std::min(t.inter.gbps, nic);
+  const bool multi = s.nhosts > 1;
+  l.bw_slow = multi ? std::min(l.bw_inter, s.per_host > 1 ? l.bw_intra : l.bw_inter) : l.bw_intra;
+  l.alpha_slow = multi ? l.alpha_inter : l.alpha_intra;
+  l.red = t.reduce_gbps / load;
+  return l;
+}
+
+double ring_us(Coll c, double S, const Shape& s, const Tuning& t, const Pipeline& p) {
+  const double n = s.nranks;
+  const Links l = links(s, t, 1);  // the ring enters and leaves each host once
+  const double frac = (n - 1) / n;
+  const double chunk = std::min<double>(static_cast<double>(p.chunk_bytes), S);
+  switch (c) {
+    case Coll::AllReduce:
+      return 2 * (n - 1) * l.alpha_slow + xfer_us(2 * frac * S, l.bw_slow) +
+             xfer_us(frac * S, l.red);
+    case Coll::AllGather: return (n - 1) * l.alpha_slow + xfer_us(frac * S, l.bw_slow);
+    case Coll::ReduceScatter:
+      return (n - 1) * l.alpha_slow + xfer_us(frac * S, l.bw_slow) + xfer_us(frac * S, l.red);
+    case Coll::Broadcast:  // a pipelined chain: fill n-1 hops, then stream
+      return (n - 1) * (l.alpha_slow + xfer_us(chunk, l.bw_slow)) + xfer_us(S, l.bw_slow);
+    case Coll::Reduce:
+      return (n - 1) * (l.alpha_slow + xfer_us(chunk, l.bw_slow) + xfer_us(chunk, l.red)) +
+             xfer_us(S, l.bw_slow) + xfer_us(S, l.red);
+  }
+  return 0;
+}
+
+double tree_us(Coll c, double S, const Shape& s, const Tuning& t, const Pipeline& p) {
+  const bool per_host = s.nhosts > 1 && s.per_host > 1;
+  const Links l = links(s, t, per_host ? 2 : s.per_host);  // leaders (or all ranks) share the NIC
+  const double chain = per_host ? s.per_host - 1 : 0;
+  double across = per_host ? flat_tree_depth(s.nhosts) : flat_tree_depth(s.nranks);
+  if (s.tree_depth > 0) across = std::max(1.0, s.tree_depth - chain);
+  const double hop_alpha = chain * l.alpha_intra + across * l.alpha_slow;
+  const double hops = chain + across;
+  const double chunk = std::min<double>(static_cast<double>(p.chunk_bytes), S / 2);
+  const double bw = per_host ? std::min(l.bw_inter, l.bw_intra) : l.bw_slow;
+  const double fill = hops * (xfer_us(chunk, bw));
+  switch (c) {
+    case Coll::AllReduce:  // up and down; an interior rank moves 2S each way, reduces S
+      return 2 * hop_alpha + 2 * fill + xfer_us(chunk, l.red) * hops + xfer_us(2 * S, bw) +
+             xfer_us(S, l.red);
+    case Coll::Broadcast: return hop_alpha + fill + xfer_us(1.5 * S, bw);
+    case Coll::Reduce:
+      return hop_alpha + fill + xfer_us(chunk, l.red) * hops + xfer_us(1.5 * S, bw) +
+             xfer_us(S, l.red);
+    default: return 1e30;
+  }
+}
+
+// Deterministic reduce-scatter: every rank receives its slice from all n-1 others at once (as
+// many messages as a ring, all independent), reduces them in rank order; then a ring allgather
+// (allreduce) or a gather to the root (reduce). Across hosts each host's NIC carries
+// per_host x (n - per_host) / n x S instead of the ring's (n - 1) / n x S.
+double deterministic_us(Coll c, double S, const Shape& s, const Tuning& t, const Pipeline& p) {
+  const double n = s.nranks;
+  const Links l = links(s, t, 1);
+  const double frac = (n - 1) / n;
+  double rs = (n - 1) * l.alpha_slow / 2 + l.alpha_slow + xfer_us(frac * S, l.bw_intra) +
+              xfer_us(frac * S, l.red);
+  if (s.nhosts > 1) {
+    const double nic = t.nic_gbps > 0 ? t.nic_gbps : t.inter.gbps;
+    const double P = s.per_host;
+    rs = std::max(rs, (n - 1) * l.alpha_slow / 2 + xfer_us(P * (n - P) / n * S, nic) +
+                          xfer_us(frac * S, l.red));
+  }
+  switch (c) {
+    case Coll::ReduceScatter: return rs;
+    case Coll::AllReduce: return rs + ring_us(Coll::AllGather, S, s, t, p);
+    case Coll::Reduce: return rs + l.alpha_slow + xfer_us(frac * S, l.bw_slow);
+    default: return 1e30;
+  }
+}
+
+}  // namespace
+
+double predict_us(Coll c, Algo a, std::size_t bytes, const Shape& s, const Tuning& t,
+                  const Pipeline& p) {
+  if (s.nranks <= 1) return xfer_us(static_cast<double>(bytes), t.intra.gbps * 4);
+  const double S = static_cast<double>(bytes);
+  switch (a) {
+    case Algo::Ring: return ring_us(c, S, s, t, p);
+    case Algo::Tree: return tree_us(c, S, s, t, p);
+    case Algo::Deterministic: return deterministic_us(c, S, s, t, p);
+  }
+  return 1e30;
+}
+
+}  // namespace loom::select

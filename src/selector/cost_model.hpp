@@ -1,0 +1,72 @@
+// A latency/bandwidth (alpha-beta) cost model of loom's schedules. For each (collective,
+// algorithm) it counts the messages on the critical path (each costs the link's latency alpha),
+// the bytes the busiest rank pushes through its slowest link (each costs 1/bandwidth), the
+// pipeline fill, and the bytes it reduces (1/reduce bandwidth). The link parameters are per
+// transport (shm inside a host, tcp across hosts); a host's ranks share its NIC.
+//
+// Pure functions: the selector calls them on every collective, loom-sim on modelled clusters.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+#include "common/status.hpp"
+
+namespace loom::select {
+
+enum class Coll { AllReduce, AllGather, ReduceScatter, Broadcast, Reduce };
+enum class Algo { Ring, Tree, Deterministic };
+
+std::string_view to_string(Coll c);
+std::string_view to_string(Algo a);
+
+/// One kind of link: latency per message and bandwidth per direction.
+struct Link {
+  double alpha_us = 10;  // per message, one way
+  double gbps = 1;       // GB/s (1e9 bytes per second)
+};
+
+/// The constants of the model. Defaults come from the settings registry (LOOM_TUNE_*), which
+/// LOOM_TUNING overrides (the format `loom-perf --calibrate` prints).
+struct Tuning {
+  Link intra{8, 2.0};   // shared memory (ranks on one host)
+  Link inter{30, 1.0};  // network (ranks on different hosts)
+  double nic_gbps = 0;  // per-host NIC bandwidth shared by the host's ranks; 0: inter.gbps
+  double reduce_gbps = 4;
+  /// Extra latency per message per unit of oversubscription (ranks / cores - 1) of a host.
+  double oversub_alpha_us = 0;
+
+  /// "intra_alpha_us=8,intra_gbps=2,inter_alpha_us=30,inter_gbps=1,reduce_gbps=4,..."
+  [[nodiscard]] std::string to_string() const;
+  /// Applies "key=value,..." on top of *this; unknown keys and bad numbers are errors.
+  Status apply(std::string_view text);
+};
+
+/// Where the ranks are: `nhosts` hosts of `per_host` ranks each (the last may hold fewer), and
+/// the CPUs of a host (0: unknown). A host with more ranks than CPUs is oversubscribed: its
+/// ranks share the CPUs that copy and reduce, and a message often waits for its receiver to be
+/// scheduled (oversub_alpha_us per extra rank per CPU).
+struct Shape {
+  int nranks = 1;
+  int nhosts = 1;
+  int per_host = 1;
+  int cores = 0;
+  int tree_depth = 0;  // edges from the root to the deepest rank (0: computed from nranks)
+};
+
+struct Pipeline {
+  std::size_t chunk_bytes = 512 * 1024;
+  std::size_t depth = 4;
+};
+
+/// Predicted microseconds for one collective of `bytes` (the call's total: allreduce,
+/// broadcast, reduce buffer; allgather/reduce-scatter: the gathered buffer).
+double predict_us(Coll c, Algo a, std::size_t bytes, const Shape& s, const Tuning& t,
+                  const Pipeline& p);
+/// True when `a` has a schedule for `c` (tree: allreduce, broadcast, reduce).
+bool supports(Coll c, Algo a);
+/// Depth in edges of the deeper of the two trees for `nranks` flat ranks.
+int flat_tree_depth(int nranks);
+
+}  // namespace loom::select

@@ -1,0 +1,99 @@
+#include "selector/selector.hpp"
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+
+namespace loom::select {
+namespace {
+
+constexpr std::array<Coll, 5> kColls = {Coll::AllReduce, Coll::AllGather, Coll::ReduceScatter,
+                                        Coll::Broadcast, Coll::Reduce};
+
+std::optional<Coll> parse_coll(std::string_view s) {
+  for (Coll c : kColls)
+    if (to_string(c) == s) return c;
+  if (s == "reducescatter" || s == "reduce-scatter") return Coll::ReduceScatter;
+  return std::nullopt;
+}
+
+Result<std::optional<Algo>> parse_algo(std::string_view s) {
+  if (s == "auto") return std::optional<Algo>{};
+  if (s == "ring") return std::optional<Algo>{Algo::Ring};
+  if (s == "tree") return std::optional<Algo>{Algo::Tree};
+  return make_error(ErrorCode::InvalidUsage, "LOOM_ALGO: '{}' is not one of auto, ring, tree", s);
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
+  while (!s.empty() && s.back() == ' ') s.remove_suffix(1);
+  return s;
+}
+
+}  // namespace
+
+Result<Policy> Policy::parse(std::string_view text) {
+  Policy p;
+  while (!text.empty()) {
+    std::size_t comma = text.find(',');
+    std::string_view item = trim(text.substr(0, comma));
+    text = comma == std::string_view::npos ? std::string_view{} : text.substr(comma + 1);
+    if (item.empty()) continue;
+    std::size_t colon = item.find(':');
+    if (colon == std::string_view::npos) {  // applies to every collective that has it
+      LOOM_ASSIGN_OR_RETURN(auto a, parse_algo(item));
+      for (Coll c : kColls)
+        p.forced[static_cast<std::size_t>(c)] = a && supports(c, *a) ? a : std::nullopt;
+      continue;
+    }
+    auto c = parse_coll(trim(item.substr(0, colon)));
+    if (!c)
+      return make_error(ErrorCode::InvalidUsage,
+                        "LOOM_ALGO: '{}' is not a collective (allreduce, allgather, "
+                        "reduce_scatter, broadcast, reduce)",
+                        item.substr(0, colon));
+    LOOM_ASSIGN_OR_RETURN(auto a, parse_algo(trim(item.substr(colon + 1))));
+    if (a && !supports(*c, *a))
+      return make_error(ErrorCode::InvalidUsage, "LOOM_ALGO: {} has no {} schedule", to_string(*c),
+                        to_string(*a));
+    p.forced[static_cast<std::size_t>(*c)] = a;
+  }
+  return p;
+}
+
+Result<Tuning> tuning_from(const config::Config& cfg) {
+  Tuning t;
+  std::string base = fmt::format(
+      "intra_alpha_us={},intra_gbps={},inter_alpha_us={},inter_gbps={},nic_gbps={},"
+      "reduce_gbps={},oversub_alpha_us={}",
+      cfg.get_string("LOOM_TUNE_INTRA_ALPHA_US"), cfg.get_string("LOOM_TUNE_INTRA_GBPS"),
+      cfg.get_string("LOOM_TUNE_INTER_ALPHA_US"), cfg.get_string("LOOM_TUNE_INTER_GBPS"),
+      cfg.get_string("LOOM_TUNE_NIC_GBPS"), cfg.get_string("LOOM_TUNE_REDUCE_GBPS"),
+      cfg.get_string("LOOM_TUNE_OVERSUB_ALPHA_US"));
+  LOOM_RETURN_IF_ERROR(t.apply(base));
+  LOOM_RETURN_IF_ERROR(t.apply(cfg.get_string("LOOM_TUNING")));
+  return t;
+}
+
+std::string Decision::describe(Coll c, std::size_t bytes, const Shape& s) const {
+  std::string tree = tree_us < 0 ? "" : fmt::format(", tree {:.1f} us", tree_us);
+  return fmt::format("{} of {} B on {} ranks ({} hosts): ring {:.1f} us{} -> {} ({})", to_string(c),
+                     bytes, s.nranks, s.nhosts, ring_us, tree, to_string(algo),
+                     forced ? "forced" : "auto");
+}
+
+Decision choose(Coll c, std::size_t bytes, const Shape& s, const Tuning& t, const Pipeline& p,
+                std::optional<Algo> forced) {
+  Decision d;
+  d.ring_us = predict_us(c, Algo::Ring, bytes, s, t, p);
+  if (supports(c, Algo::Tree)) d.tree_us = predict_us(c, Algo::Tree, bytes, s, t, p);
+  if (forced && supports(c, *forced)) {
+    d.algo = *forced;
+    d.forced = true;
+    return d;
+  }
+  d.algo = d.tree_us >= 0 && d.tree_us < d.ring_us ? Algo::Tree : Algo::Ring;
+  return d;
+}
+
+}  // namespace loom::select
