@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# loom-sim: the documented 4,096-rank sweeps on both presets finish quickly and print one row per
+# size; small allreduces pick the tree, 1 GiB on 25 GbE the ring; the local preset takes
+# LOOM_TUNING; usage errors exit 2. Also loom-perf --algo and --calibrate end to end.
+# Usage: bash loom_sim.sh BIN_DIR
+set -u
+BIN=${1:?usage: loom_sim.sh BIN_DIR}
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+failures=0
+fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+[[ -x $BIN/loom-sim ]] || { echo "loom-sim not built; skipping"; exit 77; }
+
+rows() { awk '$1 ~ /^[0-9]+$/' "$1" | wc -l; }
+
+for preset in 25gbe 8gpu-4efa; do
+  start=$(date +%s)
+  timeout 60 "$BIN/loom-sim" allreduce -n 4096 --preset $preset -b 8 -e 1G >"$TMP/out" 2>&1 ||
+    fail "loom-sim allreduce -n 4096 --preset $preset exited $?"
+  secs=$(($(date +%s) - start))
+  [[ $secs -le 20 ]] || fail "loom-sim at 4096 ranks took ${secs}s"
+  [[ $(rows "$TMP/out") -eq 28 ]] || fail "$preset: expected 28 rows (8 B..1 GiB), got $(rows "$TMP/out")"
+  # columns: size count | ring t a b | tree t a b | algo t a b | det
+  first=$(awk '$1 == 8 {print $9}' "$TMP/out")
+  last=$(awk '$1 == 1073741824 {print $9}' "$TMP/out")
+  [[ $first == tree ]] || fail "$preset: 8 B at 4096 ranks should pick tree, got '$first'"
+  # 25 GbE: one port per host, so the ring's single stream per host beats the tree at 1 GiB even
+  # at 4096 ranks; with 4 EFA NICs per host the ring's 2(n-1) latencies dominate still.
+  if [[ $preset == 25gbe ]]; then
+    [[ $last == ring ]] || fail "$preset: 1 GiB at 4096 ranks should pick ring, got '$last'"
+  fi
+  echo "ok: $preset 4096 ranks in ${secs}s (8 B -> $first, 1 GiB -> $last)"
+done
+
+for coll in allgather broadcast reduce reducescatter; do
+  timeout 30 "$BIN/loom-sim" $coll -n 64 --preset 25gbe -b 1K -e 1M -f 4 >"$TMP/out" 2>&1 ||
+    fail "loom-sim $coll exited $?"
+  [[ $(rows "$TMP/out") -eq 6 ]] || fail "loom-sim $coll: expected 6 rows"
+done
+
+LOOM_TUNING=intra_alpha_us=5,intra_gbps=3 timeout 30 "$BIN/loom-sim" allreduce -n 4 -b 8 -e 8 \
+  >"$TMP/out" 2>&1 || fail "local preset exited $?"
+grep -q "intra_alpha_us=5" "$TMP/out" || fail "local preset ignored LOOM_TUNING"
+
+timeout 30 "$BIN/loom-sim" allreduce -n 4 --preset nosuch >/dev/null 2>&1
+[[ $? -eq 2 ]] || fail "an unknown preset should exit 2"
+timeout 30 "$BIN/loom-sim" allreduce -n 1 >/dev/null 2>&1
+[[ $? -eq 2 ]] || fail "-n 1 should exit 2"
+
+# loom-perf --algo tree and --calibrate under loomrun.
+if [[ -x $BIN/loomrun && -x $BIN/loom-perf ]]; then
+  timeout 120 "$BIN/loomrun" -n 3 --only-rank 0 --no-prefix -- "$BIN/loom-perf" allreduce \
+    --algo tree -b 8 -e 256K -f 8 -n 2 -w 1 >"$TMP/perf" 2>&1 || fail "loom-perf --algo tree exited $?"
+  wrong=$(awk '$1 ~ /^[0-9]+$/ && NF == 13 && ($9 != "0" || $13 != "0")' "$TMP/perf" | wc -l)
+  [[ $wrong -eq 0 ]] || fail "loom-perf --algo tree reported wrong results"
+  timeout 120 "$BIN/loomrun" -n 2 --only-rank 0 --no-prefix -- "$BIN/loom-perf" --calibrate \
+    -e 4M >"$TMP/cal" 2>&1 || fail "loom-perf --calibrate exited $?"
+  grep -Eq '^LOOM_TUNING=intra_alpha_us=[0-9.e+-]+,intra_gbps=[0-9.e+-]+,reduce_gbps=' "$TMP/cal" ||
+    fail "loom-perf --calibrate printed no LOOM_TUNING line: $(cat "$TMP/cal")"
+  timeout 60 "$BIN/loom-perf" allreduce --algo bogus -b 8 -e 8 >/dev/null 2>&1
+  [[ $? -ne 0 ]] || fail "loom-perf --algo bogus should fail"
+fi
+
+if [[ $failures -ne 0 ]]; then
+  echo "loom_sim: $failures failure(s)" >&2
+  exit 1
+fi
+echo "loom_sim: all checks passed"

@@ -1,0 +1,139 @@
+// The selector: LOOM_ALGO parsing, tuning constants, the cost model's choices, and loom-sim's
+// modelled clusters.
+#include <catch2/catch.hpp>
+
+#include "comm_harness.hpp"
+#include "selector/cluster.hpp"
+#include "selector/selector.hpp"
+
+using namespace loom;
+using namespace loom::select;
+
+TEST_CASE("selector: LOOM_ALGO forces algorithms, also per collective", "[selector]") {
+  auto all_auto = Policy::parse("auto");
+  REQUIRE(all_auto.is_ok());
+  for (auto f : all_auto->forced) REQUIRE(!f);
+
+  auto tree = Policy::parse("tree");
+  REQUIRE(tree.is_ok());
+  REQUIRE(tree->for_coll(Coll::AllReduce) == Algo::Tree);
+  REQUIRE(tree->for_coll(Coll::Broadcast) == Algo::Tree);
+  REQUIRE(tree->for_coll(Coll::Reduce) == Algo::Tree);
+  REQUIRE(!tree->for_coll(Coll::AllGather));  // no tree schedule: stays auto (ring)
+
+  auto mixed = Policy::parse("allreduce:tree, broadcast:ring,reduce_scatter:auto");
+  REQUIRE(mixed.is_ok());
+  REQUIRE(mixed->for_coll(Coll::AllReduce) == Algo::Tree);
+  REQUIRE(mixed->for_coll(Coll::Broadcast) == Algo::Ring);
+  REQUIRE(!mixed->for_coll(Coll::Reduce));
+  REQUIRE(!mixed->for_coll(Coll::ReduceScatter));
+
+  auto ring_then_tree = Policy::parse("ring,allreduce:tree");
+  REQUIRE(ring_then_tree.is_ok());
+  REQUIRE(ring_then_tree->for_coll(Coll::AllReduce) == Algo::Tree);
+  REQUIRE(ring_then_tree->for_coll(Coll::Reduce) == Algo::Ring);
+
+  for (const char* bad : {"bogus", "allgather:tree", "scatter:ring", "allreduce:", "allreduce:x"}) {
+    INFO(bad);
+    auto r = Policy::parse(bad);
+    REQUIRE(!r.is_ok());
+    REQUIRE(r.status().message().find("LOOM_ALGO") != std::string::npos);
+  }
+}
+
+TEST_CASE("selector: tuning constants parse, print and come from the registry", "[selector]") {
+  Tuning t;
+  REQUIRE(t.apply("intra_alpha_us=3.5,inter_gbps=12.5,oversub_alpha_us=7").is_ok());
+  REQUIRE(t.intra.alpha_us == 3.5);
+  REQUIRE(t.inter.gbps == 12.5);
+  Tuning u;
+  REQUIRE(u.apply(t.to_string()).is_ok());
+  REQUIRE(u.to_string() == t.to_string());
+  REQUIRE(!t.apply("nosuch=1").is_ok());
+  REQUIRE(!t.apply("intra_gbps=fast").is_ok());
+  REQUIRE(!t.apply("intra_gbps=0").is_ok());
+  REQUIRE(!t.apply("intra_alpha_us").is_ok());
+
+  auto cfg = config::Config::load(
+      {{"LOOM_TUNE_INTER_ALPHA_US", "55"}, {"LOOM_TUNING", "intra_gbps=9,reduce_gbps=11"}});
+  REQUIRE(cfg.is_ok());
+  auto from = tuning_from(*cfg);
+  REQUIRE(from.is_ok());
+  REQUIRE(from->inter.alpha_us == 55);
+  REQUIRE(from->intra.gbps == 9);
+  REQUIRE(from->reduce_gbps == 11);
+  auto bad = config::Config::load({{"LOOM_TUNING", "intra_gbps=-1"}});
+  REQUIRE(bad.is_ok());
+  REQUIRE(!tuning_from(*bad).is_ok());
+}
+
+TEST_CASE("selector: small allreduces take the tree, large ones the ring", "[selector]") {
+  Shape s;
+  s.nranks = 8;
+  s.per_host = 8;
+  Tuning t;
+  Pipeline p;
+  auto small = choose(Coll::AllReduce, 8, s, t, p, std::nullopt);
+  REQUIRE(small.algo == Algo::Tree);
+  REQUIRE(small.tree_us < small.ring_us);
+  REQUIRE(!small.forced);
+  auto large = choose(Coll::AllReduce, std::size_t{64} << 20, s, t, p, std::nullopt);
+  REQUIRE(large.algo == Algo::Ring);
+  // Forcing wins over the model; a forced tree for allgather falls back to the model (ring).
+  auto forced = choose(Coll::AllReduce, 8, s, t, p, Algo::Ring);
+  REQUIRE(forced.algo == Algo::Ring);
+  REQUIRE(forced.forced);
+  auto ag = choose(Coll::AllGather, 8, s, t, p, Algo::Tree);
+  REQUIRE(ag.algo == Algo::Ring);
+  REQUIRE(ag.tree_us < 0);
+  REQUIRE(small.describe(Coll::AllReduce, 8, s).find("-> tree (auto)") != std::string::npos);
+}
+
+TEST_CASE("selector: predictions grow with size and rank count on every preset", "[selector]") {
+  for (auto name : preset_names()) {
+    auto c = preset(name, Tuning{}, 2);
+    REQUIRE(c.is_ok());
+    for (Coll coll :
+         {Coll::AllReduce, Coll::AllGather, Coll::ReduceScatter, Coll::Broadcast, Coll::Reduce})
+      for (Algo a : {Algo::Ring, Algo::Tree}) {
+        if (!supports(coll, a)) continue;
+        INFO(name << " " << to_string(coll) << " " << to_string(a));
+        double prev = 0;
+        for (std::size_t bytes = 8; bytes <= (std::size_t{1} << 30); bytes *= 4) {
+          double us = predict_us(coll, a, bytes, shape_of(*c, 64), c->tuning, Pipeline{});
+          REQUIRE(us >= prev);
+          prev = us;
+        }
+        REQUIRE(predict_us(coll, a, 1 << 20, shape_of(*c, 4096), c->tuning, Pipeline{}) >
+                predict_us(coll, a, 1 << 20, shape_of(*c, 16), c->tuning, Pipeline{}));
+      }
+  }
+  REQUIRE(!preset("nosuch", Tuning{}, 2).is_ok());
+}
+
+TEST_CASE("selector: loom-sim shapes use the trees loom builds", "[selector]") {
+  auto c = preset("25gbe", Tuning{}, 0);
+  REQUIRE(c.is_ok());
+  Shape s = shape_of(*c, 4096);
+  REQUIRE(s.nhosts == 512);
+  REQUIRE(s.per_host == 8);
+  REQUIRE(s.tree_depth == 7 + 9);  // a chain of 8 below trees over 512 leaders (depth 9)
+  Shape flat = shape_of(*c, 5);    // fewer ranks than a host holds: one host, flat trees
+  REQUIRE(flat.nhosts == 1);
+  REQUIRE(flat.tree_depth == flat_tree_depth(5));
+  // An oversubscribed host (8 ranks, 2 cores) predicts slower collectives than 2 cores can run
+  // without sharing.
+  auto local = preset("local", Tuning{}, 2);
+  REQUIRE(local.is_ok());
+  Tuning t = local->tuning;
+  REQUIRE(t.apply("oversub_alpha_us=20").is_ok());
+  double eight = predict_us(Coll::AllReduce, Algo::Ring, 1 << 20, shape_of(*local, 8), t, {});
+  local->cores = 0;
+  double eight_free = predict_us(Coll::AllReduce, Algo::Ring, 1 << 20, shape_of(*local, 8), t, {});
+  REQUIRE(eight > eight_free);
+}
+
+TEST_CASE("selector: a bad LOOM_ALGO fails communicator creation", "[selector]") {
+  REQUIRE_THROWS_AS(test::run_ranks(2, [](Communicator&) {}, {{"LOOM_ALGO", "allgather:tree"}}),
+                    std::runtime_error);
+}

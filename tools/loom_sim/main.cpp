@@ -1,0 +1,181 @@
+// loom-sim: predicted time, algbw and busbw of ring, tree and the selector's pick on a modelled
+// cluster, in loom-perf's table layout.
+//
+//   loom-sim allreduce -n 4096 --preset 25gbe -b 8 -e 1G
+//
+// Exit status: 0 ok, 2 usage error.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "config/config.hpp"
+#include "loom/version.hpp"
+#include "selector/cluster.hpp"
+#include "selector/selector.hpp"
+
+namespace {
+
+using loom::select::Algo;
+using loom::select::Coll;
+
+struct Args {
+  Coll coll = Coll::AllReduce;
+  int nranks = 8;
+  std::string preset = "local";
+  int per_host = -1;  // -1: the preset's
+  int cores = -1;
+  std::size_t min_bytes = 8, max_bytes = std::size_t{32} << 20, factor = 2, elem = 4;
+  std::size_t chunk = 0, depth = 0;  // 0: from the settings
+  std::string tuning;
+};
+
+constexpr int kUsage = 2;
+
+std::string usage() {
+  return "Usage: loom-sim COLLECTIVE [options]\n"
+         "  COLLECTIVE: allreduce, allgather, broadcast, reduce, reducescatter\n"
+         "  -n, --nranks N       ranks (2..1048576, default 8)\n"
+         "  --preset NAME        8gpu-4efa, 25gbe or local (default local: this machine with\n"
+         "                       LOOM_TUNING / LOOM_TUNE_* constants)\n"
+         "  --per-host N         ranks per host (default: the preset's)\n"
+         "  --cores N            CPUs per host (default: the preset's; local: this machine's)\n"
+         "  --tuning K=V,...     cost-model constants on top of the preset's\n"
+         "  -b, -e, -f           min size, max size (K/M/G), factor (default 8, 32M, 2)\n"
+         "  --chunk SIZE, --depth N   pipeline (default LOOM_CHUNK_SIZE, LOOM_PIPELINE_DEPTH)\n";
+}
+
+[[noreturn]] void fail(const std::string& msg) {
+  fmt::print(stderr, "loom-sim: {}\n{}", msg, usage());
+  std::exit(kUsage);
+}
+
+std::size_t size_arg(std::string_view flag, const char* v) {
+  auto r = loom::config::parse_size(v);
+  if (!r.is_ok()) fail(fmt::format("bad size '{}' for {}", v, flag));
+  return static_cast<std::size_t>(*r);
+}
+
+long int_arg(std::string_view flag, const char* v, long lo, long hi) {
+  auto r = loom::config::parse_int(v);
+  if (!r.is_ok() || *r < lo || *r > hi)
+    fail(fmt::format("bad value '{}' for {} (expected {}..{})", v, flag, lo, hi));
+  return static_cast<long>(*r);
+}
+
+Args parse(int argc, char** argv) {
+  Args a;
+  bool have_coll = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string_view s = argv[i];
+    auto value = [&]() -> const char* {
+      if (i + 1 >= argc) fail(fmt::format("{} needs a value", s));
+      return argv[++i];
+    };
+    if (s == "-h" || s == "--help") {
+      fmt::print("{}", usage());
+      std::exit(0);
+    } else if (s == "-n" || s == "--nranks")
+      a.nranks = static_cast<int>(int_arg(s, value(), 2, 1 << 20));
+    else if (s == "--preset")
+      a.preset = value();
+    else if (s == "--per-host")
+      a.per_host = static_cast<int>(int_arg(s, value(), 1, 1 << 20));
+    else if (s == "--cores")
+      a.cores = static_cast<int>(int_arg(s, value(), 0, 1 << 20));
+    else if (s == "--tuning")
+      a.tuning = value();
+    else if (s == "-b" || s == "--minbytes")
+      a.min_bytes = size_arg(s, value());
+    else if (s == "-e" || s == "--maxbytes")
+      a.max_bytes = size_arg(s, value());
+    else if (s == "-f" || s == "--stepfactor")
+      a.factor = static_cast<std::size_t>(int_arg(s, value(), 2, 1 << 20));
+    else if (s == "--chunk")
+      a.chunk = size_arg(s, value());
+    else if (s == "--depth")
+      a.depth = static_cast<std::size_t>(int_arg(s, value(), 1, 64));
+    else if (!s.starts_with("-") && !have_coll) {
+      const std::pair<std::string_view, Coll> names[] = {
+          {"allreduce", Coll::AllReduce},         {"allgather", Coll::AllGather},
+          {"broadcast", Coll::Broadcast},         {"reduce", Coll::Reduce},
+          {"reducescatter", Coll::ReduceScatter}, {"reduce_scatter", Coll::ReduceScatter}};
+      bool found = false;
+      for (auto [name, c] : names)
+        if (s == name) a.coll = c, found = true;
+      if (!found) fail(fmt::format("unknown collective '{}'", s));
+      have_coll = true;
+    } else {
+      fail(fmt::format("unexpected argument '{}'", s));
+    }
+  }
+  if (!have_coll) fail("missing the collective");
+  if (a.min_bytes > a.max_bytes) fail("minbytes is larger than maxbytes");
+  return a;
+}
+
+double bus_factor(Coll c, int n) {
+  if (c == Coll::AllReduce) return 2.0 * (n - 1) / n;
+  if (c == Coll::AllGather || c == Coll::ReduceScatter) return (n - 1.0) / n;
+  return 1.0;
+}
+
+std::string cell(double us, std::size_t bytes, double factor) {
+  if (us < 0) return fmt::format("  {:>9}  {:>7}  {:>7}", "N/A", "N/A", "N/A");
+  double algbw = us > 0 ? static_cast<double>(bytes) / us / 1e3 : 0;
+  return fmt::format("  {:9.1f}  {:7.2f}  {:7.2f}", us, algbw, algbw * factor);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a = parse(argc, argv);
+  auto cfg = loom::config::Config::load();
+  if (!cfg.is_ok()) fail(cfg.status().message());
+  auto local = loom::select::tuning_from(*cfg);
+  if (!local.is_ok()) fail(local.status().message());
+  const int cores = static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
+  auto cluster = loom::select::preset(a.preset, *local, cores);
+  if (!cluster.is_ok()) fail(cluster.status().message());
+  if (a.per_host > 0) cluster->per_host = a.per_host;
+  if (a.cores >= 0) cluster->cores = a.cores;
+  if (auto st = cluster->tuning.apply(a.tuning); !st.is_ok()) fail(st.message());
+  loom::select::Pipeline pipe{
+      a.chunk ? a.chunk : cfg->get_size("LOOM_CHUNK_SIZE"),
+      a.depth ? a.depth : static_cast<std::size_t>(cfg->get_int("LOOM_PIPELINE_DEPTH"))};
+  const loom::select::Shape shape = loom::select::shape_of(*cluster, a.nranks);
+  fmt::print("# loom-sim (loom {}): {} on {} ranks ({} hosts x {} ranks), preset {}\n",
+             loom::kVersionString, to_string(a.coll), a.nranks, shape.nhosts, shape.per_host,
+             cluster->name);
+  fmt::print("# {}\n# model: {}; cores per host {}; chunk {} depth {}; tree depth {} edges\n",
+             cluster->description, cluster->tuning.to_string(),
+             shape.cores ? std::to_string(shape.cores) : std::string("unlimited"), pipe.chunk_bytes,
+             pipe.depth, shape.tree_depth);
+  fmt::print("# {:>10}  {:>12}  {:^27}  {:^27}  {:^39}  {:>9}\n", "", "", "ring", "tree",
+             "selector", "determ.");
+  fmt::print(
+      "# {:>10}  {:>12}  {:>9}  {:>7}  {:>7}  {:>9}  {:>7}  {:>7}  {:>10}  {:>9}  {:>7}  {:>7}  "
+      "{:>9}\n",
+      "size", "count", "time", "algbw", "busbw", "time", "algbw", "busbw", "algo", "time", "algbw",
+      "busbw", "time");
+  fmt::print(
+      "# {:>10}  {:>12}  {:>9}  {:>7}  {:>7}  {:>9}  {:>7}  {:>7}  {:>10}  {:>9}  {:>7}  {:>7}  "
+      "{:>9}\n",
+      "(B)", "(elements)", "(us)", "(GB/s)", "(GB/s)", "(us)", "(GB/s)", "(GB/s)", "", "(us)",
+      "(GB/s)", "(GB/s)", "(us)");
+  const double bf = bus_factor(a.coll, a.nranks);
+  for (std::size_t bytes = a.min_bytes; bytes <= a.max_bytes; bytes *= a.factor) {
+    auto p = loom::select::predict(a.coll, bytes, shape, cluster->tuning, pipe);
+    std::size_t count = bytes / a.elem;
+    if (a.coll == Coll::AllGather || a.coll == Coll::ReduceScatter)
+      count /= static_cast<std::size_t>(a.nranks);
+    fmt::print("{:>12}  {:>12}{}{}  {:>10}{}  {}\n", bytes, count, cell(p.ring_us, bytes, bf),
+               cell(p.tree_us, bytes, bf), to_string(p.pick), cell(p.pick_us, bytes, bf),
+               p.det_us < 0 ? fmt::format("{:>9}", "N/A") : fmt::format("{:9.1f}", p.det_us));
+    if (bytes == 0) break;
+  }
+  return 0;
+}
