@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# Issue 4 measurements (double binary tree, selector, deterministic mode, loom-sim validation).
+# Run on a quiet machine from the repository root after scripts/build.sh:
+#   bash benchmarks/measure/issue4.sh [BIN_DIR]        (about 5 minutes)
+# Prints, as markdown tables for docs/performance.md:
+#  1. allreduce at 8 ranks, 8 B..64 KiB and 1..64 MiB: forced ring, forced tree, auto side by
+#     side, with auto's slowdown against the best forced choice (target: <= 10%);
+#  2. deterministic vs default busbw at 16..128 MiB, 4 and 8 ranks (target: within 15%);
+#  3. loom-perf --calibrate at 2 and 8 ranks, then loom-sim --preset local (with those
+#     constants) against loom-perf for 2..8 ranks: prediction error (target: within 25%);
+#  4. the loom-sim tables for 2..4096 ranks on both presets (allreduce 8 B..1 GiB).
+set -euo pipefail
+BIN=${1:-build/bin}
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+echo "# issue4 measurements on $(hostname), $(nproc) CPUs, $(date -u +%FT%TZ), $(git rev-parse --short HEAD 2>/dev/null)"
+
+perf() {  # perf N OUT ARGS...: rank 0's loom-perf table
+  local n=$1 out=$2
+  shift 2
+  timeout 600 "$BIN/loomrun" -n "$n" --only-rank 0 --no-prefix -- "$BIN/loom-perf" "$@" >"$out"
+}
+
+# Joins loom-perf tables (out-of-place time, column 6) by size.
+join_times() {
+  python3 - "$@" <<'PY'
+import sys
+names, files = sys.argv[1].split(","), sys.argv[2:]
+tables = []
+for f in files:
+    t = {}
+    for line in open(f):
+        p = line.split()
+        if len(p) == 13 and p[0].isdigit():
+            t[int(p[0])] = (float(p[5]), float(p[7]))
+    tables.append(t)
+print("| size (B) | " + " | ".join(f"{n} time (us)" for n in names) + " | best | auto vs best |")
+print("|---:|" + "---:|" * len(names) + "---|---:|")
+for size in sorted(tables[0]):
+    ts = [t.get(size, (float("nan"), 0))[0] for t in tables]
+    forced = ts[:-1]
+    best = min(range(len(forced)), key=lambda i: forced[i])
+    ratio = ts[-1] / forced[best] - 1
+    print(f"| {size} | " + " | ".join(f"{x:.1f}" for x in ts) + f" | {names[best]} | {ratio*100:+.1f}% |")
+PY
+}
+
+echo
+echo "## 1. allreduce at 8 ranks: ring vs tree vs auto (out-of-place time, float sum)"
+for algo in ring tree auto; do
+  perf 8 "$TMP/small.$algo" allreduce --algo $algo -b 8 -e 64K -f 2 -n 50 -w 10 -c 0 -O
+  perf 8 "$TMP/large.$algo" allreduce --algo $algo -b 1M -e 64M -f 4 -n 5 -w 2 -c 0 -O
+done
+join_times ring,tree,auto "$TMP/small.ring" "$TMP/small.tree" "$TMP/small.auto"
+echo
+join_times ring,tree,auto "$TMP/large.ring" "$TMP/large.tree" "$TMP/large.auto"
+
+echo
+echo "## 2. deterministic vs default allreduce (busbw, out-of-place)"
+echo "| ranks | size (B) | default busbw | deterministic busbw | ratio |"
+echo "|---:|---:|---:|---:|---:|"
+for n in 4 8; do
+  perf $n "$TMP/def" allreduce -b 16M -e 128M -f 2 -n 5 -w 2 -c 0 -O
+  perf $n "$TMP/det" allreduce --deterministic -b 16M -e 128M -f 2 -n 5 -w 2 -c 0 -O
+  python3 - "$n" "$TMP/def" "$TMP/det" <<'PY'
+import sys
+n = sys.argv[1]
+def load(f):
+    return {int(p[0]): float(p[7]) for p in (l.split() for l in open(f)) if len(p) == 13 and p[0].isdigit()}
+d, e = load(sys.argv[2]), load(sys.argv[3])
+for s in sorted(d):
+    print(f"| {n} | {s} | {d[s]:.2f} | {e.get(s, 0):.2f} | {e.get(s, 0) / d[s]:.2f} |")
+PY
+done
+
+echo
+echo "## 3. loom-sim (local preset, calibrated) vs loom-perf, 2..8 ranks"
+perf 2 "$TMP/cal2" --calibrate -n 200 -e 32M
+perf 8 "$TMP/cal8" --calibrate -n 100 -e 32M
+sed 's/^/    /' "$TMP/cal2" "$TMP/cal8"
+tuning=$(python3 - "$TMP/cal2" "$TMP/cal8" "$(nproc)" <<'PY'
+import sys
+def kv(f):
+    line = [l for l in open(f) if l.startswith("LOOM_TUNING=")][0].strip()[len("LOOM_TUNING="):]
+    return dict(x.split("=") for x in line.split(","))
+two, eight, cores = kv(sys.argv[1]), kv(sys.argv[2]), int(sys.argv[3])
+# Oversubscription: the extra latency per message at 8 ranks per unit of (ranks/cores - 1).
+load = max(8 / cores, 1.0)
+extra = (float(eight["intra_alpha_us"]) - float(two["intra_alpha_us"])) / (load - 1) if load > 1 else 0
+two["oversub_alpha_us"] = f"{max(extra, 0):.3g}"
+print(",".join(f"{k}={v}" for k, v in two.items()))
+PY
+)
+echo "Calibrated: LOOM_TUNING=$tuning"
+echo "| ranks | size (B) | loom-sim pick | predicted (us) | loom-perf auto (us) | error |"
+echo "|---:|---:|---|---:|---:|---:|"
+for n in 2 3 4 5 6 7 8; do
+  perf $n "$TMP/meas" allreduce -b 8 -e 16M -f 16 -n 10 -w 3 -c 0 -O
+  LOOM_TUNING=$tuning "$BIN/loom-sim" allreduce -n $n --preset local -b 8 -e 16M -f 16 >"$TMP/sim"
+  python3 - "$n" "$TMP/meas" "$TMP/sim" <<'PY'
+import sys
+n = sys.argv[1]
+meas = {int(p[0]): float(p[5]) for p in (l.split() for l in open(sys.argv[2])) if len(p) == 13 and p[0].isdigit()}
+for p in (l.split() for l in open(sys.argv[3])):
+    if p and p[0].isdigit():
+        size, algo, pred = int(p[0]), p[8], float(p[9])
+        m = meas.get(size)
+        if m:
+            print(f"| {n} | {size} | {algo} | {pred:.1f} | {m:.1f} | {(pred / m - 1) * 100:+.0f}% |")
+PY
+done
+
+echo
+echo "## 4. loom-sim tables (allreduce, 8 B..1 GiB)"
+for preset in 8gpu-4efa 25gbe; do
+  for n in 2 8 64 512 4096; do
+    echo
+    echo "### $preset, $n ranks"
+    echo '```'
+    start=$(date +%s.%N)
+    "$BIN/loom-sim" allreduce -n $n --preset $preset -b 8 -e 1G -f 8
+    echo "# loom-sim took $(echo "$(date +%s.%N) - $start" | bc) s"
+    echo '```'
+  done
+done
