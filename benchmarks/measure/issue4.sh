@@ -48,8 +48,8 @@ PY
 echo
 echo "## 1. allreduce at 8 ranks: ring vs tree vs auto (out-of-place time, float sum)"
 for algo in ring tree auto; do
-  perf 8 "$TMP/small.$algo" allreduce --algo $algo -b 8 -e 64K -f 2 -n 50 -w 10 -c 0 -O
-  perf 8 "$TMP/large.$algo" allreduce --algo $algo -b 1M -e 64M -f 4 -n 5 -w 2 -c 0 -O
+  perf 8 "$TMP/small.$algo" allreduce --algo $algo -b 8 -e 64K -f 2 -n 50 -w 10 -c 0 --outofplace-only
+  perf 8 "$TMP/large.$algo" allreduce --algo $algo -b 1M -e 64M -f 4 -n 5 -w 2 -c 0 --outofplace-only
 done
 join_times ring,tree,auto "$TMP/small.ring" "$TMP/small.tree" "$TMP/small.auto"
 echo
@@ -60,8 +60,8 @@ echo "## 2. deterministic vs default allreduce (busbw, out-of-place)"
 echo "| ranks | size (B) | default busbw | deterministic busbw | ratio |"
 echo "|---:|---:|---:|---:|---:|"
 for n in 4 8; do
-  perf $n "$TMP/def" allreduce -b 16M -e 128M -f 2 -n 5 -w 2 -c 0 -O
-  perf $n "$TMP/det" allreduce --deterministic -b 16M -e 128M -f 2 -n 5 -w 2 -c 0 -O
+  perf $n "$TMP/def" allreduce -b 16M -e 128M -f 2 -n 5 -w 2 -c 0 --outofplace-only
+  perf $n "$TMP/det" allreduce --deterministic -b 16M -e 128M -f 2 -n 5 -w 2 -c 0 --outofplace-only
   python3 - "$n" "$TMP/def" "$TMP/det" <<'PY'
 import sys
 n = sys.argv[1]
@@ -95,7 +95,7 @@ echo "Calibrated: LOOM_TUNING=$tuning"
 echo "| ranks | size (B) | loom-sim pick | predicted (us) | loom-perf auto (us) | error |"
 echo "|---:|---:|---|---:|---:|---:|"
 for n in 2 3 4 5 6 7 8; do
-  perf $n "$TMP/meas" allreduce -b 8 -e 16M -f 16 -n 10 -w 3 -c 0 -O
+  perf $n "$TMP/meas" allreduce -b 8 -e 16M -f 16 -n 10 -w 3 -c 0 --outofplace-only
   LOOM_TUNING=$tuning "$BIN/loom-sim" allreduce -n $n --preset local -b 8 -e 16M -f 16 >"$TMP/sim"
   python3 - "$n" "$TMP/meas" "$TMP/sim" <<'PY'
 import sys

@@ -53,7 +53,7 @@ struct TreeParams {
   std::vector<std::vector<int>> hosts;  // ranks per host; empty or one host: flat trees
   std::size_t count = 0;                // elements
   std::size_t elem_size = 1;
-  std::size_t chunk_bytes = 512 * 1024;
+  std::size_t chunk_bytes = std::size_t{512} * 1024;
   std::size_t depth = 4;
   bool in_place = false;
   int root = 0;  // broadcast and reduce

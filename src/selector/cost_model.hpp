@@ -56,7 +56,7 @@ struct Shape {
 };
 
 struct Pipeline {
-  std::size_t chunk_bytes = 512 * 1024;
+  std::size_t chunk_bytes = std::size_t{512} * 1024;
   std::size_t depth = 4;
 };
 

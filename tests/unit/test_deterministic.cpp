@@ -168,6 +168,7 @@ std::vector<std::vector<std::uint8_t>> comm_allreduce(
   std::vector<std::vector<std::uint8_t>> out(static_cast<std::size_t>(n));
   std::vector<std::string> errors(static_cast<std::size_t>(n));
   std::vector<std::thread> threads;
+  threads.reserve(static_cast<std::size_t>(n));
   for (int r = 0; r < n; ++r)
     threads.emplace_back([&, r] {
       try {
@@ -205,8 +206,8 @@ TEST_CASE("deterministic: bitwise identical across algorithms, chunk sizes and h
     };
     for (const auto& cfg : configs)
       for (const auto& r : comm_allreduce(n, t, count, cfg, {})) REQUIRE(r == want);
-    for (std::vector<std::string> hosts : {std::vector<std::string>{"a", "a", "b", "b"},
-                                           std::vector<std::string>{"a", "b", "a", "b"}})
+    for (const std::vector<std::string>& hosts : {std::vector<std::string>{"a", "a", "b", "b"},
+                                                  std::vector<std::string>{"a", "b", "a", "b"}})
       for (const auto& r : comm_allreduce(n, t, count, {{"LOOM_DETERMINISTIC", "1"}}, hosts))
         REQUIRE(r == want);
     // The default mode: ring and tree disagree on these inputs.

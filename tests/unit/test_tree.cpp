@@ -111,9 +111,9 @@ std::int64_t value(int r, std::size_t i) {
 }
 
 struct Case {
-  Coll coll;
-  int n;
-  std::size_t count;
+  Coll coll = Coll::AllReduce;
+  int n = 1;
+  std::size_t count = 0;
   bool in_place = false;
   int root = 0;
   std::size_t chunk_bytes = 64;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <exception>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -19,7 +20,6 @@
 
 namespace {
 
-using loom::select::Algo;
 using loom::select::Coll;
 
 struct Args {
@@ -131,7 +131,9 @@ std::string cell(double us, std::size_t bytes, double factor) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+namespace {
+
+int run(int argc, char** argv) {
   Args a = parse(argc, argv);
   auto cfg = loom::config::Config::load();
   if (!cfg.is_ok()) fail(cfg.status().message());
@@ -178,4 +180,15 @@ int main(int argc, char** argv) {
     if (bytes == 0) break;
   }
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "loom-sim: %s\n", e.what());
+    return 1;
+  }
 }
