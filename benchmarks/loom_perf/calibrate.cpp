@@ -7,6 +7,8 @@
 #include <chrono>
 #include <functional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "kernels/host/reduce.hpp"
@@ -71,26 +73,41 @@ int calibrate(Communicator& comm, const Options& options) {
     comm.allreduce(small, small_out, 2, DataType::Float32, RedOp::Sum, ring).wait();
   });
   const double alpha_us = t_small * 1e6 / (2.0 * (n - 1));
-  const std::size_t total =
+  // Bandwidth at growing sizes: small buffers move between caches, large ones through memory.
+  const std::size_t largest =
       std::clamp<std::size_t>(options.max_bytes, 1 << 20, std::size_t{64} << 20);
-  const std::size_t per_rank = total / static_cast<std::size_t>(n) / 4;
-  std::vector<float> mine(per_rank, 1.0f), all(per_rank * static_cast<std::size_t>(n));
-  const double t_big = time_per_call(comm, 1, 5, [&] {
-    comm.allgather(mine.data(), all.data(), per_rank, DataType::Float32, ring).wait();
-  });
-  const double moved = static_cast<double>(per_rank * 4) * (n - 1);
-  const double wire = std::max(t_big - (n - 1) * alpha_us * 1e-6, t_big * 0.1);
-  const double gbps = moved / wire / 1e9;
+  std::vector<std::pair<std::size_t, double>> bw;  // (gathered bytes, GB/s per link)
+  for (std::size_t total = 256 << 10; total <= largest; total *= 4) {
+    const std::size_t per_rank = total / static_cast<std::size_t>(n) / 4;
+    std::vector<float> mine(per_rank, 1.0f), all(per_rank * static_cast<std::size_t>(n));
+    const int reps = total <= (4 << 20) ? 20 : 4;
+    const double t = time_per_call(comm, 1, reps, [&] {
+      comm.allgather(mine.data(), all.data(), per_rank, DataType::Float32, ring).wait();
+    });
+    const double moved = static_cast<double>(per_rank * 4) * (n - 1);
+    const double wire = std::max(t - (n - 1) * alpha_us * 1e-6, t * 0.1);
+    bw.emplace_back(per_rank * 4 * static_cast<std::size_t>(n), moved / wire / 1e9);
+  }
+  // The cache plateau: the sizes within 70% of the best bandwidth, when the largest is slower.
+  double cache_gbps = 0;
+  for (const auto& entry : bw) cache_gbps = std::max(cache_gbps, entry.second);
+  const double gbps = bw.back().second;
+  std::size_t cache_bytes = 0;
+  for (const auto& [bytes, g] : bw)
+    if (g >= 0.7 * cache_gbps) cache_bytes = bytes;
   const char* link = one_host(comm) ? "intra" : "inter";
   if (print) {
     fmt::print("# loom-perf --calibrate: {} ranks, {} link (ring schedules)\n", n, link);
     fmt::print("#   ring allreduce of 8 B: {:.1f} us = 2 x {} messages -> alpha {:.2f} us\n",
                t_small * 1e6, n - 1, alpha_us);
-    fmt::print("#   ring allgather of {} B: {:.3f} ms -> {:.3f} GB/s per link\n",
-               per_rank * 4 * static_cast<std::size_t>(n), t_big * 1e3, gbps);
+    for (const auto& [bytes, g] : bw)
+      fmt::print("#   ring allgather of {} B: {:.3f} GB/s per link\n", bytes, g);
     fmt::print("#   host reduction (fp32 sum): {:.3f} GB/s\n", red);
-    fmt::print("LOOM_TUNING={0}_alpha_us={1:.3g},{0}_gbps={2:.3g},reduce_gbps={3:.3g}\n", link,
-               alpha_us, gbps, red);
+    std::string cache;
+    if (std::string_view(link) == "intra" && cache_bytes < bw.back().first)
+      cache = fmt::format(",intra_cache_gbps={:.3g},cache_bytes={}", cache_gbps, cache_bytes);
+    fmt::print("LOOM_TUNING={0}_alpha_us={1:.3g},{0}_gbps={2:.3g},reduce_gbps={3:.3g}{4}\n", link,
+               alpha_us, gbps, red, cache);
   }
   return 0;
 }

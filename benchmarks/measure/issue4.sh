@@ -6,8 +6,9 @@
 #  1. allreduce at 8 ranks, 8 B..64 KiB and 1..64 MiB: forced ring, forced tree, auto side by
 #     side, with auto's slowdown against the best forced choice (target: <= 10%);
 #  2. deterministic vs default busbw at 16..128 MiB, 4 and 8 ranks (target: within 15%);
-#  3. loom-perf --calibrate at 2 and 8 ranks, then loom-sim --preset local (with those
-#     constants) against loom-perf for 2..8 ranks: prediction error (target: within 25%);
+#  0. loom-perf --calibrate at 2 and 8 ranks: the LOOM_TUNING every later run uses;
+#  3. loom-sim --preset local (with those constants) against loom-perf for 2..8 ranks:
+#     prediction error (target: within 25%);
 #  4. the loom-sim tables for 2..4096 ranks on both presets (allreduce 8 B..1 GiB).
 set -euo pipefail
 BIN=${1:-build/bin}
@@ -46,6 +47,26 @@ PY
 }
 
 echo
+echo "## 0. calibration (loom-perf --calibrate at 2 and 8 ranks); every run below uses it"
+perf 2 "$TMP/cal2" --calibrate -n 200 -e 32M
+perf 8 "$TMP/cal8" --calibrate -n 100 -e 32M
+sed 's/^/    /' "$TMP/cal2" "$TMP/cal8"
+tuning=$(python3 - "$TMP/cal2" "$TMP/cal8" "$(nproc)" <<'PY'
+import sys
+def kv(f):
+    line = [l for l in open(f) if l.startswith("LOOM_TUNING=")][0].strip()[len("LOOM_TUNING="):]
+    return dict(x.split("=") for x in line.split(","))
+two, eight, cores = kv(sys.argv[1]), kv(sys.argv[2]), int(sys.argv[3])
+# Oversubscription (8 ranks > cores): ranks block instead of spinning; the extra latency per
+# message is the difference of the two calibrations' alpha.
+extra = float(eight["intra_alpha_us"]) - float(two["intra_alpha_us"]) if 8 > cores else 0
+two["oversub_alpha_us"] = f"{max(extra, 0):.3g}"
+print(",".join(f"{k}={v}" for k, v in two.items()))
+PY
+)
+echo "Calibrated: LOOM_TUNING=$tuning"
+export LOOM_TUNING=$tuning
+echo
 echo "## 1. allreduce at 8 ranks: ring vs tree vs auto (out-of-place time, float sum)"
 for algo in ring tree auto; do
   perf 8 "$TMP/small.$algo" allreduce --algo $algo -b 8 -e 64K -f 2 -n 50 -w 10 -c 0 --outofplace-only
@@ -75,28 +96,11 @@ done
 
 echo
 echo "## 3. loom-sim (local preset, calibrated) vs loom-perf, 2..8 ranks"
-perf 2 "$TMP/cal2" --calibrate -n 200 -e 32M
-perf 8 "$TMP/cal8" --calibrate -n 100 -e 32M
-sed 's/^/    /' "$TMP/cal2" "$TMP/cal8"
-tuning=$(python3 - "$TMP/cal2" "$TMP/cal8" "$(nproc)" <<'PY'
-import sys
-def kv(f):
-    line = [l for l in open(f) if l.startswith("LOOM_TUNING=")][0].strip()[len("LOOM_TUNING="):]
-    return dict(x.split("=") for x in line.split(","))
-two, eight, cores = kv(sys.argv[1]), kv(sys.argv[2]), int(sys.argv[3])
-# Oversubscription: the extra latency per message at 8 ranks per unit of (ranks/cores - 1).
-load = max(8 / cores, 1.0)
-extra = (float(eight["intra_alpha_us"]) - float(two["intra_alpha_us"])) / (load - 1) if load > 1 else 0
-two["oversub_alpha_us"] = f"{max(extra, 0):.3g}"
-print(",".join(f"{k}={v}" for k, v in two.items()))
-PY
-)
-echo "Calibrated: LOOM_TUNING=$tuning"
 echo "| ranks | size (B) | loom-sim pick | predicted (us) | loom-perf auto (us) | error |"
 echo "|---:|---:|---|---:|---:|---:|"
 for n in 2 3 4 5 6 7 8; do
   perf $n "$TMP/meas" allreduce -b 8 -e 16M -f 16 -n 10 -w 3 -c 0 --outofplace-only
-  LOOM_TUNING=$tuning "$BIN/loom-sim" allreduce -n $n --preset local -b 8 -e 16M -f 16 >"$TMP/sim"
+  "$BIN/loom-sim" allreduce -n $n --preset local -b 8 -e 16M -f 16 >"$TMP/sim"
   python3 - "$n" "$TMP/meas" "$TMP/sim" <<'PY'
 import sys
 n = sys.argv[1]

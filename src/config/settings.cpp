@@ -92,9 +92,9 @@ constexpr std::array kSettings = {
          "Cost-model constants as key=value,... (the line `loom-perf --calibrate` prints); "
          "overrides the LOOM_TUNE_* settings.",
          "coll"},
-    Spec{"LOOM_TUNE_INTRA_ALPHA_US", Type::String, "10",
+    Spec{"LOOM_TUNE_INTRA_ALPHA_US", Type::String, "5",
          "Cost model: latency per message between ranks on one host (microseconds).", "coll"},
-    Spec{"LOOM_TUNE_INTRA_GBPS", Type::String, "2",
+    Spec{"LOOM_TUNE_INTRA_GBPS", Type::String, "3",
          "Cost model: bandwidth between ranks on one host (GB/s).", "coll"},
     Spec{"LOOM_TUNE_INTER_ALPHA_US", Type::String, "40",
          "Cost model: latency per message between hosts (microseconds).", "coll"},
@@ -104,11 +104,18 @@ constexpr std::array kSettings = {
          "Cost model: a host's total network bandwidth shared by its ranks (GB/s; 0: one "
          "stream's).",
          "coll"},
-    Spec{"LOOM_TUNE_REDUCE_GBPS", Type::String, "4",
+    Spec{"LOOM_TUNE_REDUCE_GBPS", Type::String, "20",
          "Cost model: host reduction throughput (GB/s of input).", "coll"},
-    Spec{"LOOM_TUNE_OVERSUB_ALPHA_US", Type::String, "0",
-         "Cost model: extra latency per message when a host runs more ranks than CPUs.",
+    Spec{"LOOM_TUNE_OVERSUB_ALPHA_US", Type::String, "19",
+         "Cost model: extra latency per message when a host runs more ranks than CPUs (ranks "
+         "block instead of spinning).",
          "coll"},
+    Spec{"LOOM_TUNE_INTRA_CACHE_GBPS", Type::String, "5",
+         "Cost model: bandwidth on one host while buffers fit in LOOM_TUNE_CACHE_BYTES (GB/s; "
+         "0: LOOM_TUNE_INTRA_GBPS).",
+         "coll"},
+    Spec{"LOOM_TUNE_CACHE_BYTES", Type::String, "4194304",
+         "Cost model: buffer size up to which LOOM_TUNE_INTRA_CACHE_GBPS applies.", "coll"},
     Spec{"LOOM_SPIN_US", Type::Int, "-1",
          "Microseconds the executor polls without progress before it blocks in the kernel; -1 "
          "chooses: 20 when this host's ranks fit its CPUs, 0 when they oversubscribe them.",

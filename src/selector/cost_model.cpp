@@ -47,6 +47,8 @@ const std::vector<Field>& fields() {
       {"nic_gbps", &Tuning::nic_gbps, nullptr, nullptr},
       {"reduce_gbps", &Tuning::reduce_gbps, nullptr, nullptr},
       {"oversub_alpha_us", &Tuning::oversub_alpha_us, nullptr, nullptr},
+      {"intra_cache_gbps", &Tuning::intra_cache_gbps, nullptr, nullptr},
+      {"cache_bytes", &Tuning::cache_bytes, nullptr, nullptr},
   };
   return f;
 }
@@ -87,7 +89,7 @@ Status Tuning::apply(std::string_view text) {
     if (ec != std::errc{} || end != val.data() + val.size() || !(v >= 0) || !std::isfinite(v))
       return make_error(ErrorCode::InvalidUsage, "tuning value '{}' for {} is not a number >= 0",
                         val, key);
-    if ((key.ends_with("gbps") && key != "nic_gbps") && v <= 0)
+    if ((key == "intra_gbps" || key == "inter_gbps" || key == "reduce_gbps") && v <= 0)
       return make_error(ErrorCode::InvalidUsage, "tuning value for {} must be positive", key);
     field_ref(*this, *it) = v;
   }
@@ -120,16 +122,17 @@ struct Links {
   double alpha_inter, alpha_intra, bw_inter, bw_intra, bw_slow, alpha_slow, red;
 };
 
-Links links(const Shape& s, const Tuning& t, int streams) {
+Links links(const Shape& s, const Tuning& t, int streams, double bytes) {
   Links l{};
   // CPU sharing on an oversubscribed host: copies and reductions get cores/per_host of a CPU
-  // each, and every message may wait for a descheduled receiver.
+  // each, and every message waits for its receiver to be woken.
   const double load =
       s.cores > 0 && s.per_host > s.cores ? static_cast<double>(s.per_host) / s.cores : 1.0;
-  const double extra = t.oversub_alpha_us * (load - 1);
+  const double extra = load > 1 ? t.oversub_alpha_us : 0;
   l.alpha_intra = t.intra.alpha_us + extra;
   l.alpha_inter = t.inter.alpha_us + extra;
-  l.bw_intra = t.intra.gbps / load;
+  const bool cached = t.intra_cache_gbps > 0 && bytes <= t.cache_bytes;
+  l.bw_intra = (cached ? t.intra_cache_gbps : t.intra.gbps) / load;
   double nic = t.nic_gbps > 0 ? t.nic_gbps / std::max(1, streams) : t.inter.gbps;
   l.bw_inter = std::min(t.inter.gbps, nic);
   const bool multi = s.nhosts > 1;
@@ -141,7 +144,7 @@ Links links(const Shape& s, const Tuning& t, int streams) {
 
 double ring_us(Coll c, double S, const Shape& s, const Tuning& t, const Pipeline& p) {
   const double n = s.nranks;
-  const Links l = links(s, t, 1);  // the ring enters and leaves each host once
+  const Links l = links(s, t, 1, S);  // the ring enters and leaves each host once
   const double frac = (n - 1) / n;
   const double chunk = std::min<double>(static_cast<double>(p.chunk_bytes), S);
   switch (c) {
@@ -162,7 +165,7 @@ double ring_us(Coll c, double S, const Shape& s, const Tuning& t, const Pipeline
 
 double tree_us(Coll c, double S, const Shape& s, const Tuning& t, const Pipeline& p) {
   const bool per_host = s.nhosts > 1 && s.per_host > 1;
-  const Links l = links(s, t, per_host ? 2 : s.per_host);  // leaders (or all ranks) share the NIC
+  const Links l = links(s, t, per_host ? 2 : s.per_host, S);  // leaders (or all) share the NIC
   const double chain = per_host ? s.per_host - 1 : 0;
   double across = per_host ? flat_tree_depth(s.nhosts) : flat_tree_depth(s.nranks);
   if (s.tree_depth > 0) across = std::max(1.0, s.tree_depth - chain);
@@ -189,7 +192,7 @@ double tree_us(Coll c, double S, const Shape& s, const Tuning& t, const Pipeline
 // per_host x (n - per_host) / n x S instead of the ring's (n - 1) / n x S.
 double deterministic_us(Coll c, double S, const Shape& s, const Tuning& t, const Pipeline& p) {
   const double n = s.nranks;
-  const Links l = links(s, t, 1);
+  const Links l = links(s, t, 1, S);
   const double frac = (n - 1) / n;
   double rs = (n - 1) * l.alpha_slow / 2 + l.alpha_slow + xfer_us(frac * S, l.bw_intra) +
               xfer_us(frac * S, l.red);

@@ -34,8 +34,13 @@ struct Tuning {
   Link inter{30, 1.0};  // network (ranks on different hosts)
   double nic_gbps = 0;  // per-host NIC bandwidth shared by the host's ranks; 0: inter.gbps
   double reduce_gbps = 4;
-  /// Extra latency per message per unit of oversubscription (ranks / cores - 1) of a host.
+  /// Extra latency per message on a host with more ranks than CPUs: ranks then block instead
+  /// of spinning, so a message waits for its receiver to be woken and scheduled.
   double oversub_alpha_us = 0;
+  /// Bandwidth between ranks on one host while a rank's buffer fits in `cache_bytes` (0: the
+  /// same as intra.gbps). Small and medium messages move between caches, not through DRAM.
+  double intra_cache_gbps = 0;
+  double cache_bytes = 1 << 20;
 
   /// "intra_alpha_us=8,intra_gbps=2,inter_alpha_us=30,inter_gbps=1,reduce_gbps=4,..."
   [[nodiscard]] std::string to_string() const;
@@ -45,8 +50,8 @@ struct Tuning {
 
 /// Where the ranks are: `nhosts` hosts of `per_host` ranks each (the last may hold fewer), and
 /// the CPUs of a host (0: unknown). A host with more ranks than CPUs is oversubscribed: its
-/// ranks share the CPUs that copy and reduce, and a message often waits for its receiver to be
-/// scheduled (oversub_alpha_us per extra rank per CPU).
+/// ranks share the CPUs that copy and reduce (bandwidth x cores / ranks), and every message
+/// waits for its receiver to be woken (+ oversub_alpha_us).
 struct Shape {
   int nranks = 1;
   int nhosts = 1;

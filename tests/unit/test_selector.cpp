@@ -137,3 +137,22 @@ TEST_CASE("selector: a bad LOOM_ALGO fails communicator creation", "[selector]")
   REQUIRE_THROWS_AS(test::run_ranks(2, [](Communicator&) {}, {{"LOOM_ALGO", "allgather:tree"}}),
                     std::runtime_error);
 }
+
+TEST_CASE("selector: cache bandwidth applies up to cache_bytes, oversubscription adds latency",
+          "[selector]") {
+  Shape s;
+  s.nranks = 4;
+  s.per_host = 4;
+  Tuning t;
+  REQUIRE(t.apply("intra_alpha_us=0,intra_gbps=1,reduce_gbps=1000").is_ok());
+  const double slow = predict_us(Coll::AllGather, Algo::Ring, 1 << 20, s, t, {});
+  REQUIRE(t.apply("intra_cache_gbps=4,cache_bytes=1048576").is_ok());
+  const double cached = predict_us(Coll::AllGather, Algo::Ring, 1 << 20, s, t, {});
+  REQUIRE(cached == Approx(slow / 4));
+  const double beyond = predict_us(Coll::AllGather, Algo::Ring, 2 << 20, s, t, {});
+  REQUIRE(beyond == Approx(2 * slow));  // past the cache: memory bandwidth again
+  REQUIRE(t.apply("oversub_alpha_us=50").is_ok());
+  const double fits = predict_us(Coll::AllGather, Algo::Ring, 8, s, t, {});
+  s.cores = 2;  // 4 ranks on 2 CPUs: 3 messages x 50 us more
+  REQUIRE(predict_us(Coll::AllGather, Algo::Ring, 8, s, t, {}) == Approx(fits + 150).margin(0.1));
+}
