@@ -104,6 +104,7 @@ Status CommImpl::init(std::unique_ptr<transport::tcp::TcpTransport> tcp, Deadlin
     std::size_t n = ring_.size();
     LOOM_RETURN_IF_ERROR(transports_->ensure({ring_[(pos + 1) % n], ring_[(pos + n - 1) % n]}, deadline));
   }
+  LOOM_RETURN_IF_ERROR(agree_on_plan_settings(prefix, deadline));
   LOOM_RETURN_IF_ERROR(finish_rendezvous(*store_, prefix, rank_, nranks_, deadline));
   settings_.spin = choose_spin(settings_.spin, layout.ranks_on_my_host(rank_));
   exec::EngineOptions eo;
@@ -128,6 +129,37 @@ std::uint8_t* CommImpl::scratch(std::size_t bytes) {
     scratch_bytes_ = scratch_ ? rounded : 0;
   }
   return scratch_.get();
+}
+
+// Every rank must build matching plans, so the settings that shape them must be equal: rank 0
+// publishes its values and every other rank compares (one store read per rank).
+Status CommImpl::agree_on_plan_settings(const std::string& prefix, Deadline deadline) {
+  const std::vector<std::string> mine = {
+      fmt::format("LOOM_ALGO={}", settings_.algo),
+      fmt::format("LOOM_DETERMINISTIC={}", settings_.deterministic ? 1 : 0),
+      fmt::format("LOOM_CHUNK_SIZE={}", settings_.chunk_bytes),
+      fmt::format("LOOM_PIPELINE_DEPTH={}", settings_.depth),
+      fmt::format("LOOM_TUNING={}", settings_.tuning.to_string())};
+  std::string text;
+  for (const auto& m : mine) text += m + "\n";
+  const std::string key = prefix + "plan_settings";
+  if (rank_ == 0)
+    return store_->set(key, {reinterpret_cast<const std::uint8_t*>(text.data()), text.size()});
+  LOOM_ASSIGN_OR_RETURN(bootstrap::Bytes theirs, store_->get(key, deadline));
+  std::string root(theirs.begin(), theirs.end());
+  if (root == text) return Status::ok();
+  std::string diff;
+  for (const auto& m : mine)
+    if (root.find(m + "\n") == std::string::npos) {
+      std::string name = m.substr(0, m.find('='));
+      std::size_t at = root.find(name + "=");
+      std::string other = at == std::string::npos ? "?" : root.substr(at, root.find('\n', at) - at);
+      diff += fmt::format("{}{} here but {} on rank 0", diff.empty() ? "" : "; ", m, other);
+    }
+  return make_error(ErrorCode::InvalidUsage,
+                    "rank {}: settings that shape collective plans differ between ranks ({}); "
+                    "set them equally on every rank",
+                    rank_, diff);
 }
 
 // The job's shape for the cost model and the per-host trees: hosts in ring order, each host's

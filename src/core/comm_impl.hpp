@@ -73,6 +73,7 @@ class CommImpl {
   CommImpl(CommSetup setup, CommSettings settings);
   Status init(std::unique_ptr<transport::tcp::TcpTransport> tcp, Deadline deadline);
   void describe_shape(const JobLayout& layout);
+  Status agree_on_plan_settings(const std::string& prefix, Deadline deadline);
   algo::Plan make_plan(const core::OpDesc& op, const CollOptions& opts);
   void log_decision(const core::OpDesc& op, const select::Decision& d, std::size_t bytes);
 

@@ -156,3 +156,25 @@ TEST_CASE("selector: cache bandwidth applies up to cache_bytes, oversubscription
   s.cores = 2;  // 4 ranks on 2 CPUs: 3 messages x 50 us more
   REQUIRE(predict_us(Coll::AllGather, Algo::Ring, 8, s, t, {}) == Approx(fits + 150).margin(0.1));
 }
+
+TEST_CASE("selector: ranks with different LOOM_ALGO refuse to build a communicator", "[selector]") {
+  auto store = std::make_shared<bootstrap::InMemoryStore>();
+  std::string errors[2];
+  std::vector<std::thread> threads;
+  threads.reserve(2);
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        Communicator comm = test::make_comm(
+            store, r, 2, 0x5e1ec7,
+            {{"LOOM_TIMEOUT", "3s"}, {"LOOM_ALGO", r == 0 ? "auto" : "allreduce:tree"}});
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  INFO(errors[1]);
+  REQUIRE(errors[1].find("LOOM_ALGO=allreduce:tree here but LOOM_ALGO=auto on rank 0") !=
+          std::string::npos);
+  REQUIRE(!errors[0].empty());  // rank 0 times out waiting for rank 1
+}
