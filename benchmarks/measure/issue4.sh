@@ -96,21 +96,26 @@ done
 
 echo
 echo "## 3. loom-sim (local preset, calibrated) vs loom-perf, 2..8 ranks"
-echo "| ranks | size (B) | loom-sim pick | predicted (us) | loom-perf auto (us) | error |"
-echo "|---:|---:|---|---:|---:|---:|"
+echo "| ranks | size (B) | pick | model (us) | replay (us) | loom-perf auto (us) | model error | replay error |"
+echo "|---:|---:|---|---:|---:|---:|---:|---:|"
 for n in 2 3 4 5 6 7 8; do
   perf $n "$TMP/meas" allreduce -b 8 -e 16M -f 16 -n 10 -w 3 -c 0 --outofplace-only
   "$BIN/loom-sim" allreduce -n $n --preset local -b 8 -e 16M -f 16 >"$TMP/sim"
-  python3 - "$n" "$TMP/meas" "$TMP/sim" <<'PY'
+  "$BIN/loom-sim" allreduce -n $n --preset local -b 8 -e 16M -f 16 --replay >"$TMP/replay"
+  python3 - "$n" "$TMP/meas" "$TMP/sim" "$TMP/replay" <<'PY'
 import sys
 n = sys.argv[1]
 meas = {int(p[0]): float(p[5]) for p in (l.split() for l in open(sys.argv[2])) if len(p) == 13 and p[0].isdigit()}
-for p in (l.split() for l in open(sys.argv[3])):
-    if p and p[0].isdigit():
-        size, algo, pred = int(p[0]), p[8], float(p[9])
-        m = meas.get(size)
-        if m:
-            print(f"| {n} | {size} | {algo} | {pred:.1f} | {m:.1f} | {(pred / m - 1) * 100:+.0f}% |")
+def load(f):
+    return {int(p[0]): (p[8], float(p[9])) for p in (l.split() for l in open(f)) if p and p[0].isdigit()}
+model, rep = load(sys.argv[3]), load(sys.argv[4])
+for size in sorted(model):
+    m = meas.get(size)
+    if not m:
+        continue
+    algo, pm = model[size]
+    pr = rep[size][1]
+    print(f"| {n} | {size} | {algo} | {pm:.1f} | {pr:.1f} | {m:.1f} | {(pm / m - 1) * 100:+.0f}% | {(pr / m - 1) * 100:+.0f}% |")
 PY
 done
 

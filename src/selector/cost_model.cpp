@@ -145,19 +145,21 @@ Links links(const Shape& s, const Tuning& t, int streams, double bytes) {
 double ring_us(Coll c, double S, const Shape& s, const Tuning& t, const Pipeline& p) {
   const double n = s.nranks;
   const Links l = links(s, t, 1, S);  // the ring enters and leaves each host once
+  // A segment's path around the ring crosses hosts nhosts times per lap: the mean hop latency.
+  const double H = s.nhosts > 1 ? s.nhosts : 0;
+  const double alpha = (H * l.alpha_inter + (n - H) * l.alpha_intra) / n;
   const double frac = (n - 1) / n;
   const double chunk = std::min<double>(static_cast<double>(p.chunk_bytes), S);
   switch (c) {
     case Coll::AllReduce:
-      return 2 * (n - 1) * l.alpha_slow + xfer_us(2 * frac * S, l.bw_slow) +
-             xfer_us(frac * S, l.red);
-    case Coll::AllGather: return (n - 1) * l.alpha_slow + xfer_us(frac * S, l.bw_slow);
+      return 2 * (n - 1) * alpha + xfer_us(2 * frac * S, l.bw_slow) + xfer_us(frac * S, l.red);
+    case Coll::AllGather: return (n - 1) * alpha + xfer_us(frac * S, l.bw_slow);
     case Coll::ReduceScatter:
-      return (n - 1) * l.alpha_slow + xfer_us(frac * S, l.bw_slow) + xfer_us(frac * S, l.red);
+      return (n - 1) * alpha + xfer_us(frac * S, l.bw_slow) + xfer_us(frac * S, l.red);
     case Coll::Broadcast:  // a pipelined chain: fill n-1 hops, then stream
-      return (n - 1) * (l.alpha_slow + xfer_us(chunk, l.bw_slow)) + xfer_us(S, l.bw_slow);
+      return (n - 1) * (alpha + xfer_us(chunk, l.bw_slow)) + xfer_us(S, l.bw_slow);
     case Coll::Reduce:
-      return (n - 1) * (l.alpha_slow + xfer_us(chunk, l.bw_slow) + xfer_us(chunk, l.red)) +
+      return (n - 1) * (alpha + xfer_us(chunk, l.bw_slow) + xfer_us(chunk, l.red)) +
              xfer_us(S, l.bw_slow) + xfer_us(S, l.red);
   }
   return 0;
@@ -173,15 +175,24 @@ double tree_us(Coll c, double S, const Shape& s, const Tuning& t, const Pipeline
   const double hops = chain + across;
   const double chunk = std::min<double>(static_cast<double>(p.chunk_bytes), S / 2);
   const double bw = per_host ? std::min(l.bw_inter, l.bw_intra) : l.bw_slow;
-  const double fill = hops * (xfer_us(chunk, bw));
+  // Store-and-forward of the first chunk: chain hops over shared memory, tree hops over the
+  // slowest link the trees use.
+  const double fill = chain * xfer_us(chunk, l.bw_intra) + across * xfer_us(chunk, bw);
+  // Throughput: an interior rank moves 2S each way (1.5S for the re-rooted broadcast/reduce).
+  // Per host, the two leaders' traffic (2S together) shares the host's NIC, and each chain rank
+  // moves 2S over shared memory.
+  const double host_bw = t.nic_gbps > 0 ? std::min(t.nic_gbps, 2 * t.inter.gbps) : 2 * t.inter.gbps;
+  auto stream = [&](double bytes) {
+    return per_host ? std::max(xfer_us(bytes, host_bw), xfer_us(bytes, l.bw_intra))
+                    : xfer_us(bytes, bw);
+  };
   switch (c) {
-    case Coll::AllReduce:  // up and down; an interior rank moves 2S each way, reduces S
-      return 2 * hop_alpha + 2 * fill + xfer_us(chunk, l.red) * hops + xfer_us(2 * S, bw) +
+    case Coll::AllReduce:  // up and down; reduces S
+      return 2 * hop_alpha + 2 * fill + xfer_us(chunk, l.red) * hops + stream(2 * S) +
              xfer_us(S, l.red);
-    case Coll::Broadcast: return hop_alpha + fill + xfer_us(1.5 * S, bw);
+    case Coll::Broadcast: return hop_alpha + fill + stream(1.5 * S);
     case Coll::Reduce:
-      return hop_alpha + fill + xfer_us(chunk, l.red) * hops + xfer_us(1.5 * S, bw) +
-             xfer_us(S, l.red);
+      return hop_alpha + fill + xfer_us(chunk, l.red) * hops + stream(1.5 * S) + xfer_us(S, l.red);
     default: return 1e30;
   }
 }

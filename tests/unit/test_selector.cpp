@@ -4,6 +4,7 @@
 
 #include "comm_harness.hpp"
 #include "selector/cluster.hpp"
+#include "selector/replay.hpp"
 #include "selector/selector.hpp"
 
 using namespace loom;
@@ -177,4 +178,60 @@ TEST_CASE("selector: ranks with different LOOM_ALGO refuse to build a communicat
   REQUIRE(errors[1].find("LOOM_ALGO=allreduce:tree here but LOOM_ALGO=auto on rank 0") !=
           std::string::npos);
   REQUIRE(!errors[0].empty());  // rank 0 times out waiting for rank 1
+}
+
+TEST_CASE("selector: replaying the real plans completes and matches the model on simple cases",
+          "[selector][replay]") {
+  const Coll colls[] = {Coll::AllReduce, Coll::AllGather, Coll::ReduceScatter, Coll::Broadcast,
+                        Coll::Reduce};
+  for (int per_host : {0, 4})
+    for (int n : {2, 3, 8, 13})
+      for (Coll coll : colls)
+        for (Algo a : {Algo::Ring, Algo::Tree, Algo::Deterministic}) {
+          if (!supports(coll, a)) continue;
+          auto c = preset("25gbe", Tuning{}, 0);
+          REQUIRE(c.is_ok());
+          c->per_host = per_host;
+          for (std::size_t bytes : {std::size_t{8}, std::size_t{1} << 20}) {
+            INFO(to_string(coll) << " " << to_string(a) << " n " << n << " per host " << per_host
+                                 << " bytes " << bytes);
+            auto r = replay(coll, a, bytes, shape_of(*c, n), c->tuning, {64 << 10, 2});
+            REQUIRE(r.is_ok());
+            REQUIRE((bytes < 64 ? r->us >= 0 : r->us > 0));
+          }
+        }
+  // Two ranks, ring allreduce of 1 MiB at 1 GB/s and 10 us: each half crosses once each way.
+  Tuning t;
+  REQUIRE(t.apply("intra_alpha_us=10,intra_gbps=1,reduce_gbps=1000").is_ok());
+  Shape two;
+  two.nranks = 2;
+  two.per_host = 2;
+  const Pipeline big{std::size_t{1} << 20, 4};
+  auto r = replay(Coll::AllReduce, Algo::Ring, 1 << 20, two, t, big);
+  REQUIRE(r.is_ok());
+  REQUIRE(r->us ==
+          Approx(predict_us(Coll::AllReduce, Algo::Ring, 1 << 20, two, t, big)).epsilon(0.02));
+  // Too large to replay: a clear error instead of minutes of work.
+  Shape many;
+  many.nranks = 64;
+  many.per_host = 64;
+  REQUIRE(!replay(Coll::AllReduce, Algo::Ring, 1 << 20, many, t, {1024, 4}, 1000).is_ok());
+}
+
+TEST_CASE("selector: the model agrees with the replayed plans on latency-bound allreduces",
+          "[selector][replay]") {
+  for (auto name : {"25gbe", "8gpu-4efa"}) {
+    auto c = preset(name, Tuning{}, 0);
+    REQUIRE(c.is_ok());
+    for (int n : {16, 64})
+      for (Algo a : {Algo::Ring, Algo::Tree}) {
+        Shape s = shape_of(*c, n);
+        auto r = replay(Coll::AllReduce, a, 64, s, c->tuning, {});
+        REQUIRE(r.is_ok());
+        const double model = predict_us(Coll::AllReduce, a, 64, s, c->tuning, {});
+        INFO(name << " n " << n << " " << to_string(a) << " model " << model << " replay "
+                  << r->us);
+        REQUIRE(model == Approx(r->us).epsilon(0.15));
+      }
+  }
 }

@@ -16,6 +16,7 @@
 #include "config/config.hpp"
 #include "loom/version.hpp"
 #include "selector/cluster.hpp"
+#include "selector/replay.hpp"
 #include "selector/selector.hpp"
 
 namespace {
@@ -31,6 +32,7 @@ struct Args {
   std::size_t min_bytes = 8, max_bytes = std::size_t{32} << 20, factor = 2, elem = 4;
   std::size_t chunk = 0, depth = 0;  // 0: from the settings
   std::string tuning;
+  bool replay = false;  // ring and tree columns from a step-level replay of the real plans
 };
 
 constexpr int kUsage = 2;
@@ -45,7 +47,10 @@ std::string usage() {
          "  --cores N            CPUs per host (default: the preset's; local: this machine's)\n"
          "  --tuning K=V,...     cost-model constants on top of the preset's\n"
          "  -b, -e, -f           min size, max size (K/M/G), factor (default 8, 32M, 2)\n"
-         "  --chunk SIZE, --depth N   pipeline (default LOOM_CHUNK_SIZE, LOOM_PIPELINE_DEPTH)\n";
+         "  --chunk SIZE, --depth N   pipeline (default LOOM_CHUNK_SIZE, LOOM_PIPELINE_DEPTH)\n"
+         "  --replay             ring and tree columns from replaying every rank's real plan in\n"
+         "                       simulated time (default: the cost model; replay is exact\n"
+         "                       for the schedules but slow beyond a few hundred ranks)\n";
 }
 
 [[noreturn]] void fail(const std::string& msg) {
@@ -86,6 +91,8 @@ Args parse(int argc, char** argv) {
       a.per_host = static_cast<int>(int_arg(s, value(), 1, 1 << 20));
     else if (s == "--cores")
       a.cores = static_cast<int>(int_arg(s, value(), 0, 1 << 20));
+    else if (s == "--replay")
+      a.replay = true;
     else if (s == "--tuning")
       a.tuning = value();
     else if (s == "-b" || s == "--minbytes")
@@ -152,6 +159,9 @@ int run(int argc, char** argv) {
   fmt::print("# loom-sim (loom {}): {} on {} ranks ({} hosts x {} ranks), preset {}\n",
              loom::kVersionString, to_string(a.coll), a.nranks, shape.nhosts, shape.per_host,
              cluster->name);
+  if (a.replay)
+    fmt::print(
+        "# ring and tree: step-level replay of every rank's plan; selector: the model's pick\n");
   fmt::print("# {}\n# model: {}; cores per host {}; chunk {} depth {}; tree depth {} edges\n",
              cluster->description, cluster->tuning.to_string(),
              shape.cores ? std::to_string(shape.cores) : std::string("unlimited"), pipe.chunk_bytes,
@@ -171,6 +181,19 @@ int run(int argc, char** argv) {
   const double bf = bus_factor(a.coll, a.nranks);
   for (std::size_t bytes = a.min_bytes; bytes <= a.max_bytes; bytes *= a.factor) {
     auto p = loom::select::predict(a.coll, bytes, shape, cluster->tuning, pipe);
+    if (a.replay) {  // the schedules' own times; the selector column stays the model's choice
+      auto ring = loom::select::replay(a.coll, loom::select::Algo::Ring, bytes, shape,
+                                       cluster->tuning, pipe);
+      if (!ring.is_ok()) fail(ring.status().message());
+      p.ring_us = ring->us;
+      if (p.tree_us >= 0) {
+        auto tree = loom::select::replay(a.coll, loom::select::Algo::Tree, bytes, shape,
+                                         cluster->tuning, pipe);
+        if (!tree.is_ok()) fail(tree.status().message());
+        p.tree_us = tree->us;
+      }
+      p.pick_us = p.pick == loom::select::Algo::Tree ? p.tree_us : p.ring_us;
+    }
     std::size_t count = bytes / a.elem;
     if (a.coll == Coll::AllGather || a.coll == Coll::ReduceScatter)
       count /= static_cast<std::size_t>(a.nranks);
