@@ -72,31 +72,43 @@ Scatter reduce_scatter_phase(Plan& plan, const Det& d, std::size_t scratch_base,
     Block mine = d.chunk(d.me, c);
     if (mine.count == 0) continue;
     const std::size_t bytes = mine.count * d.es;
-    std::vector<Span> part(static_cast<std::size_t>(d.n));
-    std::vector<std::uint32_t> got(static_cast<std::size_t>(d.n), kNoStep);
-    std::vector<std::size_t> slot_of(static_cast<std::size_t>(d.n), 0);
-    for (int q = 0; q < d.n; ++q) {
-      if (q == d.me) {
-        part[static_cast<std::size_t>(q)] = d.span(BufId::Send, mine);
-        continue;
-      }
-      auto slot = pool.acquire();
-      slot_of[static_cast<std::size_t>(q)] = slot.index;
-      part[static_cast<std::size_t>(q)] = {BufId::Scratch, slot.span.offset, bytes};
-      got[static_cast<std::size_t>(q)] =
-          plan.add(recv_from(q, part[static_cast<std::size_t>(q)]), {slot.free_after});
-    }
+    // Each part is received only once the fold before it is done, so the fold that consumes it
+    // waits for that receive alone: a transport that reduces on receipt (shm) then folds
+    // straight out of its own buffers. The senders are not held back: their messages wait in
+    // the transport (shm slots, socket buffers) and every chunk's chain runs independently.
     SlotPool::Slot acc{0, {}, kNoStep};
     if (d.n > 2) acc = pool.acquire();
-    Span acc_span{BufId::Scratch, acc.span.offset, bytes};
-    Span a = part[0];
+    const Span acc_span{BufId::Scratch, acc.span.offset, bytes};
+    auto receive = [&](int q, std::uint32_t after) {
+      auto slot = pool.acquire();
+      Span tmp{BufId::Scratch, slot.span.offset, bytes};
+      return std::make_pair(
+          slot.index, std::make_pair(tmp, plan.add(recv_from(q, tmp), {slot.free_after, after})));
+    };
+    Span a = d.span(BufId::Send, mine);
+    std::uint32_t got0 = kNoStep;
+    std::size_t slot0 = 0;
+    if (d.me != 0) {
+      auto [idx, r] = receive(0, kNoStep);
+      slot0 = idx;
+      a = r.first;
+      got0 = r.second;
+    }
     std::uint32_t last = acc.free_after;
     for (int q = 1; q < d.n; ++q) {  // ((x0 + x1) + x2) + ... in rank order
+      Span b = d.span(BufId::Send, mine);
+      std::uint32_t got = kNoStep;
+      std::size_t slot = 0;
+      if (q != d.me) {
+        auto [idx, r] = receive(q, q == 1 ? got0 : last);
+        slot = idx;
+        b = r.first;
+        got = r.second;
+      }
       Span dst = q + 1 == d.n ? result(c, mine) : acc_span;
-      last = plan.add(reduce_into(dst, a, part[static_cast<std::size_t>(q)]),
-                      {last, got[0], got[static_cast<std::size_t>(q)]});
-      if (q == 1 && d.me != 0) pool.release(slot_of[0], last);
-      if (q != d.me) pool.release(slot_of[static_cast<std::size_t>(q)], last);
+      last = plan.add(reduce_into(dst, a, b), {last, got0, got});
+      if (q == 1 && d.me != 0) pool.release(slot0, last);
+      if (q != d.me) pool.release(slot, last);
       a = acc_span;
     }
     if (d.n > 2) pool.release(acc.index, last);
