@@ -30,7 +30,8 @@ std::string_view program_name(int argc, char** argv) {
 
 // Joins the launcher's job, or runs as a single rank when no launcher variable is set at all.
 loom::Communicator join_job() {
-  for (const char* name : {"LOOM_RANK", "LOOM_WORLD_SIZE", "RANK", "WORLD_SIZE"})
+  for (const char* name : {"LOOM_RANK", "LOOM_WORLD_SIZE", "RANK", "WORLD_SIZE", "SLURM_PROCID",
+                           "OMPI_COMM_WORLD_RANK"})
     if (std::getenv(name) != nullptr) return loom::Communicator::from_env();
   const loom::UniqueId id = loom::UniqueId::create("127.0.0.1:0");
   return loom::Communicator(id, 0, 1);
