@@ -37,7 +37,7 @@ set_target_properties(loom_shared PROPERTIES OUTPUT_NAME loom EXPORT_NAME loom
                       VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION_MAJOR})
 target_include_directories(loom_shared PUBLIC $<BUILD_INTERFACE:${CMAKE_SOURCE_DIR}/include>
                                               $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
-target_link_libraries(loom_shared PUBLIC Threads::Threads PRIVATE $<TARGET_PROPERTY:loom,LINK_LIBRARIES>)
+target_link_libraries(loom_shared PUBLIC Threads::Threads)
 set_target_properties(loom PROPERTIES EXPORT_NAME loom_static)
 target_compile_features(loom PUBLIC cxx_std_20)
 target_compile_features(loom_shared PUBLIC cxx_std_20)
@@ -63,6 +63,10 @@ endfunction()
 
 # Config files, generated at the end of configuration so that later modules' dependencies count.
 function(loom_write_package_files)
+  # The shared library links what the static one links (read at the end, so that dependencies
+  # added to `loom` anywhere in the tree count).
+  get_target_property(static_libs loom LINK_LIBRARIES)
+  target_link_libraries(loom_shared PRIVATE ${static_libs})
   set(deps "")
   foreach(dep IN LISTS LOOM_PACKAGE_FIND_DEPS)
     string(APPEND deps "find_dependency(${dep})\n")

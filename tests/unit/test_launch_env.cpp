@@ -105,7 +105,7 @@ TEST_CASE("launch: incomplete Slurm environment lists found and missing", "[laun
   auto li = launch({{"SLURM_PROCID", "0"}, {"SLURM_JOB_ID", "9"}});
   REQUIRE_FALSE(li.is_ok());
   CHECK(li.status().code() == ErrorCode::InvalidUsage);
-  const auto& m = li.status().message();
+  const std::string m = li.status().message();
   CHECK_THAT(m, Contains("Slurm") && Contains("SLURM_NTASKS") && Contains("SLURM_STEP_NODELIST"));
   CHECK_THAT(m, Contains("found: SLURM_PROCID, SLURM_JOB_ID"));
   auto no_port =
