@@ -28,8 +28,10 @@ include(CMakePackageConfigHelpers)
 
 list(APPEND LOOM_PACKAGE_FIND_DEPS "Threads" "fmt" "spdlog" "nlohmann_json")
 list(APPEND LOOM_PACKAGE_PKGCONFIG_DEPS "HWLOC:hwloc")
-list(APPEND LOOM_PACKAGE_PC_REQUIRES_PRIVATE "spdlog" "fmt" "hwloc")
-list(APPEND LOOM_PACKAGE_PC_LIBS_PRIVATE "-pthread")
+list(APPEND LOOM_PACKAGE_PC_REQUIRES_PRIVATE "spdlog" "fmt")
+# hwloc as a plain -l: `pkg-config --static hwloc` would demand hwloc's own static
+# dependencies (libudev, ...), while libloom.a links the shared libhwloc like the CMake target.
+list(APPEND LOOM_PACKAGE_PC_LIBS_PRIVATE "-lhwloc" "-pthread")
 
 # The shared library, from the static library's objects.
 add_library(loom_shared SHARED $<TARGET_OBJECTS:loom>)
@@ -87,6 +89,9 @@ function(loom_write_package_files)
                                    VERSION ${PROJECT_VERSION} COMPATIBILITY SameMinorVersion)
   list(JOIN LOOM_PACKAGE_PC_REQUIRES_PRIVATE " " LOOM_PC_REQUIRES_PRIVATE)
   list(JOIN LOOM_PACKAGE_PC_LIBS_PRIVATE " " LOOM_PC_LIBS_PRIVATE)
+  # Relocatable: the prefix is found from the .pc file's own place (install --prefix works).
+  file(RELATIVE_PATH LOOM_PC_PREFIX_FROM_PCFILEDIR /p/${CMAKE_INSTALL_LIBDIR}/pkgconfig /p)
+  string(REGEX REPLACE "/$" "" LOOM_PC_PREFIX_FROM_PCFILEDIR "${LOOM_PC_PREFIX_FROM_PCFILEDIR}")
   configure_file(${CMAKE_SOURCE_DIR}/cmake/loom.pc.in ${dir}/loom.pc @ONLY)
   install(FILES ${dir}/loomConfig.cmake ${dir}/loomConfigVersion.cmake
           DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/loom)
