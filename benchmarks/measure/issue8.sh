@@ -12,7 +12,7 @@ TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 
 run() {  # run RANKS ARGS... -> the "final" line
-  "$BIN/loomrun" -n "$1" -- "$BIN/loom-train" "${MODEL[@]}" "${@:2}" | awk '$1 == "final"'
+  "$BIN/loomrun" -n "$1" --no-prefix -- "$BIN/loom-train" "${MODEL[@]}" "${@:2}" | awk '$1 == "final"'
 }
 field() { awk -v k="$1" '{ for (i = 1; i < NF; ++i) if ($i == k) print $(i + 1) }'; }
 
@@ -48,7 +48,7 @@ echo
 echo "## Loss curves, global batch 256, 60 steps (1 rank is the reference)"
 echo
 for n in 1 2 4; do
-  "$BIN/loomrun" -n "$n" -- "$BIN/loom-train" "${MODEL[@]}" --log-every 1 --batch-size 256 --steps 60 \
+  "$BIN/loomrun" -n "$n" --no-prefix -- "$BIN/loom-train" "${MODEL[@]}" --log-every 1 --batch-size 256 --steps 60 \
     | awk '$1 == "step" { print $2, $4 }' >"$TMP/loss.$n"
 done
 echo "| step | 1 rank | 2 ranks | 4 ranks | max relative difference |"
@@ -60,7 +60,7 @@ paste "$TMP/loss.1" "$TMP/loss.2" "$TMP/loss.4" | awk '
   END { printf "\nWorst relative difference over all steps: %.2e\n", worst }'
 if "$BIN/loom-info" 2>/dev/null | grep -q LOOM_DETERMINISTIC; then
   for n in 1 4; do
-    LOOM_DETERMINISTIC=1 "$BIN/loomrun" -n "$n" -x LOOM_DETERMINISTIC=1 -- "$BIN/loom-train" "${MODEL[@]}" \
+    LOOM_DETERMINISTIC=1 "$BIN/loomrun" -n "$n" --no-prefix -x LOOM_DETERMINISTIC=1 -- "$BIN/loom-train" "${MODEL[@]}" \
       --batch-size 256 --steps 60 | awk '$1 == "final" { print $7 }' >"$TMP/det.$n"
   done
   if cmp -s "$TMP/det.1" "$TMP/det.4"; then

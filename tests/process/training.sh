@@ -20,7 +20,7 @@ MODEL=(--layers 16,64,64,4 --batch-size 64 --bucket-cap-mb 0.004 --dataset-size 
 train() {
   local name=$1 n=$2
   shift 2
-  if ! timeout 300 "$BIN/loomrun" -n "$n" -x LOOM_TIMEOUT=60s -- "$BIN/loom-train" "${MODEL[@]}" "$@" \
+  if ! timeout 300 "$BIN/loomrun" -n "$n" --no-prefix -x LOOM_TIMEOUT=60s -- "$BIN/loom-train" "${MODEL[@]}" "$@" \
     >"$TMP/$name" 2>"$TMP/$name.err"; then
     fail "loom-train $name ($n ranks, $*) exited non-zero"
     tail -20 "$TMP/$name.err" "$TMP/$name" >&2
@@ -51,17 +51,18 @@ compare() {
     fail "$what: the loss did not decrease ($(losses "$TMP/$a" | head -1) -> $(losses "$TMP/$a" | tail -1))"
 }
 
+declare -A LR=([sgd]=0.3 [adam]=0.01)
 for opt in sgd adam; do
-  train $opt.1 1 --optimizer $opt --steps 30 &&
-    train $opt.4 4 --optimizer $opt --steps 30 &&
+  train $opt.1 1 --optimizer $opt --lr ${LR[$opt]} --steps 30 &&
+    train $opt.4 4 --optimizer $opt --lr ${LR[$opt]} --steps 30 &&
     compare $opt.1 $opt.4 $TOL "$opt 1 rank vs 4 ranks, batch 64"
 done
-train accum.4 4 --optimizer sgd --steps 30 --update-freq 2 &&
+train accum.4 4 --optimizer sgd --lr 0.3 --steps 30 --update-freq 2 &&
   compare sgd.1 accum.4 $TOL "sgd 1 rank vs 4 ranks with --update-freq 2"
 
 if "$BIN/loom-info" 2>/dev/null | grep -q LOOM_DETERMINISTIC; then
   export LOOM_DETERMINISTIC=1
-  train det.1 1 --optimizer adam --steps 30 && train det.4 4 --optimizer adam --steps 30
+  train det.1 1 --optimizer adam --lr 0.01 --steps 30 && train det.4 4 --optimizer adam --lr 0.01 --steps 30
   if [[ -n $(final_hash "$TMP/det.1") ]] && cmp -s <(losses "$TMP/det.1") <(losses "$TMP/det.4") &&
     [[ $(final_hash "$TMP/det.1") == $(final_hash "$TMP/det.4") ]]; then
     echo "ok: LOOM_DETERMINISTIC=1: 1 rank and 4 ranks identical bit for bit"
@@ -74,7 +75,7 @@ else
 fi
 
 # Overlap changes when allreduces start, never what they compute.
-train nooverlap.4 4 --optimizer adam --steps 30 --no-overlap &&
+train nooverlap.4 4 --optimizer adam --lr 0.01 --steps 30 --no-overlap &&
   if [[ $(final_hash "$TMP/nooverlap.4") == $(final_hash "$TMP/adam.4") ]]; then
     echo "ok: --no-overlap gives the same weights bit for bit"
   else
@@ -83,16 +84,16 @@ train nooverlap.4 4 --optimizer adam --steps 30 --no-overlap &&
 
 # Kill and resume.
 CKPT=$TMP/ckpt.bin
-train full.4 4 --optimizer adam --steps 40
-if timeout 300 "$BIN/loomrun" -n 4 -x LOOM_TIMEOUT=30s -- "$BIN/loom-train" "${MODEL[@]}" \
-  --optimizer adam --steps 40 --checkpoint "$CKPT" --checkpoint-every 10 --kill-at-step 25 \
+train full.4 4 --optimizer adam --lr 0.01 --steps 40
+if timeout 300 "$BIN/loomrun" -n 4 --no-prefix -x LOOM_TIMEOUT=30s -- "$BIN/loom-train" "${MODEL[@]}" \
+  --optimizer adam --lr 0.01 --steps 40 --checkpoint "$CKPT" --checkpoint-every 10 --kill-at-step 25 \
   >"$TMP/killed" 2>"$TMP/killed.err"; then
   fail "the job with --kill-at-step 25 should have failed"
 fi
 grep -q "step 25 " "$TMP/killed" && ! grep -q "step 26 " "$TMP/killed" ||
   fail "the killed job should stop right after step 25: $(tail -3 "$TMP/killed")"
 [[ -s $CKPT ]] || fail "no checkpoint written"
-if train resumed 4 --optimizer adam --steps 40 --checkpoint "$CKPT" --checkpoint-every 10 --resume; then
+if train resumed 4 --optimizer adam --lr 0.01 --steps 40 --checkpoint "$CKPT" --checkpoint-every 10 --resume; then
   grep -q "resumed from .* at step 20" "$TMP/resumed" || fail "did not resume at step 20: $(head -3 "$TMP/resumed")"
   if [[ -n $(final_hash "$TMP/full.4") && $(final_hash "$TMP/full.4") == $(final_hash "$TMP/resumed") ]] &&
     cmp -s <(losses "$TMP/full.4" | awk '$1 > 20') <(losses "$TMP/resumed"); then
