@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
   const loom::UniqueId id = loom::UniqueId::create("127.0.0.1");
   std::vector<int> ok(static_cast<std::size_t>(nranks), 0);
   std::vector<std::thread> ranks;
+  ranks.reserve(static_cast<std::size_t>(nranks));
   for (int r = 0; r < nranks; ++r)
     ranks.emplace_back([&, r] {
       try {

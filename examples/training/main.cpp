@@ -155,10 +155,9 @@ int run(const Options& o) {
     for (int w : o.layers) std::printf(" %d", w);
     std::printf(
         ", %zu params, batch %d (%d per rank per micro-batch, update-freq %d, %d grains), "
-        "%s lr %g, %zu buckets (cap %.3g MiB, overlap %s)%s\n",
+        "%s lr %g, %zu buckets (cap %.3g MiB, overlap %s)\n",
         t.model.num_params(), o.batch_size, t.shape.local, o.update_freq, t.shape.grains,
-        o.optimizer.c_str(), o.lr, t.buckets.count(), o.bucket_cap_mb, o.overlap ? "on" : "off",
-        start > 0 ? "" : "");
+        o.optimizer.c_str(), o.lr, t.buckets.count(), o.bucket_cap_mb, o.overlap ? "on" : "off");
     if (start > 0)
       std::printf("resumed from %s at step %llu\n", o.checkpoint.c_str(),
                   static_cast<unsigned long long>(start));

@@ -13,13 +13,15 @@ trap 'rm -rf "$TMP"' EXIT
 failures=0
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
-# run NAME EXTRA_ENV...: mpirun -np 4 loom-perf allreduce, every rank's output in $TMP/NAME.
+# run NAME EXTRA_ENV...: mpirun -np 4 loom-perf allreduce, all output in $TMP/NAME.out.
+# LOOM_ROOT is passed unless NO_ROOT=1.
 run() {
-  local name=$1 port rc
+  local name=$1 port rc root=()
   shift
   port=$(free_port)
+  [[ ${NO_ROOT:-0} == 1 ]] || root=(-x LOOM_ROOT=127.0.0.1:$port)
   env "$@" timeout 120 mpirun -np 4 --oversubscribe --allow-run-as-root --bind-to none \
-    -x LOOM_ROOT=127.0.0.1:$port -x LOOM_TIMEOUT=60s -x LOOM_DEBUG=INFO -x LOOM_DEBUG_SUBSYS=INIT \
+    "${root[@]}" -x LOOM_TIMEOUT=60s -x LOOM_DEBUG=INFO -x LOOM_DEBUG_SUBSYS=INIT \
     "$BIN/loom-perf" allreduce -b 8 -e 1M -f 16 -n 2 -w 1 -d float,int32,double -o sum,max,avg \
     >"$TMP/$name.out" 2>&1
   rc=$?
@@ -46,6 +48,13 @@ run plain
 run in_slurm SLURM_PROCID=0 SLURM_NTASKS=2 SLURM_JOB_ID=5 SLURM_JOB_NODELIST=localhost
 grep -q "win over the enclosing Slurm allocation's SLURM_PROCID=0" "$TMP/in_slurm.out" ||
   { echo "FAIL: no log line saying OMPI_* won over SLURM_*" >&2; failures=$((failures + 1)); }
+
+# Inside an allocation without LOOM_ROOT: the root is the allocation's first node, with the
+# port derived from the job id.
+NO_ROOT=1 run in_slurm_no_root SLURM_PROCID=0 SLURM_NTASKS=4 SLURM_JOB_ID=$((RANDOM + 1000)) \
+  SLURM_JOB_NODELIST=localhost
+grep -q "root localhost:[0-9]* = first host of SLURM_JOB_NODELIST" "$TMP/in_slurm_no_root.out" ||
+  { echo "FAIL: no log line naming the Slurm-derived root" >&2; failures=$((failures + 1)); }
 
 # No LOOM_ROOT and no Slurm: the error names what is missing.
 out=$(timeout 60 mpirun -np 1 --allow-run-as-root "$BIN/loom-perf" allreduce -b 8 -e 8 2>&1)

@@ -133,5 +133,17 @@ else
   echo "ok: two srun steps inside one salloc allocation"
 fi
 
+# The training example under srun.
+if [[ -x $BIN/loom-train ]]; then
+  out=$(timeout 120 srun -n 4 --time=2 "$BIN/loom-train" --layers 16,32,4 --batch-size 64 --steps 5 2>&1)
+  if [[ $? -eq 0 ]] && grep -q "loom-train: 4 ranks" <<<"$out" && grep -q "^final step 5" <<<"$out"; then
+    echo "ok: srun -n 4 loom-train"
+  else
+    echo "FAIL: srun -n 4 loom-train" >&2
+    echo "$out" | tail -20 >&2
+    failures=$((failures + 1))
+  fi
+fi
+
 [[ $failures -eq 0 ]] || { echo "launch_slurm: $failures failure(s)" >&2; exit 1; }
 echo "launch_slurm: all passed"
