@@ -141,6 +141,14 @@ Status slurm_root(const config::Config& cfg, LaunchInfo& li, std::vector<std::st
 Result<LaunchInfo> from_slurm(const config::Config& cfg) {
   std::vector<std::string> found{"SLURM_PROCID"}, lacking;
   (cfg.has("SLURM_NTASKS") ? found : lacking).emplace_back("SLURM_NTASKS");
+  // A batch script has SLURM_PROCID=0 and the allocation's SLURM_NTASKS but no step: joining
+  // as "rank 0 of N" there would wait for ranks that never start.
+  if (cfg.has("SLURM_STEP_ID"))
+    found.emplace_back("SLURM_STEP_ID");
+  else
+    lacking.emplace_back(
+        "SLURM_STEP_ID (set by srun; without it this is the batch script, "
+        "not an srun task: start the ranks with srun)");
   LaunchInfo li;
   li.source = "slurm";
   LOOM_RETURN_IF_ERROR(slurm_root(cfg, li, found, lacking));

@@ -133,6 +133,31 @@ else
   echo "ok: two srun steps inside one salloc allocation"
 fi
 
+# A batch script: srun inside it works; the program started by the script itself (SLURM_PROCID=0
+# of SLURM_NTASKS=4, but no step) fails at once saying to use srun instead of waiting forever.
+cat >"$TMP/job.sh" <<JOB
+#!/bin/sh
+srun -n 4 $BIN/loom-perf allreduce -b 8 -e 64K -f 8 -n 2 -w 1 >$TMP/batch.srun 2>&1
+LOOM_TIMEOUT=20s timeout 60 $BIN/loom-perf allreduce -b 8 -e 8 >$TMP/batch.direct 2>&1
+echo \$? >$TMP/batch.rc
+JOB
+if ! timeout 120 sbatch --wait -n 4 --time=2 -o "$TMP/batch.out" "$TMP/job.sh" >/dev/null 2>&1; then
+  echo "FAIL: sbatch --wait -n 4 job.sh" >&2
+  cat "$TMP/batch.out" >&2
+  failures=$((failures + 1))
+elif ! grep -q "Avg bus bandwidth" "$TMP/batch.srun"; then
+  echo "FAIL: srun -n 4 inside a batch script" >&2
+  cat "$TMP/batch.srun" >&2
+  failures=$((failures + 1))
+elif [[ $(cat "$TMP/batch.rc") == 0 || $(cat "$TMP/batch.rc") == 124 ]] ||
+  ! grep -q "start the ranks with srun" "$TMP/batch.direct"; then
+  echo "FAIL: loom-perf run by the batch script itself should fail at once (exit $(cat "$TMP/batch.rc")):" >&2
+  cat "$TMP/batch.direct" >&2
+  failures=$((failures + 1))
+else
+  echo "ok: sbatch -n 4: srun inside works, the batch script itself is told to use srun"
+fi
+
 # The training example under srun.
 if [[ -x $BIN/loom-train ]]; then
   out=$(timeout 120 srun -n 4 --time=2 "$BIN/loom-train" --layers 16,32,4 --batch-size 64 --steps 5 2>&1)

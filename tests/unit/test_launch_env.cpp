@@ -107,12 +107,23 @@ TEST_CASE("launch: incomplete Slurm environment lists found and missing", "[laun
   CHECK(li.status().code() == ErrorCode::InvalidUsage);
   const std::string m = li.status().message();
   CHECK_THAT(m, Contains("Slurm") && Contains("SLURM_NTASKS") && Contains("SLURM_STEP_NODELIST"));
-  CHECK_THAT(m, Contains("found: SLURM_PROCID, SLURM_JOB_ID"));
-  auto no_port =
-      launch({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_JOB_NODELIST", "n1"}});
+  CHECK_THAT(m, Contains("found: SLURM_PROCID, SLURM_JOB_ID") && Contains("SLURM_STEP_ID"));
+  // The batch script itself (sbatch -n 4): SLURM_PROCID=0 but no step.
+  auto batch = launch({{"SLURM_PROCID", "0"},
+                       {"SLURM_NTASKS", "4"},
+                       {"SLURM_JOB_ID", "12"},
+                       {"SLURM_JOB_NODELIST", "n[1-2]"}});
+  REQUIRE_FALSE(batch.is_ok());
+  CHECK_THAT(batch.status().message(),
+             Contains("missing SLURM_STEP_ID") && Contains("start the ranks with srun"));
+  auto no_port = launch({{"SLURM_PROCID", "0"},
+                         {"SLURM_NTASKS", "2"},
+                         {"SLURM_STEP_ID", "0"},
+                         {"SLURM_JOB_NODELIST", "n1"}});
   REQUIRE_FALSE(no_port.is_ok());
-  CHECK_THAT(no_port.status().message(),
-             Contains("missing SLURM_JOB_ID (or LOOM_PORT)") && Contains("SLURM_JOB_NODELIST"));
+  CHECK_THAT(no_port.status().message(), Contains("missing SLURM_JOB_ID (or LOOM_PORT)") &&
+                                             Contains("SLURM_JOB_NODELIST") &&
+                                             !Contains("missing SLURM_STEP_ID"));
 }
 
 TEST_CASE("launch: Open MPI mpirun", "[launch]") {
