@@ -40,15 +40,18 @@ struct Shape {
 Shape shape_of(const Options& o, int ranks) {
   Shape s;
   s.ranks = ranks;
+  auto bad = [](const std::string& what) { throw std::invalid_argument(what); };
   if (o.batch_size % o.update_freq != 0)
-    throw std::invalid_argument("--batch-size must be a multiple of --update-freq");
+    bad("--batch-size " + std::to_string(o.batch_size) + " is not a multiple of --update-freq " +
+        std::to_string(o.update_freq));
   s.micro = o.batch_size / o.update_freq;
   s.grains = o.grains > 0 ? o.grains : (4 % ranks == 0 ? 4 : ranks);
   if (s.grains % ranks != 0)
-    throw std::invalid_argument("--grains must be a multiple of the rank count");
+    bad("--grains " + std::to_string(s.grains) + " is not a multiple of the rank count " +
+        std::to_string(ranks));
   if (s.micro % s.grains != 0)
-    throw std::invalid_argument(
-        "the micro-batch (batch-size / update-freq) must be a multiple of --grains");
+    bad("the micro-batch (batch-size / update-freq = " + std::to_string(s.micro) +
+        ") is not a multiple of " + std::to_string(s.grains) + " grains (one or more per rank)");
   s.local = s.micro / ranks;
   s.local_grains = s.grains / ranks;
   return s;

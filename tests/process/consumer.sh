@@ -19,7 +19,7 @@ if ! cmake --install "$BUILD" --prefix "$PREFIX" >"$TMP/install.log" 2>&1; then
 fi
 for f in include/loom/loom.hpp include/loom/communicator.hpp lib/libloom.a lib/libloom.so \
   lib/cmake/loom/loomConfig.cmake lib/cmake/loom/loomConfigVersion.cmake \
-  lib/pkgconfig/loom.pc bin/loomrun bin/loom-info; do
+  lib/pkgconfig/loom.pc lib/libloom.so.0 bin/loomrun bin/loom-info bin/loom-train; do
   [[ -e $PREFIX/$f ]] || fail "cmake --install did not install $f"
 done
 # Nothing from the source tree may leak into the installed package.
