@@ -62,7 +62,7 @@ TEST_CASE("loom-train: grain sums are the same however the batch is split", "[tr
   train::Mlp parts(kLayers, 9);
   std::vector<float> sum(parts.num_params(), 0.0f);
   double loss_sum = 0;
-  for (int q = 0; q < 4; ++q) {
+  for (std::ptrdiff_t q = 0; q < 4; ++q) {
     std::fill(parts.grads().begin(), parts.grads().end(), 0.0f);
     loss_sum += parts.forward_backward(x.data() + q * 4 * kLayers.front(), y.data() + q * 4, 4, 1,
                                        [](int) {});
@@ -80,6 +80,7 @@ TEST_CASE("loom-train: buckets cover every gradient once and average them", "[tr
   std::vector<std::size_t> counts(nranks);
   std::vector<std::vector<float>> results(nranks);
   std::vector<std::thread> ranks;
+  ranks.reserve(nranks);
   for (int r = 0; r < nranks; ++r)
     ranks.emplace_back([&, r] {
       loom::Communicator comm(id, r, nranks);
