@@ -26,7 +26,7 @@ pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
   for p in "${pids[@]}"; do
-    for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    for _ in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
     kill -9 "$p" 2>/dev/null
   done
   rm -rf "$TMP"
@@ -54,6 +54,8 @@ wait_for 10 test -s "$TMP/munged.pid" || skip "munged wrote no pid file"
 pids+=("$(cat "$TMP/munged.pid")")
 
 host=$(hostname -s)
+# The step node list names this host; the ranks must resolve it to reach the rendezvous.
+getent hosts "$host" >/dev/null || host=localhost
 mkdir -p "$TMP/state" "$TMP/spool"
 export SLURM_CONF=$TMP/slurm.conf
 cat >"$SLURM_CONF" <<CONF
