@@ -148,26 +148,38 @@ StagingPool::~StagingPool() {
   }
 }
 
-Result<StagingPool::Buffer*> StagingPool::acquire(std::size_t bytes) {
+Result<StagingPool::Buffer*> StagingPool::acquire(std::size_t bytes, Deadline deadline) {
   bytes = std::max<std::size_t>(align_up(bytes), 64 * 1024);
-  Buffer* reuse = nullptr;
-  for (auto& b : buffers_) {
-    if (b->busy) continue;
-    LOOM_ASSIGN_OR_RETURN(bool idle, dev_.query(b->released));
-    if (!idle) continue;
-    if (b->bytes >= bytes) {
-      b->busy = true;
-      return b.get();
+  for (;;) {
+    Buffer* small = nullptr;
+    for (auto& b : buffers_) {
+      if (b->busy) continue;
+      LOOM_ASSIGN_OR_RETURN(bool idle, dev_.query(b->released));
+      if (!idle) continue;
+      if (b->bytes >= bytes) {
+        b->busy = true;
+        return b.get();
+      }
+      small = b.get();
     }
-    reuse = b.get();  // idle but too small: grow it
-  }
-  if (reuse) {
-    dev_.free_pinned(reuse->ptr);
-    reuse->ptr = nullptr;
-    LOOM_ASSIGN_OR_RETURN(reuse->ptr, dev_.alloc_pinned(bytes));
-    reuse->bytes = bytes;
-    reuse->busy = true;
-    return reuse;
+    if (small) {  // idle but too small: grow it
+      dev_.free_pinned(small->ptr);
+      small->ptr = nullptr;
+      small->bytes = 0;
+      LOOM_ASSIGN_OR_RETURN(small->ptr, dev_.alloc_pinned(bytes));
+      small->bytes = bytes;
+      small->busy = true;
+      return small;
+    }
+    if (buffers_.size() < kMaxBuffers) break;
+    // Every buffer is still in flight on a stream: wait for the oldest calls to drain (like a
+    // full NCCL work FIFO), bounded by the call's deadline.
+    if (deadline.expired())
+      return make_error(ErrorCode::Timeout,
+                        "all {} staging buffers still in use by earlier stream-ordered calls at "
+                        "this call's deadline (is the stream blocked?)",
+                        kMaxBuffers);
+    std::this_thread::yield();
   }
   auto b = std::make_unique<Buffer>();
   LOOM_ASSIGN_OR_RETURN(b->released, dev_.create_event());
@@ -200,7 +212,7 @@ Result<StagedCall> StreamPath::stage(const core::OpDesc& op, int rank, int nrank
   // In place, send and receive are one region (the larger one) and stay one in staging.
   const std::size_t total =
       in_place ? std::max(send_bytes, recv_bytes) : align_up(send_bytes) + recv_bytes;
-  LOOM_ASSIGN_OR_RETURN(call.staging, pool_.acquire(total));
+  LOOM_ASSIGN_OR_RETURN(call.staging, pool_.acquire(total, deadline));
   auto* base = static_cast<std::uint8_t*>(call.staging->ptr);
   if (in_place) {
     const auto* region = static_cast<const std::uint8_t*>(

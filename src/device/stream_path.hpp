@@ -58,12 +58,15 @@ class StagingPool {
   StagingPool(const StagingPool&) = delete;
   StagingPool& operator=(const StagingPool&) = delete;
 
-  Result<Buffer*> acquire(std::size_t bytes);
+  /// At most kMaxBuffers buffers exist; when all are in flight, waits (until `deadline`) for
+  /// the stream to release one.
+  Result<Buffer*> acquire(std::size_t bytes, Deadline deadline);
   /// Marks `b` free once the work enqueued on `s` so far has completed.
   Status release(Buffer* b, Stream s);
   [[nodiscard]] std::size_t buffers() const { return buffers_.size(); }
 
  private:
+  static constexpr std::size_t kMaxBuffers = 4;
   Device& dev_;
   std::chrono::milliseconds drain_timeout_;
   std::vector<std::unique_ptr<Buffer>> buffers_;

@@ -48,25 +48,26 @@ TEST_CASE("host-sim: memory kinds, in-order streams, events", "[device]") {
   CHECK(dev.name() == "host-sim");
   void* d = value_or_throw(dev.alloc(1000));
   std::vector<int> host(250, 7);
-  CHECK(*dev.pointer_kind(d) == device::MemoryKind::Device);
-  CHECK(*dev.pointer_kind(static_cast<char*>(d) + 999) == device::MemoryKind::Device);
-  CHECK(*dev.pointer_kind(host.data()) == device::MemoryKind::Host);
+  CHECK(value_or_throw(dev.pointer_kind(d)) == device::MemoryKind::Device);
+  CHECK(value_or_throw(dev.pointer_kind(static_cast<char*>(d) + 999)) ==
+        device::MemoryKind::Device);
+  CHECK(value_or_throw(dev.pointer_kind(host.data())) == device::MemoryKind::Host);
   void* pinned = value_or_throw(dev.alloc_pinned(100));
-  CHECK(*dev.pointer_kind(pinned) == device::MemoryKind::Host);
+  CHECK(value_or_throw(dev.pointer_kind(pinned)) == device::MemoryKind::Host);
 
   device::Stream s = value_or_throw(dev.create_stream());
   device::Event e = value_or_throw(dev.create_event());
-  CHECK(*dev.query(e));  // never recorded: complete
+  CHECK(value_or_throw(dev.query(e)));  // never recorded: complete
   Hold hold;
   throw_if_error(dev.launch_host_fn(s, &Hold::fn, &hold));
   throw_if_error(dev.copy_async(d, host.data(), 1000, s));
   throw_if_error(dev.record(e, s));
-  CHECK_FALSE(*dev.query(e));  // held behind the host function
+  CHECK_FALSE(value_or_throw(dev.query(e)));  // held behind the host function
   CHECK(dev.synchronize(s, Deadline::after(std::chrono::milliseconds(20))).code() ==
         ErrorCode::Timeout);
   hold.release();
   throw_if_error(dev.synchronize(s, soon()));
-  CHECK(*dev.query(e));
+  CHECK(value_or_throw(dev.query(e)));
   CHECK(std::memcmp(d, host.data(), 1000) == 0);
 
   // Kernel launch: the CUDA kernels' logic, on the stream.
@@ -86,7 +87,7 @@ TEST_CASE("host-sim: memory kinds, in-order streams, events", "[device]") {
   dev.destroy_stream(s);
   dev.free_pinned(pinned);
   dev.free(d);
-  CHECK(*dev.pointer_kind(d) == device::MemoryKind::Host);
+  CHECK(value_or_throw(dev.pointer_kind(d)) == device::MemoryKind::Host);
 }
 
 TEST_CASE("device collectives: the call returns once enqueued; later stream work sees the result",
@@ -115,6 +116,41 @@ TEST_CASE("device collectives: the call returns once enqueued; later stream work
         w.wait();
         for (std::size_t i = 0; i < n; ++i) REQUIRE(out[i] == 2 * static_cast<std::int32_t>(i) + 1);
         dev.free(buf);
+        dev.destroy_stream(s);
+      },
+      kSim);
+}
+
+TEST_CASE("device collectives: many calls in flight on one stream (staging pool reuse)",
+          "[device]") {
+  loom::test::run_ranks(
+      3,
+      [](Communicator& comm) {
+        device::Device& dev = device::host_sim();
+        device::Stream s = value_or_throw(dev.create_stream());
+        constexpr int kCalls = 12;  // more than the staging pool holds
+        const std::size_t n = 10007;
+        std::vector<std::int64_t*> bufs;
+        std::vector<std::vector<std::int64_t>> outs(kCalls, std::vector<std::int64_t>(n, -1));
+        std::vector<std::int64_t> in(n);
+        CollOptions o;
+        o.stream = s;
+        for (int c = 0; c < kCalls; ++c) {
+          for (std::size_t i = 0; i < n; ++i)
+            in[i] = static_cast<std::int64_t>(i) * (c + 1) + comm.rank();
+          auto* b = static_cast<std::int64_t*>(value_or_throw(dev.alloc(n * 8)));
+          bufs.push_back(b);
+          throw_if_error(dev.copy_async(b, in.data(), n * 8, s));
+          throw_if_error(dev.synchronize(s, soon()));  // `in` is reused for the next call
+          comm.allreduce(b, b, n, DataType::Int64, RedOp::Sum, o);
+          throw_if_error(dev.copy_async(outs[static_cast<std::size_t>(c)].data(), b, n * 8, s));
+        }
+        throw_if_error(dev.synchronize(s, soon()));
+        for (int c = 0; c < kCalls; ++c)
+          for (std::size_t i = 0; i < n; ++i)
+            REQUIRE(outs[static_cast<std::size_t>(c)][i] ==
+                    3 * static_cast<std::int64_t>(i) * (c + 1) + 3);
+        for (auto* b : bufs) dev.free(b);
         dev.destroy_stream(s);
       },
       kSim);
@@ -166,11 +202,11 @@ TEST_CASE("device collectives: a stream without a device runtime is InvalidArgum
 }
 
 TEST_CASE("device selection: LOOM_DEVICE names", "[device]") {
-  CHECK(*device::device_by_name("host-sim") == &device::host_sim());
-  CHECK(*device::device_by_name("none") == nullptr);
+  CHECK(value_or_throw(device::device_by_name("host-sim")) == &device::host_sim());
+  CHECK(value_or_throw(device::device_by_name("none")) == nullptr);
   CHECK(device::device_by_name("tpu").status().code() == ErrorCode::InvalidUsage);
 #if !defined(LOOM_HAVE_CUDA)
-  CHECK(*device::device_by_name("auto") == nullptr);
+  CHECK(value_or_throw(device::device_by_name("auto")) == nullptr);
   CHECK(device::device_by_name("cuda").status().code() == ErrorCode::InvalidUsage);
 #endif
 }
@@ -217,9 +253,10 @@ TEST_CASE("CUDA IPC exchange: peer access probed, P2P buffers mapped, others sta
       }
     });
   for (auto& t : threads) t.join();
-  for (int r = 0; r < kRanks; ++r)
-    INFO("rank " << r << ": " << errors[static_cast<std::size_t>(r)]),
-        CHECK(errors[static_cast<std::size_t>(r)].empty());
+  for (int r = 0; r < kRanks; ++r) {
+    INFO("rank " << r << ": " << errors[static_cast<std::size_t>(r)]);
+    CHECK(errors[static_cast<std::size_t>(r)].empty());
+  }
   for (auto* b : bufs) dev.free(b);
 }
 
