@@ -152,8 +152,8 @@ void apply_flag(Options& opt, const FlagSpec& spec, std::string_view value) {
     case 'O': opt.run_in_place = false; break;
     case 'D':
       if (value != "host" && value != "cuda" && value != "host-sim")
-        throw UsageError(fmt::format("unknown device '{}' for --device (host, cuda, host-sim)",
-                                     value));
+        throw UsageError(
+            fmt::format("unknown device '{}' for --device (host, cuda, host-sim)", value));
       opt.device = std::string(value);
       break;
     default: break;

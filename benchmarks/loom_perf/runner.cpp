@@ -81,7 +81,9 @@ Layout Runner::call_layout(const Layout& host) const {
   return l;
 }
 
-CollOptions Runner::call_options() const { return device_ ? device_->options() : CollOptions{}; }
+CollOptions Runner::call_options() const {
+  return device_ ? device_->options() : CollOptions{};
+}
 
 void Runner::upload_if_device() {
   if (device_) device_->upload(send_.data(), recv_.data());
