@@ -22,6 +22,9 @@ echo "### --device host-sim (staged stream-ordered path on the host simulation),
 if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
   ngpus=$(nvidia-smi -L | grep -c '^GPU ')
   echo
+  echo "### reduction kernels, 64 MiB per buffer (target: 90% of memory bandwidth, 3 x bytes)"
+  "$bin/loom-kernel-bench" --device cuda -e 64M -n 50 -d float,bfloat16,half -o sum
+  echo
   echo "### --device cuda, $ngpus ranks (one per GPU)"
   "$bin/loomrun" -n "$ngpus" "$bin/loom-perf" allreduce --device cuda -d float -b 8 -e 1G -f 2 -n 20 -w 5 -c 1
   if command -v all_reduce_perf >/dev/null; then
