@@ -206,7 +206,7 @@ LOOM_HD constexpr std::size_t work_items(const Split& s) noexcept {
 struct HostMemory {
   template <typename S>
   static Pack<S> load(const S* p) noexcept {
-    Pack<S> v;
+    Pack<S> v{};
     std::memcpy(&v, p, sizeof v);
     return v;
   }

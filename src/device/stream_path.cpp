@@ -127,6 +127,13 @@ std::size_t align_up(std::size_t n) {
 // ---- StagingPool ----
 
 StagingPool::~StagingPool() {
+  try {
+    drain();
+  } catch (...) {  // a destructor must not throw (logging might)
+  }
+}
+
+void StagingPool::drain() {
   const Deadline deadline = Deadline::after(drain_timeout_);
   for (auto& b : buffers_) {
     bool done = false;
@@ -149,7 +156,7 @@ StagingPool::~StagingPool() {
 }
 
 Result<StagingPool::Buffer*> StagingPool::acquire(std::size_t bytes, Deadline deadline) {
-  bytes = std::max<std::size_t>(align_up(bytes), 64 * 1024);
+  bytes = std::max<std::size_t>(align_up(bytes), std::size_t{64} * 1024);
   for (;;) {
     Buffer* small = nullptr;
     for (auto& b : buffers_) {

@@ -66,6 +66,9 @@ class StagingPool {
   [[nodiscard]] std::size_t buffers() const { return buffers_.size(); }
 
  private:
+  /// Waits (bounded) for the streams to release every buffer, then frees them.
+  void drain();
+
   static constexpr std::size_t kMaxBuffers = 4;
   Device& dev_;
   std::chrono::milliseconds drain_timeout_;
