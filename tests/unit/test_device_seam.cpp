@@ -90,7 +90,7 @@ TEST_CASE("host-sim: memory kinds, in-order streams, events", "[device]") {
   CHECK(value_or_throw(dev.pointer_kind(d)) == device::MemoryKind::Host);
 }
 
-TEST_CASE("device collectives: the call returns once enqueued; later stream work sees the result",
+TEST_CASE("device collectives: the call returns once enqueued, later stream work sees the result",
           "[device]") {
   loom::test::run_ranks(
       2,
