@@ -29,16 +29,19 @@ std::string_view program_name(int argc, char** argv) {
 }
 
 // Joins the launcher's job, or runs as a single rank when no launcher variable is set at all.
-loom::Communicator join_job() {
+// --device cuda|host-sim selects the communicator's device runtime (LOOM_DEVICE) as well.
+loom::Communicator join_job(const loom::perf::Options& options) {
+  loom::CommOptions co;
+  if (options.device != "host") co.settings["LOOM_DEVICE"] = options.device;
   for (const char* name : {"LOOM_RANK", "LOOM_WORLD_SIZE", "RANK", "WORLD_SIZE", "SLURM_PROCID",
                            "OMPI_COMM_WORLD_RANK"})
-    if (std::getenv(name) != nullptr) return loom::Communicator::from_env();
+    if (std::getenv(name) != nullptr) return loom::Communicator::from_env(co);
   const loom::UniqueId id = loom::UniqueId::create("127.0.0.1:0");
-  return loom::Communicator(id, 0, 1);
+  return loom::Communicator(id, 0, 1, co);
 }
 
 int run(const loom::perf::Options& options, std::string_view program) {
-  loom::Communicator comm = join_job();
+  loom::Communicator comm = join_job(options);
   if (loom::perf::is_rooted(options.coll) && options.root >= comm.size()) {
     if (comm.rank() == 0) {
       fmt::print(stderr, "{}: root {} is out of range for {} ranks\n", program, options.root,

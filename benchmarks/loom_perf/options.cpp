@@ -18,7 +18,7 @@ struct FlagSpec {
   bool has_short;
 };
 
-constexpr std::array<FlagSpec, 14> kFlags = {{
+constexpr std::array<FlagSpec, 15> kFlags = {{
     {'b', "minbytes", true, true},
     {'e', "maxbytes", true, true},
     {'f', "stepfactor", true, true},
@@ -33,6 +33,7 @@ constexpr std::array<FlagSpec, 14> kFlags = {{
     {'h', "help", false, true},
     {'I', "inplace-only", false, false},
     {'O', "outofplace-only", false, false},
+    {'D', "device", true, false},
 }};
 
 constexpr std::array<std::string_view, kNumDataTypes> kDtypeNames = {
@@ -149,6 +150,12 @@ void apply_flag(Options& opt, const FlagSpec& spec, std::string_view value) {
     case 'h': opt.help = true; break;
     case 'I': opt.run_out_of_place = false; break;
     case 'O': opt.run_in_place = false; break;
+    case 'D':
+      if (value != "host" && value != "cuda" && value != "host-sim")
+        throw UsageError(
+            fmt::format("unknown device '{}' for --device (host, cuda, host-sim)", value));
+      opt.device = std::string(value);
+      break;
     default: break;
   }
 }
@@ -311,6 +318,9 @@ std::string usage_text(std::string_view program) {
       "  -a, --average 0/1/2/3     time reported: 0 rank 0, 1 average (default), 2 min, 3 max\n"
       "      --inplace-only        run only the in-place variant\n"
       "      --outofplace-only     run only the out-of-place variant\n"
+      "      --device DEV          buffers on: host (default), cuda (device memory, one\n"
+      "                            stream per rank, stream-ordered calls), host-sim (the\n"
+      "                            host simulation of the device path; logic, not speed)\n"
       "  -h, --help                print this help\n"
       "Run under `loomrun -n N {} ...`; without a launcher environment it runs as one rank.\n",
       program, program);

@@ -56,6 +56,8 @@ struct Options {
   bool run_out_of_place = true;
   bool run_in_place = true;
   bool help = false;
+  /// Where the buffers live: "host", "cuda" or "host-sim" (--device).
+  std::string device = "host";
 };
 
 /// A bad command line; main prints the message and the usage and exits with status 2.

@@ -103,6 +103,13 @@ constexpr std::array kSettings = {
          "Microseconds the executor polls without progress before it blocks in the kernel; -1 "
          "chooses: 20 when this host's ranks fit its CPUs, 0 when they oversubscribe them.",
          "coll"},
+
+    // Device buffers (docs/gpu.md).
+    Spec{"LOOM_DEVICE", Type::String, "auto",
+         "Device runtime for device buffers and streams: auto (cuda when loom was built with "
+         "CUDA and a GPU is visible, else none), cuda, host-sim (a host-memory simulation of "
+         "the device seam for tests; shows the logic, not the hardware), none.",
+         "device"},
 };
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include "loom/options.hpp"
 #include "loom/work.hpp"
 #include "core/peer_transports.hpp"
+#include "device/stream_path.hpp"
 #include "transports/shm/shm_transport.hpp"
 #include "transports/tcp/tcp_transport.hpp"
 
@@ -30,6 +31,7 @@ struct CommSettings {
   transport::tcp::TcpOptions tcp;
   transport::shm::ShmOptions shm;
   std::string algo = "auto";
+  std::string device = "auto";  // LOOM_DEVICE
 
   static Result<CommSettings> from(const config::Config& cfg);
 };
@@ -66,6 +68,8 @@ class CommImpl {
   CommImpl(CommSetup setup, CommSettings settings);
   Status init(std::unique_ptr<transport::tcp::TcpTransport> tcp, Deadline deadline);
   [[nodiscard]] algo::Plan make_plan(const core::OpDesc& op) const;
+  /// Device buffers / a stream: stage through pinned host memory, ordered on the stream.
+  Work submit_on_stream(const core::OpDesc& op, void* stream, algo::Plan plan, Deadline deadline);
 
   int rank_;
   int nranks_;
@@ -79,6 +83,7 @@ class CommImpl {
   std::unique_ptr<std::uint8_t, void (*)(void*)> scratch_{nullptr, nullptr};
   std::size_t scratch_bytes_ = 0;
   std::uint64_t next_seq_ = 0;
+  std::unique_ptr<device::StreamPath> stream_path_;  // null without a device runtime
   std::unique_ptr<exec::Engine> engine_;  // last: destroyed first, after draining its queue
 };
 
