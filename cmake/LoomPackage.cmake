@@ -35,6 +35,9 @@ list(APPEND LOOM_PACKAGE_PC_LIBS_PRIVATE "-lhwloc" "-pthread")
 
 # The shared library, from the static library's objects.
 add_library(loom_shared SHARED $<TARGET_OBJECTS:loom>)
+if(TARGET loom_cuda_kernels)  # object libraries added to loom are not in its TARGET_OBJECTS
+  target_sources(loom_shared PRIVATE $<TARGET_OBJECTS:loom_cuda_kernels>)
+endif()
 set_target_properties(loom_shared PROPERTIES OUTPUT_NAME loom EXPORT_NAME loom
                       VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION_MAJOR})
 target_include_directories(loom_shared PUBLIC $<BUILD_INTERFACE:${CMAKE_SOURCE_DIR}/include>

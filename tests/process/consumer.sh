@@ -3,6 +3,7 @@
 # against it with find_package(loom) (shared and static) and with pkg-config, and run.
 # Usage: bash consumer.sh BIN_DIR   (BIN_DIR is build/bin; the build tree is its parent)
 set -u
+out=""
 BIN=${1:?usage: consumer.sh BIN_DIR}
 BUILD=$(cd "$BIN/.." && pwd)
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
