@@ -8,14 +8,25 @@ packages=(
   libspdlog-dev libfmt-dev catch2
   libhwloc-dev libfabric-dev libfabric-bin nlohmann-json3-dev
   openmpi-bin libopenmpi-dev libgloo-dev
-  procps iproute2 python3
+  procps iproute2 python3 python3-pip
 )
 
+# With the CUDA toolkit present, CI asserts the fat binary with cuobjdump, which the toolkit
+# here lacks; PyPI's nvidia-cuda-cuobjdump provides it (best effort: the test skips without it).
+install_cuobjdump() {
+  command -v nvcc >/dev/null || return 0
+  command -v cuobjdump >/dev/null && return 0
+  python3 -c 'import nvidia' 2>/dev/null && pip3 show -q nvidia-cuda-cuobjdump >/dev/null 2>&1 && return 0
+  command -v pip3 >/dev/null || return 0
+  pip3 install -q --break-system-packages nvidia-cuda-cuobjdump >/dev/null 2>&1 ||
+    echo "install-deps: could not pip-install nvidia-cuda-cuobjdump (cuobjdump test will skip)" >&2
+}
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ ${#missing[@]} -eq 0 ]; then
+  install_cuobjdump
   exit 0
 fi
 
@@ -28,3 +39,4 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -qq
 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+install_cuobjdump

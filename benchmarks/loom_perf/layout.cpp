@@ -82,13 +82,14 @@ Pattern::Mismatch verify_result(const Layout& l, const Pattern& p) {
   return total;
 }
 
-Work issue(Communicator& comm, const Layout& l, DataType dtype, RedOp op, int root) {
+Work issue(Communicator& comm, const Layout& l, DataType dtype, RedOp op, int root,
+           const CollOptions& o) {
   switch (l.coll) {
-    case Coll::AllReduce: return comm.allreduce(l.send, l.recv, l.count, dtype, op);
-    case Coll::AllGather: return comm.allgather(l.send, l.recv, l.count, dtype);
-    case Coll::Broadcast: return comm.broadcast(l.send, l.recv, l.count, dtype, root);
-    case Coll::Reduce: return comm.reduce(l.send, l.recv, l.count, dtype, op, root);
-    case Coll::ReduceScatter: return comm.reduce_scatter(l.send, l.recv, l.count, dtype, op);
+    case Coll::AllReduce: return comm.allreduce(l.send, l.recv, l.count, dtype, op, o);
+    case Coll::AllGather: return comm.allgather(l.send, l.recv, l.count, dtype, o);
+    case Coll::Broadcast: return comm.broadcast(l.send, l.recv, l.count, dtype, root, o);
+    case Coll::Reduce: return comm.reduce(l.send, l.recv, l.count, dtype, op, root, o);
+    case Coll::ReduceScatter: return comm.reduce_scatter(l.send, l.recv, l.count, dtype, op, o);
   }
   return {};
 }

@@ -33,7 +33,8 @@ void prepare_buffers(const Layout& layout, const Pattern& pattern, bool poison);
 /// Counts this rank's wrong result elements (none off the root for reduce).
 Pattern::Mismatch verify_result(const Layout& layout, const Pattern& pattern);
 
-/// Starts the collective described by `layout`.
-Work issue(Communicator& comm, const Layout& layout, DataType dtype, RedOp op, int root);
+/// Starts the collective described by `layout` (with `opts`, e.g. a stream).
+Work issue(Communicator& comm, const Layout& layout, DataType dtype, RedOp op, int root,
+           const CollOptions& opts = {});
 
 }  // namespace loom::perf

@@ -30,11 +30,15 @@ std::string_view program_name(int argc, char** argv) {
 }
 
 // Joins the launcher's job, or runs as a single rank when no launcher variable is set at all.
+// --device cuda|host-sim selects the communicator's device runtime (LOOM_DEVICE) as well;
+// --algo and --deterministic set LOOM_ALGO and LOOM_DETERMINISTIC.
 loom::Communicator join_job(const loom::perf::Options& options) {
   loom::CommOptions co;
+  if (options.device != "host") co.settings["LOOM_DEVICE"] = options.device;
   if (!options.algo.empty()) co.settings["LOOM_ALGO"] = options.algo;
   if (options.deterministic) co.deterministic = true;
-  for (const char* name : {"LOOM_RANK", "LOOM_WORLD_SIZE", "RANK", "WORLD_SIZE"})
+  for (const char* name : {"LOOM_RANK", "LOOM_WORLD_SIZE", "RANK", "WORLD_SIZE", "SLURM_PROCID",
+                           "OMPI_COMM_WORLD_RANK"})
     if (std::getenv(name) != nullptr) return loom::Communicator::from_env(co);
   const loom::UniqueId id = loom::UniqueId::create("127.0.0.1:0");
   return loom::Communicator(id, 0, 1, co);

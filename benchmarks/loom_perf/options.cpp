@@ -18,7 +18,7 @@ struct FlagSpec {
   bool has_short;
 };
 
-constexpr std::array<FlagSpec, 17> kFlags = {{
+constexpr std::array<FlagSpec, 18> kFlags = {{
     {'b', "minbytes", true, true},
     {'e', "maxbytes", true, true},
     {'f', "stepfactor", true, true},
@@ -35,7 +35,8 @@ constexpr std::array<FlagSpec, 17> kFlags = {{
     {'O', "outofplace-only", false, false},
     {'A', "algo", true, false},
     {'C', "calibrate", false, false},
-    {'D', "deterministic", false, false},
+    {'R', "deterministic", false, false},
+    {'D', "device", true, false},
 }};
 
 constexpr std::array<std::string_view, kNumDataTypes> kDtypeNames = {
@@ -154,7 +155,13 @@ void apply_flag(Options& opt, const FlagSpec& spec, std::string_view value) {
     case 'O': opt.run_in_place = false; break;
     case 'A': opt.algo = std::string(value); break;
     case 'C': opt.calibrate = true; break;
-    case 'D': opt.deterministic = true; break;
+    case 'R': opt.deterministic = true; break;
+    case 'D':
+      if (value != "host" && value != "cuda" && value != "host-sim")
+        throw UsageError(
+            fmt::format("unknown device '{}' for --device (host, cuda, host-sim)", value));
+      opt.device = std::string(value);
+      break;
     default: break;
   }
 }
@@ -323,6 +330,9 @@ std::string usage_text(std::string_view program) {
       "      --deterministic       LOOM_DETERMINISTIC=1 for this run\n"
       "      --calibrate           measure the cost model's constants on this machine and\n"
       "                            print them as LOOM_TUNING=... (no COLLECTIVE needed)\n"
+      "      --device DEV          buffers on: host (default), cuda (device memory, one\n"
+      "                            stream per rank, stream-ordered calls), host-sim (the\n"
+      "                            host simulation of the device path; logic, not speed)\n"
       "  -h, --help                print this help\n"
       "Run under `loomrun -n N {} ...`; without a launcher environment it runs as one rank.\n",
       program, program);

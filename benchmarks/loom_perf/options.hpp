@@ -59,6 +59,8 @@ struct Options {
   std::string algo;            // --algo: LOOM_ALGO for the communicator ("" = as configured)
   bool deterministic = false;  // --deterministic
   bool calibrate = false;      // --calibrate: measure the cost model's constants instead
+  /// Where the buffers live: "host", "cuda" or "host-sim" (--device).
+  std::string device = "host";
 };
 
 /// A bad command line; main prints the message and the usage and exits with status 2.

@@ -59,7 +59,35 @@ Runner::Runner(Communicator& comm, const Options& options)
       nranks_(comm.size()),
       root_(is_rooted(options.coll) ? options.root : 0),
       send_(options.max_bytes),
-      recv_(options.max_bytes) {}
+      recv_(options.max_bytes) {
+  if (options.device != "host")
+    device_ = std::make_unique<DeviceBuffers>(options.device, options.max_bytes, rank_);
+}
+
+Layout Runner::call_layout(const Layout& host) const {
+  if (!device_) return host;
+  Layout l = host;
+  auto move = [&](void* p) -> void* {
+    if (p == nullptr) return nullptr;
+    auto* h = static_cast<std::uint8_t*>(p);
+    auto* s = static_cast<std::uint8_t*>(send_.data());
+    auto* r = static_cast<std::uint8_t*>(recv_.data());
+    if (h >= r && h < r + options_.max_bytes)
+      return static_cast<std::uint8_t*>(device_->recv()) + (h - r);
+    return static_cast<std::uint8_t*>(device_->send()) + (h - s);
+  };
+  l.send = move(host.send);
+  l.recv = move(host.recv);
+  return l;
+}
+
+CollOptions Runner::call_options() const {
+  return device_ ? device_->options() : CollOptions{};
+}
+
+void Runner::upload_if_device() {
+  if (device_) device_->upload(send_.data(), recv_.data());
+}
 
 int Runner::run() {
   const std::vector<RankInfo> ranks = gather_rank_info();
@@ -126,6 +154,7 @@ HalfResult Runner::run_half(const Case& c, bool in_place) {
   const Layout layout = make_layout(options_.coll, in_place, send_.data(), recv_.data(), c.count,
                                     dtype_size(c.dtype), rank_, nranks_);
   prepare_buffers(layout, *c.pattern, false);
+  upload_if_device();
   HalfResult half;
   half.ran = true;
   half.seconds = time_coll(c, layout);
@@ -134,17 +163,21 @@ HalfResult Runner::run_half(const Case& c, bool in_place) {
   return half;
 }
 
-double Runner::time_coll(const Case& c, const Layout& layout) {
+double Runner::time_coll(const Case& c, const Layout& host_layout) {
+  const Layout layout = call_layout(host_layout);
+  const CollOptions opts = call_options();
   std::vector<Work> works;
   works.reserve(static_cast<std::size_t>(std::max(options_.iters, options_.warmup)));
   for (int i = 0; i < options_.warmup; ++i)
-    works.push_back(issue(comm_, layout, c.dtype, c.op, root_));
+    works.push_back(issue(comm_, layout, c.dtype, c.op, root_, opts));
   wait_all(works);
+  if (device_) device_->sync();
   comm_.barrier().wait();
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < options_.iters; ++i)
-    works.push_back(issue(comm_, layout, c.dtype, c.op, root_));
+    works.push_back(issue(comm_, layout, c.dtype, c.op, root_, opts));
   wait_all(works);
+  if (device_) device_->sync();  // the results are on the device: stream work included
   const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
   return combine_time(elapsed.count() / options_.iters);
 }
@@ -165,7 +198,9 @@ double Runner::combine_time(double local_seconds) {
 
 std::uint64_t Runner::check_coll(const Case& c, const Layout& layout) {
   prepare_buffers(layout, *c.pattern, true);
-  issue(comm_, layout, c.dtype, c.op, root_).wait();
+  upload_if_device();
+  issue(comm_, call_layout(layout), c.dtype, c.op, root_, call_options()).wait();
+  if (device_) device_->download(send_.data(), recv_.data());
   const Pattern::Mismatch mismatch = verify_result(layout, *c.pattern);
   if (mismatch.wrong > 0) report_mismatch(c, layout, mismatch);
   std::uint64_t local = mismatch.wrong;

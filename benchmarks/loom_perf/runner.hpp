@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "benchmarks/loom_perf/device_buffers.hpp"
 #include "benchmarks/loom_perf/layout.hpp"
 #include "benchmarks/loom_perf/options.hpp"
 #include "benchmarks/loom_perf/patterns.hpp"
@@ -52,6 +53,10 @@ class Runner {
   [[nodiscard]] double time_coll(const Case& c, const Layout& layout);
   [[nodiscard]] std::uint64_t check_coll(const Case& c, const Layout& layout);
   [[nodiscard]] double combine_time(double local_seconds);
+  /// The layout the collective is called with: on the device buffers with --device.
+  [[nodiscard]] Layout call_layout(const Layout& host) const;
+  [[nodiscard]] CollOptions call_options() const;
+  void upload_if_device();
   void record(const RowResult& row);
   void report_mismatch(const Case& c, const Layout& layout, const Pattern::Mismatch& m);
 
@@ -62,6 +67,7 @@ class Runner {
   int root_;  // of rooted collectives; 0 otherwise (the patterns still depend on it)
   AlignedBuffer send_;
   AlignedBuffer recv_;
+  std::unique_ptr<DeviceBuffers> device_;  // --device cuda|host-sim
   double busbw_sum_ = 0;
   std::size_t busbw_count_ = 0;
   std::uint64_t total_wrong_ = 0;

@@ -33,7 +33,10 @@ class Communicator {
   Communicator(const UniqueId& id, int rank, int nranks, const CommOptions& options = {});
   /// Joins the job described by the environment a launcher set: loom's own LOOM_RANK,
   /// LOOM_WORLD_SIZE, LOOM_ROOT (host:port), or torchrun's RANK, WORLD_SIZE, MASTER_ADDR,
-  /// MASTER_PORT.
+  /// MASTER_PORT, or Slurm srun's SLURM_PROCID, SLURM_NTASKS, SLURM_STEP_NODELIST (root: its
+  /// first host; port: LOOM_PORT or derived from the job and step ids), or Open MPI mpirun's
+  /// OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE with LOOM_ROOT, in that order of precedence
+  /// (OMPI_* win over the SLURM_* of an enclosing allocation).
   static Communicator from_env(const CommOptions& options = {});
 
   Communicator(Communicator&&) noexcept;

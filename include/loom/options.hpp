@@ -30,7 +30,12 @@ struct CollOptions {
   std::optional<std::chrono::milliseconds> timeout;
   /// Force an algorithm for this call.
   Algorithm algorithm = Algorithm::Auto;
-  /// CUDA stream (cudaStream_t) for device buffers; nullptr for host buffers.
+  /// CUDA stream (a cudaStream_t, as void* so code without CUDA headers compiles) for device
+  /// buffers. With a stream or device buffers the call is stream-ordered, as in NCCL: it returns
+  /// once enqueued, and later work on the stream sees the result (the returned Work reports
+  /// completion of loom's part and errors; synchronise the stream to see the data). Device
+  /// buffers with nullptr mean the default stream. Host and device buffers must not be mixed in
+  /// one call. See docs/gpu.md.
   void* stream = nullptr;
 };
 

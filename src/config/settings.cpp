@@ -26,6 +26,25 @@ constexpr std::array kSettings = {
     Spec{"LOCAL_WORLD_SIZE", Type::Int, "", "torchrun: number of ranks on this host.", "launch"},
     Spec{"MASTER_ADDR", Type::String, "", "torchrun: host of the rendezvous (rank 0).", "launch"},
     Spec{"MASTER_PORT", Type::Int, "", "torchrun: port of the rendezvous.", "launch"},
+    Spec{"LOOM_PORT", Type::Int, "",
+         "Rendezvous port for Slurm launches (default: derived from SLURM_JOB_ID and "
+         "SLURM_STEP_ID, in 20000-29999).",
+         "launch"},
+    Spec{"SLURM_PROCID", Type::Int, "", "Slurm srun: this task's rank.", "launch"},
+    Spec{"SLURM_NTASKS", Type::Int, "", "Slurm srun: number of tasks.", "launch"},
+    Spec{"SLURM_LOCALID", Type::Int, "", "Slurm srun: task rank on this node.", "launch"},
+    Spec{"SLURM_STEP_NODELIST", Type::String, "",
+         "Slurm srun: hostlist of the step; its first host runs rank 0 and the rendezvous.",
+         "launch"},
+    Spec{"SLURM_JOB_NODELIST", Type::String, "",
+         "Slurm: hostlist of the allocation (used when SLURM_STEP_NODELIST is unset).", "launch"},
+    Spec{"SLURM_JOB_ID", Type::String, "", "Slurm: job id (with the step id, picks the port).",
+         "launch"},
+    Spec{"SLURM_STEP_ID", Type::String, "", "Slurm srun: step id within the job.", "launch"},
+    Spec{"OMPI_COMM_WORLD_RANK", Type::Int, "", "Open MPI mpirun: this process's rank.", "launch"},
+    Spec{"OMPI_COMM_WORLD_SIZE", Type::Int, "", "Open MPI mpirun: number of processes.", "launch"},
+    Spec{"OMPI_COMM_WORLD_LOCAL_RANK", Type::Int, "", "Open MPI mpirun: rank on this host.",
+         "launch"},
 
     // Logging.
     Spec{"LOOM_DEBUG", Type::String, "WARN", "Log level: OFF, ERROR, WARN, INFO, DEBUG or TRACE.",
@@ -69,8 +88,7 @@ constexpr std::array kSettings = {
 
     // Shared memory transport.
     Spec{"LOOM_SHM_SLOT_SIZE", Type::Size, "256K",
-         "Bytes per slot of a shared-memory channel; larger messages span several slots.",
-         "shm"},
+         "Bytes per slot of a shared-memory channel; larger messages span several slots.", "shm"},
     Spec{"LOOM_SHM_SLOTS", Type::Int, "8", "Slots per shared-memory channel (one per direction).",
          "shm"},
 
@@ -120,6 +138,13 @@ constexpr std::array kSettings = {
          "Microseconds the executor polls without progress before it blocks in the kernel; -1 "
          "chooses: 20 when this host's ranks fit its CPUs, 0 when they oversubscribe them.",
          "coll"},
+
+    // Device buffers (docs/gpu.md).
+    Spec{"LOOM_DEVICE", Type::String, "auto",
+         "Device runtime for device buffers and streams: auto (cuda when loom was built with "
+         "CUDA and a GPU is visible, else none), cuda, host-sim (a host-memory simulation of "
+         "the device seam for tests; shows the logic, not the hardware), none.",
+         "device"},
 };
 
 }  // namespace

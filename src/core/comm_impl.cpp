@@ -27,6 +27,7 @@ Result<CommSettings> CommSettings::from(const config::Config& cfg) {
   s.shm.slot_bytes = cfg.get_size("LOOM_SHM_SLOT_SIZE");
   s.shm.nslots = static_cast<std::size_t>(cfg.get_int("LOOM_SHM_SLOTS"));
   s.algo = cfg.get_string("LOOM_ALGO");
+  s.device = cfg.get_string("LOOM_DEVICE");
   if (s.timeout.count() <= 0)
     return make_error(ErrorCode::InvalidUsage, "LOOM_TIMEOUT must be positive");
   if (s.chunk_bytes < 64 || s.chunk_bytes > (1ull << 30))
@@ -106,6 +107,8 @@ Status CommImpl::init(std::unique_ptr<transport::tcp::TcpTransport> tcp, Deadlin
   }
   LOOM_RETURN_IF_ERROR(agree_on_plan_settings(prefix, deadline));
   LOOM_RETURN_IF_ERROR(finish_rendezvous(*store_, prefix, rank_, nranks_, deadline));
+  LOOM_ASSIGN_OR_RETURN(device::Device * dev, device::device_by_name(settings_.device));
+  if (dev) stream_path_ = std::make_unique<device::StreamPath>(*dev, settings_.timeout);
   settings_.spin = choose_spin(settings_.spin, layout.ranks_on_my_host(rank_));
   exec::EngineOptions eo;
   eo.spin = settings_.spin;
@@ -265,6 +268,8 @@ Work CommImpl::submit(core::OpDesc op, const CollOptions& opts) {
   throw_if_error(engine_->failure());
   op.seq = next_seq_++;
   throw_if_error(core::validate(op, rank_, nranks_));
+  const bool on_stream = value_or_throw(device::needs_stream_path(
+      stream_path_ ? &stream_path_->device() : nullptr, op, rank_, nranks_, opts.stream));
   algo::Plan plan =
       op.count == 0 && op.kind != core::CollKind::Barrier ? algo::Plan{} : make_plan(op, opts);
   if (plan.steps.empty()) {
@@ -275,8 +280,19 @@ Work CommImpl::submit(core::OpDesc op, const CollOptions& opts) {
   Deadline deadline = Deadline::after(opts.timeout.value_or(settings_.timeout));
   LOOM_LOG_DEBUG(Coll, "rank {}: {} as {} ({} steps)", rank_, core::describe(op), plan.algorithm,
                  plan.steps.size());
+  if (on_stream) return submit_on_stream(op, opts.stream, std::move(plan), deadline);
   return Work(
       engine_->submit(std::make_unique<CollectiveTask>(*this, op, std::move(plan), deadline)));
+}
+
+Work CommImpl::submit_on_stream(const core::OpDesc& op, void* stream, algo::Plan plan,
+                                Deadline deadline) {
+  device::StagedCall call =
+      value_or_throw(stream_path_->stage(op, rank_, nranks_, stream, deadline));
+  auto inner = std::make_unique<CollectiveTask>(*this, call.host_op, std::move(plan), deadline);
+  auto state = engine_->submit(stream_path_->wrap(std::move(inner), call));
+  throw_if_error(stream_path_->finish(call, stream));
+  return Work(state);
 }
 
 }  // namespace loom::detail

@@ -18,6 +18,7 @@
 #include "loom/work.hpp"
 #include "core/peer_transports.hpp"
 #include "selector/selector.hpp"
+#include "device/stream_path.hpp"
 #include "transports/shm/shm_transport.hpp"
 #include "transports/tcp/tcp_transport.hpp"
 
@@ -37,6 +38,7 @@ struct CommSettings {
   select::Policy policy;  // LOOM_ALGO
   select::Tuning tuning;  // LOOM_TUNE_*, LOOM_TUNING
   bool deterministic = false;
+  std::string device = "auto";  // LOOM_DEVICE
 
   static Result<CommSettings> from(const config::Config& cfg);
 };
@@ -76,6 +78,8 @@ class CommImpl {
   Status agree_on_plan_settings(const std::string& prefix, Deadline deadline);
   algo::Plan make_plan(const core::OpDesc& op, const CollOptions& opts);
   void log_decision(const core::OpDesc& op, const select::Decision& d, std::size_t bytes);
+  /// Device buffers / a stream: stage through pinned host memory, ordered on the stream.
+  Work submit_on_stream(const core::OpDesc& op, void* stream, algo::Plan plan, Deadline deadline);
 
   int rank_;
   int nranks_;
@@ -92,6 +96,7 @@ class CommImpl {
   std::unique_ptr<std::uint8_t, void (*)(void*)> scratch_{nullptr, nullptr};
   std::size_t scratch_bytes_ = 0;
   std::uint64_t next_seq_ = 0;
+  std::unique_ptr<device::StreamPath> stream_path_;  // null without a device runtime
   std::unique_ptr<exec::Engine> engine_;  // last: destroyed first, after draining its queue
 };
 

@@ -34,7 +34,10 @@ Communicator Communicator::from_env(const CommOptions& options) {
   core::LaunchInfo li = value_or_throw(core::detect_launch(cfg));
   log::configure(cfg);
   LOOM_LOG_INFO(Init, "rank {} of {}: launch environment from {} ({})", li.rank, li.world_size,
-                li.source, li.id_hex.empty() ? "root " + li.root : "LOOM_ID");
+                li.source,
+                !li.detail.empty()  ? li.detail
+                : li.id_hex.empty() ? "root " + li.root
+                                    : "LOOM_ID");
   UniqueId id = li.id_hex.empty() ? UniqueId::for_root(li.root, li.secret_hex)
                                   : UniqueId::from_string(li.id_hex);
   return Communicator(value_or_throw(detail::join(id, li.rank, li.world_size, std::move(cfg))));

@@ -1,0 +1,54 @@
+#include "benchmarks/loom_perf/device_buffers.hpp"
+
+#include <algorithm>
+#include <chrono>
+
+#include "loom/error.hpp"
+
+namespace loom::perf {
+
+namespace {
+constexpr std::chrono::minutes kSyncTimeout{10};
+}
+
+DeviceBuffers::DeviceBuffers(const std::string& name, std::size_t bytes, int rank)
+    : bytes_(std::max<std::size_t>(bytes, 1)) {
+  dev_ = value_or_throw(device::device_by_name(name));
+  if (!dev_) throw_if_error(make_error(ErrorCode::InvalidUsage, "no device runtime '{}'", name));
+  throw_if_error(dev_->set_device(rank % std::max(dev_->device_count(), 1)));
+  stream_ = value_or_throw(dev_->create_stream());
+  send_ = value_or_throw(dev_->alloc(bytes_));
+  recv_ = value_or_throw(dev_->alloc(bytes_));
+}
+
+DeviceBuffers::~DeviceBuffers() {
+  if (!dev_) return;
+  (void)dev_->synchronize(stream_, Deadline::after(kSyncTimeout));
+  dev_->free(send_);
+  dev_->free(recv_);
+  dev_->destroy_stream(stream_);
+}
+
+CollOptions DeviceBuffers::options() const {
+  CollOptions o;
+  o.stream = stream_;
+  return o;
+}
+
+void DeviceBuffers::upload(const void* host_send, const void* host_recv) {
+  throw_if_error(dev_->copy_async(send_, host_send, bytes_, stream_));
+  throw_if_error(dev_->copy_async(recv_, host_recv, bytes_, stream_));
+  sync();
+}
+
+void DeviceBuffers::download(void* host_send, void* host_recv) {
+  throw_if_error(dev_->copy_async(host_send, send_, bytes_, stream_));
+  throw_if_error(dev_->copy_async(host_recv, recv_, bytes_, stream_));
+  sync();
+}
+
+void DeviceBuffers::sync() {
+  throw_if_error(dev_->synchronize(stream_, Deadline::after(kSyncTimeout)));
+}
+
+}  // namespace loom::perf

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Measurements for issue 6 (GPU buffers). Prints, side by side in one run:
+#   1. loom-perf allreduce on host buffers (the baseline) and on --device host-sim (the staged,
+#      stream-ordered path on the host simulation): the cost of staging + stream ordering in the
+#      logic alone (NOT GPU performance);
+#   2. on a machine with GPUs, the loom-perf --device cuda sweep (the issue's targets: kernels at
+#      90% of memory bandwidth at 64 MiB, intra-node busbw within 10% of NCCL, compared with
+#      nccl-tests' all_reduce_perf when it is on PATH).
+# Usage: [ISSUE6_RANKS=4] benchmarks/measure/issue6.sh [BUILD_DIR]   (default build; 1-4 minutes)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+bin=${1:-build}/bin
+ranks=${ISSUE6_RANKS:-4}
+common=(allreduce -d float -b 8 -e 64M -f 4 -n 20 -w 5 -c 1)
+
+echo "### host buffers, $ranks ranks"
+"$bin/loomrun" -n "$ranks" --only-rank 0 --no-prefix -- "$bin/loom-perf" "${common[@]}"
+echo
+echo "### --device host-sim (staged stream-ordered path on the host simulation), $ranks ranks"
+"$bin/loomrun" -n "$ranks" --only-rank 0 --no-prefix -- "$bin/loom-perf" "${common[@]}" --device host-sim
+
+if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
+  ngpus=$(nvidia-smi -L | grep -c '^GPU ')
+  echo
+  echo "### reduction kernels, 64 MiB per buffer (target: 90% of memory bandwidth, 3 x bytes)"
+  "$bin/loom-kernel-bench" --device cuda -e 64M -n 50 -d float,bfloat16,half -o sum
+  echo
+  echo "### --device cuda, $ngpus ranks (one per GPU)"
+  "$bin/loomrun" -n "$ngpus" --only-rank 0 --no-prefix -- "$bin/loom-perf" allreduce --device cuda -d float -b 8 -e 1G -f 2 -n 20 -w 5 -c 1
+  if command -v all_reduce_perf >/dev/null; then
+    echo
+    echo "### NCCL (nccl-tests all_reduce_perf), same GPUs"
+    all_reduce_perf -b 8 -e 1G -f 2 -g "$ngpus"
+  fi
+else
+  echo
+  echo "(no GPU visible: the --device cuda rows and the NCCL comparison need a GPU machine)"
+fi

@@ -1,0 +1,88 @@
+# The CUDA path of loom: reduction kernels (kernels/cuda/*.cu) and the CUDA device seam
+# (src/device/cuda_device.cpp). Included from the top-level CMakeLists.txt after the `loom`
+# target exists.
+#
+#   LOOM_CUDA=AUTO|ON|OFF   AUTO (default) builds the CUDA path when nvcc and the CUDA toolkit
+#                           are found; ON fails the configuration when they are not.
+#   LOOM_CUDA_ARCHS="80;90" SM architectures of the fat binary: SASS for each, plus PTX of the
+#                           last one (so newer GPUs can JIT it).
+#
+# Without CUDA the library builds and works unchanged: device buffers are then only reachable
+# through the host simulation of the device seam (LOOM_DEVICE=host-sim).
+set(LOOM_CUDA "AUTO" CACHE STRING "Build the CUDA path: AUTO (when nvcc is found), ON, OFF")
+set_property(CACHE LOOM_CUDA PROPERTY STRINGS AUTO ON OFF)
+set(LOOM_CUDA_ARCHS "80;90" CACHE STRING "CUDA SM architectures of the fat binary")
+set(LOOM_HAVE_CUDA OFF)
+
+if(NOT LOOM_CUDA MATCHES "^(AUTO|ON|OFF)$")
+  message(FATAL_ERROR "LOOM_CUDA='${LOOM_CUDA}' is not one of AUTO, ON, OFF")
+endif()
+
+if(NOT LOOM_CUDA STREQUAL "OFF")
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    # SASS for every listed architecture, PTX for the last one as well.
+    set(_loom_archs "")
+    list(LENGTH LOOM_CUDA_ARCHS _loom_narchs)
+    math(EXPR _loom_last "${_loom_narchs} - 1")
+    foreach(_i RANGE ${_loom_last})
+      list(GET LOOM_CUDA_ARCHS ${_i} _arch)
+      if(_i EQUAL _loom_last)
+        list(APPEND _loom_archs "${_arch}")
+      else()
+        list(APPEND _loom_archs "${_arch}-real")
+      endif()
+    endforeach()
+    set(CMAKE_CUDA_ARCHITECTURES "${_loom_archs}")
+    enable_language(CUDA)
+    find_package(CUDAToolkit)
+    # CMake 3.25 predates nvcc's C++20 support: tell it the flag (nvcc >= 12 accepts it).
+    if(NOT CMAKE_CUDA20_STANDARD_COMPILE_OPTION AND
+       CMAKE_CUDA_COMPILER_VERSION VERSION_GREATER_EQUAL 12.0)
+      set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+      set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+      list(APPEND CMAKE_CUDA_COMPILE_FEATURES cuda_std_20)
+      set(CMAKE_CUDA20_COMPILE_FEATURES cuda_std_20)
+    endif()
+  endif()
+  if(CMAKE_CUDA_COMPILER AND CUDAToolkit_FOUND)
+    set(LOOM_HAVE_CUDA ON)
+  elseif(LOOM_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "LOOM_CUDA=ON but no CUDA compiler/toolkit was found (set CUDACXX or "
+                        "put nvcc on PATH, or configure with -DLOOM_CUDA=OFF)")
+  endif()
+endif()
+
+# Recorded for tools and tests (tests/process/cuda_fatbin.sh reads it from CMakeCache.txt).
+set(LOOM_CUDA_BUILT ${LOOM_HAVE_CUDA} CACHE INTERNAL "Whether this build contains the CUDA path")
+
+if(LOOM_HAVE_CUDA)
+  message(STATUS "loom: CUDA path ON (nvcc ${CMAKE_CUDA_COMPILER_VERSION}, archs ${CMAKE_CUDA_ARCHITECTURES})")
+  # Only the kernel translation units go through nvcc; everything else is plain C++ against the
+  # CUDA runtime headers, so the CUDA path adds one nvcc compile per .cu file and architecture.
+  file(GLOB LOOM_CUDA_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/kernels/cuda/*.cu)
+  add_library(loom_cuda_kernels OBJECT ${LOOM_CUDA_SOURCES})
+  set_target_properties(loom_cuda_kernels PROPERTIES
+    CUDA_STANDARD 20 CUDA_STANDARD_REQUIRED ON CUDA_EXTENSIONS OFF
+    CUDA_RUNTIME_LIBRARY Static POSITION_INDEPENDENT_CODE ON)
+  target_include_directories(loom_cuda_kernels PRIVATE ${CMAKE_SOURCE_DIR}/include
+                             ${CMAKE_SOURCE_DIR}/src ${CMAKE_SOURCE_DIR})
+  target_compile_options(loom_cuda_kernels PRIVATE
+    $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr -Xcompiler=-Wall,-Wextra>)
+  if(LOOM_WERROR)
+    # Device code: every nvcc/ptxas/host-compiler warning is an error.
+    target_compile_options(loom_cuda_kernels PRIVATE
+      $<$<COMPILE_LANGUAGE:CUDA>:-Werror=all-warnings -Xcompiler=-Werror>)
+  endif()
+  # The kernels become part of libloom itself (so `cuobjdump libloom.a` lists every arch).
+  target_sources(loom PRIVATE $<TARGET_OBJECTS:loom_cuda_kernels>)
+  target_compile_definitions(loom PRIVATE LOOM_HAVE_CUDA=1)
+  target_link_libraries(loom PUBLIC CUDA::cudart_static)
+  # Consumers of the installed package (cmake/LoomPackage.cmake) need the CUDA runtime too.
+  list(APPEND LOOM_PACKAGE_FIND_DEPS "CUDAToolkit")
+  list(APPEND LOOM_PACKAGE_PC_LIBS_PRIVATE "-L${CUDAToolkit_LIBRARY_DIR}" "-lcudart_static" "-ldl" "-lrt")
+  target_compile_definitions(loom_internal INTERFACE LOOM_HAVE_CUDA=1)
+else()
+  message(STATUS "loom: CUDA path OFF (LOOM_CUDA=${LOOM_CUDA}); device buffers via LOOM_DEVICE=host-sim only")
+endif()

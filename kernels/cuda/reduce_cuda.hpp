@@ -1,0 +1,21 @@
+// Entry points of the CUDA reduction kernels (reduce_kernels.cu), callable from plain C++: the
+// stream is a cudaStream_t passed as void*, the result a cudaError_t as int (0 == cudaSuccess).
+// Only built when LOOM_HAVE_CUDA; the device seam (src/device/cuda_device.cpp) is the one caller.
+#pragma once
+
+#include <cstddef>
+
+#include "loom/types.hpp"
+
+namespace loom::kernels::cuda {
+
+/// Enqueues dst[i] = a[i] OP b[i] (i < count) on `stream`. dst may be exactly a or b. Every
+/// pointer must be aligned to the element size. RedOp::Avg reduces as Sum (see divide_async).
+/// `sm_count` sizes the grid. Returns the launch's cudaError_t.
+int reduce_async(DataType dtype, RedOp op, void* dst, const void* a, const void* b,
+                 std::size_t count, int sm_count, void* stream);
+
+/// Enqueues x[i] = x[i] / n (i < count) on `stream`, as kernels::finalize_avg computes it.
+int divide_async(DataType dtype, void* x, std::size_t count, int n, int sm_count, void* stream);
+
+}  // namespace loom::kernels::cuda

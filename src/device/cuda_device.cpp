@@ -1,0 +1,175 @@
+// The CUDA implementation of the device seam: a thin mapping onto the CUDA runtime, plus the
+// kernels of kernels/cuda. Plain C++ (no nvcc): only kernels/cuda/*.cu go through nvcc.
+#if defined(LOOM_HAVE_CUDA)
+
+#include <cuda_runtime_api.h>
+
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include "device/device.hpp"
+#include "kernels/cuda/reduce_cuda.hpp"
+
+namespace loom::device {
+namespace {
+
+Status cuda_status(cudaError_t err, std::string_view what) {
+  if (err == cudaSuccess) return Status::ok();
+  return make_error(ErrorCode::SystemError, "CUDA {} failed: {} ({})", what,
+                    cudaGetErrorString(err), cudaGetErrorName(err));
+}
+
+class CudaDevice final : public Device {
+ public:
+  explicit CudaDevice(int count) : count_(count) {}
+
+  std::string_view name() const override { return "cuda"; }
+  int device_count() const override { return count_; }
+  Result<int> current_device() override {
+    int dev = 0;
+    LOOM_RETURN_IF_ERROR(cuda_status(cudaGetDevice(&dev), "cudaGetDevice"));
+    return dev;
+  }
+
+  Status set_device(int dev) override { return cuda_status(cudaSetDevice(dev), "cudaSetDevice"); }
+
+  Result<MemoryKind> pointer_kind(const void* p) override {
+    cudaPointerAttributes attr{};
+    cudaError_t err = cudaPointerGetAttributes(&attr, p);
+    if (err == cudaErrorInvalidValue) {  // unregistered host memory on old drivers
+      (void)cudaGetLastError();
+      return MemoryKind::Host;
+    }
+    LOOM_RETURN_IF_ERROR(cuda_status(err, "cudaPointerGetAttributes"));
+    return attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged
+               ? MemoryKind::Device
+               : MemoryKind::Host;
+  }
+  Result<void*> alloc(std::size_t bytes) override {
+    void* p = nullptr;
+    LOOM_RETURN_IF_ERROR(cuda_status(cudaMalloc(&p, bytes), "cudaMalloc"));
+    return p;
+  }
+  void free(void* p) override { (void)cudaFree(p); }
+  Result<void*> alloc_pinned(std::size_t bytes) override {
+    void* p = nullptr;
+    LOOM_RETURN_IF_ERROR(
+        cuda_status(cudaHostAlloc(&p, bytes, cudaHostAllocPortable), "cudaHostAlloc"));
+    return p;
+  }
+  void free_pinned(void* p) override { (void)cudaFreeHost(p); }
+
+  Result<Stream> create_stream() override {
+    cudaStream_t s = nullptr;
+    LOOM_RETURN_IF_ERROR(cuda_status(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking),
+                                     "cudaStreamCreateWithFlags"));
+    return static_cast<Stream>(s);
+  }
+  void destroy_stream(Stream s) override { (void)cudaStreamDestroy(as_stream(s)); }
+  Status copy_async(void* dst, const void* src, std::size_t bytes, Stream s) override {
+    if (bytes == 0) return Status::ok();
+    return cuda_status(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, as_stream(s)),
+                       "cudaMemcpyAsync");
+  }
+  Status launch_host_fn(Stream s, HostFn fn, void* arg) override {
+    return cuda_status(cudaLaunchHostFunc(as_stream(s), fn, arg), "cudaLaunchHostFunc");
+  }
+  Result<Event> create_event() override {
+    cudaEvent_t e = nullptr;
+    LOOM_RETURN_IF_ERROR(cuda_status(cudaEventCreateWithFlags(&e, cudaEventDisableTiming),
+                                     "cudaEventCreateWithFlags"));
+    return static_cast<Event>(e);
+  }
+  void destroy_event(Event e) override { (void)cudaEventDestroy(static_cast<cudaEvent_t>(e)); }
+  Status record(Event e, Stream s) override {
+    return cuda_status(cudaEventRecord(static_cast<cudaEvent_t>(e), as_stream(s)),
+                       "cudaEventRecord");
+  }
+  Result<bool> query(Event e) override {
+    cudaError_t err = cudaEventQuery(static_cast<cudaEvent_t>(e));
+    if (err == cudaErrorNotReady) return false;
+    LOOM_RETURN_IF_ERROR(cuda_status(err, "cudaEventQuery"));
+    return true;
+  }
+  Status synchronize(Stream s, Deadline deadline) override {
+    // cudaStreamSynchronize has no deadline: poll the stream instead.
+    for (;;) {
+      cudaError_t err = cudaStreamQuery(as_stream(s));
+      if (err == cudaSuccess) return Status::ok();
+      if (err != cudaErrorNotReady) return cuda_status(err, "cudaStreamQuery");
+      if (deadline.expired())
+        return make_error(ErrorCode::Timeout, "CUDA stream {} still busy at its deadline", s);
+      std::this_thread::yield();
+    }
+  }
+
+  Status reduce_async(DataType dtype, RedOp op, void* dst, const void* a, const void* b,
+                      std::size_t count, Stream s) override {
+    LOOM_ASSIGN_OR_RETURN(int sms, sm_count());
+    return cuda_status(
+        static_cast<cudaError_t>(kernels::cuda::reduce_async(dtype, op, dst, a, b, count, sms, s)),
+        "reduction kernel launch");
+  }
+  Status divide_async(DataType dtype, void* x, std::size_t count, int n, Stream s) override {
+    LOOM_ASSIGN_OR_RETURN(int sms, sm_count());
+    return cuda_status(
+        static_cast<cudaError_t>(kernels::cuda::divide_async(dtype, x, count, n, sms, s)),
+        "average kernel launch");
+  }
+
+  Result<IpcHandle> ipc_handle(void* p) override {
+    cudaIpcMemHandle_t h{};
+    LOOM_RETURN_IF_ERROR(cuda_status(cudaIpcGetMemHandle(&h, p), "cudaIpcGetMemHandle"));
+    static_assert(sizeof h == sizeof(IpcHandle::bytes));
+    IpcHandle out;
+    std::memcpy(out.bytes.data(), &h, sizeof h);
+    return out;
+  }
+  Result<void*> ipc_open(const IpcHandle& in) override {
+    cudaIpcMemHandle_t h{};
+    std::memcpy(&h, in.bytes.data(), sizeof h);
+    void* p = nullptr;
+    LOOM_RETURN_IF_ERROR(cuda_status(cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess),
+                                     "cudaIpcOpenMemHandle"));
+    return p;
+  }
+  void ipc_close(void* p) override { (void)cudaIpcCloseMemHandle(p); }
+  Result<bool> can_access_peer(int dev, int peer) override {
+    int ok = 0;
+    LOOM_RETURN_IF_ERROR(
+        cuda_status(cudaDeviceCanAccessPeer(&ok, dev, peer), "cudaDeviceCanAccessPeer"));
+    return ok != 0;
+  }
+
+ private:
+  static cudaStream_t as_stream(Stream s) { return static_cast<cudaStream_t>(s); }
+  Result<int> sm_count() {
+    LOOM_ASSIGN_OR_RETURN(int dev, current_device());
+    int sms = 0;
+    LOOM_RETURN_IF_ERROR(
+        cuda_status(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev),
+                    "cudaDeviceGetAttribute"));
+    return sms;
+  }
+
+  int count_;
+};
+
+}  // namespace
+
+Device* cuda_device() {
+  static CudaDevice* dev = []() -> CudaDevice* {
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+      (void)cudaGetLastError();
+      return nullptr;
+    }
+    return new CudaDevice(count);  // lives as long as the process, like the CUDA context
+  }();
+  return dev;
+}
+
+}  // namespace loom::device
+
+#endif  // LOOM_HAVE_CUDA

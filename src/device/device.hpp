@@ -1,0 +1,98 @@
+// The device seam: everything loom asks of a GPU runtime (memory, streams, events, IPC handles,
+// peer probing, kernel launch) behind one small interface with two implementations:
+//   * "cuda"     (cuda_device.cpp, only when built with LOOM_HAVE_CUDA): the CUDA runtime;
+//   * "host-sim" (host_sim_device.cpp): device memory is host memory tracked in a registry,
+//     streams are in-order worker threads, events are counters, kernels run the CUDA kernels'
+//     __host__ __device__ logic on an emulated grid. It lets CI run the whole stream-ordered
+//     pipeline (staging, ordering, handle exchange, executor) without a GPU. It shows the
+//     logic, not the hardware.
+// Streams and events are opaque handles (cudaStream_t / cudaEvent_t for CUDA); nullptr is the
+// device's default stream.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "common/deadline.hpp"
+#include "common/status.hpp"
+#include "loom/types.hpp"
+
+namespace loom::device {
+
+enum class MemoryKind : std::uint8_t { Host, Device };
+std::string_view to_string(MemoryKind k) noexcept;
+
+/// An exported device allocation (cudaIpcMemHandle_t is 64 bytes).
+struct IpcHandle {
+  std::array<std::uint8_t, 64> bytes{};
+};
+
+using Stream = void*;
+using Event = void*;
+/// A host function enqueued on a stream (runs when the stream reaches it; must not call the
+/// device runtime).
+using HostFn = void (*)(void* arg);
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  /// "cuda" or "host-sim".
+  [[nodiscard]] virtual std::string_view name() const = 0;
+  [[nodiscard]] virtual int device_count() const = 0;
+  virtual Result<int> current_device() = 0;
+  /// Makes `dev` the calling thread's current device (cudaSetDevice).
+  virtual Status set_device(int dev) = 0;
+
+  // Memory.
+  /// Host or Device, as cudaPointerGetAttributes tells them apart (managed memory is Device).
+  virtual Result<MemoryKind> pointer_kind(const void* p) = 0;
+  virtual Result<void*> alloc(std::size_t bytes) = 0;  // device memory
+  virtual void free(void* p) = 0;
+  virtual Result<void*> alloc_pinned(std::size_t bytes) = 0;  // page-locked host memory
+  virtual void free_pinned(void* p) = 0;
+
+  // Streams and events.
+  virtual Result<Stream> create_stream() = 0;
+  virtual void destroy_stream(Stream s) = 0;
+  /// Any direction (unified addressing), ordered on `s`.
+  virtual Status copy_async(void* dst, const void* src, std::size_t bytes, Stream s) = 0;
+  virtual Status launch_host_fn(Stream s, HostFn fn, void* arg) = 0;
+  virtual Result<Event> create_event() = 0;
+  virtual void destroy_event(Event e) = 0;
+  virtual Status record(Event e, Stream s) = 0;
+  /// Non-blocking: true once the work before the last record() has finished (or never recorded).
+  virtual Result<bool> query(Event e) = 0;
+  /// Blocks until `s` is idle or `deadline` passes (Timeout).
+  virtual Status synchronize(Stream s, Deadline deadline) = 0;
+
+  // Kernels (kernels/cuda): dst = a OP b; x = x / n. Avg reduces as Sum.
+  virtual Status reduce_async(DataType dtype, RedOp op, void* dst, const void* a, const void* b,
+                              std::size_t count, Stream s) = 0;
+  virtual Status divide_async(DataType dtype, void* x, std::size_t count, int n, Stream s) = 0;
+
+  // IPC and peers.
+  virtual Result<IpcHandle> ipc_handle(void* device_ptr) = 0;
+  virtual Result<void*> ipc_open(const IpcHandle& h) = 0;
+  virtual void ipc_close(void* mapped) = 0;
+  /// cudaDeviceCanAccessPeer(dev, peer).
+  virtual Result<bool> can_access_peer(int dev, int peer) = 0;
+};
+
+/// The process-wide device runtime by LOOM_DEVICE name: "cuda", "host-sim", or "auto" (cuda
+/// when built with CUDA and a GPU is visible); "none" and an auto without a GPU give nullptr.
+/// Unknown names and "cuda" without CUDA are InvalidUsage. (A device runtime is process-wide by
+/// nature, like CUDA's own context; these are the only two such objects.)
+Result<Device*> device_by_name(std::string_view name);
+
+/// The host simulation (always available).
+Device& host_sim();
+
+#if defined(LOOM_HAVE_CUDA)
+/// The CUDA runtime (nullptr when no GPU is visible).
+Device* cuda_device();
+#endif
+
+}  // namespace loom::device

@@ -1,0 +1,258 @@
+// The host simulation of the device seam (see device.hpp). Device memory is aligned host memory
+// recorded in a registry (so pointer_kind tells it apart like cudaPointerGetAttributes); every
+// stream is an in-order queue drained by its own thread (so work enqueued on it really runs
+// later and asynchronously, as on a GPU); an event is a pair of counters; a kernel launch runs
+// the CUDA kernels' logic over an emulated grid. Eight simulated GPUs: peer access between
+// devices of the same group of four ("NVLink island"), none across, so peer probing has both
+// answers. IPC handles open only inside the exporting process (ranks as threads).
+#include <unistd.h>
+
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "device/device.hpp"
+#include "device/host_sim_kernels.hpp"
+
+namespace loom::device {
+namespace {
+
+constexpr int kSimDevices = 8;
+constexpr int kSimSms = 4;                       // grid shape of the emulated launches
+constexpr std::uint32_t kIpcMagic = 0x4c4d5349;  // "LMSI"
+
+/// One in-order stream: a queue of closures run by a worker thread.
+class SimStream {
+ public:
+  SimStream() : worker_([this] { loop(); }) {}
+  ~SimStream() {
+    {
+      std::lock_guard lk(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    worker_.join();  // runs what was queued first, like a CUDA stream being destroyed
+  }
+  void enqueue(std::function<void()> fn) {
+    {
+      std::lock_guard lk(mu_);
+      queue_.push_back(std::move(fn));
+      ++enqueued_;
+    }
+    cv_.notify_all();
+  }
+  bool wait_idle(Deadline deadline) {
+    std::unique_lock lk(mu_);
+    const std::uint64_t target = enqueued_;
+    return idle_cv_.wait_until(lk, deadline.at(), [&] { return finished_ >= target; });
+  }
+
+ private:
+  void loop() {
+    std::unique_lock lk(mu_);
+    for (;;) {
+      cv_.wait(lk, [&] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stop_ and drained
+      auto fn = std::move(queue_.front());
+      queue_.pop_front();
+      lk.unlock();
+      fn();
+      lk.lock();
+      ++finished_;
+      idle_cv_.notify_all();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::condition_variable idle_cv_;
+  std::deque<std::function<void()>> queue_;
+  std::uint64_t enqueued_ = 0;
+  std::uint64_t finished_ = 0;
+  bool stop_ = false;
+  std::thread worker_;
+};
+
+struct SimEvent {
+  std::mutex mu;
+  std::uint64_t recorded = 0;
+  std::uint64_t reached = 0;
+};
+
+class HostSimDevice final : public Device {
+ public:
+  std::string_view name() const override { return "host-sim"; }
+  int device_count() const override { return kSimDevices; }
+  Result<int> current_device() override { return 0; }
+  Status set_device(int dev) override {
+    if (dev >= 0 && dev < kSimDevices) return Status::ok();
+    return make_error(ErrorCode::InvalidArgument, "host-sim: no device {}", dev);
+  }
+
+  Result<MemoryKind> pointer_kind(const void* p) override {
+    std::lock_guard lk(mu_);
+    const auto addr = reinterpret_cast<std::uintptr_t>(p);
+    auto it = allocations_.upper_bound(addr);
+    if (it == allocations_.begin()) return MemoryKind::Host;
+    --it;
+    return addr < it->first + it->second ? MemoryKind::Device : MemoryKind::Host;
+  }
+  Result<void*> alloc(std::size_t bytes) override {
+    void* p = std::aligned_alloc(256, round_up(bytes));
+    if (!p) return make_error(ErrorCode::SystemError, "host-sim: cannot allocate {} bytes", bytes);
+    std::lock_guard lk(mu_);
+    allocations_[reinterpret_cast<std::uintptr_t>(p)] = bytes;
+    return p;
+  }
+  void free(void* p) override {
+    if (!p) return;
+    {
+      std::lock_guard lk(mu_);
+      allocations_.erase(reinterpret_cast<std::uintptr_t>(p));
+    }
+    std::free(p);
+  }
+  Result<void*> alloc_pinned(std::size_t bytes) override {
+    void* p = std::aligned_alloc(4096, (bytes + 4095) & ~std::size_t{4095});
+    if (!p) return make_error(ErrorCode::SystemError, "host-sim: cannot pin {} bytes", bytes);
+    return p;
+  }
+  void free_pinned(void* p) override { std::free(p); }
+
+  Result<Stream> create_stream() override { return static_cast<Stream>(new SimStream()); }
+  void destroy_stream(Stream s) override { delete static_cast<SimStream*>(s); }
+  Status copy_async(void* dst, const void* src, std::size_t bytes, Stream s) override {
+    if (bytes) stream(s).enqueue([=] { std::memmove(dst, src, bytes); });
+    return Status::ok();
+  }
+  Status launch_host_fn(Stream s, HostFn fn, void* arg) override {
+    stream(s).enqueue([=] { fn(arg); });
+    return Status::ok();
+  }
+  Result<Event> create_event() override { return static_cast<Event>(new SimEvent()); }
+  void destroy_event(Event e) override { delete static_cast<SimEvent*>(e); }
+  Status record(Event e, Stream s) override {
+    auto* ev = static_cast<SimEvent*>(e);
+    std::uint64_t mark = 0;
+    {
+      std::lock_guard lk(ev->mu);
+      mark = ++ev->recorded;
+    }
+    stream(s).enqueue([ev, mark] {
+      std::lock_guard lk(ev->mu);
+      if (ev->reached < mark) ev->reached = mark;
+    });
+    return Status::ok();
+  }
+  Result<bool> query(Event e) override {
+    auto* ev = static_cast<SimEvent*>(e);
+    std::lock_guard lk(ev->mu);
+    return ev->reached >= ev->recorded;
+  }
+  Status synchronize(Stream s, Deadline deadline) override {
+    if (stream(s).wait_idle(deadline)) return Status::ok();
+    return make_error(ErrorCode::Timeout, "host-sim: stream {} still busy at its deadline", s);
+  }
+
+  Status reduce_async(DataType dtype, RedOp op, void* dst, const void* a, const void* b,
+                      std::size_t count, Stream s) override {
+    stream(s).enqueue([=] { sim::reduce(dtype, op, dst, a, b, count, kSimSms); });
+    return Status::ok();
+  }
+  Status divide_async(DataType dtype, void* x, std::size_t count, int n, Stream s) override {
+    stream(s).enqueue([=] { sim::divide(dtype, x, count, n, kSimSms); });
+    return Status::ok();
+  }
+
+  Result<IpcHandle> ipc_handle(void* p) override {
+    LOOM_ASSIGN_OR_RETURN(MemoryKind kind, pointer_kind(p));
+    if (kind != MemoryKind::Device)
+      return make_error(ErrorCode::InvalidArgument, "host-sim: {} is not device memory", p);
+    IpcHandle h;
+    const std::uint32_t pid = static_cast<std::uint32_t>(::getpid());
+    const auto addr = reinterpret_cast<std::uintptr_t>(p);
+    std::memcpy(h.bytes.data(), &kIpcMagic, 4);
+    std::memcpy(h.bytes.data() + 4, &pid, 4);
+    std::memcpy(h.bytes.data() + 8, &addr, sizeof addr);
+    return h;
+  }
+  Result<void*> ipc_open(const IpcHandle& h) override {
+    std::uint32_t magic = 0, pid = 0;
+    std::uintptr_t addr = 0;
+    std::memcpy(&magic, h.bytes.data(), 4);
+    std::memcpy(&pid, h.bytes.data() + 4, 4);
+    std::memcpy(&addr, h.bytes.data() + 8, sizeof addr);
+    if (magic != kIpcMagic)
+      return make_error(ErrorCode::InvalidArgument, "host-sim: not a host-sim IPC handle");
+    if (pid != static_cast<std::uint32_t>(::getpid()))
+      return make_error(ErrorCode::InvalidUsage,
+                        "host-sim: IPC handle of process {} cannot be opened in process {} "
+                        "(host-sim shares device memory between threads only)",
+                        pid, ::getpid());
+    // The handle carries the address itself (same process only).
+    void* p = reinterpret_cast<void*>(addr);  // NOLINT(performance-no-int-to-ptr)
+    LOOM_ASSIGN_OR_RETURN(MemoryKind kind, pointer_kind(p));
+    if (kind != MemoryKind::Device)
+      return make_error(ErrorCode::InvalidArgument, "host-sim: IPC handle of freed memory {}", p);
+    return p;
+  }
+  void ipc_close(void*) override {}
+  Result<bool> can_access_peer(int dev, int peer) override {
+    if (dev < 0 || dev >= kSimDevices || peer < 0 || peer >= kSimDevices)
+      return make_error(ErrorCode::InvalidArgument, "host-sim: no device pair ({}, {})", dev, peer);
+    return dev != peer && dev / 4 == peer / 4;
+  }
+
+ private:
+  static std::size_t round_up(std::size_t bytes) { return (bytes + 255) & ~std::size_t{255}; }
+  SimStream& stream(Stream s) {
+    if (s) return *static_cast<SimStream*>(s);
+    std::call_once(default_once_, [&] { default_stream_ = std::make_unique<SimStream>(); });
+    return *default_stream_;
+  }
+
+  std::mutex mu_;
+  std::map<std::uintptr_t, std::size_t> allocations_;  // base -> bytes
+  std::once_flag default_once_;
+  std::unique_ptr<SimStream> default_stream_;
+};
+
+}  // namespace
+
+std::string_view to_string(MemoryKind k) noexcept {
+  return k == MemoryKind::Device ? "device" : "host";
+}
+
+Device& host_sim() {
+  static HostSimDevice dev;
+  return dev;
+}
+
+Result<Device*> device_by_name(std::string_view name) {
+  if (name == "host-sim") return &host_sim();
+  if (name == "none") return static_cast<Device*>(nullptr);
+#if defined(LOOM_HAVE_CUDA)
+  if (name == "cuda" || name == "auto") {
+    Device* d = cuda_device();
+    if (!d && name == "cuda")
+      return make_error(ErrorCode::InvalidUsage, "LOOM_DEVICE=cuda but no CUDA GPU is visible");
+    return d;
+  }
+#else
+  if (name == "auto") return static_cast<Device*>(nullptr);
+  if (name == "cuda")
+    return make_error(ErrorCode::InvalidUsage,
+                      "LOOM_DEVICE=cuda but this loom was built without CUDA (LOOM_CUDA=OFF or "
+                      "no nvcc at configure time)");
+#endif
+  return make_error(ErrorCode::InvalidUsage,
+                    "LOOM_DEVICE='{}' is not one of: auto, cuda, host-sim, none", name);
+}
+
+}  // namespace loom::device

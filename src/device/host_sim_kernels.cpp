@@ -1,0 +1,89 @@
+#include "device/host_sim_kernels.hpp"
+
+#include <cstdint>
+
+#include "kernels/cuda/reduce_logic.hpp"
+
+namespace loom::device::sim {
+namespace {
+
+namespace kc = kernels::cuda;
+
+constexpr unsigned kThreads = 256;  // as reduce_kernels.cu
+
+template <typename E, typename Op>
+void emulate_reduce(void* dst, const void* a, const void* b, std::size_t count, int sms) {
+  using S = typename E::S;
+  const kc::Split s = kc::split_for_vectors(reinterpret_cast<std::uintptr_t>(dst),
+                                            reinterpret_cast<std::uintptr_t>(a),
+                                            reinterpret_cast<std::uintptr_t>(b), count, sizeof(S));
+  const kc::GridShape g = kc::grid_for(kc::work_items(s), sms, kThreads);
+  const std::size_t nthreads = std::size_t{g.blocks} * g.threads;
+  for (std::size_t t = 0; t < nthreads; ++t)
+    kc::reduce_thread<E, Op, kc::HostMemory>(static_cast<S*>(dst), static_cast<const S*>(a),
+                                             static_cast<const S*>(b), s, t, nthreads);
+}
+
+template <typename E>
+void emulate_op(RedOp op, void* dst, const void* a, const void* b, std::size_t count, int sms) {
+  switch (op) {
+    case RedOp::Sum:
+    case RedOp::Avg: return emulate_reduce<E, kc::SumOp>(dst, a, b, count, sms);
+    case RedOp::Prod: return emulate_reduce<E, kc::ProdOp>(dst, a, b, count, sms);
+    case RedOp::Min: return emulate_reduce<E, kc::MinOp>(dst, a, b, count, sms);
+    case RedOp::Max: return emulate_reduce<E, kc::MaxOp>(dst, a, b, count, sms);
+  }
+}
+
+template <typename E>
+void emulate_divide(void* x, std::size_t count, int n, int sms) {
+  using S = typename E::S;
+  const auto addr = reinterpret_cast<std::uintptr_t>(x);
+  const kc::Split s = kc::split_for_vectors(addr, addr, addr, count, sizeof(S));
+  const kc::GridShape g = kc::grid_for(kc::work_items(s), sms, kThreads);
+  const std::size_t nthreads = std::size_t{g.blocks} * g.threads;
+  for (std::size_t t = 0; t < nthreads; ++t)
+    kc::divide_thread<E, kc::HostMemory>(static_cast<S*>(x), n, s, t, nthreads);
+}
+
+}  // namespace
+
+void reduce(DataType dtype, RedOp op, void* dst, const void* a, const void* b, std::size_t count,
+            int sms) {
+  if (count == 0) return;
+  switch (dtype) {
+    case DataType::Int8: return emulate_op<kc::NativeCodec<std::int8_t>>(op, dst, a, b, count, sms);
+    case DataType::Uint8:
+      return emulate_op<kc::NativeCodec<std::uint8_t>>(op, dst, a, b, count, sms);
+    case DataType::Int32:
+      return emulate_op<kc::NativeCodec<std::int32_t>>(op, dst, a, b, count, sms);
+    case DataType::Uint32:
+      return emulate_op<kc::NativeCodec<std::uint32_t>>(op, dst, a, b, count, sms);
+    case DataType::Int64:
+      return emulate_op<kc::NativeCodec<std::int64_t>>(op, dst, a, b, count, sms);
+    case DataType::Uint64:
+      return emulate_op<kc::NativeCodec<std::uint64_t>>(op, dst, a, b, count, sms);
+    case DataType::Float16: return emulate_op<kc::HalfCodec>(op, dst, a, b, count, sms);
+    case DataType::BFloat16: return emulate_op<kc::BFloat16Codec>(op, dst, a, b, count, sms);
+    case DataType::Float32: return emulate_op<kc::NativeCodec<float>>(op, dst, a, b, count, sms);
+    case DataType::Float64: return emulate_op<kc::NativeCodec<double>>(op, dst, a, b, count, sms);
+  }
+}
+
+void divide(DataType dtype, void* x, std::size_t count, int n, int sms) {
+  if (count == 0 || n < 1) return;
+  switch (dtype) {
+    case DataType::Int8: return emulate_divide<kc::NativeCodec<std::int8_t>>(x, count, n, sms);
+    case DataType::Uint8: return emulate_divide<kc::NativeCodec<std::uint8_t>>(x, count, n, sms);
+    case DataType::Int32: return emulate_divide<kc::NativeCodec<std::int32_t>>(x, count, n, sms);
+    case DataType::Uint32: return emulate_divide<kc::NativeCodec<std::uint32_t>>(x, count, n, sms);
+    case DataType::Int64: return emulate_divide<kc::NativeCodec<std::int64_t>>(x, count, n, sms);
+    case DataType::Uint64: return emulate_divide<kc::NativeCodec<std::uint64_t>>(x, count, n, sms);
+    case DataType::Float16: return emulate_divide<kc::HalfCodec>(x, count, n, sms);
+    case DataType::BFloat16: return emulate_divide<kc::BFloat16Codec>(x, count, n, sms);
+    case DataType::Float32: return emulate_divide<kc::NativeCodec<float>>(x, count, n, sms);
+    case DataType::Float64: return emulate_divide<kc::NativeCodec<double>>(x, count, n, sms);
+  }
+}
+
+}  // namespace loom::device::sim

@@ -1,0 +1,16 @@
+// The CUDA kernels' logic (kernels/cuda/reduce_logic.hpp) run on the host over an emulated grid:
+// what the host-sim device "launches".
+#pragma once
+
+#include <cstddef>
+
+#include "loom/types.hpp"
+
+namespace loom::device::sim {
+
+/// Runs every thread of the grid the CUDA launch would use (sm_count SMs) in turn.
+void reduce(DataType dtype, RedOp op, void* dst, const void* a, const void* b, std::size_t count,
+            int sm_count);
+void divide(DataType dtype, void* x, std::size_t count, int n, int sm_count);
+
+}  // namespace loom::device::sim

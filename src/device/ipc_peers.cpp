@@ -1,0 +1,104 @@
+#include "device/ipc_peers.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cstring>
+
+namespace loom::device {
+namespace {
+
+// Wire record: u32 pid, i32 device, 64-byte handle, then the host name.
+constexpr std::size_t kFixed = 4 + 4 + 64;
+
+bootstrap::Bytes encode(std::uint32_t pid, std::int32_t device, const IpcHandle& h,
+                        const std::string& host) {
+  bootstrap::Bytes b(kFixed + host.size());
+  std::memcpy(b.data(), &pid, 4);
+  std::memcpy(b.data() + 4, &device, 4);
+  std::memcpy(b.data() + 8, h.bytes.data(), 64);
+  std::memcpy(b.data() + kFixed, host.data(), host.size());
+  return b;
+}
+
+struct Record {
+  std::uint32_t pid = 0;
+  std::int32_t device = -1;
+  IpcHandle handle;
+  std::string host;
+};
+
+Result<Record> decode(const bootstrap::Bytes& b, int rank) {
+  if (b.size() < kFixed)
+    return make_error(ErrorCode::Internal, "IPC record of rank {} is {} bytes, too short", rank,
+                      b.size());
+  Record r;
+  std::memcpy(&r.pid, b.data(), 4);
+  std::memcpy(&r.device, b.data() + 4, 4);
+  std::memcpy(r.handle.bytes.data(), b.data() + 8, 64);
+  r.host.assign(reinterpret_cast<const char*>(b.data() + kFixed), b.size() - kFixed);
+  return r;
+}
+
+}  // namespace
+
+std::string_view to_string(PeerRoute r) noexcept {
+  switch (r) {
+    case PeerRoute::Self: return "self";
+    case PeerRoute::PeerToPeer: return "p2p";
+    case PeerRoute::HostStaging: return "host-staging";
+    case PeerRoute::Remote: return "remote";
+  }
+  return "?";
+}
+
+Result<IpcPeers> IpcPeers::exchange(Device& dev, bootstrap::Store& store, const std::string& prefix,
+                                    int rank, int nranks, const std::string& host, int my_device,
+                                    void* buffer, Deadline deadline) {
+  auto ctx = [&](const Status& st) {
+    return st.with_context(fmt::format("rank {}: CUDA IPC handle exchange", rank));
+  };
+  auto handle = dev.ipc_handle(buffer);
+  if (!handle.is_ok()) return ctx(handle.status());
+  const auto mine = encode(static_cast<std::uint32_t>(::getpid()), my_device, *handle, host);
+  auto all = bootstrap::store_allgather(store, prefix + "ipc/", rank, nranks, mine, deadline);
+  if (!all.is_ok()) return ctx(all.status());
+  std::vector<PeerBuffer> peers(static_cast<std::size_t>(nranks));
+  IpcPeers out(dev, {});
+  for (int r = 0; r < nranks; ++r) {
+    auto rec = decode((*all)[static_cast<std::size_t>(r)], r);
+    if (!rec.is_ok()) return ctx(rec.status());
+    PeerBuffer& p = peers[static_cast<std::size_t>(r)];
+    p.rank = r;
+    p.device = rec->device;
+    if (r == rank) {
+      p.route = PeerRoute::Self;
+      p.mapped = buffer;
+      continue;
+    }
+    if (rec->host != host) continue;  // Remote
+    auto can = dev.can_access_peer(my_device, rec->device);
+    if (!can.is_ok()) return ctx(can.status().with_context(fmt::format("peer {}", r)));
+    if (!*can) {
+      p.route = PeerRoute::HostStaging;
+      continue;
+    }
+    auto mapped = dev.ipc_open(rec->handle);
+    if (!mapped.is_ok())
+      return ctx(mapped.status().with_context(
+          fmt::format("peer {} (device {}): opening its IPC handle", r, rec->device)));
+    p.route = PeerRoute::PeerToPeer;
+    p.mapped = *mapped;
+    out.peers_ = peers;  // keep what is mapped so far owned (closed on an early return)
+  }
+  out.peers_ = std::move(peers);
+  return out;
+}
+
+IpcPeers::~IpcPeers() {
+  if (!dev_) return;
+  for (const auto& p : peers_)
+    if (p.route == PeerRoute::PeerToPeer && p.mapped) dev_->ipc_close(p.mapped);
+}
+
+}  // namespace loom::device

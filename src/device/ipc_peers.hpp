@@ -1,0 +1,55 @@
+// CUDA IPC handle exchange through the bootstrap store, and peer-access probing: the component
+// an intra-node device transport (transports/cuda_ipc) builds on. Each rank exports one device
+// buffer; every rank on the same host learns whether it can read/write that buffer directly
+// (cudaDeviceCanAccessPeer; then it is mapped here with cudaIpcOpenMemHandle) or must stage
+// through pinned host shared memory.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "bootstrap/store.hpp"
+#include "device/device.hpp"
+
+namespace loom::device {
+
+enum class PeerRoute : std::uint8_t {
+  Self,         // this rank's own buffer
+  PeerToPeer,   // same host, peer access on: `mapped` is the peer's buffer, usable on our device
+  HostStaging,  // same host, no peer access (or same device): stage through pinned host memory
+  Remote,       // another host: the network transport's business
+};
+std::string_view to_string(PeerRoute r) noexcept;
+
+struct PeerBuffer {
+  int rank = 0;
+  int device = -1;  // the peer's device ordinal on its host
+  PeerRoute route = PeerRoute::Remote;
+  void* mapped = nullptr;  // Self and PeerToPeer only
+};
+
+class IpcPeers {
+ public:
+  /// Publishes (host, pid, device, IPC handle of `buffer`) under `prefix`, reads every other
+  /// rank's, probes peer access and maps the peer buffers that can be reached directly.
+  static Result<IpcPeers> exchange(Device& dev, bootstrap::Store& store, const std::string& prefix,
+                                   int rank, int nranks, const std::string& host, int my_device,
+                                   void* buffer, Deadline deadline);
+  IpcPeers(IpcPeers&& o) noexcept : dev_(o.dev_), peers_(std::move(o.peers_)) { o.dev_ = nullptr; }
+  IpcPeers& operator=(IpcPeers&&) = delete;
+  IpcPeers(const IpcPeers&) = delete;
+  IpcPeers& operator=(const IpcPeers&) = delete;
+  ~IpcPeers();  // closes the mapped handles
+
+  [[nodiscard]] const PeerBuffer& peer(int rank) const {
+    return peers_.at(static_cast<std::size_t>(rank));
+  }
+  [[nodiscard]] int size() const { return static_cast<int>(peers_.size()); }
+
+ private:
+  IpcPeers(Device& dev, std::vector<PeerBuffer> peers) : dev_(&dev), peers_(std::move(peers)) {}
+  Device* dev_;
+  std::vector<PeerBuffer> peers_;
+};
+
+}  // namespace loom::device

@@ -1,0 +1,276 @@
+#include "device/stream_path.hpp"
+
+#include <fmt/format.h>
+
+#include <optional>
+#include <thread>
+
+#include "log/log.hpp"
+
+namespace loom::device {
+
+Result<bool> needs_stream_path(Device* dev, const core::OpDesc& op, int rank, int nranks,
+                               void* stream) {
+  auto fail = [&](const std::string& why) {
+    return Status(ErrorCode::InvalidArgument,
+                  fmt::format("rank {}: {}: {}", rank, core::describe(op), why));
+  };
+  if (!dev) {
+    if (stream == nullptr) return false;
+    return fail(
+        "a CUDA stream was given but no device runtime is active (LOOM_DEVICE; loom built "
+        "without CUDA, or no GPU visible)");
+  }
+  const bool needs_send =
+      op.count > 0 && !(op.kind == core::CollKind::Broadcast && rank != op.root);
+  const bool needs_recv = op.count > 0 && !(op.kind == core::CollKind::Reduce && rank != op.root);
+  std::optional<MemoryKind> send_kind, recv_kind;
+  if (needs_send && op.send) {
+    LOOM_ASSIGN_OR_RETURN(send_kind, dev->pointer_kind(op.send));
+  }
+  if (needs_recv && op.recv) {
+    LOOM_ASSIGN_OR_RETURN(recv_kind, dev->pointer_kind(op.recv));
+  }
+  if (send_kind && recv_kind && *send_kind != *recv_kind)
+    return fail(fmt::format(
+        "send buffer {} is {} memory but receive buffer {} is {} memory; pass both on the "
+        "device (with a stream) or both on the host",
+        op.send, to_string(*send_kind), op.recv, to_string(*recv_kind)));
+  (void)nranks;
+  return stream != nullptr || send_kind == MemoryKind::Device || recv_kind == MemoryKind::Device;
+}
+
+// ---- Gate ----
+
+void Gate::open() {
+  {
+    std::lock_guard lk(mu_);
+    open_ = true;
+  }
+  cv_.notify_all();
+}
+
+bool Gate::wait() {
+  std::unique_lock lk(mu_);
+  return cv_.wait_until(lk, deadline_.at(), [&] { return open_; });
+}
+
+namespace {
+
+// The host function on the stream: holds the stream until the collective has finished.
+void gate_fn(void* arg) {
+  std::unique_ptr<std::shared_ptr<Gate>> holder(static_cast<std::shared_ptr<Gate>*>(arg));
+  if (!(*holder)->wait())
+    LOOM_LOG_ERROR(Cuda, "stream gate released at its deadline before the collective finished");
+}
+
+// Starts the collective once the stream has produced its inputs; opens the gate when it ends.
+class StagedTask final : public exec::Task {
+ public:
+  StagedTask(std::unique_ptr<exec::Task> inner, Device& dev, Event ready,
+             std::shared_ptr<Gate> gate)
+      : inner_(std::move(inner)), dev_(dev), ready_(ready), gate_(std::move(gate)) {}
+  ~StagedTask() override {
+    gate_->open();  // never leave the stream blocked, whatever happened to the collective
+    dev_.destroy_event(ready_);
+  }
+  StagedTask(const StagedTask&) = delete;
+  StagedTask& operator=(const StagedTask&) = delete;
+
+  Status start(Deadline deadline) override {
+    start_deadline_ = deadline;
+    return Status::ok();
+  }
+  Result<exec::Progress> progress() override {
+    if (!inner_started_) {
+      auto ready = dev_.query(ready_);
+      if (!ready.is_ok()) return ready.status().with_context(inner_->describe());
+      if (!*ready) {
+        std::this_thread::yield();  // the stream has not reached the collective yet
+        return exec::Progress::Idle;
+      }
+      Status st = inner_->start(start_deadline_);
+      if (!st.is_ok()) return st;
+      inner_started_ = true;
+    }
+    auto r = inner_->progress();
+    if (!r.is_ok() || *r == exec::Progress::Done) gate_->open();
+    return r;
+  }
+  bool prepare_wait(std::vector<pollfd>& fds) override {
+    return inner_started_ && inner_->prepare_wait(fds);
+  }
+  [[nodiscard]] std::string describe() const override { return inner_->describe(); }
+  [[nodiscard]] std::string pending() const override {
+    return inner_started_ ? inner_->pending()
+                          : "waiting for the stream to reach the collective (device inputs "
+                            "not copied to staging yet)";
+  }
+  [[nodiscard]] Deadline deadline() const override { return inner_->deadline(); }
+
+ private:
+  std::unique_ptr<exec::Task> inner_;
+  Device& dev_;
+  Event ready_;
+  std::shared_ptr<Gate> gate_;
+  Deadline start_deadline_ = Deadline::never();
+  bool inner_started_ = false;
+};
+
+constexpr std::size_t kAlign = 256;
+std::size_t align_up(std::size_t n) {
+  return (n + kAlign - 1) & ~(kAlign - 1);
+}
+
+}  // namespace
+
+// ---- StagingPool ----
+
+StagingPool::~StagingPool() {
+  try {
+    drain();
+  } catch (...) {  // a destructor must not throw (logging might)
+  }
+}
+
+void StagingPool::drain() {
+  const Deadline deadline = Deadline::after(drain_timeout_);
+  for (auto& b : buffers_) {
+    bool done = false;
+    while (!done) {
+      auto q = dev_.query(b->released);
+      done = !q.is_ok() || *q;
+      if (!done && deadline.expired()) break;
+      if (!done) std::this_thread::yield();
+    }
+    if (!done) {
+      LOOM_LOG_ERROR(Cuda,
+                     "staging buffer of {} bytes still in use by a stream at teardown; "
+                     "leaking it",
+                     b->bytes);
+      continue;
+    }
+    dev_.free_pinned(b->ptr);
+    dev_.destroy_event(b->released);
+  }
+}
+
+Result<StagingPool::Buffer*> StagingPool::acquire(std::size_t bytes, Deadline deadline) {
+  bytes = std::max<std::size_t>(align_up(bytes), std::size_t{64} * 1024);
+  for (;;) {
+    Buffer* small = nullptr;
+    for (auto& b : buffers_) {
+      if (b->busy) continue;
+      LOOM_ASSIGN_OR_RETURN(bool idle, dev_.query(b->released));
+      if (!idle) continue;
+      if (b->bytes >= bytes) {
+        b->busy = true;
+        return b.get();
+      }
+      small = b.get();
+    }
+    if (small) {  // idle but too small: grow it
+      dev_.free_pinned(small->ptr);
+      small->ptr = nullptr;
+      small->bytes = 0;
+      LOOM_ASSIGN_OR_RETURN(small->ptr, dev_.alloc_pinned(bytes));
+      small->bytes = bytes;
+      small->busy = true;
+      return small;
+    }
+    if (buffers_.size() < kMaxBuffers) break;
+    // Every buffer is still in flight on a stream: wait for the oldest calls to drain (like a
+    // full NCCL work FIFO), bounded by the call's deadline.
+    if (deadline.expired())
+      return make_error(ErrorCode::Timeout,
+                        "all {} staging buffers still in use by earlier stream-ordered calls at "
+                        "this call's deadline (is the stream blocked?)",
+                        kMaxBuffers);
+    std::this_thread::yield();
+  }
+  auto b = std::make_unique<Buffer>();
+  LOOM_ASSIGN_OR_RETURN(b->released, dev_.create_event());
+  auto p = dev_.alloc_pinned(bytes);
+  if (!p.is_ok()) {
+    dev_.destroy_event(b->released);
+    return p.status();
+  }
+  b->ptr = *p;
+  b->bytes = bytes;
+  b->busy = true;
+  buffers_.push_back(std::move(b));
+  return buffers_.back().get();
+}
+
+Status StagingPool::release(Buffer* b, Stream s) {
+  b->busy = false;
+  return dev_.record(b->released, s);
+}
+
+// ---- StreamPath ----
+
+Result<StagedCall> StreamPath::stage(const core::OpDesc& op, int rank, int nranks, Stream stream,
+                                     Deadline deadline) {
+  StagedCall call;
+  call.host_op = op;
+  const std::size_t send_bytes = op.send ? op.send_bytes(nranks) : 0;
+  const std::size_t recv_bytes = op.recv ? op.recv_bytes(nranks) : 0;
+  const bool in_place = op.send && op.recv && op.in_place(rank);
+  // In place, send and receive are one region (the larger one) and stay one in staging.
+  const std::size_t total =
+      in_place ? std::max(send_bytes, recv_bytes) : align_up(send_bytes) + recv_bytes;
+  LOOM_ASSIGN_OR_RETURN(call.staging, pool_.acquire(total, deadline));
+  auto* base = static_cast<std::uint8_t*>(call.staging->ptr);
+  if (in_place) {
+    const auto* region = static_cast<const std::uint8_t*>(
+        op.kind == core::CollKind::ReduceScatter ? op.send : op.recv);
+    call.host_op.send = base + (static_cast<const std::uint8_t*>(op.send) - region);
+    call.host_op.recv = base + (static_cast<const std::uint8_t*>(op.recv) - region);
+  } else {
+    call.host_op.send = op.send ? base : nullptr;
+    call.host_op.recv = op.recv ? base + align_up(send_bytes) : nullptr;
+  }
+  const bool has_output = !(op.kind == core::CollKind::Reduce && rank != op.root);
+  call.device_recv = has_output ? op.recv : nullptr;
+  call.recv_bytes = has_output ? recv_bytes : 0;
+  call.gate = std::make_shared<Gate>(deadline);
+  Status st = Status::ok();
+  if (send_bytes)
+    st = dev_.copy_async(const_cast<void*>(call.host_op.send), op.send, send_bytes, stream);
+  if (st.is_ok()) {
+    auto ev = dev_.create_event();
+    if (ev.is_ok()) {
+      call.inputs_ready = *ev;
+      st = dev_.record(call.inputs_ready, stream);
+    } else {
+      st = ev.status();
+    }
+  }
+  if (!st.is_ok()) {
+    if (call.inputs_ready) dev_.destroy_event(call.inputs_ready);
+    (void)pool_.release(call.staging, stream);
+    return st.with_context(
+        fmt::format("rank {}: {}: staging device inputs", rank, core::describe(op)));
+  }
+  return call;
+}
+
+std::unique_ptr<exec::Task> StreamPath::wrap(std::unique_ptr<exec::Task> inner,
+                                             const StagedCall& call) {
+  return std::make_unique<StagedTask>(std::move(inner), dev_, call.inputs_ready, call.gate);
+}
+
+Status StreamPath::finish(const StagedCall& call, Stream stream) {
+  auto* holder = new std::shared_ptr<Gate>(call.gate);
+  Status st = dev_.launch_host_fn(stream, &gate_fn, holder);
+  if (!st.is_ok()) {
+    delete holder;
+    return st;
+  }
+  if (call.recv_bytes)
+    LOOM_RETURN_IF_ERROR(
+        dev_.copy_async(call.device_recv, call.host_op.recv, call.recv_bytes, stream));
+  return pool_.release(call.staging, stream);
+}
+
+}  // namespace loom::device

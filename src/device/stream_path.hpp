@@ -1,0 +1,108 @@
+// Stream-ordered collectives on device buffers (NCCL semantics): the call enqueues work on the
+// caller's stream and returns; the stream's later work sees the result.
+//
+// How: the inputs are copied device -> pinned host staging on the stream, followed by an event
+// the engine polls before it starts the collective on the staging buffers (so the collective
+// never reads inputs the stream has not produced yet). Then a host function on the stream (the
+// "gate") holds the stream until the engine has finished the collective, and the result is
+// copied staging -> device on the stream. A staging buffer returns to the pool when an event
+// recorded after that copy has completed.
+#pragma once
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/op.hpp"
+#include "device/device.hpp"
+#include "executor/task.hpp"
+
+namespace loom::device {
+
+/// Decides whether a call runs stream-ordered: yes when a stream was given or a buffer is device
+/// memory. Mixing host and device buffers in one call is InvalidArgument naming both buffers; a
+/// stream without an active device runtime is InvalidArgument too. `dev` may be null.
+Result<bool> needs_stream_path(Device* dev, const core::OpDesc& op, int rank, int nranks,
+                               void* stream);
+
+/// Opens once: the stream's gate host function waits for it (bounded by its deadline).
+class Gate {
+ public:
+  explicit Gate(Deadline deadline) : deadline_(deadline) {}
+  void open();
+  /// Blocks until open() or the deadline; true if opened.
+  bool wait();
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool open_ = false;
+  Deadline deadline_;
+};
+
+/// Pinned host buffers reused across calls; a buffer is free again once the stream has passed
+/// the event recorded after its last use.
+class StagingPool {
+ public:
+  struct Buffer {
+    void* ptr = nullptr;
+    std::size_t bytes = 0;
+    Event released = nullptr;
+    bool busy = false;
+  };
+  StagingPool(Device& dev, std::chrono::milliseconds drain_timeout)
+      : dev_(dev), drain_timeout_(drain_timeout) {}
+  ~StagingPool();
+  StagingPool(const StagingPool&) = delete;
+  StagingPool& operator=(const StagingPool&) = delete;
+
+  /// At most kMaxBuffers buffers exist; when all are in flight, waits (until `deadline`) for
+  /// the stream to release one.
+  Result<Buffer*> acquire(std::size_t bytes, Deadline deadline);
+  /// Marks `b` free once the work enqueued on `s` so far has completed.
+  Status release(Buffer* b, Stream s);
+  [[nodiscard]] std::size_t buffers() const { return buffers_.size(); }
+
+ private:
+  /// Waits (bounded) for the streams to release every buffer, then frees them.
+  void drain();
+
+  static constexpr std::size_t kMaxBuffers = 4;
+  Device& dev_;
+  std::chrono::milliseconds drain_timeout_;
+  std::vector<std::unique_ptr<Buffer>> buffers_;
+};
+
+/// One staged call: the host-side op (pointers into staging), its gate and the events.
+struct StagedCall {
+  core::OpDesc host_op;
+  StagingPool::Buffer* staging = nullptr;
+  Event inputs_ready = nullptr;  // owned by the StagedTask
+  std::shared_ptr<Gate> gate;
+  void* device_recv = nullptr;  // where the result goes (null: this rank has no output)
+  std::size_t recv_bytes = 0;
+};
+
+class StreamPath {
+ public:
+  StreamPath(Device& dev, std::chrono::milliseconds timeout) : dev_(dev), pool_(dev, timeout) {}
+
+  [[nodiscard]] Device& device() const { return dev_; }
+  /// Enqueues the input copies and the inputs-ready event on `stream`.
+  Result<StagedCall> stage(const core::OpDesc& op, int rank, int nranks, Stream stream,
+                           Deadline deadline);
+  /// Wraps the collective on the staging buffers so that it starts when the inputs are ready
+  /// and opens the gate when it ends (successfully or not, or when it is dropped).
+  std::unique_ptr<exec::Task> wrap(std::unique_ptr<exec::Task> inner, const StagedCall& call);
+  /// Enqueues the gate, the result copy and the staging release on `stream`.
+  Status finish(const StagedCall& call, Stream stream);
+  [[nodiscard]] std::size_t staging_buffers() const { return pool_.buffers(); }
+
+ private:
+  Device& dev_;
+  StagingPool pool_;
+};
+
+}  // namespace loom::device

@@ -1,0 +1,211 @@
+// Host tests of the CUDA reduction kernels' logic (kernels/cuda/reduce_logic.hpp): the same
+// __host__ __device__ functions the kernels run, executed here for every thread of an emulated
+// grid, for every dtype x op, many sizes, alignments (shared and mismatched) and aliasing modes,
+// and compared bit for bit with the host kernels.
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "kernels/cuda/reduce_logic.hpp"
+#include "kernels/host/reduce.hpp"
+
+namespace kc = loom::kernels::cuda;
+using loom::DataType;
+using loom::RedOp;
+
+namespace {
+
+constexpr std::size_t kSizes[] = {0, 1, 2, 3, 7, 8, 15, 16, 17, 31, 32, 33, 63, 100, 257, 1000};
+constexpr std::size_t kThreadCounts[] = {1, 5, 64};
+
+/// Random storage elements: any bit pattern for integers, finite values in [-100, 100) for
+/// floating types (so every path computes the same result, NaN payloads aside).
+template <typename E>
+std::vector<typename E::S> random_elems(std::size_t n, std::mt19937_64& rng) {
+  using S = typename E::S;
+  std::vector<S> v(n);
+  std::uniform_real_distribution<float> real(-100.0f, 100.0f);
+  for (auto& x : v) {
+    if constexpr (std::is_same_v<E, kc::HalfCodec>) {
+      x = loom::kernels::float_to_half(real(rng));
+    } else if constexpr (std::is_same_v<E, kc::BFloat16Codec>) {
+      x = loom::kernels::float_to_bfloat16(real(rng));
+    } else if constexpr (std::is_floating_point_v<S>) {
+      x = static_cast<S>(real(rng));
+    } else {
+      x = static_cast<S>(rng());
+    }
+  }
+  return v;
+}
+
+enum class Alias { None, DstIsA, DstIsB };
+
+/// One emulated launch over buffers placed at element offsets (od, oa, ob) from 16-byte-aligned
+/// bases; checks against kernels::reduce on copies of the same inputs.
+template <typename E, typename Op>
+void check_case(DataType dt, RedOp op, std::size_t count, std::size_t od, std::size_t oa,
+                std::size_t ob, Alias alias, std::size_t nthreads, std::mt19937_64& rng) {
+  using S = typename E::S;
+  const std::size_t pad = 32;
+  auto a_in = random_elems<E>(count, rng);
+  auto b_in = random_elems<E>(count, rng);
+  // 16-byte aligned backing stores with room for the offsets.
+  std::vector<kc::Pack<S>> da((count + pad) / kc::Pack<S>::kN + 2);
+  std::vector<kc::Pack<S>> db(da.size()), dd(da.size());
+  S* a = reinterpret_cast<S*>(da.data()) + oa;
+  S* b = reinterpret_cast<S*>(db.data()) + ob;
+  S* d = reinterpret_cast<S*>(dd.data()) + od;
+  if (count) {
+    std::memcpy(a, a_in.data(), count * sizeof(S));
+    std::memcpy(b, b_in.data(), count * sizeof(S));
+  }
+  if (alias == Alias::DstIsA) d = a;
+  if (alias == Alias::DstIsB) d = b;
+  // Guard elements right after the range must stay untouched.
+  const S sentinel = static_cast<S>(0x5a);
+  d[count] = sentinel;
+
+  std::vector<S> expect(count);
+  loom::kernels::reduce(dt, op, expect.data(), a_in.data(), b_in.data(), count);
+
+  const kc::Split s = kc::split_for_vectors(reinterpret_cast<std::uintptr_t>(d),
+                                            reinterpret_cast<std::uintptr_t>(a),
+                                            reinterpret_cast<std::uintptr_t>(b), count, sizeof(S));
+  for (std::size_t t = 0; t < nthreads; ++t)
+    kc::reduce_thread<E, Op, kc::HostMemory>(d, a, b, s, t, nthreads);
+
+  INFO("dtype " << loom::to_string(dt) << " op " << loom::to_string(op) << " count " << count
+                << " offsets " << od << "," << oa << "," << ob << " alias "
+                << static_cast<int>(alias) << " threads " << nthreads);
+  REQUIRE(std::memcmp(d, expect.data(), count * sizeof(S)) == 0);
+  REQUIRE(std::memcmp(&d[count], &sentinel, sizeof(S)) == 0);
+}
+
+template <typename E, typename Op>
+void check_op(DataType dt, RedOp op) {
+  using S = typename E::S;
+  constexpr std::size_t kN = kc::Pack<S>::kN;
+  std::mt19937_64 rng(static_cast<std::uint64_t>(dt) * 31 + static_cast<std::uint64_t>(op));
+  for (std::size_t count : kSizes) {
+    for (std::size_t nthreads : kThreadCounts) {
+      for (std::size_t o = 0; o < kN; ++o)
+        check_case<E, Op>(dt, op, count, o, o, o, Alias::None, nthreads, rng);
+      // Mismatched alignments fall back to scalars.
+      check_case<E, Op>(dt, op, count, 0, 1 % kN, 0, Alias::None, nthreads, rng);
+      check_case<E, Op>(dt, op, count, 1 % kN, 0, 2 % kN, Alias::None, nthreads, rng);
+      check_case<E, Op>(dt, op, count, 0, 0, kN - 1, Alias::None, nthreads, rng);
+      // In place, both operand orders.
+      check_case<E, Op>(dt, op, count, 0, 0, 0, Alias::DstIsA, nthreads, rng);
+      check_case<E, Op>(dt, op, count, 1 % kN, 1 % kN, 1 % kN, Alias::DstIsB, nthreads, rng);
+    }
+  }
+}
+
+template <typename E>
+void check_divide(DataType dt) {
+  using S = typename E::S;
+  std::mt19937_64 rng(77 + static_cast<std::uint64_t>(dt));
+  for (std::size_t count : kSizes) {
+    for (int n : {1, 3, 7}) {
+      for (std::size_t off = 0; off < kc::Pack<S>::kN; off += 1 + kc::Pack<S>::kN / 4) {
+        auto in = random_elems<E>(count, rng);
+        std::vector<kc::Pack<S>> store(count / kc::Pack<S>::kN + 2);
+        S* x = reinterpret_cast<S*>(store.data()) + off;
+        if (count) std::memcpy(x, in.data(), count * sizeof(S));
+        auto expect = in;
+        loom::kernels::finalize_avg(dt, expect.data(), count, n);
+        const auto addr = reinterpret_cast<std::uintptr_t>(x);
+        const kc::Split s = kc::split_for_vectors(addr, addr, addr, count, sizeof(S));
+        for (std::size_t t = 0; t < 5; ++t) kc::divide_thread<E, kc::HostMemory>(x, n, s, t, 5);
+        INFO("dtype " << loom::to_string(dt) << " count " << count << " n " << n << " off " << off);
+        REQUIRE(std::memcmp(x, expect.data(), count * sizeof(S)) == 0);
+      }
+    }
+  }
+}
+
+template <typename E>
+void check_dtype(DataType dt) {
+  check_op<E, kc::SumOp>(dt, RedOp::Sum);
+  check_op<E, kc::ProdOp>(dt, RedOp::Prod);
+  check_op<E, kc::MinOp>(dt, RedOp::Min);
+  check_op<E, kc::MaxOp>(dt, RedOp::Max);
+  check_divide<E>(dt);
+}
+
+}  // namespace
+
+TEST_CASE("cuda kernel logic: split covers every element once, vectors aligned",
+          "[cuda][kernels]") {
+  for (std::size_t elem : {1u, 2u, 4u, 8u}) {
+    for (std::size_t count : kSizes) {
+      for (std::uintptr_t mis = 0; mis < 16; mis += elem) {
+        const std::uintptr_t base = 4096 + mis;
+        const kc::Split s = kc::split_for_vectors(base, base + 64, base + 128, count, elem);
+        INFO("elem " << elem << " count " << count << " mis " << mis);
+        REQUIRE(s.count == count);
+        REQUIRE(s.head <= count);
+        REQUIRE(s.head + s.nvec * (16 / elem) == s.tail_begin);
+        REQUIRE(s.tail_begin <= count);
+        REQUIRE(s.scalars() + s.nvec * (16 / elem) == count);
+        if (s.nvec > 0) REQUIRE((base + s.head * elem) % 16 == 0);
+        REQUIRE(s.head < 16 / elem);                // at most one vector's worth of head
+        REQUIRE(count - s.tail_begin < 16 / elem);  // and of tail
+        std::vector<int> hits(count, 0);
+        for (std::size_t k = 0; k < s.scalars(); ++k) ++hits[s.scalar_index(k)];
+        for (std::size_t v = 0; v < s.nvec; ++v)
+          for (std::size_t j = 0; j < 16 / elem; ++j) ++hits[s.head + v * (16 / elem) + j];
+        for (int h : hits) REQUIRE(h == 1);
+      }
+    }
+  }
+  // Different alignments modulo 16: all scalar.
+  const kc::Split s = kc::split_for_vectors(4096, 4096 + 4, 4096, 100, 4);
+  CHECK(s.nvec == 0);
+  CHECK(s.scalars() == 100);
+  // Misaligned to the element itself: all scalar.
+  CHECK(kc::split_for_vectors(4097, 4097, 4097, 100, 4).nvec == 0);
+}
+
+TEST_CASE("cuda kernel logic: grid sized from SM count", "[cuda][kernels]") {
+  CHECK(kc::grid_for(0, 108).blocks == 1);
+  CHECK(kc::grid_for(1, 108).blocks == 1);
+  CHECK(kc::grid_for(256, 108).blocks == 1);
+  CHECK(kc::grid_for(257, 108).blocks == 2);
+  // 64 MiB of floats in 16-byte vectors: capped at blocks_per_sm * SMs.
+  CHECK(kc::grid_for((64u << 20) / 16, 108).blocks == 108 * 8);
+  CHECK(kc::grid_for((64u << 20) / 16, 132).blocks == 132 * 8);
+  CHECK(kc::grid_for(1u << 30, 0).blocks == 8);  // unknown SM count: one SM's worth
+  CHECK(kc::grid_for(1000, 108, 128).threads == 128);
+}
+
+TEST_CASE("cuda kernel logic: every dtype x op matches the host kernels", "[cuda][kernels]") {
+  check_dtype<kc::NativeCodec<std::int8_t>>(DataType::Int8);
+  check_dtype<kc::NativeCodec<std::uint8_t>>(DataType::Uint8);
+  check_dtype<kc::NativeCodec<std::int32_t>>(DataType::Int32);
+  check_dtype<kc::NativeCodec<std::uint32_t>>(DataType::Uint32);
+  check_dtype<kc::NativeCodec<std::int64_t>>(DataType::Int64);
+  check_dtype<kc::NativeCodec<std::uint64_t>>(DataType::Uint64);
+  check_dtype<kc::HalfCodec>(DataType::Float16);
+  check_dtype<kc::BFloat16Codec>(DataType::BFloat16);
+  check_dtype<kc::NativeCodec<float>>(DataType::Float32);
+  check_dtype<kc::NativeCodec<double>>(DataType::Float64);
+}
+
+TEST_CASE("cuda kernel logic: float min/max propagate NaN like the host kernels",
+          "[cuda][kernels]") {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  CHECK(std::isnan(kc::MinOp::apply(nan, 1.0f)));
+  CHECK(std::isnan(kc::MinOp::apply(1.0f, nan)));
+  CHECK(std::isnan(kc::MaxOp::apply(nan, 1.0f)));
+  CHECK(std::isnan(kc::MaxOp::apply(1.0f, nan)));
+  CHECK(kc::MinOp::apply(2.0, -3.0) == -3.0);
+  CHECK(kc::MaxOp::apply(std::int8_t{-128}, std::int8_t{127}) == 127);
+  // Integer sum wraps.
+  CHECK(kc::SumOp::apply(std::int32_t{2147483647}, std::int32_t{1}) == -2147483647 - 1);
+  CHECK(kc::combine<kc::HalfCodec, kc::SumOp>(0x3c00, 0x3c00) == 0x4000);       // 1 + 1 = 2
+  CHECK(kc::combine<kc::BFloat16Codec, kc::ProdOp>(0x4000, 0x4040) == 0x40c0);  // 2 * 3 = 6
+}

@@ -1,0 +1,287 @@
+// The device seam and its host simulation: memory kinds, stream ordering, events, kernel
+// launches, the NCCL-style enqueue semantics of stream-ordered collectives, buffer-mixing
+// errors, and the CUDA IPC handle exchange with peer-access probing.
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <condition_variable>
+#include <cstring>
+#include <thread>
+
+#include "bootstrap/memory_store.hpp"
+#include "comm_harness.hpp"
+#include "device/device.hpp"
+#include "device/ipc_peers.hpp"
+#include "kernels/host/reduce.hpp"
+
+using namespace loom;
+
+namespace {
+
+const std::map<std::string, std::string> kSim = {{"LOOM_DEVICE", "host-sim"}};
+Deadline soon() {
+  return Deadline::after(std::chrono::seconds(30));
+}
+
+/// A host function that holds a stream until the test releases it (bounded).
+struct Hold {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool released = false;
+  static void fn(void* arg) {
+    auto* h = static_cast<Hold*>(arg);
+    std::unique_lock lk(h->mu);
+    h->cv.wait_for(lk, std::chrono::seconds(30), [&] { return h->released; });
+  }
+  void release() {
+    {
+      std::lock_guard lk(mu);
+      released = true;
+    }
+    cv.notify_all();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("host-sim: memory kinds, in-order streams, events", "[device]") {
+  device::Device& dev = device::host_sim();
+  CHECK(dev.name() == "host-sim");
+  void* d = value_or_throw(dev.alloc(1000));
+  std::vector<int> host(250, 7);
+  CHECK(value_or_throw(dev.pointer_kind(d)) == device::MemoryKind::Device);
+  CHECK(value_or_throw(dev.pointer_kind(static_cast<char*>(d) + 999)) ==
+        device::MemoryKind::Device);
+  CHECK(value_or_throw(dev.pointer_kind(host.data())) == device::MemoryKind::Host);
+  void* pinned = value_or_throw(dev.alloc_pinned(100));
+  CHECK(value_or_throw(dev.pointer_kind(pinned)) == device::MemoryKind::Host);
+
+  device::Stream s = value_or_throw(dev.create_stream());
+  device::Event e = value_or_throw(dev.create_event());
+  CHECK(value_or_throw(dev.query(e)));  // never recorded: complete
+  Hold hold;
+  throw_if_error(dev.launch_host_fn(s, &Hold::fn, &hold));
+  throw_if_error(dev.copy_async(d, host.data(), 1000, s));
+  throw_if_error(dev.record(e, s));
+  CHECK_FALSE(value_or_throw(dev.query(e)));  // held behind the host function
+  CHECK(dev.synchronize(s, Deadline::after(std::chrono::milliseconds(20))).code() ==
+        ErrorCode::Timeout);
+  hold.release();
+  throw_if_error(dev.synchronize(s, soon()));
+  CHECK(value_or_throw(dev.query(e)));
+  CHECK(std::memcmp(d, host.data(), 1000) == 0);
+
+  // Kernel launch: the CUDA kernels' logic, on the stream.
+  std::vector<float> a(1001), b(1001), want(1001);
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    a[i] = static_cast<float>(i);
+    b[i] = static_cast<float>(3 * i % 17);
+  }
+  kernels::reduce(DataType::Float32, RedOp::Max, want.data(), a.data(), b.data(), a.size());
+  throw_if_error(
+      dev.reduce_async(DataType::Float32, RedOp::Max, a.data(), a.data(), b.data(), a.size(), s));
+  throw_if_error(dev.divide_async(DataType::Float32, a.data(), a.size(), 1, s));
+  throw_if_error(dev.synchronize(s, soon()));
+  CHECK(a == want);
+
+  dev.destroy_event(e);
+  dev.destroy_stream(s);
+  dev.free_pinned(pinned);
+  dev.free(d);
+  CHECK(value_or_throw(dev.pointer_kind(d)) == device::MemoryKind::Host);
+}
+
+TEST_CASE("device collectives: the call returns once enqueued, later stream work sees the result",
+          "[device]") {
+  loom::test::run_ranks(
+      2,
+      [](Communicator& comm) {
+        device::Device& dev = device::host_sim();
+        device::Stream s = value_or_throw(dev.create_stream());
+        const std::size_t n = 4099;
+        auto* buf = static_cast<std::int32_t*>(value_or_throw(dev.alloc(n * 4)));
+        std::vector<std::int32_t> in(n), out(n, -1);
+        for (std::size_t i = 0; i < n; ++i) in[i] = static_cast<std::int32_t>(i) + comm.rank();
+        Hold hold;  // the stream has not produced the input yet
+        throw_if_error(dev.launch_host_fn(s, &Hold::fn, &hold));
+        throw_if_error(dev.copy_async(buf, in.data(), n * 4, s));
+        CollOptions o;
+        o.stream = s;
+        Work w = comm.allreduce(buf, buf, n, DataType::Int32, RedOp::Sum, o);
+        throw_if_error(dev.copy_async(out.data(), buf, n * 4, s));
+        // Returned although the stream is held: the collective cannot have run yet.
+        CHECK_FALSE(w.test());
+        CHECK(out[0] == -1);
+        hold.release();
+        throw_if_error(dev.synchronize(s, soon()));
+        w.wait();
+        for (std::size_t i = 0; i < n; ++i) REQUIRE(out[i] == 2 * static_cast<std::int32_t>(i) + 1);
+        dev.free(buf);
+        dev.destroy_stream(s);
+      },
+      kSim);
+}
+
+TEST_CASE("device collectives: many calls in flight on one stream (staging pool reuse)",
+          "[device]") {
+  loom::test::run_ranks(
+      3,
+      [](Communicator& comm) {
+        device::Device& dev = device::host_sim();
+        device::Stream s = value_or_throw(dev.create_stream());
+        constexpr int kCalls = 12;  // more than the staging pool holds
+        const std::size_t n = 10007;
+        std::vector<std::int64_t*> bufs;
+        std::vector<std::vector<std::int64_t>> outs(kCalls, std::vector<std::int64_t>(n, -1));
+        std::vector<std::int64_t> in(n);
+        CollOptions o;
+        o.stream = s;
+        for (int c = 0; c < kCalls; ++c) {
+          for (std::size_t i = 0; i < n; ++i)
+            in[i] = static_cast<std::int64_t>(i) * (c + 1) + comm.rank();
+          auto* b = static_cast<std::int64_t*>(value_or_throw(dev.alloc(n * 8)));
+          bufs.push_back(b);
+          throw_if_error(dev.copy_async(b, in.data(), n * 8, s));
+          throw_if_error(dev.synchronize(s, soon()));  // `in` is reused for the next call
+          comm.allreduce(b, b, n, DataType::Int64, RedOp::Sum, o);
+          throw_if_error(dev.copy_async(outs[static_cast<std::size_t>(c)].data(), b, n * 8, s));
+        }
+        throw_if_error(dev.synchronize(s, soon()));
+        for (int c = 0; c < kCalls; ++c)
+          for (std::size_t i = 0; i < n; ++i)
+            REQUIRE(outs[static_cast<std::size_t>(c)][i] ==
+                    3 * static_cast<std::int64_t>(i) * (c + 1) + 3);
+        for (auto* b : bufs) dev.free(b);
+        dev.destroy_stream(s);
+      },
+      kSim);
+}
+
+TEST_CASE("device collectives: mixing host and device buffers is InvalidArgument naming both",
+          "[device]") {
+  loom::test::run_ranks(
+      1,
+      [](Communicator& comm) {
+        device::Device& dev = device::host_sim();
+        void* d = value_or_throw(dev.alloc(64));
+        std::vector<float> h(16);
+        try {
+          comm.allreduce(d, h.data(), 16, DataType::Float32, RedOp::Sum);
+          FAIL("no error");
+        } catch (const Error& e) {
+          CHECK(e.code() == ErrorCode::InvalidArgument);
+          const std::string msg = e.what();
+          CHECK_THAT(msg, Catch::Contains("rank 0") && Catch::Contains("allreduce") &&
+                              Catch::Contains("send buffer") && Catch::Contains("device memory") &&
+                              Catch::Contains("receive buffer") && Catch::Contains("host memory"));
+        }
+        CHECK_THROWS_AS(comm.broadcast(h.data(), d, 16, DataType::Float32, 0), Error);
+        // Both on the host, no stream: the plain host path still works.
+        std::vector<float> h2(16, 1.0f);
+        comm.allreduce(h2.data(), h2.data(), 16, DataType::Float32, RedOp::Sum).wait();
+        CHECK(h2[15] == 1.0f);
+        dev.free(d);
+      },
+      kSim);
+}
+
+TEST_CASE("device collectives: a stream without a device runtime is InvalidArgument", "[device]") {
+  loom::test::run_ranks(1,
+                        [](Communicator& comm) {
+                          std::vector<float> h(4);
+                          CollOptions o;
+                          o.stream = reinterpret_cast<void*>(0x1234);
+                          try {
+                            comm.allreduce(h.data(), h.data(), 4, DataType::Float32, RedOp::Sum, o);
+                            FAIL("no error");
+                          } catch (const Error& e) {
+                            CHECK(e.code() == ErrorCode::InvalidArgument);
+                            CHECK_THAT(std::string(e.what()), Catch::Contains("no device runtime"));
+                          }
+                        },
+                        {{"LOOM_DEVICE", "none"}});
+}
+
+TEST_CASE("device selection: LOOM_DEVICE names", "[device]") {
+  CHECK(value_or_throw(device::device_by_name("host-sim")) == &device::host_sim());
+  CHECK(value_or_throw(device::device_by_name("none")) == nullptr);
+  CHECK(device::device_by_name("tpu").status().code() == ErrorCode::InvalidUsage);
+#if !defined(LOOM_HAVE_CUDA)
+  CHECK(value_or_throw(device::device_by_name("auto")) == nullptr);
+  CHECK(device::device_by_name("cuda").status().code() == ErrorCode::InvalidUsage);
+#endif
+}
+
+TEST_CASE("CUDA IPC exchange: peer access probed, P2P buffers mapped, others staged", "[device]") {
+  device::Device& dev = device::host_sim();  // 8 devices; P2P within {0..3} and {4..7}
+  constexpr int kRanks = 9;                  // ranks 0..7 on host "a" (device = rank), 8 on "b"
+  auto store = std::make_shared<bootstrap::InMemoryStore>();
+  std::vector<std::int32_t*> bufs(kRanks);
+  for (int r = 0; r < kRanks; ++r) {
+    bufs[static_cast<std::size_t>(r)] = static_cast<std::int32_t*>(value_or_throw(dev.alloc(64)));
+    *bufs[static_cast<std::size_t>(r)] = 100 + r;
+  }
+  std::vector<std::string> errors(kRanks);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kRanks; ++r)
+    threads.emplace_back([&, r] {
+      const auto ur = static_cast<std::size_t>(r);
+      const std::string host = r < 8 ? "a" : "b";
+      auto peers = device::IpcPeers::exchange(dev, *store, "test/", r, kRanks, host, r % 8,
+                                              bufs[ur], soon());
+      if (!peers.is_ok()) {
+        errors[ur] = peers.status().message();
+        return;
+      }
+      for (int q = 0; q < kRanks; ++q) {
+        const device::PeerBuffer& p = peers->peer(q);
+        device::PeerRoute want = device::PeerRoute::Remote;
+        if (q == r)
+          want = device::PeerRoute::Self;
+        else if ((q < 8) == (r < 8))
+          want = (q / 4 == r / 4) ? device::PeerRoute::PeerToPeer : device::PeerRoute::HostStaging;
+        if (r == 8 && q != 8) want = device::PeerRoute::Remote;
+        if (p.route != want)
+          errors[ur] +=
+              fmt::format("peer {}: route {} want {}; ", q, to_string(p.route), to_string(want));
+        if (want == device::PeerRoute::PeerToPeer &&
+            (p.mapped != bufs[static_cast<std::size_t>(q)] ||
+             *static_cast<std::int32_t*>(p.mapped) != 100 + q))
+          errors[ur] += fmt::format("peer {}: wrong mapping; ", q);
+        if (want != device::PeerRoute::PeerToPeer && want != device::PeerRoute::Self &&
+            p.mapped != nullptr)
+          errors[ur] += fmt::format("peer {}: mapped without P2P; ", q);
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < kRanks; ++r) {
+    INFO("rank " << r << ": " << errors[static_cast<std::size_t>(r)]);
+    CHECK(errors[static_cast<std::size_t>(r)].empty());
+  }
+  for (auto* b : bufs) dev.free(b);
+}
+
+TEST_CASE("CUDA IPC exchange: a handle from another process fails naming the peer", "[device]") {
+  device::Device& dev = device::host_sim();
+  void* mine = value_or_throw(dev.alloc(64));
+  void* other = value_or_throw(dev.alloc(64));
+  device::IpcHandle h = value_or_throw(dev.ipc_handle(other));
+  std::uint32_t fake_pid = 1;  // not us
+  std::memcpy(h.bytes.data() + 4, &fake_pid, 4);
+  CHECK(dev.ipc_open(h).status().code() == ErrorCode::InvalidUsage);
+  // Rank 1's record (device 1, same host) carries that foreign handle.
+  auto store = std::make_shared<bootstrap::InMemoryStore>();
+  bootstrap::Bytes rec(72 + 1);
+  std::uint32_t pid = 1;
+  std::int32_t devno = 1;
+  std::memcpy(rec.data(), &pid, 4);
+  std::memcpy(rec.data() + 4, &devno, 4);
+  std::memcpy(rec.data() + 8, h.bytes.data(), 64);
+  rec[72] = 'a';
+  std::thread peer([&] { (void)bootstrap::store_allgather(*store, "x/ipc/", 1, 2, rec, soon()); });
+  auto r = device::IpcPeers::exchange(dev, *store, "x/", 0, 2, "a", 0, mine, soon());
+  peer.join();
+  REQUIRE_FALSE(r.is_ok());
+  CHECK_THAT(r.status().message(), Catch::Contains("rank 0") && Catch::Contains("peer 1"));
+  dev.free(mine);
+  dev.free(other);
+}
