@@ -73,6 +73,13 @@ constexpr std::array kSettings = {
          "shm"},
     Spec{"LOOM_SHM_SLOTS", Type::Int, "8", "Slots per shared-memory channel (one per direction).",
          "shm"},
+    Spec{"LOOM_SHM_SINGLE_COPY", Type::String, "auto",
+         "Single-copy transfers of large shared-memory messages (the receiver reads the sender's "
+         "buffer with process_vm_readv): auto (when a probe read at setup succeeds), on (an "
+         "error if it does not), off.",
+         "shm"},
+    Spec{"LOOM_SHM_SINGLE_COPY_MIN", Type::Size, "64K",
+         "Shared-memory messages of at least this many bytes use the single-copy path.", "shm"},
 
     // Collectives and the executor.
     Spec{"LOOM_CHUNK_SIZE", Type::Size, "512K",

@@ -24,6 +24,9 @@ Result<CommSettings> CommSettings::from(const config::Config& cfg) {
   s.tcp.socket_buffer = cfg.get_size("LOOM_SOCKET_BUFFER");
   s.shm.slot_bytes = cfg.get_size("LOOM_SHM_SLOT_SIZE");
   s.shm.nslots = static_cast<std::size_t>(cfg.get_int("LOOM_SHM_SLOTS"));
+  LOOM_ASSIGN_OR_RETURN(s.shm.single_copy,
+                        transport::shm::parse_single_copy(cfg.get_string("LOOM_SHM_SINGLE_COPY")));
+  s.shm.single_copy_min = cfg.get_size("LOOM_SHM_SINGLE_COPY_MIN");
   s.algo = cfg.get_string("LOOM_ALGO");
   if (s.timeout.count() <= 0)
     return make_error(ErrorCode::InvalidUsage, "LOOM_TIMEOUT must be positive");
@@ -149,20 +152,41 @@ algo::Plan CommImpl::make_plan(const core::OpDesc& op) const {
   return {};
 }
 
+std::shared_ptr<const algo::Plan> CommImpl::cached_plan(const core::OpDesc& op) {
+  constexpr std::size_t kMaxPlans = 32;
+  const PlanKey key{op.kind, op.dtype, op.root, op.in_place(rank_), op.count};
+  for (std::size_t i = plans_.size(); i-- > 0;) {
+    if (!(plans_[i].first == key)) continue;
+    auto plan = plans_[i].second;
+    if (i + 1 != plans_.size()) std::rotate(plans_.begin() + static_cast<std::ptrdiff_t>(i),
+                                            plans_.begin() + static_cast<std::ptrdiff_t>(i) + 1,
+                                            plans_.end());
+    return plan;
+  }
+  auto plan = std::make_shared<const algo::Plan>(make_plan(op));
+  if (plans_.size() == kMaxPlans) plans_.erase(plans_.begin());
+  plans_.emplace_back(key, plan);
+  return plan;
+}
+
 Work CommImpl::submit(core::OpDesc op, const CollOptions& opts) {
   throw_if_error(engine_->failure());
   op.seq = next_seq_++;
   throw_if_error(core::validate(op, rank_, nranks_));
-  algo::Plan plan =
-      op.count == 0 && op.kind != core::CollKind::Barrier ? algo::Plan{} : make_plan(op);
-  if (plan.steps.empty()) {
+  if (op.count == 0 && op.kind != core::CollKind::Barrier) {
+    auto done = std::make_shared<OpState>();
+    done->done = true;
+    return Work(done);
+  }
+  std::shared_ptr<const algo::Plan> plan = cached_plan(op);
+  if (plan->steps.empty()) {
     auto done = std::make_shared<OpState>();
     done->done = true;
     return Work(done);
   }
   Deadline deadline = Deadline::after(opts.timeout.value_or(settings_.timeout));
-  LOOM_LOG_DEBUG(Coll, "rank {}: {} as {} ({} steps)", rank_, core::describe(op), plan.algorithm,
-                 plan.steps.size());
+  LOOM_LOG_DEBUG(Coll, "rank {}: {} as {} ({} steps)", rank_, core::describe(op), plan->algorithm,
+                 plan->steps.size());
   return Work(
       engine_->submit(std::make_unique<CollectiveTask>(*this, op, std::move(plan), deadline)));
 }

@@ -66,6 +66,9 @@ class CommImpl {
   CommImpl(CommSetup setup, CommSettings settings);
   Status init(std::unique_ptr<transport::tcp::TcpTransport> tcp, Deadline deadline);
   [[nodiscard]] algo::Plan make_plan(const core::OpDesc& op) const;
+  /// make_plan() through a small cache: plans depend only on the call's shape, and repeated
+  /// calls of one shape (every training step) should not rebuild them.
+  std::shared_ptr<const algo::Plan> cached_plan(const core::OpDesc& op);
 
   int rank_;
   int nranks_;
@@ -79,6 +82,15 @@ class CommImpl {
   std::unique_ptr<std::uint8_t, void (*)(void*)> scratch_{nullptr, nullptr};
   std::size_t scratch_bytes_ = 0;
   std::uint64_t next_seq_ = 0;
+  struct PlanKey {
+    core::CollKind kind;
+    DataType dtype;
+    int root;
+    bool in_place;
+    std::size_t count;
+    friend bool operator==(const PlanKey&, const PlanKey&) = default;
+  };
+  std::vector<std::pair<PlanKey, std::shared_ptr<const algo::Plan>>> plans_;  // most recent last
   std::unique_ptr<exec::Engine> engine_;  // last: destroyed first, after draining its queue
 };
 

@@ -57,7 +57,7 @@ std::unique_ptr<TransportPair> make_pair(const std::string& kind, lt::PairOption
   auto p = TransportPair::create(kind, o);
   INFO(p.status().message());
   REQUIRE(p.is_ok());
-  if (kind == "shm") CHECK(lt::shm_leftovers(p.value()->comm_id()).empty());
+  if (kind != "tcp") CHECK(lt::shm_leftovers(p.value()->comm_id()).empty());
   return std::move(p).value();
 }
 
@@ -118,11 +118,11 @@ TEST_CASE("conformance: caps, names and peers") {
   const std::string kind = GENERATE(from_range(lt::transport_kinds()));
   auto p = make_pair(kind);
   for (int r = 0; r < 2; ++r) {
-    CHECK(p->conn(r).name() == kind);
+    CHECK(p->conn(r).name() == (kind == "tcp" ? "tcp" : "shm"));
     CHECK(p->conn(r).peer() == 1 - r);
     CHECK(p->conn(r).caps().host_memory);
-    CHECK(p->conn(r).caps().direct_load_store == (kind == "shm"));
-    CHECK(p->conn(r).supports_recv_reduce() == (kind == "shm"));
+    CHECK(p->conn(r).caps().direct_load_store == (kind != "tcp"));
+    CHECK(p->conn(r).supports_recv_reduce() == (kind != "tcp"));
   }
   finish(std::move(p));
 }

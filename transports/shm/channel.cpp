@@ -26,6 +26,7 @@ void init_channel(const Mapping& mapping, const ChannelGeometry& g, std::uint64_
   h->total_bytes = g.total_bytes();
   h->sender_pid = static_cast<std::int32_t>(::getpid());
   h->sender_pid_ns = own_pid_namespace();
+  h->sender_address = reinterpret_cast<std::uintptr_t>(mapping.data());
   auto* descs = reinterpret_cast<SlotDesc*>(mapping.data() + g.desc_offset());
   for (std::size_t i = 0; i < g.nslots; ++i) std::construct_at(descs + i);
 }

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# kill -9 one rank of 4 in the middle of a stream of shared-memory allreduces: every survivor
+# fails (exits non-zero with an error naming a peer) well before LOOM_TIMEOUT instead of hanging,
+# and /dev/shm holds no loom segment afterwards (segments are unlinked once mapped).
+# Usage: bash shm_rank_killed.sh BIN_DIR
+set -u
+BIN=${1:?usage: shm_rank_killed.sh BIN_DIR}
+if [[ ! -d /dev/shm ]]; then
+  echo "skip: no /dev/shm"
+  exit 0
+fi
+TMP=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done
+  rm -rf "$TMP"
+}
+trap cleanup EXIT
+failures=0
+fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+loom_segments() { find /dev/shm -maxdepth 1 -name 'loom-*' -user "$(id -u)" 2>/dev/null; }
+before=$(loom_segments | sort)
+
+n=4
+victim=2
+port=$(free_port)
+# The 1 MiB row appears after a few hundred allreduces; the 64 MiB sweep that follows would run
+# for minutes, so the kill lands in the middle of an allreduce. LOOM_TIMEOUT is far longer than
+# the bound below: a survivor that only times out fails this test.
+for ((r = 0; r < n; r++)); do
+  env LOOM_RANK=$r LOOM_WORLD_SIZE=$n LOOM_ROOT=127.0.0.1:$port LOOM_TIMEOUT=300s \
+    LOOM_TRANSPORTS=shm LOOM_DEBUG=INFO LOOM_DEBUG_SUBSYS=SHM \
+    timeout -k 5 200 "$BIN/loom-perf" allreduce -b 1M -e 64M -f 64 -n 300 -w 1 \
+    >"$TMP/out.$r" 2>&1 &
+  pids+=($!)
+done
+
+# Wait (bounded) until rank 0 has printed its first result row: all ranks are in the sweep.
+started=0
+for ((i = 0; i < 1200; i++)); do
+  if awk '$1 ~ /^[0-9]+$/ && NF == 13' "$TMP/out.0" | grep -q .; then
+    started=1
+    break
+  fi
+  if ! kill -0 "${pids[0]}" 2>/dev/null; then break; fi
+  sleep 0.1
+done
+if [[ $started -ne 1 ]]; then
+  fail "the job did not start its sweep"
+  cat "$TMP"/out.* >&2
+  exit 1
+fi
+grep -q "over shm" "$TMP/out.0" || fail "rank 0 did not report a shared-memory connection"
+
+kill -KILL "${pids[$victim]}"
+t0=$SECONDS
+for ((r = 0; r < n; r++)); do
+  wait "${pids[$r]}"
+  rc=$?
+  [[ $r -eq $victim ]] && continue
+  if [[ $rc -eq 0 ]]; then
+    fail "rank $r exited 0 after rank $victim was killed"
+  elif [[ $rc -eq 124 || $rc -eq 137 ]]; then
+    fail "rank $r hung until the test's timeout (exit $rc)"
+  elif ! grep -Eq "rank [0-9]+ .*(exited|closed)" "$TMP/out.$r"; then
+    fail "rank $r failed without naming the peer that went away"
+    tail -5 "$TMP/out.$r" >&2
+  fi
+done
+pids=()
+elapsed=$((SECONDS - t0))
+[[ $elapsed -le 120 ]] || fail "survivors took ${elapsed}s to fail (LOOM_TIMEOUT is 300s)"
+echo "survivors failed within ${elapsed}s"
+
+after=$(loom_segments | sort)
+leftover=$(comm -13 <(echo "$before") <(echo "$after") | grep . || true)
+[[ -z $leftover ]] || fail "loom segments left in /dev/shm: $leftover"
+
+[[ $failures -eq 0 ]] || { echo "shm_rank_killed: $failures failure(s)" >&2; exit 1; }
+echo "shm_rank_killed: all passed"
