@@ -54,7 +54,7 @@ Status ShmConnection::fail(Status why) {
 
 Result<ShmConnection::Op*> ShmConnection::allocate(OpKind kind) {
   if (!broken_.is_ok()) return broken_;
-  LOOM_ASSIGN_OR_RETURN(Op * op, ops_.allocate(who()));
+  LOOM_ASSIGN_OR_RETURN(Op * op, ops_.allocate([this] { return who(); }));
   op->kind = kind;
   return op;
 }
@@ -128,7 +128,7 @@ Result<Request> ShmConnection::irecv_reduce(const ReduceInto& into, std::size_t 
 }
 
 Result<bool> ShmConnection::test(const Request& request) {
-  LOOM_ASSIGN_OR_RETURN(Op * found, ops_.find(request, who()));
+  LOOM_ASSIGN_OR_RETURN(Op * found, ops_.find(request, [this] { return who(); }));
   Op& op = *found;
   touch();
   if (!op.complete) {
