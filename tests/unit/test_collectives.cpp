@@ -194,6 +194,21 @@ TEST_CASE("collectives: shm with tiny slots splits every message into many fragm
                  {"LOOM_SHM_SLOTS", "2"},
                  {"LOOM_CHUNK_SIZE", "256"}});
 }
+TEST_CASE("collectives: shm single copy (process_vm_readv) for every message of 64 B or more",
+          "[collectives][shm]") {
+  for (int n : {2, 3, 5}) {
+    INFO(n << " ranks");
+    run_matrix(n, {{"LOOM_TRANSPORTS", "shm"},
+                   {"LOOM_SHM_SINGLE_COPY", "on"},
+                   {"LOOM_SHM_SINGLE_COPY_MIN", "64"},
+                   {"LOOM_CHUNK_SIZE", "1K"}});
+  }
+}
+TEST_CASE("collectives: shm with single copy off uses the slot rings only", "[collectives][shm]") {
+  run_matrix(4, {{"LOOM_TRANSPORTS", "shm"},
+                 {"LOOM_SHM_SINGLE_COPY", "off"},
+                 {"LOOM_SHM_SINGLE_COPY_MIN", "64"}});
+}
 TEST_CASE("collectives: shm without spinning blocks on the doorbell for every wait",
           "[collectives][shm]") {
   run_matrix(4, {{"LOOM_TRANSPORTS", "shm"}, {"LOOM_SPIN_US", "0"}});
