@@ -190,6 +190,14 @@ Status ShmTransport::probe_single_copy(Handshake& h) {
     if (st.is_ok() && std::memcmp(got.data(), h.in.data(), kProbe) != 0)
       st = Status(ErrorCode::SystemError, "the probe read returned different bytes");
   }
+  if (st.is_ok() && options_.single_copy == SingleCopy::Auto) {
+    const CopyRates& rates = measured_copy_rates();
+    if (!rates.single_copy_pays())
+      st = make_error(ErrorCode::SystemError,
+                      "process_vm_readv copies {:.1f} GB/s here, memcpy {:.1f} GB/s: the slot "
+                      "rings are faster",
+                      rates.single_copy_gbs, rates.memcpy_gbs);
+  }
   h.single_copy_in = st.is_ok();
   if (st.is_ok()) return Status::ok();
   if (options_.single_copy == SingleCopy::On)

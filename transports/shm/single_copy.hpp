@@ -25,6 +25,18 @@ Result<SingleCopy> parse_single_copy(std::string_view text);
 /// scopes 0 (nothing to do), 2 and 3 (admin-only: the probe then fails and we fall back).
 void allow_peer_reads();
 
+/// Copy rates of this process measured once (best of a few 4 MiB transfers, in GB/s):
+/// process_vm_readv from ourselves and memcpy. Some kernels and VMs pin pages so slowly that
+/// one single-copy read costs more than the two memcpy's of the slot path: auto checks this.
+struct CopyRates {
+  double single_copy_gbs = 0;
+  double memcpy_gbs = 0;
+  /// Single copy replaces two memcpy's (into the slot, out of it) with one read: it pays when
+  /// it runs at more than about half the memcpy rate (0.6 leaves room for its rendezvous).
+  [[nodiscard]] bool single_copy_pays() const { return single_copy_gbs >= 0.6 * memcpy_gbs; }
+};
+const CopyRates& measured_copy_rates();
+
 /// Reads `len` bytes at `remote` in process `pid` into `local`, looping over partial reads.
 /// Errors: PeerFailed when the process is gone, SystemError otherwise (naming `what`).
 Status cma_read(pid_t pid, void* local, std::uint64_t remote, std::size_t len,
