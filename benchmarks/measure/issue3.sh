@@ -44,8 +44,8 @@ mpirun --allow-run-as-root --oversubscribe -np 2 --mca pml ob1 --mca btl vader,s
   grep -E "^ +8 "
 
 echo
-echo "## 8 ranks on $(nproc) cores (oversubscribed), loom, 8 B .. 256 MiB"
+echo "## 8 ranks on $(nproc) cores (oversubscribed), loom, 16 B .. 256 MiB"
 "$BIN/loomrun" -n 8 --only-rank 0 --no-prefix "$BIN/loom-perf" allreduce -d float -o sum \
-  -b 8 -e 256M -f 16 -n 5 -w 1 2>&1 | tee "$OUT/loom_8ranks.txt"
+  -b 16 -e 256M -f 16 -n 5 -w 1 2>&1 | tee "$OUT/loom_8ranks.txt"
 echo
 echo "# results and logs in $OUT"
