@@ -158,9 +158,8 @@ std::shared_ptr<const algo::Plan> CommImpl::cached_plan(const core::OpDesc& op) 
   for (std::size_t i = plans_.size(); i-- > 0;) {
     if (!(plans_[i].first == key)) continue;
     auto plan = plans_[i].second;
-    if (i + 1 != plans_.size()) std::rotate(plans_.begin() + static_cast<std::ptrdiff_t>(i),
-                                            plans_.begin() + static_cast<std::ptrdiff_t>(i) + 1,
-                                            plans_.end());
+    auto at = plans_.begin() + static_cast<std::ptrdiff_t>(i);
+    std::rotate(at, at + 1, plans_.end());  // most recent last
     return plan;
   }
   auto plan = std::make_shared<const algo::Plan>(make_plan(op));

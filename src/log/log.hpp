@@ -21,10 +21,10 @@ spdlog::logger& get(Subsys s);
 
 // The level is checked before the arguments are evaluated, so a disabled DEBUG line on a hot
 // path costs one load and compare (no formatting, no describe() strings).
-#define LOOM_LOG_AT(sub, lvl, ...)                                               \
-  do {                                                                           \
-    auto& loom_logger_ = ::loom::log::get(::loom::log::Subsys::sub);             \
-    if (loom_logger_.should_log(lvl)) loom_logger_.log(lvl, __VA_ARGS__);        \
+#define LOOM_LOG_AT(sub, lvl, ...)                                        \
+  do {                                                                    \
+    auto& loom_logger_ = ::loom::log::get(::loom::log::Subsys::sub);      \
+    if (loom_logger_.should_log(lvl)) loom_logger_.log(lvl, __VA_ARGS__); \
   } while (0)
 #define LOOM_LOG_TRACE(sub, ...) LOOM_LOG_AT(sub, ::spdlog::level::trace, __VA_ARGS__)
 #define LOOM_LOG_DEBUG(sub, ...) LOOM_LOG_AT(sub, ::spdlog::level::debug, __VA_ARGS__)
