@@ -37,12 +37,19 @@ std::shared_ptr<OpState> EngineCore::submit(std::unique_ptr<Task> task,
 
 Status EngineCore::wait(OpState& op, Deadline until) {
   Lock lk(mu_);
+  bool asked = false;  // we asked the worker to hand driving over
   while (!op.done) {
     if (!driving_) {
+      if (asked) handoff_.fetch_sub(1, std::memory_order_relaxed);
+      asked = false;
       driving_ = true;
       drive(&op, lk, until);
       if (!op.done && until.expired()) break;
       continue;
+    }
+    if (worker_driving_ && !asked) {
+      handoff_.fetch_add(1, std::memory_order_relaxed);
+      asked = true;
     }
     if (until.at() == Clock::time_point::max()) {
       done_cv_.wait(lk);
@@ -50,6 +57,7 @@ Status EngineCore::wait(OpState& op, Deadline until) {
       break;
     }
   }
+  if (asked) handoff_.fetch_sub(1, std::memory_order_relaxed);
   if (!op.done)
     return {ErrorCode::Timeout, "Work::wait timed out; the operation is still in progress"};
   return op.status;
@@ -76,7 +84,9 @@ void EngineCore::worker_loop() {
   while (!stop_) {
     if (worker_should_drive(lk)) {
       driving_ = true;
+      worker_driving_ = true;
       drive(nullptr, lk, Deadline::never());
+      worker_driving_ = false;
     }
   }
 }
@@ -117,14 +127,16 @@ void EngineCore::fail_all(const Status& why) {
 // Runs queued operations in order until `target` is done, the queue is empty, or `until`
 // passes. Called with the lock held and driving_ set; clears driving_.
 void EngineCore::drive(OpState* target, Lock& lk, Deadline until) {
+  const bool by_worker = target == nullptr;
   while (!queue_.empty() && !stop_) {
     if (target != nullptr && target->done) break;
+    if (by_worker && handoff_.load(std::memory_order_relaxed) > 0) break;
     auto op = queue_.front();
     if (!failure_.is_ok()) {
       finish(*op, {failure_.code(), fmt::format("{}: the communicator failed earlier: {}",
                                                 op->task->describe(), failure_.message())});
     } else {
-      run(*op, lk, until);
+      run(*op, lk, until, by_worker);
       if (!op->done) break;
     }
     queue_.pop_front();
@@ -139,8 +151,9 @@ void EngineCore::drive(OpState* target, Lock& lk, Deadline until) {
   done_cv_.notify_all();
 }
 
-// Drives one operation until it finishes or `until` passes. Unlocks while working.
-void EngineCore::run(OpState& op, Lock& lk, Deadline until) {
+// Drives one operation until it finishes, `until` passes, or (when the worker drives) a caller
+// asks to take over. Unlocks while working.
+void EngineCore::run(OpState& op, Lock& lk, Deadline until, bool by_worker) {
   lk.unlock();
   Status st;
   bool finished = false;
@@ -158,6 +171,8 @@ void EngineCore::run(OpState& op, Lock& lk, Deadline until) {
       finished = true;
       break;
     }
+    // A caller waits: let it drive (progress is resumable between calls).
+    if (by_worker && handoff_.load(std::memory_order_relaxed) > 0) break;
     auto now = Clock::now();
     if (*r == Progress::Advanced) {
       adapt_spin(now - last_progress, blocked);

@@ -10,6 +10,7 @@
 // then blocks on the transports' wake-up descriptors with a bounded timeout.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -85,7 +86,7 @@ class EngineCore {
  private:
   using Lock = std::unique_lock<std::mutex>;
   void drive(detail::OpState* target, Lock& lk, Deadline until);
-  void run(detail::OpState& op, Lock& lk, Deadline until);
+  void run(detail::OpState& op, Lock& lk, Deadline until, bool by_worker);
   bool step(detail::OpState& op, Clock::time_point& last_progress, Deadline until);
   void finish(detail::OpState& op, Status status);
   void adapt_spin(Clock::duration idle, bool blocked);
@@ -102,6 +103,11 @@ class EngineCore {
   Clock::time_point undriven_since_{};  // when the queue last became ready without a driver
   Clock::time_point last_activity_{};   // last submit or drive
   bool driving_ = false;
+  bool worker_driving_ = false;
+  // Callers blocked in wait() while the worker drives: the worker hands driving over to them at
+  // the next safe point, so a waiting caller runs the operations itself instead of being woken
+  // once per completed operation.
+  std::atomic<int> handoff_{0};
   bool worker_parked_ = false;  // the worker waits without a tick: submit() must wake it
   bool stop_ = false;
   Status failure_;

@@ -61,6 +61,28 @@ class FakeTask final : public ex::Task {
   int fd_;
 };
 
+// Makes progress only when driven by a thread other than the one that started it.
+class NeedsOtherThread final : public ex::Task {
+ public:
+  explicit NeedsOtherThread(Record& rec) : rec_(rec) {}
+  Status start(Deadline) override {
+    rec_.started_by = std::this_thread::get_id();
+    return Status::ok();
+  }
+  Result<ex::Progress> progress() override {
+    if (std::this_thread::get_id() == rec_.started_by.load()) return ex::Progress::Idle;
+    rec_.finished = true;
+    return ex::Progress::Done;
+  }
+  bool prepare_wait(std::vector<pollfd>&) override { return true; }
+  [[nodiscard]] std::string describe() const override { return "handoff op"; }
+  [[nodiscard]] std::string pending() const override { return "another thread"; }
+  [[nodiscard]] Deadline deadline() const override { return Deadline::after(60s); }
+
+ private:
+  Record& rec_;
+};
+
 ex::EngineOptions options(std::chrono::microseconds grace) {
   ex::EngineOptions o;
   o.spin = 5us;
@@ -136,4 +158,20 @@ TEST_CASE("engine: a blocked operation is woken through its descriptor", "[engin
   CHECK(st.is_ok());
   CHECK(rec.finished);
   CHECK(Clock::now() - start < 20s);
+}
+
+TEST_CASE("engine: a caller that waits takes over from the worker", "[engine]") {
+  ex::Engine engine(options(100us));
+  Record rec;
+  auto op = engine.submit(std::make_unique<NeedsOtherThread>(rec));
+  // The worker starts it after the grace period; driven by the worker it never finishes.
+  auto until = Clock::now() + 20s;
+  while (rec.started_by.load() == std::thread::id() && Clock::now() < until)
+    std::this_thread::yield();
+  REQUIRE(rec.started_by.load() != std::thread::id());
+  REQUIRE(rec.started_by.load() != std::this_thread::get_id());
+  Status st = wait(op, 20s);  // only finishes if the worker hands driving over to us
+  INFO(st.message());
+  CHECK(st.is_ok());
+  CHECK(rec.finished);
 }
