@@ -89,8 +89,10 @@ constexpr std::array kSettings = {
          "Chunks each rank keeps in flight per peer (scratch slots per receive stream).", "coll"},
     Spec{"LOOM_ALGO", Type::String, "auto", "Force an algorithm: auto or ring.", "coll"},
     Spec{"LOOM_SPIN_US", Type::Int, "-1",
-         "Microseconds the executor polls without progress before it blocks in the kernel; -1 "
-         "chooses: 20 when this host's ranks fit its CPUs, 0 when they oversubscribe them.",
+         "Microseconds the executor polls without progress before it yields the CPU (then, "
+         "after 20 us of yielding, blocks in the kernel, at most 1 ms at a time); an upper "
+         "bound: the budget adapts to how long waits last. -1 chooses: 20 when this host's "
+         "ranks fit its CPUs, 0 when they oversubscribe them.",
          "coll"},
 };
 
