@@ -287,6 +287,10 @@ Status ShmConnection::read_peer(Op& op, const SlotDesc& d) {
                         bounce_.data(), n / esize);
     }
   }
+  // A sender closes its connection with a single-copy send unread only when it abandoned the
+  // operation (its buffer may be gone): what we read cannot be trusted.
+  if (st.is_ok() && in_.header().sender_closed.load(std::memory_order_acquire) != 0)
+    return peer_gone(op);
   if (st.is_ok()) return st;
   return st.with_context(fmt::format("{}: receiving {} ({} bytes) from rank {}", who(),
                                      describe_tag(op.tag), op.len, peer_.rank));
