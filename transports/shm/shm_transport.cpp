@@ -47,6 +47,9 @@ Result<std::unique_ptr<ShmTransport>> ShmTransport::create(int rank, int nranks,
                       kMaxChannelBytes);
   LOOM_ASSIGN_OR_RETURN(std::shared_ptr<Doorbell> bell, Doorbell::create(comm_id, rank));
   if (options.single_copy != SingleCopy::Off) allow_peer_reads();
+  for (const std::string& name : remove_orphaned_channels(comm_id))
+    LOOM_LOG_INFO(Shm, "rank {}: removed /dev/shm/{}, left by a process that died during setup",
+                  rank, name);
   return std::unique_ptr<ShmTransport>(
       new ShmTransport(rank, nranks, comm_id, std::move(store), g, options, std::move(bell)));
 }
