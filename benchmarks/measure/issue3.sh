@@ -35,6 +35,13 @@ python3 "$ROOT/benchmarks/compare.py" --bin-dir "$BIN" --ranks 2,4 --sizes "-b 8
   --timeout 600
 
 echo
+echo "## Single copy forced on (LOOM_SHM_SINGLE_COPY=on), 2 ranks, 64 KiB .. 256 MiB"
+echo "# auto uses it only where process_vm_readv keeps up with memcpy (see the INFO log)"
+python3 "$ROOT/benchmarks/compare.py" --bin-dir "$BIN" --ranks 2 --sizes "-b 64K -e 256M -f 4" \
+  --iters 10 --warmup 2 --baselines mpi-shm --loom-env "LOOM_SHM_SINGLE_COPY=on" \
+  --log-dir "$OUT/logs-single-copy" --out "$OUT/compare-single-copy.md" --timeout 600
+
+echo
 echo "## 8 B latency, 2 ranks, 20000 iterations (loom over shm, then Open MPI vader)"
 "$BIN/loomrun" -n 2 --only-rank 0 --no-prefix -x LOOM_DEBUG=INFO -x LOOM_DEBUG_SUBSYS=INIT \
   "$BIN/loom-perf" allreduce -d float -o sum -b 8 -e 8 -n 20000 -w 1000 2>&1 | tee "$OUT/lat_loom.txt" |
