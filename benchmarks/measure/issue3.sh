@@ -23,9 +23,9 @@ echo "## Memory-bandwidth floor (membw-floor -s 256M)"
 cat <<'TXT'
 # Floor for a ring allreduce of S bytes on n ranks of one host: every rank must reduce
 # (n-1)/n*S incoming bytes and copy (n-1)/n*S bytes of results, i.e. move at least
-# 2(n-1)/n*S bytes through a copy or a fused add; busbw = 2(n-1)/n*S/t, so with the ranks
-# sharing one memory system the busbw floor is about the single-thread copy rate (one core per
-# rank) and below it when the ranks outnumber the cores.
+# 2(n-1)/n*S bytes through a copy or a fused add; busbw = 2(n-1)/n*S/t, so the time floor
+# (bytes moved / copy rate) caps busbw at about the single-thread copy rate with one core per
+# rank, less when the ranks share the memory bus or outnumber the cores.
 TXT
 
 echo
