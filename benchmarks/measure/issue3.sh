@@ -29,8 +29,8 @@ cat <<'TXT'
 TXT
 
 echo
-echo "## loom vs Open MPI, fp32 sum allreduce, 2 and 4 ranks (compare.py)"
-python3 "$ROOT/benchmarks/compare.py" --bin-dir "$BIN" --ranks 2,4 --sizes "-b 8 -e 256M -f 4" \
+echo "## loom vs Open MPI, fp32 sum allreduce, 2 and 4 ranks, 16 B .. 256 MiB (compare.py)"
+python3 "$ROOT/benchmarks/compare.py" --bin-dir "$BIN" --ranks 2,4 --sizes "-b 16 -e 256M -f 4" \
   --iters 20 --warmup 5 --baselines mpi-shm --log-dir "$OUT/logs" --out "$OUT/compare.md" \
   --timeout 600
 
