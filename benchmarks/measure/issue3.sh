@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 3 measurements (run on a quiet machine; about 5 minutes): loom over shared memory versus
-# Open MPI's MPI_Allreduce (vader shared-memory BTL) side by side, fp32 sum allreduce from 8 B to
+# Open MPI's MPI_Allreduce (vader shared-memory BTL) side by side, fp32 sum allreduce from 16 B to
 # 256 MiB at 2 and 4 ranks, with ratios (benchmarks/compare.py); the memory-bandwidth floor
 # (membw-floor); 8 B latency with many iterations; and 8 ranks on this machine's cores
 # (oversubscribed) through a 256 MiB sweep. Every loom and MPI row is verified (#wrong 0).
