@@ -91,6 +91,13 @@ constexpr std::array kSettings = {
          "Bytes per slot of a shared-memory channel; larger messages span several slots.", "shm"},
     Spec{"LOOM_SHM_SLOTS", Type::Int, "8", "Slots per shared-memory channel (one per direction).",
          "shm"},
+    Spec{"LOOM_SHM_SINGLE_COPY", Type::String, "auto",
+         "Single-copy transfers of large shared-memory messages (the receiver reads the sender's "
+         "buffer with process_vm_readv): auto (when a probe read at setup succeeds and it copies "
+         "at least 0.6x as fast as memcpy here), on (an error if the probe fails), off.",
+         "shm"},
+    Spec{"LOOM_SHM_SINGLE_COPY_MIN", Type::Size, "64K",
+         "Shared-memory messages of at least this many bytes use the single-copy path.", "shm"},
 
     // Collectives and the executor.
     Spec{"LOOM_CHUNK_SIZE", Type::Size, "512K",
@@ -135,8 +142,10 @@ constexpr std::array kSettings = {
     Spec{"LOOM_TUNE_CACHE_BYTES", Type::String, "4194304",
          "Cost model: buffer size up to which LOOM_TUNE_INTRA_CACHE_GBPS applies.", "coll"},
     Spec{"LOOM_SPIN_US", Type::Int, "-1",
-         "Microseconds the executor polls without progress before it blocks in the kernel; -1 "
-         "chooses: 20 when this host's ranks fit its CPUs, 0 when they oversubscribe them.",
+         "Microseconds the executor polls without progress before it yields the CPU (then, "
+         "after 20 us of yielding, blocks in the kernel, at most 1 ms at a time); an upper "
+         "bound: the budget adapts to how long waits last. -1 chooses: 20 when this host's "
+         "ranks fit its CPUs, 0 when they oversubscribe them.",
          "coll"},
 
     // Device buffers (docs/gpu.md).

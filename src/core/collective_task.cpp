@@ -5,11 +5,12 @@
 
 namespace loom::detail {
 
-CollectiveTask::CollectiveTask(CommImpl& comm, core::OpDesc op, algo::Plan plan, Deadline deadline)
+CollectiveTask::CollectiveTask(CommImpl& comm, core::OpDesc op,
+                               std::shared_ptr<const algo::Plan> plan, Deadline deadline)
     : comm_(comm), op_(op), plan_(std::move(plan)), deadline_(deadline) {}
 
 Status CollectiveTask::start(Deadline deadline) {
-  std::vector<int> peers = plan_.peers();
+  std::vector<int> peers = plan_->peers();
   Status st = comm_.connect(peers, deadline);
   if (!st.is_ok()) return st.with_context(describe());
   std::vector<transport::Connection*> conns(static_cast<std::size_t>(comm_.size()), nullptr);
@@ -17,8 +18,8 @@ Status CollectiveTask::start(Deadline deadline) {
   exec::PlanBuffers bufs;
   bufs.send = static_cast<std::uint8_t*>(const_cast<void*>(op_.send));
   bufs.recv = static_cast<std::uint8_t*>(op_.recv);
-  bufs.scratch = comm_.scratch(plan_.scratch_bytes);
-  run_.emplace(plan_, bufs, op_, comm_.rank(), std::move(conns), 2 * comm_.settings().depth);
+  bufs.scratch = comm_.scratch(plan_->scratch_bytes);
+  run_.emplace(*plan_, bufs, op_, comm_.rank(), std::move(conns), 2 * comm_.settings().depth);
   return Status::ok();
 }
 
@@ -41,7 +42,7 @@ bool CollectiveTask::prepare_wait(std::vector<pollfd>& fds) {
 }
 
 std::string CollectiveTask::describe() const {
-  return fmt::format("rank {}: {} [{}]", comm_.rank(), core::describe(op_), plan_.algorithm);
+  return fmt::format("rank {}: {} [{}]", comm_.rank(), core::describe(op_), plan_->algorithm);
 }
 
 std::string CollectiveTask::pending() const {

@@ -1,6 +1,7 @@
 // One collective as an executor Task: a Plan plus the buffers and connections it runs on.
 #pragma once
 
+#include <memory>
 #include <optional>
 
 #include "algorithms/plan.hpp"
@@ -14,7 +15,8 @@ class CommImpl;
 
 class CollectiveTask final : public exec::Task {
  public:
-  CollectiveTask(CommImpl& comm, core::OpDesc op, algo::Plan plan, Deadline deadline);
+  CollectiveTask(CommImpl& comm, core::OpDesc op, std::shared_ptr<const algo::Plan> plan,
+                 Deadline deadline);
 
   Status start(Deadline deadline) override;
   Result<exec::Progress> progress() override;
@@ -28,7 +30,7 @@ class CollectiveTask final : public exec::Task {
 
   CommImpl& comm_;
   core::OpDesc op_;
-  algo::Plan plan_;
+  std::shared_ptr<const algo::Plan> plan_;  // shared with the communicator's plan cache
   Deadline deadline_;
   std::optional<exec::PlanRun> run_;
 };

@@ -26,6 +26,9 @@ Result<CommSettings> CommSettings::from(const config::Config& cfg) {
   s.tcp.socket_buffer = cfg.get_size("LOOM_SOCKET_BUFFER");
   s.shm.slot_bytes = cfg.get_size("LOOM_SHM_SLOT_SIZE");
   s.shm.nslots = static_cast<std::size_t>(cfg.get_int("LOOM_SHM_SLOTS"));
+  LOOM_ASSIGN_OR_RETURN(s.shm.single_copy,
+                        transport::shm::parse_single_copy(cfg.get_string("LOOM_SHM_SINGLE_COPY")));
+  s.shm.single_copy_min = cfg.get_size("LOOM_SHM_SINGLE_COPY_MIN");
   s.algo = cfg.get_string("LOOM_ALGO");
   s.device = cfg.get_string("LOOM_DEVICE");
   if (s.timeout.count() <= 0)
@@ -264,29 +267,50 @@ algo::Plan CommImpl::make_plan(const core::OpDesc& op, const CollOptions& opts) 
   return {};
 }
 
+std::shared_ptr<const algo::Plan> CommImpl::cached_plan(const core::OpDesc& op,
+                                                       const CollOptions& opts) {
+  constexpr std::size_t kMaxPlans = 32;
+  const PlanKey key{op.kind, op.dtype, op.root, op.in_place(rank_), op.count, opts.algorithm};
+  for (std::size_t i = plans_.size(); i-- > 0;) {
+    if (!(plans_[i].first == key)) continue;
+    auto plan = plans_[i].second;
+    auto at = plans_.begin() + static_cast<std::ptrdiff_t>(i);
+    std::rotate(at, at + 1, plans_.end());  // most recent last
+    return plan;
+  }
+  auto plan = std::make_shared<const algo::Plan>(make_plan(op, opts));
+  if (plans_.size() == kMaxPlans) plans_.erase(plans_.begin());
+  plans_.emplace_back(key, plan);
+  return plan;
+}
+
 Work CommImpl::submit(core::OpDesc op, const CollOptions& opts) {
   throw_if_error(engine_->failure());
   op.seq = next_seq_++;
   throw_if_error(core::validate(op, rank_, nranks_));
   const bool on_stream = value_or_throw(device::needs_stream_path(
       stream_path_ ? &stream_path_->device() : nullptr, op, rank_, nranks_, opts.stream));
-  algo::Plan plan =
-      op.count == 0 && op.kind != core::CollKind::Barrier ? algo::Plan{} : make_plan(op, opts);
-  if (plan.steps.empty()) {
+  if (op.count == 0 && op.kind != core::CollKind::Barrier) {
+    auto done = std::make_shared<OpState>();
+    done->done = true;
+    return Work(done);
+  }
+  std::shared_ptr<const algo::Plan> plan = cached_plan(op, opts);
+  if (plan->steps.empty()) {
     auto done = std::make_shared<OpState>();
     done->done = true;
     return Work(done);
   }
   Deadline deadline = Deadline::after(opts.timeout.value_or(settings_.timeout));
-  LOOM_LOG_DEBUG(Coll, "rank {}: {} as {} ({} steps)", rank_, core::describe(op), plan.algorithm,
-                 plan.steps.size());
+  LOOM_LOG_DEBUG(Coll, "rank {}: {} as {} ({} steps)", rank_, core::describe(op), plan->algorithm,
+                 plan->steps.size());
   if (on_stream) return submit_on_stream(op, opts.stream, std::move(plan), deadline);
   return Work(
       engine_->submit(std::make_unique<CollectiveTask>(*this, op, std::move(plan), deadline)));
 }
 
-Work CommImpl::submit_on_stream(const core::OpDesc& op, void* stream, algo::Plan plan,
-                                Deadline deadline) {
+Work CommImpl::submit_on_stream(const core::OpDesc& op, void* stream,
+                                std::shared_ptr<const algo::Plan> plan, Deadline deadline) {
   device::StagedCall call =
       value_or_throw(stream_path_->stage(op, rank_, nranks_, stream, deadline));
   auto inner = std::make_unique<CollectiveTask>(*this, call.host_op, std::move(plan), deadline);

@@ -77,9 +77,13 @@ class CommImpl {
   void describe_shape(const JobLayout& layout);
   Status agree_on_plan_settings(const std::string& prefix, Deadline deadline);
   algo::Plan make_plan(const core::OpDesc& op, const CollOptions& opts);
+  /// make_plan() through a small cache: plans depend only on the call's shape (and algorithm
+  /// hint), and repeated calls of one shape (every training step) should not rebuild them.
+  std::shared_ptr<const algo::Plan> cached_plan(const core::OpDesc& op, const CollOptions& opts);
   void log_decision(const core::OpDesc& op, const select::Decision& d, std::size_t bytes);
   /// Device buffers / a stream: stage through pinned host memory, ordered on the stream.
-  Work submit_on_stream(const core::OpDesc& op, void* stream, algo::Plan plan, Deadline deadline);
+  Work submit_on_stream(const core::OpDesc& op, void* stream,
+                        std::shared_ptr<const algo::Plan> plan, Deadline deadline);
 
   int rank_;
   int nranks_;
@@ -97,6 +101,16 @@ class CommImpl {
   std::size_t scratch_bytes_ = 0;
   std::uint64_t next_seq_ = 0;
   std::unique_ptr<device::StreamPath> stream_path_;  // null without a device runtime
+  struct PlanKey {
+    core::CollKind kind;
+    DataType dtype;
+    int root;
+    bool in_place;
+    std::size_t count;
+    Algorithm algorithm;
+    friend bool operator==(const PlanKey&, const PlanKey&) = default;
+  };
+  std::vector<std::pair<PlanKey, std::shared_ptr<const algo::Plan>>> plans_;  // most recent last
   std::unique_ptr<exec::Engine> engine_;  // last: destroyed first, after draining its queue
 };
 

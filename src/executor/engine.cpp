@@ -2,7 +2,9 @@
 
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include "log/log.hpp"
@@ -25,18 +27,29 @@ std::shared_ptr<OpState> EngineCore::submit(std::unique_ptr<Task> task,
     return op;
   }
   queue_.push_back(op);
-  if (!driving_) work_cv_.notify_one();
+  last_activity_ = Clock::now();
+  if (!driving_ && queue_.size() == 1) undriven_since_ = last_activity_;
+  // A parked worker has no tick; otherwise it will look at the queue soon anyway, and a caller
+  // that waits now drives the operation itself without any wake-up.
+  if (worker_parked_) work_cv_.notify_one();
   return op;
 }
 
 Status EngineCore::wait(OpState& op, Deadline until) {
   Lock lk(mu_);
+  bool asked = false;  // we asked the worker to hand driving over
   while (!op.done) {
     if (!driving_) {
+      if (asked) handoff_.fetch_sub(1, std::memory_order_relaxed);
+      asked = false;
       driving_ = true;
       drive(&op, lk, until);
       if (!op.done && until.expired()) break;
       continue;
+    }
+    if (worker_driving_ && !asked) {
+      handoff_.fetch_add(1, std::memory_order_relaxed);
+      asked = true;
     }
     if (until.at() == Clock::time_point::max()) {
       done_cv_.wait(lk);
@@ -44,6 +57,7 @@ Status EngineCore::wait(OpState& op, Deadline until) {
       break;
     }
   }
+  if (asked) handoff_.fetch_sub(1, std::memory_order_relaxed);
   if (!op.done)
     return {ErrorCode::Timeout, "Work::wait timed out; the operation is still in progress"};
   return op.status;
@@ -67,12 +81,34 @@ Status EngineCore::failure() const {
 
 void EngineCore::worker_loop() {
   Lock lk(mu_);
-  for (;;) {
-    work_cv_.wait(lk, [&] { return stop_ || (!queue_.empty() && !driving_); });
-    if (stop_) return;
-    driving_ = true;
-    drive(nullptr, lk, Deadline::never());
+  while (!stop_) {
+    if (worker_should_drive(lk)) {
+      driving_ = true;
+      worker_driving_ = true;
+      drive(nullptr, lk, Deadline::never());
+      worker_driving_ = false;
+    }
   }
+}
+
+// Sleeps until there is an operation that no caller has driven for the grace period (true) or
+// a tick passes (false). Parks without a tick once the communicator has been idle for long.
+bool EngineCore::worker_should_drive(Lock& lk) {
+  auto now = Clock::now();
+  if (!queue_.empty() && !driving_) {
+    auto due = undriven_since_ + options_.grace;
+    if (now >= due) return true;
+    work_cv_.wait_until(lk, due);
+    return false;
+  }
+  if (queue_.empty() && now - last_activity_ >= options_.park_after) {
+    worker_parked_ = true;
+    work_cv_.wait(lk, [&] { return stop_ || !queue_.empty(); });
+    worker_parked_ = false;
+    return false;
+  }
+  work_cv_.wait_for(lk, options_.max_block);
+  return false;
 }
 
 void EngineCore::stop() {
@@ -91,25 +127,33 @@ void EngineCore::fail_all(const Status& why) {
 // Runs queued operations in order until `target` is done, the queue is empty, or `until`
 // passes. Called with the lock held and driving_ set; clears driving_.
 void EngineCore::drive(OpState* target, Lock& lk, Deadline until) {
+  const bool by_worker = target == nullptr;
   while (!queue_.empty() && !stop_) {
     if (target != nullptr && target->done) break;
+    if (by_worker && handoff_.load(std::memory_order_relaxed) > 0) break;
     auto op = queue_.front();
     if (!failure_.is_ok()) {
       finish(*op, {failure_.code(), fmt::format("{}: the communicator failed earlier: {}",
                                                 op->task->describe(), failure_.message())});
     } else {
-      run(*op, lk, until);
+      run(*op, lk, until, by_worker);
       if (!op->done) break;
     }
     queue_.pop_front();
   }
   driving_ = false;
-  if (!queue_.empty()) work_cv_.notify_one();
+  last_activity_ = Clock::now();
+  if (!queue_.empty()) {
+    // Left for the worker (or the next caller): the grace period starts now.
+    undriven_since_ = last_activity_;
+    if (worker_parked_) work_cv_.notify_one();
+  }
   done_cv_.notify_all();
 }
 
-// Drives one operation until it finishes or `until` passes. Unlocks while working.
-void EngineCore::run(OpState& op, Lock& lk, Deadline until) {
+// Drives one operation until it finishes, `until` passes, or (when the worker drives) a caller
+// asks to take over. Unlocks while working.
+void EngineCore::run(OpState& op, Lock& lk, Deadline until, bool by_worker) {
   lk.unlock();
   Status st;
   bool finished = false;
@@ -119,8 +163,7 @@ void EngineCore::run(OpState& op, Lock& lk, Deadline until) {
     finished = !st.is_ok();
   }
   Clock::time_point last_progress = Clock::now();
-  bool blocked = false;  // blocked in poll since the last progress
-  std::vector<pollfd> fds;
+  bool blocked = false;  // yielded or blocked since the last progress
   while (!finished) {
     auto r = op.task->progress();
     if (!r.is_ok() || *r == Progress::Done) {
@@ -128,6 +171,8 @@ void EngineCore::run(OpState& op, Lock& lk, Deadline until) {
       finished = true;
       break;
     }
+    // A caller waits: let it drive (progress is resumable between calls).
+    if (by_worker && handoff_.load(std::memory_order_relaxed) > 0) break;
     auto now = Clock::now();
     if (*r == Progress::Advanced) {
       adapt_spin(now - last_progress, blocked);
@@ -135,7 +180,8 @@ void EngineCore::run(OpState& op, Lock& lk, Deadline until) {
       blocked = false;
       continue;
     }
-    if (now - last_progress < spin_budget_) continue;
+    auto idle = now - last_progress;
+    if (idle < spin_budget_) continue;  // spin: the cheapest wait when the peer has a CPU
     if (op.task->deadline().expired()) {
       st = make_error(ErrorCode::Timeout, "{} timed out: {}", op.task->describe(),
                       op.task->pending());
@@ -143,32 +189,46 @@ void EngineCore::run(OpState& op, Lock& lk, Deadline until) {
       break;
     }
     if (until.expired()) break;
-    fds.clear();
-    if (!op.task->prepare_wait(fds)) continue;
-    blocked = true;
-    int timeout_ms = op.task->deadline().earliest(until).poll_timeout_ms(100);
-    if (fds.empty()) {
-      std::this_thread::yield();
-    } else if (::poll(fds.data(), fds.size(), timeout_ms) < 0 && errno != EINTR) {
-      st = system_error(errno, op.task->describe() + ": poll");
-      finished = true;
-    }
+    st = idle_wait(*op.task, idle, until, blocked);
+    finished = !st.is_ok();
   }
   lk.lock();
   if (finished) finish(op, st);
 }
 
-// Adaptive spinning: keep polling before blocking only while it pays. A wait that spinning
-// caught, or that ended soon after blocking, grows the budget (up to the configured spin); a
-// wait that outlasted it shrinks the budget, so ranks that oversubscribe their CPUs (or share
-// them with other work) stop stealing time from the peers they wait for.
+// After the spin budget: give the CPU away for a while (a peer sharing our core may be the one
+// we wait for), then block on the transports' wake-up descriptors, at most max_block at a time
+// so that a lost wake-up costs a millisecond, never a hang.
+Status EngineCore::idle_wait(Task& task, Clock::duration idle, Deadline until, bool& blocked) {
+  blocked = true;
+  if (idle < spin_budget_ + options_.yield) {
+    sched_yield();
+    return Status::ok();
+  }
+  fds_.clear();
+  if (!task.prepare_wait(fds_)) return Status::ok();  // progress is possible now
+  auto cap = static_cast<int>(options_.max_block.count());
+  int timeout_ms = task.deadline().earliest(until).poll_timeout_ms(cap);
+  if (fds_.empty()) {
+    sched_yield();
+  } else if (::poll(fds_.data(), fds_.size(), timeout_ms) < 0 && errno != EINTR) {
+    return system_error(errno, task.describe() + ": poll");
+  }
+  return Status::ok();
+}
+
+// Adaptive spinning: keep polling before yielding only while it pays. Progress that spinning
+// caught, or that came soon after the budget ran out, grows the budget (up to the configured
+// spin); a wait that outlasted twice the maximum shrinks it, so ranks that oversubscribe their
+// CPUs (or share them with other work) stop stealing time from the peers they wait for.
 void EngineCore::adapt_spin(Clock::duration idle, bool blocked) {
   const Clock::duration max = options_.spin;
   if (max.count() <= 0) return;
-  if (!blocked || idle < max)
+  if (!blocked || idle < max) {
     spin_budget_ = std::min<Clock::duration>(max, spin_budget_ * 2 + std::chrono::microseconds(1));
-  else
+  } else if (idle > 2 * max) {
     spin_budget_ /= 2;
+  }
 }
 
 void EngineCore::finish(OpState& op, Status status) {

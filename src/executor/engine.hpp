@@ -1,8 +1,16 @@
 // The engine owns progress for one communicator: operations run one after another, in
 // submission order, driven either by a background worker thread or, to save a thread hand-off,
 // by a caller that is waiting for one of them.
+//
+// Wake-ups cost more than small collectives, so the hot path makes none: submit() wakes the
+// worker only when it is parked after a long idle spell; otherwise the worker looks at the queue
+// on a bounded tick and takes over only operations that nobody has driven for a grace period
+// (a caller that waits right after submitting drives its own operation). While an operation has
+// nothing to do, the driving thread polls for the spin budget, then yields the CPU for a while,
+// then blocks on the transports' wake-up descriptors with a bounded timeout.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -10,6 +18,7 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <vector>
 
 #include "common/status.hpp"
 #include "executor/task.hpp"
@@ -35,7 +44,15 @@ class OpState {
 namespace loom::exec {
 
 struct EngineOptions {
-  std::chrono::microseconds spin{50};
+  std::chrono::microseconds spin{50};  // upper bound of the adaptive spin budget
+  /// After the spin budget, how long the driving thread sched_yield()s before it blocks.
+  std::chrono::microseconds yield{20};
+  /// An operation nobody drove for this long is taken over by the worker.
+  std::chrono::microseconds grace{200};
+  /// The longest block in poll(2) (bounds the cost of a lost wake-up) and the worker's tick.
+  std::chrono::milliseconds max_block{1};
+  /// The worker parks without a tick after this long without any operation.
+  std::chrono::milliseconds park_after{100};
   std::string name = "loom";  // for thread names and errors ("rank 3")
 };
 
@@ -53,6 +70,11 @@ class EngineCore {
   Result<bool> test(detail::OpState& op);
   [[nodiscard]] Status failure() const;
   void worker_loop();
+  /// The current adaptive spin budget (for tests and diagnostics).
+  [[nodiscard]] Clock::duration spin_budget() const {
+    Lock lk(mu_);
+    return spin_budget_;
+  }
   void stop();
   std::shared_ptr<detail::OpState> last_queued() const {
     Lock lk(mu_);
@@ -64,10 +86,12 @@ class EngineCore {
  private:
   using Lock = std::unique_lock<std::mutex>;
   void drive(detail::OpState* target, Lock& lk, Deadline until);
-  void run(detail::OpState& op, Lock& lk, Deadline until);
+  void run(detail::OpState& op, Lock& lk, Deadline until, bool by_worker);
   bool step(detail::OpState& op, Clock::time_point& last_progress, Deadline until);
   void finish(detail::OpState& op, Status status);
   void adapt_spin(Clock::duration idle, bool blocked);
+  Status idle_wait(Task& task, Clock::duration idle, Deadline until, bool& blocked);
+  bool worker_should_drive(Lock& lk);
 
   EngineOptions options_;
   Clock::duration spin_budget_{0};  // touched only by the driving thread
@@ -75,7 +99,16 @@ class EngineCore {
   std::condition_variable work_cv_;  // the worker waits here
   std::condition_variable done_cv_;  // waiters wait here
   std::deque<std::shared_ptr<detail::OpState>> queue_;
+  std::vector<pollfd> fds_;             // reused by the driving thread
+  Clock::time_point undriven_since_{};  // when the queue last became ready without a driver
+  Clock::time_point last_activity_{};   // last submit or drive
   bool driving_ = false;
+  bool worker_driving_ = false;
+  // Callers blocked in wait() while the worker drives: the worker hands driving over to them at
+  // the next safe point, so a waiting caller runs the operations itself instead of being woken
+  // once per completed operation.
+  std::atomic<int> handoff_{0};
+  bool worker_parked_ = false;  // the worker waits without a tick: submit() must wake it
   bool stop_ = false;
   Status failure_;
 };

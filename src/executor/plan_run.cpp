@@ -41,8 +41,10 @@ PlanRun::PlanRun(const algo::Plan& plan, PlanBuffers bufs, const core::OpDesc& o
       auto it = std::find_if(lanes_.begin(), lanes_.end(), [&](const Lane& l) {
         return l.peer == st.peer && l.is_send == is_send;
       });
-      if (it == lanes_.end())
+      if (it == lanes_.end()) {
         it = lanes_.insert(lanes_.end(), Lane{st.peer, is_send, {}, 0, {}});
+        it->inflight.reserve(window_);
+      }
       it->steps.push_back(static_cast<std::uint32_t>(i));
     } else if (remaining_[i] == 0) {
       local_ready_.push_back(static_cast<std::uint32_t>(i));

@@ -2,7 +2,6 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <string>
 #include <vector>
 
@@ -43,8 +42,8 @@ class PlanRun {
     int peer = -1;
     bool is_send = false;
     std::vector<std::uint32_t> steps;
-    std::size_t next = 0;  // next step to post
-    std::deque<Inflight> inflight;
+    std::size_t next = 0;            // next step to post
+    std::vector<Inflight> inflight;  // at most `window` entries: a vector, no deque nodes
   };
 
   Result<bool> post_ready(Lane& lane);

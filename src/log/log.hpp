@@ -19,8 +19,15 @@ spdlog::logger& get(Subsys s);
 
 }  // namespace loom::log
 
-#define LOOM_LOG_TRACE(sub, ...) ::loom::log::get(::loom::log::Subsys::sub).trace(__VA_ARGS__)
-#define LOOM_LOG_DEBUG(sub, ...) ::loom::log::get(::loom::log::Subsys::sub).debug(__VA_ARGS__)
-#define LOOM_LOG_INFO(sub, ...) ::loom::log::get(::loom::log::Subsys::sub).info(__VA_ARGS__)
-#define LOOM_LOG_WARN(sub, ...) ::loom::log::get(::loom::log::Subsys::sub).warn(__VA_ARGS__)
-#define LOOM_LOG_ERROR(sub, ...) ::loom::log::get(::loom::log::Subsys::sub).error(__VA_ARGS__)
+// The level is checked before the arguments are evaluated, so a disabled DEBUG line on a hot
+// path costs one load and compare (no formatting, no describe() strings).
+#define LOOM_LOG_AT(sub, lvl, ...)                                        \
+  do {                                                                    \
+    auto& loom_logger_ = ::loom::log::get(::loom::log::Subsys::sub);      \
+    if (loom_logger_.should_log(lvl)) loom_logger_.log(lvl, __VA_ARGS__); \
+  } while (0)
+#define LOOM_LOG_TRACE(sub, ...) LOOM_LOG_AT(sub, ::spdlog::level::trace, __VA_ARGS__)
+#define LOOM_LOG_DEBUG(sub, ...) LOOM_LOG_AT(sub, ::spdlog::level::debug, __VA_ARGS__)
+#define LOOM_LOG_INFO(sub, ...) LOOM_LOG_AT(sub, ::spdlog::level::info, __VA_ARGS__)
+#define LOOM_LOG_WARN(sub, ...) LOOM_LOG_AT(sub, ::spdlog::level::warn, __VA_ARGS__)
+#define LOOM_LOG_ERROR(sub, ...) LOOM_LOG_AT(sub, ::spdlog::level::err, __VA_ARGS__)

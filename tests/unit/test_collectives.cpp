@@ -1,5 +1,6 @@
-// Every collective x dtype x op, in place and out of place, over real TCP between threads as
-// ranks: nranks 1, 2, 3, 4, 5, 8; counts 0, 1, primes and non-multiples of nranks.
+// Every collective x dtype x op, in place and out of place, between threads as ranks over real
+// TCP (1, 2, 3, 4, 5, 8 ranks) and shared memory (1 to 8 ranks); counts 0, 1, primes and
+// non-multiples of nranks.
 #include <catch2/catch.hpp>
 #include <cstring>
 
@@ -141,33 +142,89 @@ void run_matrix(int n, std::map<std::string, std::string> settings = {}) {
 
 }  // namespace
 
-TEST_CASE("collectives: full matrix over tcp with 1 rank", "[collectives]") {
-  run_matrix(1);
+// The same matrix over each transport: tcp forced with LOOM_TRANSPORTS, and shm (the default
+// between ranks of one host) for every rank count from 1 to 8. One test case per count keeps
+// each within the per-test time limit on a loaded machine.
+TEST_CASE("collectives: full matrix over tcp with 1 rank", "[collectives][tcp]") {
+  run_matrix(1, {{"LOOM_TRANSPORTS", "tcp"}});
 }
-TEST_CASE("collectives: full matrix over tcp with 2 ranks", "[collectives]") {
-  run_matrix(2);
+TEST_CASE("collectives: full matrix over tcp with 2 ranks", "[collectives][tcp]") {
+  run_matrix(2, {{"LOOM_TRANSPORTS", "tcp"}});
 }
-TEST_CASE("collectives: full matrix over tcp with 3 ranks", "[collectives]") {
-  run_matrix(3);
+TEST_CASE("collectives: full matrix over tcp with 3 ranks", "[collectives][tcp]") {
+  run_matrix(3, {{"LOOM_TRANSPORTS", "tcp"}});
 }
-TEST_CASE("collectives: full matrix over tcp with 4 ranks", "[collectives]") {
-  run_matrix(4);
+TEST_CASE("collectives: full matrix over tcp with 4 ranks", "[collectives][tcp]") {
+  run_matrix(4, {{"LOOM_TRANSPORTS", "tcp"}});
 }
-TEST_CASE("collectives: full matrix over tcp with 5 ranks", "[collectives]") {
-  run_matrix(5);
+TEST_CASE("collectives: full matrix over tcp with 5 ranks", "[collectives][tcp]") {
+  run_matrix(5, {{"LOOM_TRANSPORTS", "tcp"}});
 }
-TEST_CASE("collectives: full matrix over tcp with 8 ranks", "[collectives]") {
-  run_matrix(8);
+TEST_CASE("collectives: full matrix over tcp with 8 ranks", "[collectives][tcp]") {
+  run_matrix(8, {{"LOOM_TRANSPORTS", "tcp"}});
+}
+TEST_CASE("collectives: full matrix over shm with 1 rank", "[collectives][shm]") {
+  run_matrix(1, {{"LOOM_TRANSPORTS", "shm"}});
+}
+TEST_CASE("collectives: full matrix over shm with 2 ranks", "[collectives][shm]") {
+  run_matrix(2, {{"LOOM_TRANSPORTS", "shm"}});
+}
+TEST_CASE("collectives: full matrix over shm with 3 ranks", "[collectives][shm]") {
+  run_matrix(3, {{"LOOM_TRANSPORTS", "shm"}});
+}
+TEST_CASE("collectives: full matrix over shm with 4 ranks", "[collectives][shm]") {
+  run_matrix(4, {{"LOOM_TRANSPORTS", "shm"}});
+}
+TEST_CASE("collectives: full matrix over shm with 5 ranks", "[collectives][shm]") {
+  run_matrix(5, {{"LOOM_TRANSPORTS", "shm"}});
+}
+TEST_CASE("collectives: full matrix over shm with 6 ranks", "[collectives][shm]") {
+  run_matrix(6, {{"LOOM_TRANSPORTS", "shm"}});
+}
+TEST_CASE("collectives: full matrix over shm with 7 ranks", "[collectives][shm]") {
+  run_matrix(7, {{"LOOM_TRANSPORTS", "shm"}});
+}
+TEST_CASE("collectives: full matrix over shm with 8 ranks", "[collectives][shm]") {
+  run_matrix(8, {{"LOOM_TRANSPORTS", "shm"}});
+}
+TEST_CASE("collectives: shm with tiny slots splits every message into many fragments",
+          "[collectives][shm]") {
+  run_matrix(3, {{"LOOM_TRANSPORTS", "shm"},
+                 {"LOOM_SHM_SLOT_SIZE", "64"},
+                 {"LOOM_SHM_SLOTS", "2"},
+                 {"LOOM_CHUNK_SIZE", "256"}});
+}
+TEST_CASE("collectives: shm single copy (process_vm_readv) for every message of 64 B or more",
+          "[collectives][shm]") {
+  for (int n : {2, 3, 5}) {
+    INFO(n << " ranks");
+    run_matrix(n, {{"LOOM_TRANSPORTS", "shm"},
+                   {"LOOM_SHM_SINGLE_COPY", "on"},
+                   {"LOOM_SHM_SINGLE_COPY_MIN", "64"},
+                   {"LOOM_CHUNK_SIZE", "1K"}});
+  }
+}
+TEST_CASE("collectives: shm with single copy off uses the slot rings only", "[collectives][shm]") {
+  run_matrix(4, {{"LOOM_TRANSPORTS", "shm"},
+                 {"LOOM_SHM_SINGLE_COPY", "off"},
+                 {"LOOM_SHM_SINGLE_COPY_MIN", "64"}});
+}
+TEST_CASE("collectives: shm without spinning blocks on the doorbell for every wait",
+          "[collectives][shm]") {
+  run_matrix(4, {{"LOOM_TRANSPORTS", "shm"}, {"LOOM_SPIN_US", "0"}});
 }
 
 TEST_CASE("collectives: small chunks and one socket and depth 1", "[collectives]") {
-  run_matrix(
-      3, {{"LOOM_CHUNK_SIZE", "64"}, {"LOOM_SOCKETS_PER_PEER", "1"}, {"LOOM_PIPELINE_DEPTH", "1"}});
+  run_matrix(3, {{"LOOM_TRANSPORTS", "tcp"},
+                 {"LOOM_CHUNK_SIZE", "64"},
+                 {"LOOM_SOCKETS_PER_PEER", "1"},
+                 {"LOOM_PIPELINE_DEPTH", "1"}});
 }
 TEST_CASE("collectives: small chunks and four sockets and deep pipeline", "[collectives]") {
-  run_matrix(
-      4,
-      {{"LOOM_CHUNK_SIZE", "256"}, {"LOOM_SOCKETS_PER_PEER", "4"}, {"LOOM_PIPELINE_DEPTH", "8"}});
+  run_matrix(4, {{"LOOM_TRANSPORTS", "tcp"},
+                 {"LOOM_CHUNK_SIZE", "256"},
+                 {"LOOM_SOCKETS_PER_PEER", "4"},
+                 {"LOOM_PIPELINE_DEPTH", "8"}});
 }
 
 // Issue 4: every collective under each forced algorithm and in deterministic mode.

@@ -116,23 +116,28 @@ TEST_CASE("errors: different collectives for one sequence number are a Mismatch"
 
 TEST_CASE("errors: a rank that never calls makes the others time out naming it", "[errors]") {
   std::atomic<bool> rank0_done{false};
+  std::atomic<bool> rank1_done{false};
   loom::test::run_ranks(
       3,
       [&](Communicator& comm) {
         std::vector<float> buf(1000, 1.0f);
         if (comm.rank() == 2) {
-          // Stay alive (holding connections open) until rank 0 has timed out, without calling.
-          while (!rank0_done) std::this_thread::yield();
+          // Stay alive (holding connections open) until both have timed out, without calling.
+          while (!rank0_done || !rank1_done) std::this_thread::yield();
           return;
         }
         if (comm.rank() == 1) {
           // Rank 1 times out too (its left neighbour is rank 0, its right rank 2).
           auto e = catch_error([&] { comm.allreduce(std::span<float>(buf), RedOp::Sum).wait(); });
+          rank1_done = true;
           CHECK(e.code() == ErrorCode::Timeout);
           return;
         }
         auto e = catch_error([&] { comm.allreduce(std::span<float>(buf), RedOp::Sum).wait(); });
         rank0_done = true;
+        // Rank 0 closing its connections before rank 1's deadline would make rank 1 fail with
+        // PeerFailed instead: keep them open until rank 1 has timed out as well.
+        while (!rank1_done) std::this_thread::yield();
         CHECK(e.code() == ErrorCode::Timeout);
         CHECK_THAT(e.what(), Contains("rank 0") && Contains("allreduce #0") &&
                                  Contains("timed out") && Contains("from rank 2"));

@@ -2,9 +2,11 @@
 // transport_kinds(), through the Connection seam only. Shared-memory tests also check that nothing
 // is left in /dev/shm, and two tests run a peer in a forked process that is SIGKILLed.
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstring>
@@ -12,6 +14,7 @@
 
 #include "bootstrap/tcp_store.hpp"
 #include "transport_pairs.hpp"
+#include "transports/shm/channel.hpp"
 
 using namespace std::chrono_literals;
 using Catch::Matchers::Contains;
@@ -57,7 +60,7 @@ std::unique_ptr<TransportPair> make_pair(const std::string& kind, lt::PairOption
   auto p = TransportPair::create(kind, o);
   INFO(p.status().message());
   REQUIRE(p.is_ok());
-  if (kind == "shm") CHECK(lt::shm_leftovers(p.value()->comm_id()).empty());
+  if (kind != "tcp") CHECK(lt::shm_leftovers(p.value()->comm_id()).empty());
   return std::move(p).value();
 }
 
@@ -118,11 +121,11 @@ TEST_CASE("conformance: caps, names and peers") {
   const std::string kind = GENERATE(from_range(lt::transport_kinds()));
   auto p = make_pair(kind);
   for (int r = 0; r < 2; ++r) {
-    CHECK(p->conn(r).name() == kind);
+    CHECK(p->conn(r).name() == (kind == "tcp" ? "tcp" : "shm"));
     CHECK(p->conn(r).peer() == 1 - r);
     CHECK(p->conn(r).caps().host_memory);
-    CHECK(p->conn(r).caps().direct_load_store == (kind == "shm"));
-    CHECK(p->conn(r).supports_recv_reduce() == (kind == "shm"));
+    CHECK(p->conn(r).caps().direct_load_store == (kind != "tcp"));
+    CHECK(p->conn(r).supports_recv_reduce() == (kind != "tcp"));
   }
   finish(std::move(p));
 }
@@ -437,4 +440,52 @@ TEST_CASE("conformance: shm peer killed before its channel was mapped leaves /de
   CHECK_THAT(st.message(), Contains(fmt::format("rank 1 (pid {}) exited", child.pid())));
   CHECK(t.value()->get(1) == nullptr);
   CHECK(lt::shm_leftovers(comm_id).empty());  // its channel unlinked by us, ours on the error
+}
+
+TEST_CASE("shm: segments left by dead processes are removed, others are kept") {
+  namespace sh = tp::shm;
+  char tmpl[] = "/tmp/loom-orphans-XXXXXX";
+  REQUIRE(::mkdtemp(tmpl) != nullptr);
+  const std::string dir = tmpl;
+  // A pid that is certainly gone: a child that exited and was reaped.
+  pid_t dead = ::fork();
+  if (dead == 0) ::_exit(0);
+  REQUIRE(dead > 0);
+  REQUIRE(::waitpid(dead, nullptr, 0) == dead);
+  const sh::ChannelGeometry g{4096, 1};
+  auto write_channel = [&](const std::string& name, pid_t sender) {
+    void* p = ::mmap(nullptr, g.total_bytes(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                     -1, 0);
+    REQUIRE(p != MAP_FAILED);
+    sh::Mapping m(p, g.total_bytes());  // unmaps it
+    sh::init_channel(m, g, 7, 0, 1);
+    reinterpret_cast<sh::ChannelHeader*>(m.data())->sender_pid = sender;
+    FILE* f = std::fopen((dir + "/" + name).c_str(), "wb");
+    REQUIRE(f != nullptr);
+    REQUIRE(std::fwrite(m.data(), 1, m.size(), f) == m.size());
+    std::fclose(f);
+  };
+  write_channel("loom-dead", dead);
+  write_channel("loom-alive", ::getppid());  // our parent: alive
+  write_channel("other-dead", dead);         // not a loom name
+  {
+    FILE* f = std::fopen((dir + "/loom-garbage").c_str(), "wb");  // not a channel
+    REQUIRE(f != nullptr);
+    std::fputs("not a channel", f);
+    std::fclose(f);
+  }
+  // Every channel here belongs to communicator 7: its own setup handles them.
+  write_channel("loom-own-comm-dead", dead);
+  CHECK(sh::remove_orphaned_channels(7, dir).empty());
+  auto removed = sh::remove_orphaned_channels(8, dir);
+  std::sort(removed.begin(), removed.end());
+  CHECK(removed == std::vector<std::string>{"loom-dead", "loom-own-comm-dead"});
+  CHECK(::access((dir + "/loom-dead").c_str(), F_OK) != 0);
+  CHECK(::access((dir + "/loom-own-comm-dead").c_str(), F_OK) != 0);
+  for (const char* kept : {"loom-alive", "other-dead", "loom-garbage"}) {
+    INFO(kept);
+    CHECK(::access((dir + "/" + kept).c_str(), F_OK) == 0);
+    ::unlink((dir + "/" + kept).c_str());
+  }
+  ::rmdir(dir.c_str());
 }

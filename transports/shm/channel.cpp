@@ -1,9 +1,16 @@
 #include "transports/shm/channel.hpp"
 
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <csignal>
 #include <memory>
+#include <string_view>
 
+#include "common/socket.hpp"
 #include "transports/shm/peer_process.hpp"
 
 namespace loom::transport::shm {
@@ -26,6 +33,7 @@ void init_channel(const Mapping& mapping, const ChannelGeometry& g, std::uint64_
   h->total_bytes = g.total_bytes();
   h->sender_pid = static_cast<std::int32_t>(::getpid());
   h->sender_pid_ns = own_pid_namespace();
+  h->sender_address = reinterpret_cast<std::uintptr_t>(mapping.data());
   auto* descs = reinterpret_cast<SlotDesc*>(mapping.data() + g.desc_offset());
   for (std::size_t i = 0; i < g.nslots; ++i) std::construct_at(descs + i);
 }
@@ -52,6 +60,43 @@ Result<ChannelGeometry> check_channel(const Mapping& mapping, std::uint64_t comm
                       "bytes ({} bytes), but its segment has {} bytes",
                       to, from, h.nslots, h.slot_bytes, h.total_bytes, mapping.size());
   return g;
+}
+
+namespace {
+
+// True if `dir`/`name` is a loom channel of ours whose sender process is gone.
+bool orphaned(const std::string& dir, const std::string& name, std::uint64_t own_comm_id) {
+  net::Fd fd(::open((dir + "/" + name).c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  struct stat st {};
+  if (!fd.valid() || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) ||
+      st.st_uid != ::geteuid() || static_cast<std::size_t>(st.st_size) < sizeof(ChannelHeader))
+    return false;
+  // Read a copy: never map a file that another process may be changing.
+  alignas(ChannelHeader) unsigned char raw[sizeof(ChannelHeader)];
+  if (::pread(fd.get(), raw, sizeof raw, 0) != static_cast<ssize_t>(sizeof raw)) return false;
+  const auto& h = *reinterpret_cast<const ChannelHeader*>(raw);
+  // sender_pid and sender_pid_ns sit at the same offsets in every channel version.
+  if (h.magic != kChannelMagic || h.comm_id == own_comm_id || h.sender_pid <= 0 ||
+      h.sender_pid_ns == 0 || h.sender_pid_ns != own_pid_namespace() || h.sender_pid == ::getpid())
+    return false;
+  return ::kill(h.sender_pid, 0) != 0 && errno == ESRCH;
+}
+
+}  // namespace
+
+std::vector<std::string> remove_orphaned_channels(std::uint64_t own_comm_id,
+                                                  const std::string& dir) {
+  std::vector<std::string> removed;
+  std::unique_ptr<DIR, int (*)(DIR*)> d(::opendir(dir.c_str()), &::closedir);
+  if (!d) return removed;
+  std::vector<std::string> names;
+  while (dirent* e = ::readdir(d.get()))
+    if (std::string_view(e->d_name).starts_with("loom-")) names.emplace_back(e->d_name);
+  for (const std::string& name : names) {
+    if (!orphaned(dir, name, own_comm_id)) continue;
+    if (::unlink((dir + "/" + name).c_str()) == 0) removed.push_back(name);
+  }
+  return removed;
 }
 
 }  // namespace loom::transport::shm

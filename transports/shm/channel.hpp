@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "common/status.hpp"
 #include "transports/shm/shm_layout.hpp"
@@ -44,5 +46,14 @@ void init_channel(const Mapping& mapping, const ChannelGeometry& g, std::uint64_
 /// sane geometry that fits the mapping; returns that geometry.
 Result<ChannelGeometry> check_channel(const Mapping& mapping, std::uint64_t comm_id, int from,
                                       int to);
+
+/// Removes channel segments that crashed jobs left in `dir` (/dev/shm): a segment is unlinked
+/// only once mapped by both sides, so a job killed during connection setup can leave one. A
+/// segment is removed when it is ours (same uid), carries a channel header, and names a sender
+/// process in our pid namespace that no longer exists. Channels of communicator `own_comm_id`
+/// are left to its connection setup (which unlinks them and reports the dead peer). Returns the
+/// names removed.
+std::vector<std::string> remove_orphaned_channels(std::uint64_t own_comm_id,
+                                                  const std::string& dir = "/dev/shm");
 
 }  // namespace loom::transport::shm

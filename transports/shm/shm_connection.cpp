@@ -6,6 +6,7 @@
 
 #include "kernels/host/reduce.hpp"
 #include "log/log.hpp"
+#include "transports/shm/single_copy.hpp"
 
 namespace loom::transport::shm {
 namespace {
@@ -20,13 +21,15 @@ void add_fd(std::vector<pollfd>& fds, int fd) {
 }  // namespace
 
 ShmConnection::ShmConnection(int self_rank, std::uint64_t comm_id, ShmPeer peer, Channel out,
-                             Channel in, std::shared_ptr<Doorbell> doorbell)
+                             Channel in, std::shared_ptr<Doorbell> doorbell,
+                             SingleCopyParams single_copy)
     : self_(self_rank),
       comm_id_(comm_id),
       peer_(std::move(peer)),
       out_(std::move(out)),
       in_(std::move(in)),
-      bell_(std::move(doorbell)) {}
+      bell_(std::move(doorbell)),
+      single_copy_(single_copy) {}
 
 ShmConnection::~ShmConnection() {
   out_.header().sender_closed.store(1, std::memory_order_release);
@@ -51,7 +54,7 @@ Status ShmConnection::fail(Status why) {
 
 Result<ShmConnection::Op*> ShmConnection::allocate(OpKind kind) {
   if (!broken_.is_ok()) return broken_;
-  LOOM_ASSIGN_OR_RETURN(Op * op, ops_.allocate(who()));
+  LOOM_ASSIGN_OR_RETURN(Op * op, ops_.allocate([this] { return who(); }));
   op->kind = kind;
   return op;
 }
@@ -80,6 +83,7 @@ Result<Request> ShmConnection::isend(const MemRegion& region, std::size_t off, s
   op->data = static_cast<std::uint8_t*>(region.base) + off;
   op->len = len;
   op->tag = tag;
+  op->single_copy = single_copy_.peer_reads && len > 0 && len >= single_copy_.min_bytes;
   sendq_.push_back(op);
   if (sendq_.size() == 1) {
     if (Status st = progress_send(); !st.is_ok()) return fail(st);
@@ -124,7 +128,7 @@ Result<Request> ShmConnection::irecv_reduce(const ReduceInto& into, std::size_t 
 }
 
 Result<bool> ShmConnection::test(const Request& request) {
-  LOOM_ASSIGN_OR_RETURN(Op * found, ops_.find(request, who()));
+  LOOM_ASSIGN_OR_RETURN(Op * found, ops_.find(request, [this] { return who(); }));
   Op& op = *found;
   touch();
   if (!op.complete) {
@@ -147,7 +151,8 @@ void ShmConnection::wake_peer(std::atomic<std::uint32_t>& sleeping) const {
     bell_->ring(peer_.doorbell);
 }
 
-// Copies queued sends into free slots, a fragment of up to one slot at a time.
+// Copies queued sends into free slots, a fragment of up to one slot at a time; a single-copy send
+// takes one slot for its descriptor and completes once the peer has read it (tail passes it).
 Status ShmConnection::progress_send() {
   ChannelHeader& h = out_.header();
   bool published = false;
@@ -157,27 +162,60 @@ Status ShmConnection::progress_send() {
       if (head_ - tail_seen_ == out_.nslots()) break;
     }
     Op& op = *sendq_.front();
-    std::size_t n = std::min(out_.slot_bytes(), op.len - op.done);
-    if (n != 0) std::memcpy(out_.payload(head_), op.data + op.done, n);
-    SlotDesc& d = out_.desc(head_);
-    d.tag = op.tag;
-    d.total = op.len;
-    d.offset = op.done;
-    d.length = n;
-    h.head.store(++head_, std::memory_order_release);
+    publish(op, op.single_copy ? op.len : std::min(out_.slot_bytes(), op.len - op.done));
     published = true;
-    op.done += n;
-    op.started = true;
     if (op.done == op.len) {
-      op.complete = true;
       sendq_.pop_front();
+      if (op.single_copy)
+        acks_.push_back(&op);
+      else
+        op.complete = true;
     }
   }
   if (published) wake_peer(h.receiver_sleeping);
-  if (sendq_.empty() || published) return Status::ok();
-  if (h.receiver_closed.load(std::memory_order_acquire) != 0 || peer_exited_)
-    return peer_gone(*sendq_.front());
+  check_acks();
+  if ((sendq_.empty() && acks_.empty()) || published) return Status::ok();
+  if (h.receiver_closed.load(std::memory_order_acquire) != 0 || peer_exited_) {
+    check_acks();  // the close flag is stored after the receiver's last tail
+    if (!sendq_.empty() || !acks_.empty())
+      return peer_gone(sendq_.empty() ? *acks_.front() : *sendq_.front());
+  }
   return Status::ok();
+}
+
+// Writes the next fragment of `op` (n bytes, or its descriptor only) and publishes it.
+void ShmConnection::publish(Op& op, std::size_t n) {
+  SlotDesc& d = out_.desc(head_);
+  if (op.single_copy) {
+    d.remote = reinterpret_cast<std::uintptr_t>(op.data + op.done);
+    op.slot = head_;
+  } else {
+    d.remote = 0;
+    if (n != 0) std::memcpy(out_.payload(head_), op.data + op.done, n);
+  }
+  d.tag = op.tag;
+  d.total = op.len;
+  d.offset = op.done;
+  d.length = n;
+  out_.header().head.store(++head_, std::memory_order_release);
+  op.done += n;
+  op.started = true;
+}
+
+// Completes the single-copy sends the peer has finished reading.
+void ShmConnection::check_acks() {
+  if (acks_.empty()) return;
+  tail_seen_ = out_.header().tail.load(std::memory_order_acquire);
+  while (!acks_.empty() && acks_.front()->slot < tail_seen_) {
+    acks_.front()->complete = true;
+    acks_.pop_front();
+  }
+}
+
+bool ShmConnection::send_ready(const ChannelHeader& h) const {
+  std::uint64_t tail = h.tail.load(std::memory_order_acquire);
+  return (!sendq_.empty() && head_ - tail < out_.nslots()) ||
+         (!acks_.empty() && acks_.front()->slot < tail);
 }
 
 // True if no unread slot is published (refreshing our view of head when we have caught up).
@@ -214,11 +252,13 @@ Status ShmConnection::progress_recv() {
   return Status::ok();
 }
 
-Status ShmConnection::consume(Op& op, const SlotDesc& d, const std::uint8_t* payload) const {
+Status ShmConnection::consume(Op& op, const SlotDesc& d, const std::uint8_t* payload) {
   LOOM_RETURN_IF_ERROR(check_fragment(op, d));
   op.started = true;
   if (d.length == 0) return Status::ok();
-  if (op.kind == OpKind::Recv) {
+  if (d.remote != 0) {
+    LOOM_RETURN_IF_ERROR(read_peer(op, d));
+  } else if (op.kind == OpKind::Recv) {
     std::memcpy(op.data + d.offset, payload, d.length);
   } else {
     kernels::reduce(op.dtype, op.redop, op.data + d.offset, op.local + d.offset, payload,
@@ -226,6 +266,34 @@ Status ShmConnection::consume(Op& op, const SlotDesc& d, const std::uint8_t* pay
   }
   op.done += d.length;
   return Status::ok();
+}
+
+// A single-copy fragment: read straight from the sender's buffer into the destination, or, to
+// reduce, through a cache-sized staging buffer (so the reduction reads it from cache).
+Status ShmConnection::read_peer(Op& op, const SlotDesc& d) {
+  constexpr std::size_t kBounceBytes = 64 << 10;  // a multiple of every element size
+  const pid_t pid = peer_.process.pid();
+  Status st;
+  if (op.kind == OpKind::Recv) {
+    st = cma_read(pid, op.data + d.offset, d.remote, d.length, "single-copy receive");
+  } else {
+    if (bounce_.empty()) bounce_.resize(kBounceBytes);
+    const std::size_t esize = dtype_size(op.dtype);
+    for (std::size_t off = 0; off < d.length && st.is_ok(); off += kBounceBytes) {
+      std::size_t n = std::min(kBounceBytes, d.length - off);
+      st = cma_read(pid, bounce_.data(), d.remote + off, n, "single-copy receive-reduce");
+      if (st.is_ok())
+        kernels::reduce(op.dtype, op.redop, op.data + d.offset + off, op.local + d.offset + off,
+                        bounce_.data(), n / esize);
+    }
+  }
+  // A sender closes its connection with a single-copy send unread only when it abandoned the
+  // operation (its buffer may be gone): what we read cannot be trusted.
+  if (st.is_ok() && in_.header().sender_closed.load(std::memory_order_acquire) != 0)
+    return peer_gone(op);
+  if (st.is_ok()) return st;
+  return st.with_context(fmt::format("{}: receiving {} ({} bytes) from rank {}", who(),
+                                     describe_tag(op.tag), op.len, peer_.rank));
 }
 
 // Validates a slot's descriptor against the posted receive before any payload is touched.
@@ -238,8 +306,8 @@ Status ShmConnection::check_fragment(const Op& op, const SlotDesc& d) const {
                       describe_tag(d.tag), d.total);
   std::size_t esize = op.kind == OpKind::RecvReduce ? dtype_size(op.dtype) : 1;
   bool ok = d.tag == op.tag && d.total == op.len && d.offset == op.done &&
-            d.length <= in_.slot_bytes() && d.length <= op.len - op.done &&
-            (d.length != 0 || op.len == 0) && d.length % esize == 0;
+            (d.remote != 0 ? single_copy_.read_peer : d.length <= in_.slot_bytes()) &&
+            d.length <= op.len - op.done && (d.length != 0 || op.len == 0) && d.length % esize == 0;
   if (!ok)
     return make_error(ErrorCode::Mismatch,
                       "{}: corrupt fragment from rank {} (offset {}, length {} of {} bytes) while "
@@ -267,7 +335,7 @@ Status ShmConnection::peer_gone(const Op& op) const {
 // either sees the flag (and rings the doorbell) or its store is visible to the re-check.
 bool ShmConnection::prepare_wait(std::vector<pollfd>& fds) {
   const bool want_recv = !recvq_.empty();
-  const bool want_send = !sendq_.empty();
+  const bool want_send = !sendq_.empty() || !acks_.empty();
   if (!want_recv && !want_send) return true;
   if (!broken_.is_ok()) return false;
   bell_->begin_wait();
@@ -282,8 +350,8 @@ bool ShmConnection::prepare_wait(std::vector<pollfd>& fds) {
   std::atomic_thread_fence(std::memory_order_seq_cst);
   bool ready = (want_recv && (hin.head.load(std::memory_order_acquire) != tail_ ||
                               hin.sender_closed.load(std::memory_order_acquire) != 0)) ||
-               (want_send && (head_ - hout.tail.load(std::memory_order_acquire) < out_.nslots() ||
-                              hout.receiver_closed.load(std::memory_order_acquire) != 0));
+               (want_send &&
+                (send_ready(hout) || hout.receiver_closed.load(std::memory_order_acquire) != 0));
   if (ready) {
     disarm();
     return false;

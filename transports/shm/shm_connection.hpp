@@ -17,6 +17,13 @@
 
 namespace loom::transport::shm {
 
+/// Whether single-copy reads are used on a connection (see single_copy.hpp).
+struct SingleCopyParams {
+  bool read_peer = false;   // we may read the peer's buffers (incoming messages)
+  bool peer_reads = false;  // the peer reads ours (outgoing messages)
+  std::size_t min_bytes = 64 << 10;
+};
+
 /// What connection setup learned about the peer.
 struct ShmPeer {
   int rank = -1;
@@ -27,7 +34,7 @@ struct ShmPeer {
 class ShmConnection final : public Connection {
  public:
   ShmConnection(int self_rank, std::uint64_t comm_id, ShmPeer peer, Channel out, Channel in,
-                std::shared_ptr<Doorbell> doorbell);
+                std::shared_ptr<Doorbell> doorbell, SingleCopyParams single_copy = {});
   /// Marks both channels closed and rings the peer, whose pending requests then fail.
   ~ShmConnection() override;
   ShmConnection(const ShmConnection&) = delete;
@@ -52,7 +59,9 @@ class ShmConnection final : public Connection {
     OpKind kind = OpKind::Send;
     bool started = false;  // send: a fragment was written; recv: the first one was validated
     bool complete = false;
-    std::uint8_t* data = nullptr;         // send: source; recv: destination
+    bool single_copy = false;      // send: published as one single-copy descriptor
+    std::uint64_t slot = 0;        // single-copy send: its ring position (done once tail passes it)
+    std::uint8_t* data = nullptr;  // send: source; recv: destination
     const std::uint8_t* local = nullptr;  // RecvReduce: the local operand
     DataType dtype = DataType::Uint8;
     RedOp redop = RedOp::Sum;
@@ -65,7 +74,11 @@ class ShmConnection final : public Connection {
   void touch();
   Status progress_send();
   Status progress_recv();
-  Status consume(Op& op, const SlotDesc& d, const std::uint8_t* payload) const;
+  Status consume(Op& op, const SlotDesc& d, const std::uint8_t* payload);
+  Status read_peer(Op& op, const SlotDesc& d);
+  void publish(Op& op, std::size_t n);
+  void check_acks();
+  [[nodiscard]] bool send_ready(const ChannelHeader& h) const;
   Status check_fragment(const Op& op, const SlotDesc& d) const;
   [[nodiscard]] bool incoming_empty();
   void wake_peer(std::atomic<std::uint32_t>& sleeping) const;
@@ -82,6 +95,7 @@ class ShmConnection final : public Connection {
   std::shared_ptr<Doorbell> bell_;
   RequestTable<Op> ops_;
   std::deque<Op*> sendq_;
+  std::deque<Op*> acks_;  // single-copy sends published, waiting for the peer to read them
   std::deque<Op*> recvq_;
   std::uint64_t head_ = 0;       // outgoing: slots published (we are the only producer)
   std::uint64_t tail_seen_ = 0;  // outgoing: the consumer's tail as last read
@@ -90,6 +104,8 @@ class ShmConnection final : public Connection {
   bool armed_recv_ = false;      // we set in_.receiver_sleeping
   bool armed_send_ = false;      // we set out_.sender_sleeping
   bool peer_exited_ = false;
+  SingleCopyParams single_copy_;
+  std::vector<std::uint8_t> bounce_;  // single-copy receive-reduce: a cache-sized staging buffer
   Status broken_;
 };
 

@@ -20,7 +20,7 @@
 namespace loom::transport::shm {
 
 inline constexpr std::uint64_t kChannelMagic = 0x314d48534d4f4f4cULL;  // "LOOMSHM1"
-inline constexpr std::uint32_t kChannelVersion = 1;
+inline constexpr std::uint32_t kChannelVersion = 2;
 inline constexpr std::size_t kCacheLine = 64;
 inline constexpr std::size_t kPage = 4096;
 
@@ -45,9 +45,14 @@ struct ChannelHeader {
   std::int32_t sender_pid = 0;
   std::uint32_t reserved = 0;
   std::uint64_t sender_pid_ns = 0;  // inode of the sender's /proc/self/ns/pid (0: unknown)
+  // Where this header is mapped in the sender's address space: the receiver probes single-copy
+  // reads (process_vm_readv) by reading the header through it and comparing with its own view.
+  std::uint64_t sender_address = 0;
 
-  // Set by the receiver once it has mapped the segment.
+  // Set by the receiver once it has mapped the segment; before that, single_copy says whether
+  // the sender may publish single-copy descriptors (the receiver's probe read succeeded).
   alignas(kCacheLine) std::atomic<std::uint32_t> mapped{0};
+  std::atomic<std::uint32_t> single_copy{0};
 
   // Producer index (written only by the sender).
   alignas(kCacheLine) std::atomic<std::uint64_t> head{0};
@@ -67,12 +72,15 @@ struct ChannelHeader {
 static_assert(std::is_standard_layout_v<ChannelHeader>);
 static_assert(sizeof(ChannelHeader) <= kPage);
 
-/// Describes the fragment held by one slot.
+/// Describes the fragment held by one slot. A single-copy descriptor (remote != 0) carries no
+/// payload: the receiver reads `length` bytes at `remote` in the sender's address space, and
+/// consuming the slot (tail moving past it) tells the sender its buffer is free again.
 struct alignas(kCacheLine) SlotDesc {
   Tag tag;
   std::uint64_t total = 0;   // length of the whole message
   std::uint64_t offset = 0;  // of this fragment within the message
   std::uint64_t length = 0;  // of this fragment
+  std::uint64_t remote = 0;  // single copy: the fragment's address in the sender (0: in the slot)
 };
 static_assert(sizeof(SlotDesc) == kCacheLine);
 static_assert(std::is_trivially_copyable_v<SlotDesc>);

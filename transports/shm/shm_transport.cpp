@@ -1,6 +1,9 @@
 #include "transports/shm/shm_transport.hpp"
 
 #include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstring>
 #include <span>
 #include <string>
 
@@ -22,6 +25,8 @@ struct ShmTransport::Handshake {
   Mapping in;          // the peer's sending channel
   ChannelGeometry in_geometry;
   ShmPeer info;
+  bool single_copy_in = false;   // we may read the peer's buffers (our probe succeeded)
+  bool single_copy_out = false;  // the peer reads ours
 };
 
 Result<std::unique_ptr<ShmTransport>> ShmTransport::create(int rank, int nranks,
@@ -41,18 +46,23 @@ Result<std::unique_ptr<ShmTransport>> ShmTransport::create(int rank, int nranks,
                       options.nslots, options.slot_bytes, kMinSlotBytes, kMaxSlotBytes, kMaxSlots,
                       kMaxChannelBytes);
   LOOM_ASSIGN_OR_RETURN(std::shared_ptr<Doorbell> bell, Doorbell::create(comm_id, rank));
+  if (options.single_copy != SingleCopy::Off) allow_peer_reads();
+  for (const std::string& name : remove_orphaned_channels(comm_id))
+    LOOM_LOG_INFO(Shm, "rank {}: removed /dev/shm/{}, left by a process that died during setup",
+                  rank, name);
   return std::unique_ptr<ShmTransport>(
-      new ShmTransport(rank, nranks, comm_id, std::move(store), g, std::move(bell)));
+      new ShmTransport(rank, nranks, comm_id, std::move(store), g, options, std::move(bell)));
 }
 
 ShmTransport::ShmTransport(int rank, int nranks, std::uint64_t comm_id,
                            std::shared_ptr<bootstrap::Store> store, ChannelGeometry geometry,
-                           std::shared_ptr<Doorbell> doorbell)
+                           ShmOptions options, std::shared_ptr<Doorbell> doorbell)
     : rank_(rank),
       nranks_(nranks),
       comm_id_(comm_id),
       store_(std::move(store)),
       geometry_(geometry),
+      options_(options),
       bell_(std::move(doorbell)),
       conns_(static_cast<std::size_t>(nranks)) {}
 
@@ -90,11 +100,15 @@ Status ShmTransport::ensure(const std::vector<int>& peers, Deadline deadline) {
   for (Handshake& h : hs) LOOM_RETURN_IF_ERROR(open_incoming(h, deadline));
   for (Handshake& h : hs) LOOM_RETURN_IF_ERROR(await_mapped(h, deadline));
   for (Handshake& h : hs) {
-    LOOM_LOG_INFO(Shm, "rank {}: connected to rank {} over shm ({} slots of {} bytes each way)",
-                  rank_, h.peer, geometry_.nslots, geometry_.slot_bytes);
+    LOOM_LOG_INFO(Shm,
+                  "rank {}: connected to rank {} over shm ({} slots of {} bytes each way; single "
+                  "copy from {} bytes: reading {}, read by peer {})",
+                  rank_, h.peer, geometry_.nslots, geometry_.slot_bytes, options_.single_copy_min,
+                  h.single_copy_in ? "yes" : "no", h.single_copy_out ? "yes" : "no");
+    SingleCopyParams sc{h.single_copy_in, h.single_copy_out, options_.single_copy_min};
     conns_[static_cast<std::size_t>(h.peer)] = std::make_unique<ShmConnection>(
         rank_, comm_id_, std::move(h.info), Channel(std::move(h.out.mapping), geometry_),
-        Channel(std::move(h.in), h.in_geometry), bell_);
+        Channel(std::move(h.in), h.in_geometry), bell_, sc);
   }
   return Status::ok();
 }
@@ -138,6 +152,8 @@ Status ShmTransport::open_incoming(Handshake& h, Deadline deadline) {
                       "set up",
                       rank_, h.peer, header.sender_pid);
   LOOM_RETURN_IF_ERROR(bell_->probe(h.info.doorbell, h.peer));
+  LOOM_RETURN_IF_ERROR(probe_single_copy(h));
+  header.single_copy.store(h.single_copy_in ? 1 : 0, std::memory_order_relaxed);
   header.mapped.store(1, std::memory_order_release);
   return store_->set(key(h.peer, rank_) + "/mapped", as_bytes(segment));
 }
@@ -156,6 +172,47 @@ Status ShmTransport::await_mapped(Handshake& h, Deadline deadline) {
                       "earlier, failed connection attempt?)",
                       rank_, h.peer);
   h.out.name.unlink();
+  h.single_copy_out = options_.single_copy != SingleCopy::Off &&
+                      header.single_copy.load(std::memory_order_relaxed) != 0;
+  return Status::ok();
+}
+
+// Tries one single-copy read of the peer's view of the channel header and compares it with
+// ours (the same shared memory). LOOM_SHM_SINGLE_COPY=on makes a refusal an error; auto falls
+// back to the slot rings.
+Status ShmTransport::probe_single_copy(Handshake& h) {
+  if (options_.single_copy == SingleCopy::Off) return Status::ok();
+  const auto& header = *reinterpret_cast<const ChannelHeader*>(h.in.data());
+  Status st;
+  if (header.sender_pid_ns != own_pid_namespace() || header.sender_address == 0) {
+    st = Status(ErrorCode::SystemError, "the peer is in another pid namespace");
+  } else {
+    constexpr std::size_t kProbe = offsetof(ChannelHeader, mapped);
+    std::array<std::uint8_t, kProbe> got{};
+    st = cma_read(header.sender_pid, got.data(), header.sender_address, kProbe, "probe");
+    if (st.is_ok() && std::memcmp(got.data(), h.in.data(), kProbe) != 0)
+      st = Status(ErrorCode::SystemError, "the probe read returned different bytes");
+  }
+  if (st.is_ok() && options_.single_copy == SingleCopy::Auto) {
+    const CopyRates& rates = measured_copy_rates();
+    if (!rates.single_copy_pays())
+      st = make_error(ErrorCode::SystemError,
+                      "process_vm_readv copies {:.1f} GB/s here, memcpy {:.1f} GB/s: the slot "
+                      "rings are faster",
+                      rates.single_copy_gbs, rates.memcpy_gbs);
+  }
+  h.single_copy_in = st.is_ok();
+  if (st.is_ok()) return Status::ok();
+  if (options_.single_copy == SingleCopy::On)
+    return make_error(ErrorCode::InvalidUsage,
+                      "rank {}: LOOM_SHM_SINGLE_COPY=on, but reading rank {}'s memory with "
+                      "process_vm_readv is not allowed here ({}); check "
+                      "/proc/sys/kernel/yama/ptrace_scope and seccomp, or use auto",
+                      rank_, h.peer, st.message());
+  LOOM_LOG_INFO(Shm,
+                "rank {}: single-copy reads from rank {} unavailable ({}); using the slot "
+                "rings only",
+                rank_, h.peer, st.message());
   return Status::ok();
 }
 

@@ -13,12 +13,15 @@
 #include "bootstrap/store.hpp"
 #include "common/deadline.hpp"
 #include "transports/shm/shm_connection.hpp"
+#include "transports/shm/single_copy.hpp"
 
 namespace loom::transport::shm {
 
 struct ShmOptions {
   std::size_t slot_bytes = 256 << 10;  // rounded up to a multiple of 64
   std::size_t nslots = 8;
+  SingleCopy single_copy = SingleCopy::Auto;  // LOOM_SHM_SINGLE_COPY
+  std::size_t single_copy_min = 64 << 10;     // messages this large (and larger) use it
 };
 
 class ShmTransport {
@@ -43,10 +46,11 @@ class ShmTransport {
   struct Handshake;
 
   ShmTransport(int rank, int nranks, std::uint64_t comm_id, std::shared_ptr<bootstrap::Store> store,
-               ChannelGeometry geometry, std::shared_ptr<Doorbell> doorbell);
+               ChannelGeometry geometry, ShmOptions options, std::shared_ptr<Doorbell> doorbell);
   Status publish(Handshake& h);
   Status open_incoming(Handshake& h, Deadline deadline);
   Status await_mapped(Handshake& h, Deadline deadline);
+  Status probe_single_copy(Handshake& h);
   [[nodiscard]] std::string key(int from, int to) const;
 
   int rank_;
@@ -54,6 +58,7 @@ class ShmTransport {
   std::uint64_t comm_id_;
   std::shared_ptr<bootstrap::Store> store_;
   ChannelGeometry geometry_;
+  ShmOptions options_;
   std::shared_ptr<Doorbell> bell_;
   std::vector<std::unique_ptr<ShmConnection>> conns_;
 };
