@@ -10,6 +10,7 @@
 #include <exception>
 #include <string_view>
 
+#include "benchmarks/loom_perf/compare.hpp"
 #include "benchmarks/loom_perf/options.hpp"
 #include "benchmarks/loom_perf/runner.hpp"
 #include "loom/communicator.hpp"
@@ -29,15 +30,18 @@ std::string_view program_name(int argc, char** argv) {
 }
 
 // Joins the launcher's job, or runs as a single rank when no launcher variable is set at all.
-loom::Communicator join_job() {
+// With --transport NAME the communicator uses only that transport.
+loom::Communicator join_job(const loom::CommOptions& comm_options) {
   for (const char* name : {"LOOM_RANK", "LOOM_WORLD_SIZE", "RANK", "WORLD_SIZE"})
-    if (std::getenv(name) != nullptr) return loom::Communicator::from_env();
+    if (std::getenv(name) != nullptr) return loom::Communicator::from_env(comm_options);
   const loom::UniqueId id = loom::UniqueId::create("127.0.0.1:0");
-  return loom::Communicator(id, 0, 1);
+  return loom::Communicator(id, 0, 1, comm_options);
 }
 
 int run(const loom::perf::Options& options, std::string_view program) {
-  loom::Communicator comm = join_job();
+  const bool one_transport = options.transports.size() == 1 && !options.compare;
+  loom::Communicator comm = join_job(
+      one_transport ? loom::perf::transport_options(options.transports[0]) : loom::CommOptions{});
   if (loom::perf::is_rooted(options.coll) && options.root >= comm.size()) {
     if (comm.rank() == 0) {
       fmt::print(stderr, "{}: root {} is out of range for {} ranks\n", program, options.root,
@@ -45,8 +49,14 @@ int run(const loom::perf::Options& options, std::string_view program) {
     }
     return kExitUsage;
   }
+  if (options.compare) return loom::perf::run_compare(comm, options);
+  if (one_transport && comm.rank() == 0) fmt::print("# transport: {}\n", options.transports[0]);
   loom::perf::Runner runner(comm, options);
-  return runner.run();
+  int status = runner.run();
+  if (comm.rank() == 0 && !options.json_file.empty())
+    loom::perf::write_json(options.json_file, options, comm.size(),
+                           {one_transport ? options.transports[0] : "default"}, {runner.rows()});
+  return status;
 }
 
 }  // namespace

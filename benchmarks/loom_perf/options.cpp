@@ -18,7 +18,7 @@ struct FlagSpec {
   bool has_short;
 };
 
-constexpr std::array<FlagSpec, 14> kFlags = {{
+constexpr std::array<FlagSpec, 17> kFlags = {{
     {'b', "minbytes", true, true},
     {'e', "maxbytes", true, true},
     {'f', "stepfactor", true, true},
@@ -33,6 +33,9 @@ constexpr std::array<FlagSpec, 14> kFlags = {{
     {'h', "help", false, true},
     {'I', "inplace-only", false, false},
     {'O', "outofplace-only", false, false},
+    {'T', "transport", true, false},
+    {'C', "compare-transports", true, false},
+    {'J', "json", true, false},
 }};
 
 constexpr std::array<std::string_view, kNumDataTypes> kDtypeNames = {
@@ -149,6 +152,24 @@ void apply_flag(Options& opt, const FlagSpec& spec, std::string_view value) {
     case 'h': opt.help = true; break;
     case 'I': opt.run_out_of_place = false; break;
     case 'O': opt.run_in_place = false; break;
+    case 'T':
+    case 'C': {
+      opt.transports.clear();
+      for (std::string_view rest = value; !rest.empty();) {
+        const std::size_t comma = rest.find(',');
+        const std::string_view name = rest.substr(0, comma);
+        if (name != "tcp" && name != "shm" && name != "ofi")
+          throw UsageError(fmt::format("unknown transport '{}' for {} (tcp, shm, ofi)", name, flag));
+        opt.transports.emplace_back(name);
+        rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+      }
+      if (opt.transports.empty()) throw UsageError(fmt::format("{} needs a transport", flag));
+      if (spec.key == 'T' && opt.transports.size() != 1)
+        throw UsageError("--transport takes one transport; use --compare-transports for several");
+      opt.compare = spec.key == 'C';
+      break;
+    }
+    case 'J': opt.json_file = value; break;
     default: break;
   }
 }
@@ -311,6 +332,12 @@ std::string usage_text(std::string_view program) {
       "  -a, --average 0/1/2/3     time reported: 0 rank 0, 1 average (default), 2 min, 3 max\n"
       "      --inplace-only        run only the in-place variant\n"
       "      --outofplace-only     run only the out-of-place variant\n"
+      "      --transport NAME      run over one transport: tcp, shm or ofi (LOOM_TRANSPORTS)\n"
+      "      --compare-transports A,B[,C]\n"
+      "                            run the same verified sweep over each transport and print\n"
+      "                            one table: busbw per transport and the ratio A/B\n"
+      "      --json FILE           also write every row (per transport) as JSON to FILE;\n"
+      "                            benchmarks/plot_busbw.py FILE OUT.svg draws busbw vs size\n"
       "  -h, --help                print this help\n"
       "Run under `loomrun -n N {} ...`; without a launcher environment it runs as one rank.\n",
       program, program);

@@ -56,6 +56,12 @@ struct Options {
   bool run_out_of_place = true;
   bool run_in_place = true;
   bool help = false;
+  // Transports: --transport NAME runs over that one; --compare-transports A,B[,C] runs the same
+  // sweep over each and prints one table with a busbw column per transport.
+  std::vector<std::string> transports;
+  bool compare = false;
+  std::string json_file;    // --json FILE: every row as JSON
+  bool print_rows = true;   // internal: the compare mode prints its own table
 };
 
 /// A bad command line; main prints the message and the usage and exits with status 2.

@@ -1,12 +1,14 @@
 // loomrun: starts N local ranks of a program with the environment loom reads, prefixes their
 // output with the rank, and stops the whole job when one rank fails. See usage.cpp.
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "environment.hpp"
 #include "fd.hpp"
 #include "job.hpp"
+#include "netns.hpp"
 #include "options.hpp"
 #include "output.hpp"
 
@@ -25,6 +27,12 @@ int main(int argc, char** argv) {
   }
   try {
     JobIdentity identity = make_job_identity(parsed.options);
+    std::optional<HostNamespaces> hosts;  // removed when main returns, also after a failure
+    if (parsed.options.hosts > 0) {
+      hosts.emplace(parsed.options.hosts);
+      for (int h = 0; h < hosts->hosts(); ++h) identity.host_ids.push_back(hosts->name(h));
+      identity.root = HostNamespaces::address(0) + ":" + std::to_string(find_free_port());
+    }
     Job job(parsed.options, identity);
     return job.run();
   } catch (const RunError& e) {
