@@ -28,7 +28,7 @@ job() {
   timeout 300 "$BIN/loomrun" --hosts 2 -n 4 --timeout 240 -x LOOM_TIMEOUT=60s \
     -x LOOM_DEBUG=INFO -x LOOM_DEBUG_SUBSYS=INIT,NET "${xs[@]}" -- bash -c \
     "\"$BIN/loom-perf\" allreduce -b 8 -e 8M -f 8 -n 2 -w 1 &&
-     cat /sys/class/net/eth0/statistics/tx_bytes > $TMP/$name.tx.\$LOOM_RANK &&
+     awk '/eth0:/ { sub(/.*eth0:/, \"\"); print \$9 }' /proc/net/dev > $TMP/$name.tx.\$LOOM_RANK &&
      echo \$LOOM_HOST_ID > $TMP/$name.host.\$LOOM_RANK" >"$TMP/$name.out" 2>"$TMP/$name.err"
   local rc=$?
   if [[ $rc -ne 0 ]] || ! grep -q "Avg bus bandwidth" "$TMP/$name.out"; then

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "comm_harness.hpp"
+#include "transports/ofi/ofi_fabric.hpp"
 #include "reference.hpp"
 
 using namespace loom;
@@ -168,4 +169,34 @@ TEST_CASE("collectives: small chunks and four sockets and deep pipeline", "[coll
   run_matrix(
       4,
       {{"LOOM_CHUNK_SIZE", "256"}, {"LOOM_SOCKETS_PER_PEER", "4"}, {"LOOM_PIPELINE_DEPTH", "8"}});
+}
+
+// The ofi transport (libfabric's tcp;ofi_rxm provider; skipped where it is missing) carries
+// every peer: the whole matrix at several rank counts, odd ones included.
+namespace {
+void run_matrix_over_ofi(int n) {
+  if (!loom::transport::ofi::probe_provider({"tcp;ofi_rxm", "127.0.0.1"}).is_ok()) {
+    WARN("libfabric provider tcp;ofi_rxm is not available: skipped");
+    return;
+  }
+  run_matrix(n, {{"LOOM_TRANSPORTS", "ofi"},
+                 {"LOOM_OFI_PROVIDER", "tcp;ofi_rxm"},
+                 {"LOOM_OFI_FALLBACK", "false"}});
+}
+}  // namespace
+
+TEST_CASE("collectives: full matrix over ofi with 1 rank", "[collectives][ofi]") {
+  run_matrix_over_ofi(1);
+}
+TEST_CASE("collectives: full matrix over ofi with 2 ranks", "[collectives][ofi]") {
+  run_matrix_over_ofi(2);
+}
+TEST_CASE("collectives: full matrix over ofi with 3 ranks", "[collectives][ofi]") {
+  run_matrix_over_ofi(3);
+}
+TEST_CASE("collectives: full matrix over ofi with 5 ranks", "[collectives][ofi]") {
+  run_matrix_over_ofi(5);
+}
+TEST_CASE("collectives: full matrix over ofi with 8 ranks", "[collectives][ofi]") {
+  run_matrix_over_ofi(8);
 }
