@@ -40,15 +40,18 @@ InfoPtr make_hints(const std::string& provider, bool hmem) {
   return h;
 }
 
+InfoPtr get_info_with(const std::string& provider, const std::string& node, bool hmem) {
+  InfoPtr hints = make_hints(provider, hmem);
+  fi_info* out = nullptr;
+  const char* n = node.empty() ? nullptr : node.c_str();
+  int rc = fi_getinfo(kApiVersion, n, nullptr, n != nullptr ? FI_SOURCE : 0, hints.get(), &out);
+  return rc == 0 ? InfoPtr(out) : nullptr;
+}
+
 // The first matching fi_info (with FI_HMEM when the provider has it), or null.
 InfoPtr get_info(const std::string& provider, const std::string& node) {
-  for (bool hmem : {true, false}) {
-    InfoPtr hints = make_hints(provider, hmem);
-    fi_info* out = nullptr;
-    const char* n = node.empty() ? nullptr : node.c_str();
-    int rc = fi_getinfo(kApiVersion, n, nullptr, n != nullptr ? FI_SOURCE : 0, hints.get(), &out);
-    if (rc == 0 && out != nullptr) return InfoPtr(out);
-  }
+  for (bool hmem : {true, false})
+    if (InfoPtr i = get_info_with(provider, node, hmem)) return i;
   return nullptr;
 }
 
@@ -82,12 +85,14 @@ std::string ProviderInfo::describe() const {
 
 std::vector<ProviderInfo> list_providers() {
   std::vector<ProviderInfo> out;
-  InfoPtr all = get_info("", "");
-  for (const fi_info* i = all.get(); i != nullptr; i = i->next) {
-    ProviderInfo p = describe_info(i);
-    if (p.provider.rfind("ofi_", 0) == 0) continue;  // bare utility providers
-    auto same = [&](const ProviderInfo& q) { return q.provider == p.provider; };
-    if (std::none_of(out.begin(), out.end(), same)) out.push_back(p);
+  for (bool hmem : {true, false}) {
+    InfoPtr all = get_info_with("", "", hmem);
+    for (const fi_info* i = all.get(); i != nullptr; i = i->next) {
+      ProviderInfo p = describe_info(i);
+      if (p.provider.rfind("ofi_", 0) == 0) continue;  // bare utility providers
+      auto same = [&](const ProviderInfo& q) { return q.provider == p.provider; };
+      if (std::none_of(out.begin(), out.end(), same)) out.push_back(p);
+    }
   }
   auto rank = [](const ProviderInfo& p) {
     auto it = std::find(kPreferred.begin(), kPreferred.end(), p.provider);
@@ -131,6 +136,7 @@ Result<std::unique_ptr<Fabric>> Fabric::open(const FabricRequest& request) {
 
 Status Fabric::setup(fi_info* info) {
   fi_ = info;
+  manual_progress_ = fi_->domain_attr->data_progress != FI_PROGRESS_AUTO;
   int rc = fi_fabric(fi_->fabric_attr, &fabric_, nullptr);
   if (rc != 0) return make_error(ErrorCode::SystemError, "{}", fi_error("fi_fabric", rc));
   rc = fi_domain(fabric_, fi_, &domain_, nullptr);
@@ -207,7 +213,10 @@ Result<int> Fabric::progress() {
 }
 
 bool Fabric::prepare_wait(std::vector<pollfd>& fds) {
-  if (wait_fd_ < 0) return false;
+  // With manual data progress (efa, ofi_rxm, shm) protocol steps that complete no request yet
+  // (a rendezvous read request, say) need fi_cq_read calls but need not wake the wait
+  // descriptor: sleeping could stall both sides. Such providers are polled.
+  if (wait_fd_ < 0 || manual_progress_) return false;
   fid* f = &cq_->fid;
   if (fi_trywait(fabric_, &f, 1) != FI_SUCCESS) return false;
   fds.push_back({wait_fd_, POLLIN, 0});

@@ -64,8 +64,8 @@ class Fabric {
   Result<fi_addr_t> insert(const std::vector<std::uint8_t>& peer_name);
   /// Reads completions and dispatches them; returns how many were handled.
   Result<int> progress();
-  /// Adds the completion queue's wait descriptor when it is safe to block (fi_trywait); false
-  /// when completions may be pending and the caller must not block.
+  /// Adds the completion queue's wait descriptor when it is safe to block (fi_trywait, and only
+  /// for providers with automatic data progress); false when the caller must keep polling.
   bool prepare_wait(std::vector<struct pollfd>& fds);
 
  private:
@@ -80,6 +80,7 @@ class Fabric {
   fid_cq* cq_ = nullptr;
   fid_ep* ep_ = nullptr;
   int wait_fd_ = -1;
+  bool manual_progress_ = true;
   std::vector<std::uint8_t> name_;
 };
 
