@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <thread>
 
 #include "log/log.hpp"
 
@@ -216,7 +217,12 @@ bool Fabric::prepare_wait(std::vector<pollfd>& fds) {
   // With manual data progress (efa, ofi_rxm, shm) protocol steps that complete no request yet
   // (a rendezvous read request, say) need fi_cq_read calls but need not wake the wait
   // descriptor: sleeping could stall both sides. Such providers are polled.
-  if (wait_fd_ < 0 || manual_progress_) return false;
+  // Polling yields the CPU each round, so a rank waiting for a peer on the same cores lets it
+  // run (hosts with more ranks than cores).
+  if (wait_fd_ < 0 || manual_progress_) {
+    std::this_thread::yield();
+    return false;
+  }
   fid* f = &cq_->fid;
   if (fi_trywait(fabric_, &f, 1) != FI_SUCCESS) return false;
   fds.push_back({wait_fd_, POLLIN, 0});
