@@ -159,7 +159,8 @@ void apply_flag(Options& opt, const FlagSpec& spec, std::string_view value) {
         const std::size_t comma = rest.find(',');
         const std::string_view name = rest.substr(0, comma);
         if (name != "tcp" && name != "shm" && name != "ofi")
-          throw UsageError(fmt::format("unknown transport '{}' for {} (tcp, shm, ofi)", name, flag));
+          throw UsageError(
+              fmt::format("unknown transport '{}' for {} (tcp, shm, ofi)", name, flag));
         opt.transports.emplace_back(name);
         rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
       }

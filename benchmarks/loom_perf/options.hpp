@@ -60,8 +60,8 @@ struct Options {
   // sweep over each and prints one table with a busbw column per transport.
   std::vector<std::string> transports;
   bool compare = false;
-  std::string json_file;    // --json FILE: every row as JSON
-  bool print_rows = true;   // internal: the compare mode prints its own table
+  std::string json_file;   // --json FILE: every row as JSON
+  bool print_rows = true;  // internal: the compare mode prints its own table
 };
 
 /// A bad command line; main prints the message and the usage and exits with status 2.

@@ -4,8 +4,8 @@
 #include <cstring>
 
 #include "comm_harness.hpp"
-#include "transports/ofi/ofi_fabric.hpp"
 #include "reference.hpp"
+#include "transports/ofi/ofi_fabric.hpp"
 
 using namespace loom;
 using loom::test::fill_input;

@@ -60,8 +60,7 @@ TEST_CASE("transport choice: ofi is resolved against what libfabric offers", "[t
   CHECK(resolve_transport_list(0, "", false, true, efa).value() ==
         std::vector<K>{K::Shm, K::Ofi, K::Tcp});
   CHECK(resolve_transport_list(0, "", false, true, rxm).value() == std::vector<K>{K::Shm, K::Tcp});
-  CHECK(resolve_transport_list(0, "", false, true, none).value() ==
-        std::vector<K>{K::Shm, K::Tcp});
+  CHECK(resolve_transport_list(0, "", false, true, none).value() == std::vector<K>{K::Shm, K::Tcp});
   // Asked for: kept on any provider; missing -> tcp, or an error naming why when forbidden.
   CHECK(resolve_transport_list(0, "ofi", true, true, rxm).value() == std::vector<K>{K::Ofi});
   CHECK(resolve_transport_list(0, "ofi", true, true, none).value() == std::vector<K>{K::Tcp});

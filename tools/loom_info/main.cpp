@@ -9,8 +9,8 @@
 #include "loom/version.hpp"
 #include "report.hpp"
 #include "text.hpp"
-#include "transports.hpp"
 #include "topology/topology.hpp"
+#include "transports.hpp"
 
 namespace {
 

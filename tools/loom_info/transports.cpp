@@ -22,8 +22,7 @@ std::string tcp_line(const config::Config& cfg) {
   return fmt::format(
       "  {:<5}{:<13}any peer; {} sockets per peer (LOOM_SOCKETS_PER_PEER), {} B socket buffers, "
       "host memory\n",
-      "tcp", "available", cfg.get_int("LOOM_SOCKETS_PER_PEER"),
-      cfg.get_size("LOOM_SOCKET_BUFFER"));
+      "tcp", "available", cfg.get_int("LOOM_SOCKETS_PER_PEER"), cfg.get_size("LOOM_SOCKET_BUFFER"));
 }
 
 std::string mr_modes(std::uint64_t m) {
