@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "benchmarks/loom_perf/calibrate.hpp"
+#include "benchmarks/loom_perf/compare.hpp"
 #include "benchmarks/loom_perf/options.hpp"
 #include "benchmarks/loom_perf/runner.hpp"
 #include "loom/communicator.hpp"
@@ -31,9 +32,9 @@ std::string_view program_name(int argc, char** argv) {
 
 // Joins the launcher's job, or runs as a single rank when no launcher variable is set at all.
 // --device cuda|host-sim selects the communicator's device runtime (LOOM_DEVICE) as well;
-// --algo and --deterministic set LOOM_ALGO and LOOM_DETERMINISTIC.
-loom::Communicator join_job(const loom::perf::Options& options) {
-  loom::CommOptions co;
+// --algo and --deterministic set LOOM_ALGO and LOOM_DETERMINISTIC; --transport NAME makes the
+// communicator use only that transport (base options from transport_options).
+loom::Communicator join_job(const loom::perf::Options& options, loom::CommOptions co) {
   if (options.device != "host") co.settings["LOOM_DEVICE"] = options.device;
   if (!options.algo.empty()) co.settings["LOOM_ALGO"] = options.algo;
   if (options.deterministic) co.deterministic = true;
@@ -45,7 +46,10 @@ loom::Communicator join_job(const loom::perf::Options& options) {
 }
 
 int run(const loom::perf::Options& options, std::string_view program) {
-  loom::Communicator comm = join_job(options);
+  const bool one_transport = options.transports.size() == 1 && !options.compare;
+  loom::Communicator comm = join_job(
+      options,
+      one_transport ? loom::perf::transport_options(options.transports[0]) : loom::CommOptions{});
   if (options.calibrate) return loom::perf::calibrate(comm, options);
   if (loom::perf::is_rooted(options.coll) && options.root >= comm.size()) {
     if (comm.rank() == 0) {
@@ -54,8 +58,14 @@ int run(const loom::perf::Options& options, std::string_view program) {
     }
     return kExitUsage;
   }
+  if (options.compare) return loom::perf::run_compare(comm, options);
+  if (one_transport && comm.rank() == 0) fmt::print("# transport: {}\n", options.transports[0]);
   loom::perf::Runner runner(comm, options);
-  return runner.run();
+  int status = runner.run();
+  if (comm.rank() == 0 && !options.json_file.empty())
+    loom::perf::write_json(options.json_file, options, comm.size(),
+                           {one_transport ? options.transports[0] : "default"}, {runner.rows()});
+  return status;
 }
 
 }  // namespace

@@ -18,7 +18,7 @@ struct FlagSpec {
   bool has_short;
 };
 
-constexpr std::array<FlagSpec, 18> kFlags = {{
+constexpr std::array<FlagSpec, 21> kFlags = {{
     {'b', "minbytes", true, true},
     {'e', "maxbytes", true, true},
     {'f', "stepfactor", true, true},
@@ -37,6 +37,9 @@ constexpr std::array<FlagSpec, 18> kFlags = {{
     {'C', "calibrate", false, false},
     {'R', "deterministic", false, false},
     {'D', "device", true, false},
+    {'T', "transport", true, false},
+    {'K', "compare-transports", true, false},
+    {'J', "json", true, false},
 }};
 
 constexpr std::array<std::string_view, kNumDataTypes> kDtypeNames = {
@@ -162,6 +165,25 @@ void apply_flag(Options& opt, const FlagSpec& spec, std::string_view value) {
             fmt::format("unknown device '{}' for --device (host, cuda, host-sim)", value));
       opt.device = std::string(value);
       break;
+    case 'T':
+    case 'K': {
+      opt.transports.clear();
+      for (std::string_view rest = value; !rest.empty();) {
+        const std::size_t comma = rest.find(',');
+        const std::string_view name = rest.substr(0, comma);
+        if (name != "tcp" && name != "shm" && name != "ofi")
+          throw UsageError(
+              fmt::format("unknown transport '{}' for {} (tcp, shm, ofi)", name, flag));
+        opt.transports.emplace_back(name);
+        rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+      }
+      if (opt.transports.empty()) throw UsageError(fmt::format("{} needs a transport", flag));
+      if (spec.key == 'T' && opt.transports.size() != 1)
+        throw UsageError("--transport takes one transport; use --compare-transports for several");
+      opt.compare = spec.key == 'K';
+      break;
+    }
+    case 'J': opt.json_file = value; break;
     default: break;
   }
 }
@@ -333,6 +355,12 @@ std::string usage_text(std::string_view program) {
       "      --device DEV          buffers on: host (default), cuda (device memory, one\n"
       "                            stream per rank, stream-ordered calls), host-sim (the\n"
       "                            host simulation of the device path; logic, not speed)\n"
+      "      --transport NAME      run over one transport: tcp, shm or ofi (LOOM_TRANSPORTS)\n"
+      "      --compare-transports A,B[,C]\n"
+      "                            run the same verified sweep over each transport and print\n"
+      "                            one table: busbw per transport and the ratio A/B\n"
+      "      --json FILE           also write every row (per transport) as JSON to FILE;\n"
+      "                            benchmarks/plot_busbw.py FILE OUT.svg draws busbw vs size\n"
       "  -h, --help                print this help\n"
       "Run under `loomrun -n N {} ...`; without a launcher environment it runs as one rank.\n",
       program, program);

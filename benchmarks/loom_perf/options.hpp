@@ -61,6 +61,12 @@ struct Options {
   bool calibrate = false;      // --calibrate: measure the cost model's constants instead
   /// Where the buffers live: "host", "cuda" or "host-sim" (--device).
   std::string device = "host";
+  // Transports: --transport NAME runs over that one; --compare-transports A,B[,C] runs the same
+  // sweep over each and prints one table with a busbw column per transport.
+  std::vector<std::string> transports;
+  bool compare = false;
+  std::string json_file;   // --json FILE: every row as JSON
+  bool print_rows = true;  // internal: the compare mode prints its own table
 };
 
 /// A bad command line; main prints the message and the usage and exits with status 2.

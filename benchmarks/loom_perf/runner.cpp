@@ -91,7 +91,7 @@ void Runner::upload_if_device() {
 
 int Runner::run() {
   const std::vector<RankInfo> ranks = gather_rank_info();
-  if (rank_ == 0) print_header(stdout, options_, nranks_, ranks);
+  if (rank_ == 0 && options_.print_rows) print_header(stdout, options_, nranks_, ranks);
   const std::vector<std::size_t> sizes = size_list(options_);
   const std::vector<RedOp> ops =
       has_op(options_.coll) ? options_.ops : std::vector<RedOp>{RedOp::Sum};
@@ -100,7 +100,7 @@ int Runner::run() {
   }
   if (rank_ != 0) return failed_rows_.empty() ? 0 : 1;
   const double avg = busbw_count_ > 0 ? busbw_sum_ / static_cast<double>(busbw_count_) : 0.0;
-  print_footer(stdout, total_wrong_, avg);
+  if (options_.print_rows) print_footer(stdout, total_wrong_, avg);
   if (failed_rows_.empty()) return 0;
   fmt::print(stderr, "loom-perf: data check FAILED in {} row(s):\n", failed_rows_.size());
   for (const std::string& row : failed_rows_) fmt::print(stderr, "  {}\n", row);
@@ -232,7 +232,8 @@ void Runner::record(const RowResult& row) {
           describe(options_.coll, row.dtype, row.op, row.bytes, half == &row.in_place), wrong));
     }
   }
-  if (rank_ != 0) return;
+  rows_.push_back(row);
+  if (rank_ != 0 || !options_.print_rows) return;
   fmt::print(stdout, "{}\n", format_row(row));
   std::fflush(stdout);
 }

@@ -36,6 +36,8 @@ class Runner {
   /// Runs everything; rank 0 prints the table to stdout. Returns the exit status: 0, or 1 when
   /// any check found wrong elements. Collective errors propagate as loom::Error.
   int run();
+  /// Every row measured so far (on every rank; times and checks combined as printed).
+  [[nodiscard]] const std::vector<RowResult>& rows() const { return rows_; }
 
  private:
   struct Case {
@@ -73,6 +75,7 @@ class Runner {
   std::uint64_t total_wrong_ = 0;
   int mismatch_reports_ = 0;
   std::vector<std::string> failed_rows_;
+  std::vector<RowResult> rows_;
 };
 
 }  // namespace loom::perf

@@ -72,8 +72,18 @@ constexpr std::array kSettings = {
          "net"},
 
     Spec{"LOOM_TRANSPORTS", Type::String, "",
-         "Ordered allow list of transports (shm, tcp); ^name excludes one. Default: shm for "
-         "peers on the same host, tcp for the others.",
+         "Ordered allow list of transports (shm, ofi, tcp); ^name excludes one. Default: shm "
+         "for peers on the same host, ofi for the others when EFA is present, else tcp.",
+         "net"},
+
+    // libfabric transport (transports/ofi).
+    Spec{"LOOM_OFI_PROVIDER", Type::String, "",
+         "libfabric provider for the ofi transport (efa, tcp;ofi_rxm, shm, ...). Default: efa "
+         "when present, else tcp;ofi_rxm, else shm.",
+         "net"},
+    Spec{"LOOM_OFI_FALLBACK", Type::Bool, "true",
+         "When the ofi transport was asked for but its provider is missing, warn and use tcp "
+         "instead; false makes that an init error.",
          "net"},
 
     // Topology.

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "core/peer_transports.hpp"
 #include "log/log.hpp"
 
 namespace loom::detail {
@@ -76,8 +77,7 @@ Result<JobLayout> exchange_layout(bootstrap::Store& store, const std::string& pr
                                   int nranks, const config::Config& cfg,
                                   const net::SocketAddress& tcp_address, Deadline deadline) {
   LOOM_ASSIGN_OR_RETURN(auto mine, topo::discover_local(rank, cfg));
-  std::string allow = cfg.get_string("LOOM_TRANSPORTS");
-  LOOM_RETURN_IF_ERROR(parse_transport_list(allow).status());
+  LOOM_ASSIGN_OR_RETURN(std::string allow, effective_transports(rank, cfg, tcp_address));
   auto card = make_card(tcp_address, allow, topo::encode(mine.first, mine.second));
   LOOM_ASSIGN_OR_RETURN(auto all, bootstrap::store_allgather(store, prefix + "card", rank, nranks,
                                                              card, deadline));

@@ -1,31 +1,112 @@
 #include "core/peer_transports.hpp"
 
+#include <algorithm>
+
 namespace loom::detail {
 
 PeerTransports::PeerTransports(int rank, std::vector<TransportKind> choice,
                                std::unique_ptr<transport::tcp::TcpTransport> tcp,
-                               std::unique_ptr<transport::shm::ShmTransport> shm)
-    : rank_(rank), choice_(std::move(choice)), tcp_(std::move(tcp)), shm_(std::move(shm)) {}
+                               std::unique_ptr<transport::shm::ShmTransport> shm,
+                               std::unique_ptr<transport::ofi::OfiTransport> ofi)
+    : rank_(rank),
+      choice_(std::move(choice)),
+      tcp_(std::move(tcp)),
+      shm_(std::move(shm)),
+      ofi_(std::move(ofi)) {}
 
 Status PeerTransports::ensure(const std::vector<int>& peers, Deadline deadline) {
-  std::vector<int> tcp_peers, shm_peers;
+  std::vector<int> tcp_peers, shm_peers, ofi_peers;
   for (int p : peers) {
     if (p == rank_ || get(p) != nullptr) continue;
-    (kind(p) == TransportKind::Shm ? shm_peers : tcp_peers).push_back(p);
+    switch (kind(p)) {
+      case TransportKind::Shm: shm_peers.push_back(p); break;
+      case TransportKind::Ofi: ofi_peers.push_back(p); break;
+      case TransportKind::Tcp: tcp_peers.push_back(p); break;
+    }
   }
   if (!shm_peers.empty()) {
     if (!shm_)
-      return make_error(ErrorCode::Internal, "rank {}: shared memory transport not created",
-                        rank_);
+      return make_error(ErrorCode::Internal, "rank {}: shared memory transport not created", rank_);
     LOOM_RETURN_IF_ERROR(shm_->ensure(shm_peers, deadline));
+  }
+  if (!ofi_peers.empty()) {
+    if (!ofi_) return make_error(ErrorCode::Internal, "rank {}: ofi transport not created", rank_);
+    LOOM_RETURN_IF_ERROR(ofi_->ensure(ofi_peers, deadline));
   }
   if (!tcp_peers.empty()) LOOM_RETURN_IF_ERROR(tcp_->ensure(tcp_peers, deadline));
   return Status::ok();
 }
 
 transport::Connection* PeerTransports::get(int peer) const {
-  if (kind(peer) == TransportKind::Shm) return shm_ ? shm_->get(peer) : nullptr;
+  switch (kind(peer)) {
+    case TransportKind::Shm: return shm_ ? shm_->get(peer) : nullptr;
+    case TransportKind::Ofi: return ofi_ ? ofi_->get(peer) : nullptr;
+    case TransportKind::Tcp: break;
+  }
   return tcp_->get(peer);
+}
+
+transport::ofi::FabricRequest ofi_request(const config::Config& cfg,
+                                          const net::SocketAddress& data_address) {
+  transport::ofi::FabricRequest r;
+  r.provider = cfg.get_string("LOOM_OFI_PROVIDER");
+  auto hp = net::parse_host_port(data_address.to_string());
+  if (hp.is_ok()) r.node = hp->host;
+  return r;
+}
+
+OfiAvailability probe_ofi(const transport::ofi::FabricRequest& request) {
+  OfiAvailability a;
+  auto found = transport::ofi::probe_provider(request);
+  if (!found.is_ok()) {
+    a.why_missing = found.status().message();
+    return a;
+  }
+  a.available = true;
+  a.provider = found->provider;
+  a.efa = found->provider == "efa";
+  if (!a.efa)
+    a.why_missing = fmt::format("{}; using {} instead",
+                                transport::ofi::probe_provider({"efa", ""}).status().message(),
+                                found->provider);
+  return a;
+}
+
+Result<std::string> effective_transports(int rank, const config::Config& cfg,
+                                         const net::SocketAddress& data_address) {
+  std::string text = cfg.get_string("LOOM_TRANSPORTS");
+  LOOM_ASSIGN_OR_RETURN(auto parsed, parse_transport_list(text));
+  if (std::find(parsed.begin(), parsed.end(), TransportKind::Ofi) == parsed.end()) return text;
+  bool named = false;  // "ofi" among the positive entries
+  for (std::size_t pos = 0; pos <= text.size();) {
+    std::size_t end = std::min(text.find(',', pos), text.size());
+    if (text.substr(pos, end - pos) == "ofi") named = true;
+    pos = end + 1;
+  }
+  bool requested = named || !cfg.get_string("LOOM_OFI_PROVIDER").empty();
+  OfiAvailability ofi = probe_ofi(ofi_request(cfg, data_address));
+  LOOM_ASSIGN_OR_RETURN(auto list, resolve_transport_list(rank, text, requested,
+                                                          cfg.get_bool("LOOM_OFI_FALLBACK"), ofi));
+  return format_transport_list(list);
+}
+
+Result<std::unique_ptr<transport::ofi::OfiTransport>> make_ofi_transport(
+    int rank, int nranks, std::uint64_t comm_id, const std::shared_ptr<bootstrap::Store>& store,
+    const config::Config& cfg, const net::SocketAddress& data_address,
+    const std::vector<TransportKind>& choice) {
+  std::unique_ptr<transport::ofi::OfiTransport> none;
+  bool used = false;
+  for (int p = 0; p < nranks; ++p)
+    used = used || (p != rank && choice[static_cast<std::size_t>(p)] == TransportKind::Ofi);
+  if (!used) return none;
+  transport::ofi::OfiOptions o;
+  o.fabric = ofi_request(cfg, data_address);
+  o.liveness_bind = data_address;
+  o.liveness_bind.set_port(0);
+  auto t = transport::ofi::OfiTransport::create(rank, nranks, comm_id, store, o);
+  if (!t.is_ok())
+    return t.status().with_context(fmt::format("rank {}: opening the ofi transport", rank));
+  return t;
 }
 
 }  // namespace loom::detail

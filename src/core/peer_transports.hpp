@@ -1,11 +1,14 @@
-// Routes each peer to the transport chosen for it (shm inside a host, tcp across hosts, or as
-// LOOM_TRANSPORTS says) and establishes connections on first use.
+// Routes each peer to the transport chosen for it (shm inside a host, ofi or tcp across hosts,
+// or as LOOM_TRANSPORTS says) and establishes connections on first use.
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "config/config.hpp"
 #include "core/transport_choice.hpp"
+#include "transports/ofi/ofi_transport.hpp"
 #include "transports/shm/shm_transport.hpp"
 #include "transports/tcp/tcp_transport.hpp"
 
@@ -15,7 +18,8 @@ class PeerTransports {
  public:
   PeerTransports(int rank, std::vector<TransportKind> choice,
                  std::unique_ptr<transport::tcp::TcpTransport> tcp,
-                 std::unique_ptr<transport::shm::ShmTransport> shm);
+                 std::unique_ptr<transport::shm::ShmTransport> shm,
+                 std::unique_ptr<transport::ofi::OfiTransport> ofi = nullptr);
 
   /// Connections to every peer in `peers`, each over its transport.
   Status ensure(const std::vector<int>& peers, Deadline deadline);
@@ -29,6 +33,22 @@ class PeerTransports {
   std::vector<TransportKind> choice_;
   std::unique_ptr<transport::tcp::TcpTransport> tcp_;
   std::unique_ptr<transport::shm::ShmTransport> shm_;
+  std::unique_ptr<transport::ofi::OfiTransport> ofi_;
 };
+
+/// The libfabric request for this rank: LOOM_OFI_PROVIDER, and the local address of
+/// `data_address` for socket-based providers.
+transport::ofi::FabricRequest ofi_request(const config::Config& cfg,
+                                          const net::SocketAddress& data_address);
+/// Probes libfabric for the provider `request` resolves to.
+OfiAvailability probe_ofi(const transport::ofi::FabricRequest& request);
+/// This rank's allow list for the layout exchange (see resolve_transport_list), as text.
+Result<std::string> effective_transports(int rank, const config::Config& cfg,
+                                         const net::SocketAddress& data_address);
+/// Creates the ofi transport when some peer uses it (null otherwise).
+Result<std::unique_ptr<transport::ofi::OfiTransport>> make_ofi_transport(
+    int rank, int nranks, std::uint64_t comm_id, const std::shared_ptr<bootstrap::Store>& store,
+    const config::Config& cfg, const net::SocketAddress& data_address,
+    const std::vector<TransportKind>& choice);
 
 }  // namespace loom::detail

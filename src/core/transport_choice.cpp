@@ -3,16 +3,18 @@
 #include <algorithm>
 #include <array>
 
+#include "log/log.hpp"
+
 namespace loom::detail {
 namespace {
 
-constexpr std::array kAll = {TransportKind::Shm, TransportKind::Tcp};
+constexpr std::array kAll = {TransportKind::Shm, TransportKind::Ofi, TransportKind::Tcp};
 
 Result<TransportKind> parse_kind(std::string_view name) {
   for (TransportKind k : kAll)
     if (name == to_string(k)) return k;
   return make_error(ErrorCode::InvalidUsage,
-                    "LOOM_TRANSPORTS names unknown transport '{}' (known: shm, tcp)", name);
+                    "LOOM_TRANSPORTS names unknown transport '{}' (known: shm, ofi, tcp)", name);
 }
 
 bool allows(const std::vector<TransportKind>& list, TransportKind k) {
@@ -25,6 +27,7 @@ std::string_view to_string(TransportKind k) {
   switch (k) {
     case TransportKind::Shm: return "shm";
     case TransportKind::Tcp: return "tcp";
+    case TransportKind::Ofi: return "ofi";
   }
   return "?";
 }
@@ -70,7 +73,8 @@ Result<std::vector<TransportKind>> choose_transports(
     if (p == rank) continue;
     const auto& lo = allowed[static_cast<std::size_t>(std::min(rank, p))];
     const auto& hi = allowed[static_cast<std::size_t>(std::max(rank, p))];
-    bool same_host = host_ids[static_cast<std::size_t>(rank)] == host_ids[static_cast<std::size_t>(p)];
+    bool same_host =
+        host_ids[static_cast<std::size_t>(rank)] == host_ids[static_cast<std::size_t>(p)];
     bool found = false;
     for (TransportKind k : lo) {
       if (!allows(hi, k) || (k == TransportKind::Shm && !same_host)) continue;
@@ -86,6 +90,38 @@ Result<std::vector<TransportKind>> choose_transports(
                         format_transport_list(hi));
   }
   return out;
+}
+
+Result<std::vector<TransportKind>> resolve_transport_list(int rank, std::string_view text,
+                                                          bool ofi_requested, bool fallback,
+                                                          const OfiAvailability& ofi) {
+  LOOM_ASSIGN_OR_RETURN(std::vector<TransportKind> list, parse_transport_list(text));
+  auto it = std::find(list.begin(), list.end(), TransportKind::Ofi);
+  if (it == list.end()) return list;
+  if (ofi.available && (ofi_requested || ofi.efa)) {
+    LOOM_LOG_INFO(Net, "rank {}: ofi transport available over libfabric provider {}", rank,
+                  ofi.provider);
+    return list;
+  }
+  list.erase(it);
+  if (!ofi_requested) {
+    LOOM_LOG_INFO(Net, "rank {}: no EFA ({}); peers on other hosts use {}", rank,
+                  ofi.available ? "ofi would run over " + ofi.provider : ofi.why_missing,
+                  allows(list, TransportKind::Tcp) ? "tcp" : "what LOOM_TRANSPORTS allows");
+    if (list.empty()) list.push_back(TransportKind::Tcp);
+    return list;
+  }
+  if (!fallback)
+    return make_error(ErrorCode::InvalidUsage,
+                      "rank {}: the ofi transport was requested but cannot run: {} (and "
+                      "LOOM_OFI_FALLBACK=false forbids falling back to tcp)",
+                      rank, ofi.why_missing);
+  if (!allows(list, TransportKind::Tcp)) list.push_back(TransportKind::Tcp);
+  LOOM_LOG_WARN(Net,
+                "rank {}: the ofi transport was requested but cannot run: {}. Falling back: ofi "
+                "-> tcp (set LOOM_OFI_FALLBACK=false to make this an error)",
+                rank, ofi.why_missing);
+  return list;
 }
 
 }  // namespace loom::detail

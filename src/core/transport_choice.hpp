@@ -11,10 +11,10 @@
 
 namespace loom::detail {
 
-enum class TransportKind : std::uint8_t { Shm = 0, Tcp = 1 };
+enum class TransportKind : std::uint8_t { Shm = 0, Tcp = 1, Ofi = 2 };
 std::string_view to_string(TransportKind k);
 
-/// "" -> {shm, tcp}; "tcp,shm" -> that order; "^shm" -> every known transport but shm.
+/// "" -> {shm, ofi, tcp}; "tcp,shm" -> that order; "^shm" -> every known transport but shm.
 /// Unknown names are an error naming them.
 Result<std::vector<TransportKind>> parse_transport_list(std::string_view text);
 std::string format_transport_list(const std::vector<TransportKind>& kinds);
@@ -25,5 +25,22 @@ std::string format_transport_list(const std::vector<TransportKind>& kinds);
 Result<std::vector<TransportKind>> choose_transports(
     int rank, const std::vector<std::string>& host_ids,
     const std::vector<std::vector<TransportKind>>& allowed);
+
+/// Whether the ofi transport can run here, and the provider it would use (see
+/// resolve_transport_list).
+struct OfiAvailability {
+  bool available = false;
+  bool efa = false;         // the provider found is EFA
+  std::string provider;     // what was found
+  std::string why_missing;  // when not available: what was asked for and what exists
+};
+
+/// This rank's effective allow list: LOOM_TRANSPORTS with ofi resolved against `ofi`. An ofi
+/// that nobody asked for (the default list) is kept only on EFA. An ofi that was asked for (in
+/// LOOM_TRANSPORTS, or LOOM_OFI_PROVIDER set) but cannot run is replaced by tcp with a WARN
+/// saying why, or is an error when `fallback` is false.
+Result<std::vector<TransportKind>> resolve_transport_list(int rank, std::string_view text,
+                                                          bool ofi_requested, bool fallback,
+                                                          const OfiAvailability& ofi);
 
 }  // namespace loom::detail

@@ -6,6 +6,7 @@
 
 #include "comm_harness.hpp"
 #include "reference.hpp"
+#include "transports/ofi/ofi_fabric.hpp"
 
 using namespace loom;
 using loom::test::fill_input;
@@ -247,4 +248,34 @@ TEST_CASE("collectives: full matrix in deterministic mode at 3 ranks",
 TEST_CASE("collectives: full matrix in deterministic mode at 5 ranks",
           "[collectives][deterministic]") {
   run_matrix(5, {{"LOOM_DETERMINISTIC", "1"}, {"LOOM_ALGO", "tree"}});
+}
+
+// The ofi transport (libfabric's tcp;ofi_rxm provider; skipped where it is missing) carries
+// every peer: the whole matrix at several rank counts, odd ones included.
+namespace {
+void run_matrix_over_ofi(int n) {
+  if (!loom::transport::ofi::probe_provider({"tcp;ofi_rxm", "127.0.0.1"}).is_ok()) {
+    WARN("libfabric provider tcp;ofi_rxm is not available: skipped");
+    return;
+  }
+  run_matrix(n, {{"LOOM_TRANSPORTS", "ofi"},
+                 {"LOOM_OFI_PROVIDER", "tcp;ofi_rxm"},
+                 {"LOOM_OFI_FALLBACK", "false"}});
+}
+}  // namespace
+
+TEST_CASE("collectives: full matrix over ofi with 1 rank", "[collectives][ofi]") {
+  run_matrix_over_ofi(1);
+}
+TEST_CASE("collectives: full matrix over ofi with 2 ranks", "[collectives][ofi]") {
+  run_matrix_over_ofi(2);
+}
+TEST_CASE("collectives: full matrix over ofi with 3 ranks", "[collectives][ofi]") {
+  run_matrix_over_ofi(3);
+}
+TEST_CASE("collectives: full matrix over ofi with 5 ranks", "[collectives][ofi]") {
+  run_matrix_over_ofi(5);
+}
+TEST_CASE("collectives: full matrix over ofi with 4 ranks", "[collectives][ofi]") {
+  run_matrix_over_ofi(4);
 }

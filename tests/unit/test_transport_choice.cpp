@@ -8,15 +8,17 @@ using Catch::Matchers::Contains;
 
 TEST_CASE("transport choice: LOOM_TRANSPORTS parsing", "[transports]") {
   using K = TransportKind;
-  CHECK(parse_transport_list("").value() == std::vector<K>{K::Shm, K::Tcp});
+  CHECK(parse_transport_list("").value() == std::vector<K>{K::Shm, K::Ofi, K::Tcp});
   CHECK(parse_transport_list("tcp").value() == std::vector<K>{K::Tcp});
   CHECK(parse_transport_list("tcp,shm").value() == std::vector<K>{K::Tcp, K::Shm});
-  CHECK(parse_transport_list("^shm").value() == std::vector<K>{K::Tcp});
+  CHECK(parse_transport_list("^shm").value() == std::vector<K>{K::Ofi, K::Tcp});
+  CHECK(parse_transport_list("ofi,shm").value() == std::vector<K>{K::Ofi, K::Shm});
   CHECK(parse_transport_list("shm,tcp,^tcp").value() == std::vector<K>{K::Shm});
   auto bad = parse_transport_list("efa");
   REQUIRE_FALSE(bad.is_ok());
   CHECK_THAT(bad.status().message(), Contains("efa"));
-  CHECK_FALSE(parse_transport_list("^shm,^tcp").is_ok());
+  CHECK(parse_transport_list("^shm,^tcp").value() == std::vector<K>{K::Ofi});
+  CHECK_FALSE(parse_transport_list("^shm,^tcp,^ofi").is_ok());
 }
 
 TEST_CASE("transport choice: same host uses shm, other hosts tcp, both sides agree", "[transports]") {
@@ -47,4 +49,34 @@ TEST_CASE("transport choice: differing allow lists still agree or fail naming bo
   auto none = choose_transports(0, split, {{K::Shm}, {K::Shm}});
   REQUIRE_FALSE(none.is_ok());
   CHECK_THAT(none.status().message(), Contains("rank 0") && Contains("rank 1"));
+}
+
+TEST_CASE("transport choice: ofi is resolved against what libfabric offers", "[transports]") {
+  using K = TransportKind;
+  OfiAvailability efa{true, true, "efa", ""};
+  OfiAvailability rxm{true, false, "tcp;ofi_rxm", "no efa; using tcp;ofi_rxm instead"};
+  OfiAvailability none{false, false, "", "libfabric provider 'efa' is not available"};
+  // Default list: ofi only on EFA; elsewhere tcp, quietly.
+  CHECK(resolve_transport_list(0, "", false, true, efa).value() ==
+        std::vector<K>{K::Shm, K::Ofi, K::Tcp});
+  CHECK(resolve_transport_list(0, "", false, true, rxm).value() == std::vector<K>{K::Shm, K::Tcp});
+  CHECK(resolve_transport_list(0, "", false, true, none).value() == std::vector<K>{K::Shm, K::Tcp});
+  // Asked for: kept on any provider; missing -> tcp, or an error naming why when forbidden.
+  CHECK(resolve_transport_list(0, "ofi", true, true, rxm).value() == std::vector<K>{K::Ofi});
+  CHECK(resolve_transport_list(0, "ofi", true, true, none).value() == std::vector<K>{K::Tcp});
+  CHECK(resolve_transport_list(0, "ofi,shm", true, true, none).value() ==
+        std::vector<K>{K::Shm, K::Tcp});
+  auto err = resolve_transport_list(3, "ofi", true, false, none);
+  REQUIRE_FALSE(err.is_ok());
+  CHECK_THAT(err.status().message(), Contains("rank 3") && Contains("'efa' is not available") &&
+                                         Contains("LOOM_OFI_FALLBACK"));
+  // Excluded: no probing matters.
+  CHECK(resolve_transport_list(0, "^ofi", false, false, none).value() ==
+        std::vector<K>{K::Shm, K::Tcp});
+  // Cross-host peers pick ofi when both allow it, tcp when one fell back.
+  std::vector<std::string> hosts = {"a", "b"};
+  CHECK(choose_transports(0, hosts, {{K::Shm, K::Ofi, K::Tcp}, {K::Shm, K::Ofi, K::Tcp}})
+            .value()[1] == K::Ofi);
+  CHECK(choose_transports(1, hosts, {{K::Shm, K::Ofi, K::Tcp}, {K::Shm, K::Tcp}}).value()[0] ==
+        K::Tcp);
 }

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstring>
@@ -121,11 +122,11 @@ TEST_CASE("conformance: caps, names and peers") {
   const std::string kind = GENERATE(from_range(lt::transport_kinds()));
   auto p = make_pair(kind);
   for (int r = 0; r < 2; ++r) {
-    CHECK(p->conn(r).name() == (kind == "tcp" ? "tcp" : "shm"));
+    CHECK(p->conn(r).name() == lt::connection_name(kind));
     CHECK(p->conn(r).peer() == 1 - r);
     CHECK(p->conn(r).caps().host_memory);
-    CHECK(p->conn(r).caps().direct_load_store == (kind != "tcp"));
-    CHECK(p->conn(r).supports_recv_reduce() == (kind != "tcp"));
+    CHECK(p->conn(r).caps().direct_load_store == (lt::connection_name(kind) == "shm"));
+    CHECK(p->conn(r).supports_recv_reduce() == (lt::connection_name(kind) == "shm"));
   }
   finish(std::move(p));
 }
@@ -161,7 +162,9 @@ TEST_CASE("conformance: a blocked receiver is woken by its peer (ping-pong)") {
     }
     return Status::ok();
   }));
-  CHECK(blocked[0] + blocked[1] > 0);  // the sleeping path ran, and every wake-up arrived
+  // The sleeping path ran, and every wake-up arrived. (ofi sleeps only where the provider's
+  // completion queue has a wait descriptor and fi_trywait allows it; otherwise it polls.)
+  if (lt::connection_name(kind) != "ofi") CHECK(blocked[0] + blocked[1] > 0);
   finish(std::move(p));
 }
 
@@ -188,6 +191,12 @@ TEST_CASE("conformance: large messages (64 MiB) both ways") {
   auto p = make_pair(kind, defaults);
   std::vector<std::size_t> sizes = {64u << 20, 3, (64u << 20) + 8};
   check_ok(lt::run_ranks([&](int r) { return exchange(p->conn(r), r, sizes, sizes, 2); }));
+  if (p->ofi(0) != nullptr && kind == "ofi:shm") {  // buffers went through the registration cache
+    for (int r = 0; r < 2; ++r) {
+      CHECK(p->ofi(r)->registrations().registrations() >= 3);
+      CHECK(p->ofi(r)->registrations().hits() > 0);  // the header table, once per message
+    }
+  }
   finish(std::move(p));
 }
 
@@ -230,7 +239,20 @@ TEST_CASE("conformance: tag and length mismatches fail the receive, naming both 
   REQUIRE(s.is_ok());
   auto q = p->conn(1).irecv(region(in), 0, in.size(), expected);
   REQUIRE(q.is_ok());
+  // The sender keeps making progress until the receiver is done (transports with manual
+  // progress, like ofi, move a large message only while both sides test).
+  std::atomic<bool> receiver_done{false};
+  std::thread sender([&] {
+    bool finished = false;
+    while (!receiver_done.load() && !finished) {
+      auto r = p->conn(0).test(s.value());
+      finished = !r.is_ok() || r.value();
+      std::this_thread::yield();
+    }
+  });
   Status st = lt::wait_all(p->conn(1), {q.value()}, Deadline::after(kDeadline));
+  receiver_done = true;
+  sender.join();
   INFO(st.message());
   CHECK(st.code() == ErrorCode::Mismatch);
   CHECK_THAT(st.message(), Contains("rank 1 expected " + tp::describe_tag(expected)) &&
@@ -238,7 +260,10 @@ TEST_CASE("conformance: tag and length mismatches fail the receive, naming both 
                                Contains("rank 0 sent " + tp::describe_tag(sent)) &&
                                Contains(fmt::format("({} bytes)", in.size())) &&
                                Contains(fmt::format("({} bytes)", out.size())));
-  CHECK(std::all_of(in.begin(), in.end(), [](std::uint8_t b) { return b == 0xee; }));
+  // tcp and shm check the header before any payload lands; an RDM endpoint delivers a matched
+  // message straight into the posted buffer, so ofi detects the mismatch only afterwards.
+  if (lt::connection_name(kind) != "ofi")
+    CHECK(std::all_of(in.begin(), in.end(), [](std::uint8_t b) { return b == 0xee; }));
   CHECK(!p->conn(1).irecv(region(in), 0, 8, expected).is_ok());  // the connection stays failed
   finish(std::move(p));
 }
@@ -295,6 +320,9 @@ TEST_CASE("conformance: a peer that goes away fails the pending request") {
   const std::string kind = GENERATE(from_range(lt::transport_kinds()));
   const bool receiving = GENERATE(true, false);
   INFO(kind << (receiving ? ": rank 0 waits to receive" : ": rank 0 is blocked sending"));
+  // libfabric's shm provider keeps its peer mappings per process, so an endpoint of this
+  // process cannot vanish under another one; ofi peer death is covered over tcp;ofi_rxm.
+  if (kind == "ofi:shm") return;
   auto p = make_pair(kind);
   Bytes buf(receiving ? 1000 : 64u << 20, 1);
   std::latch posted(1);

@@ -22,6 +22,7 @@
 #include "common/deadline.hpp"
 #include "common/socket.hpp"
 #include "transports/connection.hpp"
+#include "transports/ofi/ofi_transport.hpp"
 #include "transports/shm/shm_transport.hpp"
 #include "transports/shm/single_copy.hpp"
 #include "transports/tcp/tcp_transport.hpp"
@@ -37,15 +38,26 @@ inline bool single_copy_works() {
          to == from;
 }
 
+/// "ofi:PROVIDER" is the ofi transport over that libfabric provider; it is listed only when the
+/// provider exists on this host (Debian's libfabric1 ships tcp;ofi_rxm and shm).
 inline const std::vector<std::string>& transport_kinds() {
   // shm-single-copy: shm with every message of 4 KiB or more sent as a single-copy descriptor (the
   // receiver reads the sender's buffer with process_vm_readv); left out where that is refused.
   static const std::vector<std::string> kinds = [] {
     std::vector<std::string> k = {"tcp", "shm"};
     if (single_copy_works()) k.emplace_back("shm-single-copy");
+    for (const char* prov : {"tcp;ofi_rxm", "shm"})
+      if (transport::ofi::probe_provider({prov, "127.0.0.1"}).is_ok())
+        k.push_back(std::string("ofi:") + prov);
     return k;
   }();
   return kinds;
+}
+
+/// The Connection::name() of a transport kind ("ofi:shm" -> "ofi").
+inline std::string connection_name(const std::string& kind) {
+  if (kind.rfind("ofi:", 0) == 0) return "ofi";
+  return kind.rfind("shm", 0) == 0 ? "shm" : kind;
 }
 
 inline std::uint64_t random_comm_id() {
@@ -87,6 +99,8 @@ class TransportPair {
         LOOM_ASSIGN_OR_RETURN(p->shm_[r], transport::shm::ShmTransport::create(
                                               r, 2, p->comm_id_, p->store_, options.shm));
       }
+    } else if (kind.rfind("ofi:", 0) == 0) {
+      LOOM_RETURN_IF_ERROR(p->create_ofi(kind.substr(4)));
     } else {
       return make_error(ErrorCode::InvalidArgument, "unknown transport '{}'", kind);
     }
@@ -100,12 +114,18 @@ class TransportPair {
   [[nodiscard]] std::uint64_t comm_id() const { return comm_id_; }
   [[nodiscard]] transport::Connection& conn(int rank) const {
     auto r = static_cast<std::size_t>(rank);
+    if (ofi_[r]) return *ofi_[r]->get(1 - rank);
     return kind_ == "tcp" ? *tcp_[r]->get(1 - rank) : *shm_[r]->get(1 - rank);
+  }
+  /// The ofi transport of `rank` (null for other kinds).
+  [[nodiscard]] transport::ofi::OfiTransport* ofi(int rank) const {
+    return ofi_[static_cast<std::size_t>(rank)].get();
   }
   /// Destroys `rank`'s transport, as if the rank went away.
   void destroy(int rank) {
     tcp_[static_cast<std::size_t>(rank)].reset();
     shm_[static_cast<std::size_t>(rank)].reset();
+    ofi_[static_cast<std::size_t>(rank)].reset();
   }
 
  private:
@@ -126,8 +146,24 @@ class TransportPair {
     return Status::ok();
   }
 
+  // Over libfabric's shm provider, buffers are registered even though it does not ask, so the
+  // registration cache (which EFA needs) is exercised. (ofi_rxm over tcp mishandles a local
+  // registration it did not ask for in rendezvous transfers: such runs stall.)
+  Status create_ofi(const std::string& provider) {
+    transport::ofi::OfiOptions o;
+    o.fabric = {provider, "127.0.0.1"};
+    LOOM_ASSIGN_OR_RETURN(o.liveness_bind, net::resolve("127.0.0.1:0"));
+    o.force_registration = provider == "shm";
+    for (int r = 0; r < 2; ++r) {
+      LOOM_ASSIGN_OR_RETURN(ofi_[static_cast<std::size_t>(r)],
+                            transport::ofi::OfiTransport::create(r, 2, comm_id_, store_, o));
+    }
+    return Status::ok();
+  }
+
   Status ensure(int rank, Deadline deadline) {
     auto r = static_cast<std::size_t>(rank);
+    if (ofi_[r]) return ofi_[r]->ensure({1 - rank}, deadline);
     return kind_ == "tcp" ? tcp_[r]->ensure({1 - rank}, deadline)
                           : shm_[r]->ensure({1 - rank}, deadline);
   }
@@ -137,6 +173,7 @@ class TransportPair {
   std::shared_ptr<bootstrap::InMemoryStore> store_;
   std::array<std::unique_ptr<transport::tcp::TcpTransport>, 2> tcp_;
   std::array<std::unique_ptr<transport::shm::ShmTransport>, 2> shm_;
+  std::array<std::unique_ptr<transport::ofi::OfiTransport>, 2> ofi_;
 };
 
 /// What the executor does when nothing progressed: prepare_wait(), then poll until woken or

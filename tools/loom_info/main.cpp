@@ -10,6 +10,7 @@
 #include "report.hpp"
 #include "text.hpp"
 #include "topology/topology.hpp"
+#include "transports.hpp"
 
 namespace {
 
@@ -18,9 +19,9 @@ constexpr int kExitBadConfig = 1;
 constexpr int kExitUsage = 2;
 
 constexpr std::string_view kUsageLine =
-    "Usage: loom-info [--settings | --topology [--json] | --version | --help]\n";
+    "Usage: loom-info [--settings | --topology [--json] | --transports | --version | --help]\n";
 constexpr std::string_view kUsage =
-    R"(Usage: loom-info [--settings | --topology [--json] | --version | --help]
+    R"(Usage: loom-info [--settings | --topology [--json] | --transports | --version | --help]
 
 Prints loom's version and its settings: every environment variable loom reads, with its type,
 default, current value and where that value comes from (default, environment or unset), grouped
@@ -33,10 +34,15 @@ hardware threads, the CPUs the process is bound to, and the PCI devices (GPUs, N
 with their NUMA node and link speed. With --json, prints the same as a one-rank topology file
 of the format LOOM_TOPO_FILE reads.
 
+With --transports, lists the transports this host offers (shm, tcp, ofi) and what each can
+do, the libfabric providers that offer tagged reliable-datagram endpoints, and the allow list
+that LOOM_TRANSPORTS and LOOM_OFI_PROVIDER resolve to here.
+
 Options:
   --settings         print the version and the settings (the default)
   --topology         print the local topology
   --topology --json  print the local topology as JSON
+  --transports       print the available transports and their capabilities
   --version          print the version only
   -h, --help         print this help
 
@@ -80,6 +86,16 @@ int print_topology(bool json) {
   return kExitOk;
 }
 
+int print_transports() {
+  auto config = loom::config::Config::load();
+  if (!config) {
+    print(stderr, "loom-info: error: " + config.status().message() + "\n");
+    return kExitBadConfig;
+  }
+  print(stdout, loom::info::transports_report(*config));
+  return kExitOk;
+}
+
 struct Options {
   std::string_view mode = "--settings";
   bool json = false;
@@ -94,7 +110,7 @@ Options parse_options(int argc, char** argv) {
     if (arg == "--json") {
       opts.json = true;
     } else if (arg != "-h" && arg != "--help" && arg != "--version" && arg != "--settings" &&
-               arg != "--topology") {
+               arg != "--topology" && arg != "--transports") {
       opts.error = "unknown option '" + std::string(arg) + "'";
       return opts;
     } else if (have_mode) {
@@ -128,5 +144,6 @@ int main(int argc, char** argv) {
     return kExitOk;
   }
   if (mode == "--topology") return print_topology(opts.json);
+  if (mode == "--transports") return print_transports();
   return print_settings();
 }

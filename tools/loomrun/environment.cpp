@@ -75,10 +75,17 @@ std::vector<std::string> rank_environment(const Options& options, const JobIdent
                                           int rank) {
   const std::string n = std::to_string(options.nranks);
   const std::string r = std::to_string(rank);
+  auto [local_rank, local_size] = local_rank_of(options, rank);
   std::vector<std::string> set = {
-      "LOOM_RANK=" + r,       "LOOM_WORLD_SIZE=" + n,  "LOOM_LOCAL_RANK=" + r,
-      "LOOM_LOCAL_SIZE=" + n, "LOOM_ROOT=" + job.root, "LOOM_SECRET=" + job.secret,
+      "LOOM_RANK=" + r,
+      "LOOM_WORLD_SIZE=" + n,
+      "LOOM_LOCAL_RANK=" + std::to_string(local_rank),
+      "LOOM_LOCAL_SIZE=" + std::to_string(local_size),
+      "LOOM_ROOT=" + job.root,
+      "LOOM_SECRET=" + job.secret,
   };
+  if (!job.host_ids.empty())
+    set.push_back("LOOM_HOST_ID=" + job.host_ids[static_cast<std::size_t>(host_of(options, rank))]);
   // -x wins over loomrun's own values (options.cpp refuses the rank-identity ones).
   for (const auto& assignment : options.extra_env) {
     const std::string& name = assignment.first;

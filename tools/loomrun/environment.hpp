@@ -12,6 +12,7 @@ namespace loom::run {
 struct JobIdentity {
   std::string root;    // LOOM_ROOT, host:port
   std::string secret;  // LOOM_SECRET, 32 hex characters
+  std::vector<std::string> host_ids;  // --hosts: each host's network namespace (LOOM_HOST_ID)
 };
 
 /// Uses --root when given, else a port that was free on 127.0.0.1 a moment ago; draws a fresh

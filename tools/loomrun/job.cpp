@@ -66,6 +66,8 @@ void Job::start_rank(int index) {
   spec.argv = options_.command;
   spec.env = rank_environment(options_, identity_, index);
   spec.discard_stdout = options_.only_rank && *options_.only_rank != index;
+  if (!identity_.host_ids.empty())
+    spec.netns = identity_.host_ids[static_cast<std::size_t>(host_of(options_, index))];
   RankProcess process = spawn_rank(spec, signals_);
   std::string prefix = options_.prefix ? "[" + std::to_string(index) + "] " : "";
   Rank rank;

@@ -8,7 +8,7 @@
 namespace loom::run {
 namespace {
 
-enum class Opt { Ranks, Env, Root, NoPrefix, OnlyRank, Timeout, Grace, Help };
+enum class Opt { Ranks, Env, Root, NoPrefix, OnlyRank, Timeout, Grace, Hosts, Help };
 
 struct OptDef {
   std::string_view name;
@@ -26,6 +26,7 @@ constexpr std::array kOptions = {
     OptDef{"--only-rank", Opt::OnlyRank, true},
     OptDef{"--timeout", Opt::Timeout, true},
     OptDef{"--grace", Opt::Grace, true},
+    OptDef{"--hosts", Opt::Hosts, true},
     OptDef{"-h", Opt::Help, false},
     OptDef{"--help", Opt::Help, false},
 };
@@ -128,6 +129,13 @@ std::string apply(Opt id, std::string_view value, Options& o) {
       if (grace) o.grace = *grace;
       return error;
     }
+    case Opt::Hosts: {
+      auto h = parse_int(value);
+      if (!h || *h < 1 || *h > 64)
+        return "--hosts wants a number of hosts from 1 to 64, got '" + std::string(value) + "'";
+      o.hosts = *h;
+      return {};
+    }
     case Opt::Help: return {};
   }
   return {};
@@ -136,6 +144,10 @@ std::string apply(Opt id, std::string_view value, Options& o) {
 std::string check_complete(const Options& o) {
   if (o.nranks == 0) return "missing -n N (the number of ranks)";
   if (o.command.empty()) return "missing the program to run";
+  if (o.hosts > o.nranks)
+    return "--hosts " + std::to_string(o.hosts) + " needs at least as many ranks (-n " +
+           std::to_string(o.nranks) + ")";
+  if (o.hosts > 0 && !o.root.empty()) return "--root cannot be combined with --hosts";
   if (o.only_rank && *o.only_rank >= o.nranks)
     return "--only-rank " + std::to_string(*o.only_rank) + " is not a rank of a job of " +
            std::to_string(o.nranks);
@@ -207,6 +219,20 @@ ParseResult parse_args(std::span<const std::string> args) {
   if (std::string error = check_complete(r.options); !error.empty()) return error_result(error);
   r.kind = ParseResult::Kind::Run;
   return r;
+}
+
+int host_of(const Options& options, int rank) {
+  if (options.hosts <= 0) return 0;
+  return static_cast<int>(static_cast<long>(rank) * options.hosts / options.nranks);
+}
+
+std::pair<int, int> local_rank_of(const Options& options, int rank) {
+  if (options.hosts <= 0) return {rank, options.nranks};
+  int host = host_of(options, rank);
+  int first = rank, size = 0;
+  while (first > 0 && host_of(options, first - 1) == host) --first;
+  for (int r = first; r < options.nranks && host_of(options, r) == host; ++r) ++size;
+  return {rank - first, size};
 }
 
 }  // namespace loom::run

@@ -29,7 +29,14 @@ struct Options {
   std::optional<int> only_rank;  // --only-rank R: stdout of rank R only
   std::optional<std::chrono::milliseconds> timeout;
   std::chrono::milliseconds grace{2000};
+  int hosts = 0;  // --hosts H: ranks spread over H network namespaces (0: none)
 };
+
+/// The host (0..hosts-1) of `rank` under --hosts: consecutive ranks share a host, as evenly as
+/// possible. 0 without --hosts.
+int host_of(const Options& options, int rank);
+/// The ranks on `rank`'s host: (index among them, how many).
+std::pair<int, int> local_rank_of(const Options& options, int rank);
 
 struct ParseResult {
   enum class Kind { Run, Help, Error };

@@ -1,6 +1,7 @@
 #include "process.hpp"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -59,6 +60,15 @@ void write_stderr(const std::string& text) noexcept {
   if (::dup2(err_fd, STDERR_FILENO) < 0) ::_exit(127);
   if (null_in > STDERR_FILENO) ::close(null_in);
   if (null_out > STDERR_FILENO) ::close(null_out);
+  if (!spec.netns.empty()) {
+    int ns = ::open(("/var/run/netns/" + spec.netns).c_str(), O_RDONLY | O_CLOEXEC);
+    if (ns < 0 || ::setns(ns, CLONE_NEWNET) != 0) {
+      write_stderr("loomrun: cannot enter network namespace " + spec.netns + ": " +
+                   std::strerror(errno) + "\n");
+      ::_exit(127);
+    }
+    ::close(ns);
+  }
   signals.restore_in_child();
   environ = envp;  // so that execvp searches the rank's PATH
   ::execvp(argv[0], argv);

@@ -16,6 +16,7 @@ struct LaunchSpec {
   std::vector<std::string> argv;  // argv[0] is looked up in the rank's PATH
   std::vector<std::string> env;   // "NAME=VALUE"
   bool discard_stdout = false;    // stdout to /dev/null instead of a pipe
+  std::string netns;              // --hosts: the network namespace to run in ("": loomrun's)
 };
 
 struct RankProcess {

@@ -24,6 +24,13 @@ Options:
       --timeout T        stop the job after T (exit 124)
       --grace T          after a failure, timeout or signal, wait T between SIGTERM and
                          SIGKILL (default 2s)
+      --hosts H          spread the ranks over H network namespaces standing in for hosts
+                         (consecutive ranks share one): each gets eth0 with 10.199.0.(h+1)/24
+                         on a bridge in a further namespace, its ranks LOOM_HOST_ID=its name
+                         and per-host LOOM_LOCAL_RANK/SIZE, rank 0's address in LOOM_ROOT.
+                         Nothing is added to loomrun's own namespace; all are removed when
+                         loomrun ends (stale ones of dead loomruns at the next start). Needs
+                         root and `ip` (iproute2).
   -h, --help             print this help
 
 T is seconds ("2", "1.5") or has a unit: "500ms", "30s", "5m", "1h".

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Issue 5 measurements, side by side in one run (about 4 minutes on 2 cores):
+#   1. the loopback two-direction ceiling (both directions busy at once), the bound for a ring;
+#   2. loom-perf allreduce --compare-transports ofi,tcp at 2 and 4 ranks (ofi over tcp;ofi_rxm,
+#      all on the network path: LOOM_TRANSPORTS forces it, so no shm);
+#   3. loom over tcp vs Open MPI's TCP BTL vs Gloo (benchmarks/compare.py), 2 and 4 ranks;
+#   4. loom over ofi (tcp;ofi_rxm) vs the same baselines.
+# Usage: benchmarks/measure/issue5.sh [BUILD_DIR]   (default build/; needs loom-perf, loomrun and
+# the baselines built: scripts/build.sh -DLOOM_BUILD_BENCHMARKS=ON)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BUILD=${1:-build}
+BIN=$BUILD/bin
+SIZES="-b 8 -e 256M -f 8"
+export LOOM_OFI_PROVIDER="tcp;ofi_rxm"
+
+echo "== 1. loopback ceiling: one TCP stream each way at once, 4 MiB writes, 3 s"
+python3 - <<'PY'
+import socket, threading, time
+def pair():
+    l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(1)
+    c = socket.create_connection(l.getsockname()); s, _ = l.accept()
+    return c, s
+buf = bytearray(4 << 20)
+def send(sock, stop):
+    n = 0
+    while not stop[0]:
+        sock.sendall(buf); n += len(buf)
+    sock.shutdown(socket.SHUT_WR)
+def recv(sock, out):
+    n, view = 0, bytearray(4 << 20)
+    while True:
+        k = sock.recv_into(view)
+        if k == 0: break
+        n += k
+    out.append(n)
+(a1, b1), (a2, b2) = pair(), pair()
+stop, got = [False], []
+ts = [threading.Thread(target=send, args=(a1, stop)), threading.Thread(target=send, args=(b2, stop)),
+      threading.Thread(target=recv, args=(b1, got)), threading.Thread(target=recv, args=(a2, got))]
+t0 = time.time(); [t.start() for t in ts]; time.sleep(3); stop[0] = True; [t.join() for t in ts]
+dt = time.time() - t0
+print(f"per direction: {got[0]/dt/1e9:.2f} and {got[1]/dt/1e9:.2f} GB/s (both at once; Python "
+      f"sockets, a lower bound of the kernel's ceiling)")
+PY
+
+for n in 2 4; do
+  echo
+  echo "== 2. loom-perf allreduce, $n ranks: ofi (tcp;ofi_rxm) vs tcp, same sweep, verified"
+  "$BIN/loomrun" -n $n -- "$BIN/loom-perf" allreduce $SIZES -n 10 -w 3 \
+    --compare-transports ofi,tcp --json "/tmp/issue5-compare-$n.json" | sed 's/^\[0\] //'
+  python3 benchmarks/plot_busbw.py "/tmp/issue5-compare-$n.json" "/tmp/issue5-busbw-$n.svg" || true
+done
+
+echo
+echo "== 3. loom over tcp vs Open MPI TCP BTL vs Gloo (ratios: loom / baseline)"
+python3 benchmarks/compare.py --bin-dir "$BIN" --ranks 2,4 --sizes "$SIZES" --iters 10 \
+  --loom-env "LOOM_TRANSPORTS=tcp" --baselines mpi-tcp,gloo
+
+echo
+echo "== 4. loom over ofi (tcp;ofi_rxm) vs Open MPI TCP BTL vs Gloo"
+python3 benchmarks/compare.py --bin-dir "$BIN" --ranks 2,4 --sizes "$SIZES" --iters 10 \
+  --loom-env "LOOM_TRANSPORTS=ofi LOOM_OFI_FALLBACK=false" --baselines mpi-tcp,gloo
+echo
+echo "plots: /tmp/issue5-busbw-2.svg /tmp/issue5-busbw-4.svg"

@@ -1,0 +1,84 @@
+#include "transports.hpp"
+
+#include <fmt/format.h>
+#include <rdma/fabric.h>
+#include <unistd.h>
+
+#include "core/peer_transports.hpp"
+#include "transports/ofi/ofi_fabric.hpp"
+
+namespace loom::info {
+namespace {
+
+std::string shm_line() {
+  bool ok = ::access("/dev/shm", W_OK) == 0;
+  return fmt::format("  {:<5}{:<13}{}\n", "shm", ok ? "available" : "unavailable",
+                     ok ? "peers on this host; shared-memory slot rings, direct load/store, "
+                          "fused receive-reduce"
+                        : "/dev/shm is not writable");
+}
+
+std::string tcp_line(const config::Config& cfg) {
+  return fmt::format(
+      "  {:<5}{:<13}any peer; {} sockets per peer (LOOM_SOCKETS_PER_PEER), {} B socket buffers, "
+      "host memory\n",
+      "tcp", "available", cfg.get_int("LOOM_SOCKETS_PER_PEER"), cfg.get_size("LOOM_SOCKET_BUFFER"));
+}
+
+std::string mr_modes(std::uint64_t m) {
+  std::string s;
+  auto add = [&](std::uint64_t bit, const char* name) {
+    if ((m & bit) != 0) s += (s.empty() ? "" : "|") + std::string(name);
+  };
+  add(FI_MR_LOCAL, "local");
+  add(FI_MR_VIRT_ADDR, "virt_addr");
+  add(FI_MR_ALLOCATED, "allocated");
+  add(FI_MR_PROV_KEY, "prov_key");
+  add(FI_MR_HMEM, "hmem");
+  return s.empty() ? "none" : s;
+}
+
+std::string ofi_section(const config::Config& cfg) {
+  auto version = fi_version();
+  std::string out;
+  transport::ofi::FabricRequest req;
+  req.provider = cfg.get_string("LOOM_OFI_PROVIDER");
+  auto chosen = transport::ofi::probe_provider(req);
+  if (chosen.is_ok())
+    out += fmt::format("  {:<5}{:<13}libfabric {}.{}; provider {} ({}); any peer; {}\n", "ofi",
+                       "available", FI_MAJOR(version), FI_MINOR(version), chosen->provider,
+                       chosen->provider == "efa" ? "EFA" : "no EFA on this host",
+                       chosen->hmem ? "host and device memory (FI_HMEM)" : "host memory");
+  else
+    out += fmt::format("  {:<5}{:<13}{}\n", "ofi", "unavailable", chosen.status().message());
+  auto providers = transport::ofi::list_providers();
+  out += "\nlibfabric providers with tagged reliable-datagram endpoints (best first):\n";
+  if (providers.empty()) out += "  none\n";
+  for (const auto& p : providers)
+    out += fmt::format("  {:<14}fabric {}, domain {}; mr_mode {}; {}; inject {} B\n", p.provider,
+                       p.fabric, p.domain, mr_modes(p.mr_mode),
+                       p.hmem ? "FI_HMEM (device memory)" : "host memory only", p.inject_size);
+  return out;
+}
+
+}  // namespace
+
+std::string transports_report(const config::Config& config) {
+  std::string out = "Transports on this host:\n";
+  out += shm_line();
+  out += tcp_line(config);
+  out += ofi_section(config);
+  net::SocketAddress any;
+  auto local = net::resolve("127.0.0.1:0");
+  if (local.is_ok()) any = *local;
+  std::string text = config.get_string("LOOM_TRANSPORTS");
+  auto list = detail::effective_transports(0, config, any);
+  out += fmt::format("\nLOOM_TRANSPORTS='{}' -> {}\n", text,
+                     list.is_ok() ? "allow list " + *list : "error: " + list.status().message());
+  out +=
+      "(shm serves peers on the same host; the first other transport in the list that both "
+      "ranks allow serves the rest.)\n";
+  return out;
+}
+
+}  // namespace loom::info

@@ -1,0 +1,58 @@
+// Memory registrations for providers whose mr_mode needs them (FI_MR_LOCAL; FI_MR_HMEM for
+// device memory). Registrations are cached by address range and reused for any buffer inside a
+// cached range; the least recently used one is released when the cache is full. Caveat (as in
+// every user-level registration cache): a buffer freed and reallocated at the same address keeps
+// its old registration; loom's buffers (user buffers during a collective, its scratch) are pinned
+// for the collective's duration, and providers with their own memory monitors (efa) cope.
+#pragma once
+
+#include <rdma/fi_domain.h>
+
+#include <cstdint>
+#include <list>
+#include <string>
+
+#include "common/status.hpp"
+
+namespace loom::transport::ofi {
+
+/// Where a buffer lives: host memory, or a device the provider reaches through FI_HMEM.
+struct MemoryKind {
+  fi_hmem_iface iface = FI_HMEM_SYSTEM;
+  std::uint64_t device = 0;  // CUDA device ordinal etc.
+};
+
+class MrCache {
+ public:
+  MrCache(fid_domain* domain, bool enabled, std::size_t capacity = 64)
+      : domain_(domain), enabled_(enabled), capacity_(capacity) {}
+  ~MrCache();
+  MrCache(const MrCache&) = delete;
+  MrCache& operator=(const MrCache&) = delete;
+
+  [[nodiscard]] bool enabled() const { return enabled_; }
+  /// The descriptor to pass with a buffer (null when registration is off or len is 0).
+  Result<void*> desc(const void* base, std::size_t len, MemoryKind kind = {});
+  [[nodiscard]] std::size_t size() const { return entries_.size(); }
+  [[nodiscard]] std::uint64_t registrations() const { return registrations_; }
+  [[nodiscard]] std::uint64_t hits() const { return hits_; }
+
+ private:
+  struct Entry {
+    std::uintptr_t begin = 0;
+    std::uintptr_t end = 0;
+    fi_hmem_iface iface = FI_HMEM_SYSTEM;
+    fid_mr* mr = nullptr;
+  };
+  Result<fid_mr*> register_range(std::uintptr_t begin, std::uintptr_t end, MemoryKind kind);
+
+  fid_domain* domain_;
+  bool enabled_;
+  std::size_t capacity_;
+  std::list<Entry> entries_;  // most recently used first
+  std::uint64_t registrations_ = 0;
+  std::uint64_t hits_ = 0;
+  std::uint64_t next_key_ = 1;
+};
+
+}  // namespace loom::transport::ofi

@@ -1,0 +1,152 @@
+#include "transports/ofi/ofi_transport.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "log/log.hpp"
+
+namespace loom::transport::ofi {
+namespace {
+
+constexpr std::uint32_t kLivenessMagic = 0x4c4f4c56;  // "LOLV"
+
+struct Hello {
+  std::uint32_t magic = kLivenessMagic;
+  std::int32_t from_rank = -1;
+  std::uint64_t comm_id = 0;
+  std::int32_t to_rank = -1;
+  std::uint32_t reserved = 0;
+};
+
+template <typename T>
+void put(bootstrap::Bytes& out, const T& v) {
+  const auto* p = reinterpret_cast<const std::uint8_t*>(&v);
+  out.insert(out.end(), p, p + sizeof v);
+}
+
+}  // namespace
+
+OfiTransport::OfiTransport(int rank, int nranks, std::uint64_t comm_id,
+                           std::shared_ptr<bootstrap::Store> store)
+    : rank_(rank),
+      nranks_(nranks),
+      comm_id_(comm_id),
+      store_(std::move(store)),
+      conns_(static_cast<std::size_t>(nranks)) {}
+
+OfiTransport::~OfiTransport() = default;
+
+Result<std::unique_ptr<OfiTransport>> OfiTransport::create(int rank, int nranks,
+                                                           std::uint64_t comm_id,
+                                                           std::shared_ptr<bootstrap::Store> store,
+                                                           const OfiOptions& options) {
+  std::unique_ptr<OfiTransport> t(new OfiTransport(rank, nranks, comm_id, std::move(store)));
+  LOOM_ASSIGN_OR_RETURN(t->fabric_, Fabric::open(options.fabric));
+  const ProviderInfo& info = t->fabric_->info();
+  t->mrs_ =
+      std::make_unique<MrCache>(t->fabric_->domain(), info.mr_local || options.force_registration);
+  LOOM_ASSIGN_OR_RETURN(t->listener_, net::listen_on(options.liveness_bind));
+  LOOM_ASSIGN_OR_RETURN(t->liveness_address_, net::bound_address(t->listener_.get()));
+  LOOM_RETURN_IF_ERROR(t->publish());
+  LOOM_LOG_INFO(Net, "rank {}: ofi endpoint up: {}{}", rank, info.describe(),
+                t->mrs_->enabled() ? " (registering buffers)" : "");
+  return t;
+}
+
+std::string OfiTransport::key(int rank) const {
+  return fmt::format("loom/{:016x}/ofi/{}", comm_id_, rank);
+}
+
+// Card: [u32 provider length][provider][SocketAddress][endpoint name].
+Status OfiTransport::publish() {
+  bootstrap::Bytes card;
+  const std::string& prov = fabric_->info().provider;
+  put(card, static_cast<std::uint32_t>(prov.size()));
+  card.insert(card.end(), prov.begin(), prov.end());
+  put(card, liveness_address_);
+  card.insert(card.end(), fabric_->name().begin(), fabric_->name().end());
+  return store_->set(key(rank_), card);
+}
+
+Result<OfiTransport::Card> OfiTransport::card_of(int peer, Deadline deadline) {
+  LOOM_ASSIGN_OR_RETURN(bootstrap::Bytes b, store_->get(key(peer), deadline));
+  Card c;
+  std::uint32_t plen = 0;
+  if (b.size() < sizeof plen) return make_error(ErrorCode::Internal, "short ofi card");
+  std::memcpy(&plen, b.data(), sizeof plen);
+  if (b.size() < sizeof plen + plen + sizeof(net::SocketAddress))
+    return make_error(ErrorCode::Internal, "rank {}: short ofi card from rank {}", rank_, peer);
+  const auto* p = b.data() + sizeof plen;
+  c.provider.assign(reinterpret_cast<const char*>(p), plen);
+  std::memcpy(&c.liveness, p + plen, sizeof c.liveness);
+  c.name.assign(p + plen + sizeof c.liveness, p + (b.size() - sizeof plen));
+  if (c.provider != fabric_->info().provider)
+    return make_error(ErrorCode::InvalidUsage,
+                      "rank {} uses libfabric provider '{}' but rank {} uses '{}': set the same "
+                      "LOOM_OFI_PROVIDER on every rank",
+                      rank_, fabric_->info().provider, peer, c.provider);
+  return c;
+}
+
+Connection* OfiTransport::get(int peer) const {
+  return conns_[static_cast<std::size_t>(peer)].get();
+}
+
+Status OfiTransport::ensure(const std::vector<int>& peers, Deadline deadline) {
+  std::vector<int> sorted = peers;
+  std::sort(sorted.begin(), sorted.end());
+  for (int p : sorted)
+    if (p > rank_ && !get(p)) LOOM_RETURN_IF_ERROR(connect_to(p, deadline));
+  for (int p : sorted)
+    if (p < rank_ && !get(p)) LOOM_RETURN_IF_ERROR(accept_from(p, deadline));
+  return Status::ok();
+}
+
+Status OfiTransport::connect_to(int peer, Deadline deadline) {
+  LOOM_ASSIGN_OR_RETURN(Card card, card_of(peer, deadline));
+  auto fd = net::connect_with_retry(card.liveness, deadline);
+  if (!fd.is_ok())
+    return fd.status().with_context(fmt::format("rank {}: ofi liveness connection to rank {} at {}",
+                                                rank_, peer, card.liveness.to_string()));
+  Hello h;
+  h.from_rank = rank_;
+  h.comm_id = comm_id_;
+  h.to_rank = peer;
+  LOOM_RETURN_IF_ERROR(net::send_all(fd->get(), &h, sizeof h, deadline,
+                                     fmt::format("rank {}: ofi hello to rank {}", rank_, peer)));
+  return add_connection(peer, card, std::move(fd).value());
+}
+
+Status OfiTransport::accept_from(int peer, Deadline deadline) {
+  LOOM_ASSIGN_OR_RETURN(Card card, card_of(peer, deadline));
+  while (accepted_.find(peer) == accepted_.end()) {
+    auto fd = net::accept_until(listener_.get(), deadline);
+    if (!fd.is_ok())
+      return fd.status().with_context(
+          fmt::format("rank {}: waiting for rank {}'s ofi liveness connection", rank_, peer));
+    Hello h;
+    Deadline hello_deadline = deadline.earliest(Deadline::after(std::chrono::seconds(10)));
+    Status st = net::recv_all(fd->get(), &h, sizeof h, hello_deadline, "ofi hello");
+    if (!st.is_ok() || h.magic != kLivenessMagic || h.comm_id != comm_id_ || h.to_rank != rank_ ||
+        h.from_rank < 0 || h.from_rank >= rank_) {
+      LOOM_LOG_WARN(Net, "rank {}: dropped an invalid ofi liveness connection", rank_);
+      continue;
+    }
+    accepted_[h.from_rank] = std::move(fd).value();
+  }
+  net::Fd fd = std::move(accepted_[peer]);
+  accepted_.erase(peer);
+  return add_connection(peer, card, std::move(fd));
+}
+
+Status OfiTransport::add_connection(int peer, const Card& card, net::Fd liveness) {
+  LOOM_RETURN_IF_ERROR(net::set_nonblocking(liveness.get(), true));
+  LOOM_ASSIGN_OR_RETURN(fi_addr_t addr, fabric_->insert(card.name));
+  LOOM_LOG_INFO(Net, "rank {}: connected to rank {} over ofi ({})", rank_, peer,
+                fabric_->info().describe());
+  conns_[static_cast<std::size_t>(peer)] = std::make_unique<OfiConnection>(
+      rank_, peer, comm_id_, *fabric_, *mrs_, addr, std::move(liveness));
+  return Status::ok();
+}
+
+}  // namespace loom::transport::ofi

@@ -1,0 +1,68 @@
+// Sets up OfiConnections: one libfabric endpoint per rank (see Fabric), whose address each rank
+// publishes in the bootstrap store together with its provider and a TCP liveness address. A
+// connection to a peer inserts the peer's address into the address vector and opens the
+// liveness socket (the lower rank accepts, the higher connects, as in the tcp transport).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "bootstrap/store.hpp"
+#include "common/socket.hpp"
+#include "transports/ofi/mr_cache.hpp"
+#include "transports/ofi/ofi_connection.hpp"
+#include "transports/ofi/ofi_fabric.hpp"
+
+namespace loom::transport::ofi {
+
+struct OfiOptions {
+  FabricRequest fabric;
+  net::SocketAddress liveness_bind;  // where the liveness listener binds (port 0: ephemeral)
+  bool force_registration = false;   // register buffers even when mr_mode does not ask (tests)
+};
+
+class OfiTransport {
+ public:
+  /// Opens the endpoint and publishes this rank's card under the communicator's prefix.
+  static Result<std::unique_ptr<OfiTransport>> create(int rank, int nranks, std::uint64_t comm_id,
+                                                      std::shared_ptr<bootstrap::Store> store,
+                                                      const OfiOptions& options);
+  ~OfiTransport();
+  OfiTransport(const OfiTransport&) = delete;
+  OfiTransport& operator=(const OfiTransport&) = delete;
+
+  [[nodiscard]] const ProviderInfo& provider() const { return fabric_->info(); }
+  [[nodiscard]] const MrCache& registrations() const { return *mrs_; }
+  /// Connections to `peers`, establishing missing ones.
+  Status ensure(const std::vector<int>& peers, Deadline deadline);
+  [[nodiscard]] Connection* get(int peer) const;
+
+ private:
+  OfiTransport(int rank, int nranks, std::uint64_t comm_id,
+               std::shared_ptr<bootstrap::Store> store);
+  struct Card {
+    std::string provider;
+    net::SocketAddress liveness;
+    std::vector<std::uint8_t> name;
+  };
+  Status publish();
+  Result<Card> card_of(int peer, Deadline deadline);
+  Status connect_to(int peer, Deadline deadline);
+  Status accept_from(int peer, Deadline deadline);
+  Status add_connection(int peer, const Card& card, net::Fd liveness);
+  [[nodiscard]] std::string key(int rank) const;
+
+  int rank_;
+  int nranks_;
+  std::uint64_t comm_id_;
+  std::shared_ptr<bootstrap::Store> store_;
+  std::vector<std::unique_ptr<OfiConnection>> conns_;  // destroyed last
+  std::unique_ptr<Fabric> fabric_;
+  std::unique_ptr<MrCache> mrs_;  // destroyed before the fabric's domain
+  net::Fd listener_;
+  net::SocketAddress liveness_address_;
+  std::map<int, net::Fd> accepted_;  // liveness sockets by peer, awaiting ensure()
+};
+
+}  // namespace loom::transport::ofi
