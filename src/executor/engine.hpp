@@ -3,8 +3,10 @@
 // by a caller that is waiting for one of them.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -37,6 +39,9 @@ namespace loom::exec {
 struct EngineOptions {
   std::chrono::microseconds spin{50};
   std::string name = "loom";  // for thread names and errors ("rank 3")
+  /// Called (under the engine's lock: must not block or call back) when the first operation
+  /// fails, with its status.
+  std::function<void(const Status&)> on_failure;
 };
 
 /// The queue and the driving protocol, shared with Work handles (which may outlive the Engine).
@@ -60,6 +65,10 @@ class EngineCore {
   }
   /// Fails every queued operation that has not completed (used at destruction).
   void fail_all(const Status& why);
+  /// Fails the running operation (within one poll interval, 100 ms) and every later one with
+  /// `why`, then waits (up to `grace`) until no thread drives. Thread-safe; non-blocking callers
+  /// pass a zero grace.
+  void abort(const Status& why, Clock::duration grace);
 
  private:
   using Lock = std::unique_lock<std::mutex>;
@@ -78,6 +87,8 @@ class EngineCore {
   bool driving_ = false;
   bool stop_ = false;
   Status failure_;
+  std::atomic<bool> aborted_{false};
+  Status abort_status_;  // written once before aborted_ is set
 };
 
 class Engine {
@@ -93,6 +104,8 @@ class Engine {
   [[nodiscard]] Status failure() const;
   /// Waits for every queued operation (each bounded by its own deadline).
   void drain();
+  /// See EngineCore::abort.
+  void abort(const Status& why, Clock::duration grace) { core_->abort(why, grace); }
 
  private:
   std::shared_ptr<EngineCore> core_;
