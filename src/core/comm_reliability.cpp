@@ -52,10 +52,10 @@ Status CommImpl::start_monitor(const JobLayout& layout, Deadline deadline) {
   const std::string prefix = fmt::format("loom/{:016x}/", comm_id_);
   std::string card = identity_card();
   LOOM_ASSIGN_OR_RETURN(
-      auto cards, bootstrap::store_allgather(
-                      *store_, prefix + "who", rank_, nranks_,
-                      std::span(reinterpret_cast<const std::uint8_t*>(card.data()), card.size()),
-                      deadline));
+      auto cards,
+      bootstrap::store_allgather(
+          *store_, prefix + "who", rank_, nranks_,
+          std::span(reinterpret_cast<const std::uint8_t*>(card.data()), card.size()), deadline));
   std::vector<RankIdentity> ids;
   for (int r = 0; r < nranks_; ++r) {
     auto i = static_cast<std::size_t>(r);
@@ -120,9 +120,9 @@ std::vector<int> CommImpl::failed_ranks() const {
 
 std::string CommImpl::status() const {
   RankProgress p = progress();
-  std::string out = fmt::format(
-      "rank {} of {} (communicator {:016x}): last submitted #{}, last completed #{}", rank_,
-      nranks_, comm_id_, p.submitted, p.completed);
+  std::string out =
+      fmt::format("rank {} of {} (communicator {:016x}): last submitted #{}, last completed #{}",
+                  rank_, nranks_, comm_id_, p.submitted, p.completed);
   if (p.current_seq >= 0) out += fmt::format("; in progress: {}", p.current);
   Status err = async_error();
   if (!err.is_ok()) out += fmt::format("; failed: {}: {}", to_string(err.code()), err.message());
@@ -189,8 +189,8 @@ Result<std::unique_ptr<CommImpl>> CommImpl::shrink(const std::vector<int>& exclu
   // Ranks that disagree on `excluded` derive different ids and time out instead of mixing.
   std::uint64_t id = mix(mix(comm_id_, gen), 0x7);
   for (int r : out) id = mix(id, static_cast<std::uint64_t>(r));
-  int new_rank = rank_ - static_cast<int>(std::lower_bound(out.begin(), out.end(), rank_) -
-                                          out.begin());
+  int new_rank =
+      rank_ - static_cast<int>(std::lower_bound(out.begin(), out.end(), rank_) - out.begin());
   LOOM_LOG_INFO(Init, "rank {}: shrink without ranks {} -> rank {} of {}", rank_,
                 format_rank_ranges(out), new_rank, nranks_ - static_cast<int>(out.size()));
   return derive(id, new_rank, nranks_ - static_cast<int>(out.size()));

@@ -12,8 +12,8 @@ namespace {
 
 using std::chrono::milliseconds;
 
-constexpr milliseconds kPollInterval{50};   // store wait per loop; bounds detection latency
-constexpr milliseconds kReportWait{2000};   // how long a hang report waits for answers
+constexpr milliseconds kPollInterval{50};  // store wait per loop; bounds detection latency
+constexpr milliseconds kReportWait{2000};  // how long a hang report waits for answers
 
 std::string_view as_text(const bootstrap::Bytes& b) {
   return {reinterpret_cast<const char*>(b.data()), b.size()};
@@ -51,7 +51,9 @@ FailureMonitor::FailureMonitor(std::shared_ptr<bootstrap::Store> store, std::str
   thread_ = std::thread([this] { loop(); });
 }
 
-FailureMonitor::~FailureMonitor() { stop(); }
+FailureMonitor::~FailureMonitor() {
+  stop();
+}
 
 void FailureMonitor::stop() {
   {
@@ -76,13 +78,24 @@ bool FailureMonitor::stopping() const {
   return stop_now_;
 }
 
-void FailureMonitor::local_failure(const Status& why) {
+Status FailureMonitor::local_failure(const Status& why) {
+  Status st = why;
+  bool peer_failed = why.code() == ErrorCode::PeerFailed && why.peer() >= 0 &&
+                     why.peer() < nranks_ && why.peer() != rank_;
+  if (peer_failed && why.message().find("(host ") == std::string::npos) {
+    const RankIdentity& id = ranks_[static_cast<std::size_t>(why.peer())];
+    st = Status(why.code(), fmt::format("{} [rank {} runs on host {}, pid {}]", why.message(),
+                                        why.peer(), id.host, id.pid))
+             .with_peer(why.peer());
+  }
   {
     std::lock_guard lk(mu_);
-    if (stop_) return;
-    queue_.push_back(why);
+    if (peer_failed) failed_.insert(why.peer());  // visible before the operation completes
+    if (stop_) return st;
+    queue_.push_back(st);
   }
   cv_.notify_all();
+  return st;
 }
 
 std::vector<int> FailureMonitor::failed_ranks() const {
@@ -131,8 +144,8 @@ void FailureMonitor::loop() {
 void FailureMonitor::poll_store() {
   milliseconds wait = kPollInterval;
   for (;;) {
-    auto got = store_->get(prefix_ + "failure/" + std::to_string(next_record_),
-                           Deadline::after(wait));
+    auto got =
+        store_->get(prefix_ + "failure/" + std::to_string(next_record_), Deadline::after(wait));
     if (!got.is_ok()) {
       if (got.status().code() != ErrorCode::Timeout) {
         store_broken_ = true;
@@ -175,13 +188,13 @@ void FailureMonitor::apply(const FailureRecord& r) {
       st = make_error(ErrorCode::Mismatch, "rank {}: mismatched collective calls ({}): {}", rank_,
                       by, r.message);
     else if (r.rank == rank_)
-      st = make_error(ErrorCode::PeerFailed,
-                      "rank {}: rank {} lost its connection to this rank: {}", rank_, r.reporter,
-                      r.message);
+      st =
+          make_error(ErrorCode::PeerFailed, "rank {}: rank {} lost its connection to this rank: {}",
+                     rank_, r.reporter, r.message);
     else
       st = make_error(ErrorCode::PeerFailed, "rank {}: peer {} failed ({}; {})", rank_,
                       identify(r.rank), r.message, by);
-    st = st.with_peer(r.rank == rank_ ? r.reporter : r.rank);
+    if (r.rank != rank_) st = st.with_peer(r.rank);
     first_ = st;
   }
   LOOM_LOG_ERROR(Coll, "{}", st.message());
@@ -229,8 +242,8 @@ void FailureMonitor::answer_status_requests() {
                            Deadline::after(milliseconds(0)));
     if (!got.is_ok()) return;
     RankProgress p = hooks_.progress();
-    (void)store_->set(
-        fmt::format("{}status/{}/{}", prefix_, next_request_, rank_), as_bytes(encode_progress(p)));
+    (void)store_->set(fmt::format("{}status/{}/{}", prefix_, next_request_, rank_),
+                      as_bytes(encode_progress(p)));
     std::string asker(as_text(*got));
     if (asker != std::to_string(rank_))
       LOOM_LOG_WARN(Coll,

@@ -37,8 +37,8 @@ struct RankIdentity {
 
 /// One rank's answer to a status request.
 struct RankProgress {
-  std::int64_t submitted = -1;  // last submitted sequence number (-1: none)
-  std::int64_t completed = -1;  // last completed sequence number (-1: none)
+  std::int64_t submitted = -1;    // last submitted sequence number (-1: none)
+  std::int64_t completed = -1;    // last completed sequence number (-1: none)
   std::int64_t current_seq = -1;  // the oldest unfinished operation (-1: idle)
   std::string current;            // its description
 };
@@ -80,8 +80,8 @@ class FailureMonitor {
 
   /// An operation of this rank failed with `why` (called from the engine, under its lock: only
   /// queues). PeerFailed/Mismatch naming a peer are posted for the other ranks; a Timeout starts
-  /// hang attribution.
-  void local_failure(const Status& why);
+  /// hang attribution. Returns `why`, naming the failed peer's host and pid.
+  Status local_failure(const Status& why);
   /// Finishes queued work (a hang report: bounded by 2 s), then stops the thread.
   void stop();
   /// Stops at once, dropping queued work (abort()).

@@ -29,8 +29,7 @@ std::string clip(std::string_view s) {
 }  // namespace
 
 std::string encode_failure(const FailureRecord& r) {
-  return fmt::format("{} {} {}\n{}", static_cast<int>(r.code), r.rank, r.reporter,
-                     clip(r.message));
+  return fmt::format("{} {} {}\n{}", static_cast<int>(r.code), r.rank, r.reporter, clip(r.message));
 }
 
 std::optional<FailureRecord> decode_failure(std::string_view text, int nranks) {
@@ -59,8 +58,7 @@ std::string format_rank_ranges(const std::vector<int>& ranks) {
     std::size_t j = i;
     while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
     if (!out.empty()) out += ",";
-    out += j == i ? std::to_string(ranks[i])
-                  : fmt::format("{}-{}", ranks[i], ranks[j]);
+    out += j == i ? std::to_string(ranks[i]) : fmt::format("{}-{}", ranks[i], ranks[j]);
     i = j + 1;
   }
   return out;

@@ -196,8 +196,8 @@ void EngineCore::finish(OpState& op, Status status) {
   if (!status.is_ok()) {
     LOOM_LOG_ERROR(Exec, "{}", status.message());
     if (failure_.is_ok()) {
+      if (options_.on_failure) status = options_.on_failure(status);
       failure_ = status;
-      if (options_.on_failure) options_.on_failure(status);
     }
   }
   op.status = std::move(status);

@@ -40,8 +40,8 @@ struct EngineOptions {
   std::chrono::microseconds spin{50};
   std::string name = "loom";  // for thread names and errors ("rank 3")
   /// Called (under the engine's lock: must not block or call back) when the first operation
-  /// fails, with its status.
-  std::function<void(const Status&)> on_failure;
+  /// fails, with its status; returns the status to record (e.g. with more context).
+  std::function<Status(const Status&)> on_failure;
 };
 
 /// The queue and the driving protocol, shared with Work handles (which may outlive the Engine).
