@@ -81,7 +81,10 @@ CommImpl::~CommImpl() {
   // Drain first (a peer's failure, reported by the monitor, still fails what hangs), then stop
   // the monitor (it finishes a pending hang report), then the engine.
   if (engine_) engine_->drain();
-  if (monitor_) monitor_->stop();
+  if (monitor_ && !aborted_.load()) {
+    monitor_->mark_left();
+    monitor_->stop();
+  }
   engine_.reset();
 }
 

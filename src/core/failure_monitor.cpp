@@ -64,6 +64,11 @@ void FailureMonitor::stop() {
   if (thread_.joinable()) thread_.join();
 }
 
+void FailureMonitor::mark_left() {
+  const std::uint8_t one[] = {'1'};
+  (void)store_->set(prefix_ + "left/" + std::to_string(rank_), one);
+}
+
 void FailureMonitor::stop_now() {
   {
     std::lock_guard lk(mu_);
@@ -169,6 +174,10 @@ void FailureMonitor::check_local_peers() {
   for (auto& w : watched_) {
     if (w->reported || w->process.alive()) continue;
     w->reported = true;
+    if (!store_broken_ &&
+        store_->get(prefix_ + "left/" + std::to_string(w->rank), Deadline::after(milliseconds(0)))
+            .is_ok())
+      continue;  // destroyed its communicator, then exited: not a failure
     FailureRecord r{ErrorCode::PeerFailed, w->rank, rank_,
                     fmt::format("process {} exited", w->process.pid())};
     apply(r);
