@@ -9,6 +9,7 @@ packages=(
   libhwloc-dev libfabric-dev libfabric-bin nlohmann-json3-dev
   openmpi-bin libopenmpi-dev libgloo-dev
   procps iproute2 python3
+  libssl-dev clang
 )
 
 missing=()

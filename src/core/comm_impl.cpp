@@ -60,6 +60,7 @@ Result<std::unique_ptr<CommImpl>> CommImpl::create(CommSetup setup) {
   for (const auto& name : setup.config.unknown_variables())
     LOOM_LOG_WARN(Config, "ignoring unknown setting {} (run loom-info for the list)", name);
   LOOM_ASSIGN_OR_RETURN(CommSettings settings, CommSettings::from(setup.config));
+  settings.tcp.secret = setup.secret;
   LOOM_ASSIGN_OR_RETURN(auto tcp, transport::tcp::TcpTransport::listen(
                                       setup.rank, setup.nranks, setup.comm_id,
                                       setup.bind_address, settings.tcp));

@@ -49,6 +49,7 @@ struct CommSetup {
   std::shared_ptr<bootstrap::TcpStoreServer> server;  // rank 0 may own the rendezvous server
   net::SocketAddress bind_address;                    // where this rank's transport listens
   config::Config config;
+  crypto::Secret secret{};  // the job's secret: every data connection proves knowledge of it
 };
 
 struct JobLayout;

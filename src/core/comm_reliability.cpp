@@ -139,7 +139,8 @@ Result<std::unique_ptr<CommImpl>> CommImpl::derive(std::uint64_t comm_id, int ne
                                                    int new_size) {
   net::SocketAddress bind = data_address_;
   bind.set_port(0);
-  CommSetup setup{new_rank, new_size, comm_id, store_, server_, bind, config_};
+  CommSetup setup{new_rank, new_size, comm_id, store_,
+                  server_,  bind,     config_, settings_.tcp.secret};
   return CommImpl::create(std::move(setup));
 }
 

@@ -9,6 +9,7 @@
 
 #include "comm_harness.hpp"
 #include "core/failure_monitor.hpp"
+#include "transports/tcp/tcp_transport.hpp"
 
 using namespace loom;
 using Catch::Matchers::Contains;
@@ -200,4 +201,58 @@ TEST_CASE("reliability: a timeout logs a report naming the rank that stopped cal
                                Contains("rank 2 last completed #0 (host "));
       },
       {{"LOOM_TIMEOUT", "1s"}});
+}
+
+TEST_CASE("reliability: a tcp connection with the wrong secret is dropped, the job goes on",
+          "[reliability]") {
+  namespace tcp = loom::transport::tcp;
+  auto bind = net::resolve("127.0.0.1");
+  REQUIRE(bind.is_ok());
+  tcp::TcpOptions good;
+  good.sockets_per_peer = 1;
+  good.secret[3] = 7;
+  tcp::TcpOptions bad = good;
+  bad.secret[3] = 8;
+  constexpr std::uint64_t kComm = 0xfeed;
+  auto r0 = tcp::TcpTransport::listen(0, 2, kComm, *bind, good);
+  auto r1 = tcp::TcpTransport::listen(1, 2, kComm, *bind, good);
+  auto intruder = tcp::TcpTransport::listen(0, 2, kComm, *bind, bad);
+  REQUIRE((r0.is_ok() && r1.is_ok() && intruder.is_ok()));
+  std::vector<net::SocketAddress> addrs{r0.value()->address(), r1.value()->address()};
+  for (auto* t : {&r0, &r1, &intruder}) t->value()->set_peer_addresses(addrs);
+  // Rank 1 accepts; the intruder connects first (it cannot tell it was refused: the acceptor
+  // just closes), then the real rank 0.
+  Status accepted;
+  std::thread t1([&] { accepted = r1.value()->ensure({0}, Deadline::after(milliseconds(20000))); });
+  Status in = intruder.value()->ensure({1}, Deadline::after(milliseconds(10000)));
+  CHECK(in.is_ok());
+  Status connected = r0.value()->ensure({1}, Deadline::after(milliseconds(20000)));
+  t1.join();
+  REQUIRE(connected.is_ok());
+  INFO(accepted.message());
+  REQUIRE(accepted.is_ok());
+  // The accepted connection is rank 0's: a message goes through.
+  std::vector<std::uint8_t> src(1000, 5), dst(1000, 0);
+  transport::Tag tag{};
+  auto* c0 = r0.value()->get(1);
+  auto* c1 = r1.value()->get(0);
+  auto rq = c1->irecv({dst.data(), dst.size()}, 0, dst.size(), tag);
+  auto sq = c0->isend({src.data(), src.size()}, 0, src.size(), tag);
+  REQUIRE((rq.is_ok() && sq.is_ok()));
+  bool rdone = false, sdone = false;
+  auto until = Clock::now() + milliseconds(10000);
+  while (!(rdone && sdone) && Clock::now() < until) {
+    if (!sdone) {
+      auto r = c0->test(*sq);
+      REQUIRE(r.is_ok());
+      sdone = *r;
+    }
+    if (!rdone) {
+      auto r = c1->test(*rq);
+      REQUIRE(r.is_ok());
+      rdone = *r;
+    }
+  }
+  REQUIRE(rdone);
+  CHECK(dst == src);
 }

@@ -10,7 +10,7 @@ namespace loom::transport::tcp {
 
 inline constexpr std::uint32_t kDataMagic = 0x4c4f4f4d;   // "LOOM"
 inline constexpr std::uint32_t kHelloMagic = 0x4c4d4849;  // "LMHI"
-inline constexpr std::uint16_t kWireVersion = 1;
+inline constexpr std::uint16_t kWireVersion = 2;  // 2: authenticated hello
 
 /// Precedes every message on a data socket.
 struct MessageHeader {
@@ -23,6 +23,12 @@ struct MessageHeader {
 };
 static_assert(sizeof(Tag) == 32);
 static_assert(sizeof(MessageHeader) == 56);
+
+/// Connection setup: the accepting side sends a random challenge (crypto::Nonce, 16 bytes); the
+/// connecting side answers with a Hello followed by crypto::prove(secret, kHelloDomain, nonce,
+/// hello bytes) (32 bytes). The acceptor checks the proof before it trusts any field of the hello
+/// or reads anything else; a connection that fails is dropped and logged.
+inline constexpr const char* kHelloDomain = "loom-tcp-hello-v2";
 
 /// First bytes on every new data socket, from the connecting side.
 struct Hello {
