@@ -114,7 +114,7 @@ class CommImpl {
   net::SocketAddress data_address_;  // this rank's tcp listener (derived comms bind its host)
   std::uint64_t derived_ = 0;        // split/shrink calls so far
   std::unique_ptr<FailureMonitor> monitor_;  // outlives the engine (which reports to it)
-  std::unique_ptr<exec::Engine> engine_;  // last: destroyed first, after draining its queue
+  std::unique_ptr<exec::Engine> engine_;     // last: destroyed first, after draining its queue
 };
 
 }  // namespace loom::detail

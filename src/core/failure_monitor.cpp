@@ -12,8 +12,8 @@ namespace {
 
 using std::chrono::milliseconds;
 
-constexpr milliseconds kPollInterval{50};  // store wait per loop; bounds detection latency
-constexpr milliseconds kReportWait{2000};  // how long a hang report waits for answers
+constexpr milliseconds kPollInterval{100};  // store wait per loop (records wake it at once)
+constexpr milliseconds kReportWait{2000};   // how long a hang report waits for answers
 
 std::string_view as_text(const bootstrap::Bytes& b) {
   return {reinterpret_cast<const char*>(b.data()), b.size()};
