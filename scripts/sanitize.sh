@@ -45,7 +45,7 @@ tsan() {
     -DLOOM_BUILD_TESTS=ON -DLOOM_BUILD_BENCHMARKS=OFF -DLOOM_WERROR=ON >/dev/null
   cmake --build build-tsan --target loom-tests --parallel "$(nproc)"
   # The threaded tests; process tests (fork/exec of tools) are ASan's.
-  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+  TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/scripts/tsan.supp" \
     run_suite build-tsan '^(errors|reliability|bootstrap|collectives|conformance: (caps|messages|a blocked|many|tag|a peer))'
 }
 
