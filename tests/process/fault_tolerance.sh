@@ -8,7 +8,7 @@ set -u
 BIN=${1:?usage: fault_tolerance.sh BIN_DIR}
 EX=$BIN/loom-example-shrink
 for tool in timeout python3; do
-  command -v "$tool" >/dev/null || { echo "SKIP: needs $tool"; exit 0; }
+  command -v "$tool" >/dev/null || { echo "FAIL: this test needs $tool (scripts/install-deps.sh)" >&2; exit 1; }
 done
 [[ -x $EX ]] || { echo "FAIL: $EX is missing" >&2; exit 1; }
 TMP=$(mktemp -d)
