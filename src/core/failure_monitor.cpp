@@ -275,12 +275,22 @@ void FailureMonitor::attribute_hang(const Status& why) {
     if (n.is_ok() &&
         store_->set(fmt::format("{}status/req/{}", prefix_, *n), as_bytes(std::to_string(rank_)))
             .is_ok()) {
+      // Poll for the answers, answering other ranks' requests meanwhile: ranks that time out
+      // together each wait for the others' answers.
       Deadline until = Deadline::after(kReportWait);
-      for (int r = 0; r < nranks_ && !stopping(); ++r) {
-        if (r == rank_) continue;
-        auto got = store_->get(fmt::format("{}status/{}/{}", prefix_, *n, r),
-                               until.expired() ? Deadline::after(milliseconds(0)) : until);
-        if (got.is_ok()) answers[static_cast<std::size_t>(r)] = decode_progress(as_text(*got));
+      int missing = nranks_ - 1;
+      while (missing > 0 && !until.expired() && !stopping()) {
+        answer_status_requests();
+        for (int r = 0; r < nranks_; ++r) {
+          auto i = static_cast<std::size_t>(r);
+          if (r == rank_ || answers[i]) continue;
+          auto got = store_->get(fmt::format("{}status/{}/{}", prefix_, *n, r),
+                                 Deadline::after(milliseconds(5)));
+          if (!got.is_ok()) continue;
+          answers[i] = decode_progress(as_text(*got));
+          if (!answers[i]) answers[i] = RankProgress{};  // garbage: count as answered
+          --missing;
+        }
       }
     }
   }
