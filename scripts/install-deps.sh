@@ -9,6 +9,7 @@ packages=(
   libhwloc-dev libfabric-dev libfabric-bin nlohmann-json3-dev
   openmpi-bin libopenmpi-dev libgloo-dev
   procps iproute2 python3 python3-pip
+  libssl-dev clang
 )
 
 # With the CUDA toolkit present, CI asserts the fat binary with cuobjdump, which the toolkit

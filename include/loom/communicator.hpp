@@ -3,8 +3,10 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "loom/error.hpp"
 #include "loom/options.hpp"
@@ -95,6 +97,32 @@ class Communicator {
     check_span_sizes(recv.size(), send.size(), size(), "reduce_scatter");
     return reduce_scatter(send.data(), recv.data(), recv.size(), dtype_of_v<T>, op, opts);
   }
+
+  // Reliability (docs/reliability.md).
+
+  /// Fails every pending operation with ErrorCode::Aborted and releases the communicator's
+  /// threads, sockets and shared memory; returns within 1 s even with operations in flight.
+  /// Safe to call from another thread than the one issuing collectives. Later calls fail with
+  /// Aborted; the object must still be destroyed (or moved from).
+  void abort();
+  /// The first failure of this communicator (one of its operations', or a peer's reported out
+  /// of band), without blocking; nullopt while it is healthy.
+  [[nodiscard]] std::optional<Error> async_error() const;
+  /// Ranks known to have failed (detected here or reported by another rank), ascending.
+  [[nodiscard]] std::vector<int> failed_ranks() const;
+  /// One line for humans: last submitted and completed operation, failure, failed ranks and
+  /// the last timeout report (which names the ranks that lagged behind).
+  [[nodiscard]] std::string status() const;
+  /// Collective over every rank: ranks passing the same `color` form a new communicator,
+  /// ranked by (`key`, old rank). A negative color joins none (returns an empty communicator).
+  Communicator split(int color, int key);
+  /// Collective over the ranks not in `excluded`: a new communicator of the others (ranked in
+  /// their old order), built without restarting processes; works after a failure. The
+  /// rendezvous store must survive: the process hosting it (rank 0 under loomrun) must not be
+  /// excluded.
+  Communicator shrink(const std::vector<int>& excluded);
+  /// False for an empty communicator (moved from, or from split with a negative color).
+  [[nodiscard]] bool valid() const noexcept { return impl_ != nullptr; }
 
  private:
   friend Communicator detail::wrap_communicator(std::unique_ptr<detail::CommImpl> impl);

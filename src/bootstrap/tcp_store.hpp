@@ -8,16 +8,20 @@
 #include <memory>
 
 #include "bootstrap/store.hpp"
+#include "common/crypto.hpp"
 #include "common/socket.hpp"
 
 namespace loom::bootstrap {
 
 /// Serves a store on a listening socket from a background thread until destroyed.
-/// Clients must present `comm_id` in their hello; others are dropped (and logged).
+/// Clients must present `comm_id` in their hello and prove knowledge of `secret` (HMAC-SHA256
+/// over the server's random challenge); others are dropped (and logged) before any request is
+/// read.
 class TcpStoreServer {
  public:
   static Result<std::unique_ptr<TcpStoreServer>> start(const net::SocketAddress& bind_addr,
-                                                       std::uint64_t comm_id);
+                                                       std::uint64_t comm_id,
+                                                       const crypto::Secret& secret = {});
   ~TcpStoreServer();  // stops the thread, closes every socket
   TcpStoreServer(const TcpStoreServer&) = delete;
   TcpStoreServer& operator=(const TcpStoreServer&) = delete;
@@ -44,7 +48,8 @@ class TcpStoreClient final : public Store {
   /// Connects (retrying until `deadline`, so ranks may start before the server) and says hello.
   static Result<std::unique_ptr<TcpStoreClient>> connect(const net::SocketAddress& server,
                                                          std::uint64_t comm_id, int rank,
-                                                         Deadline deadline);
+                                                         Deadline deadline,
+                                                         const crypto::Secret& secret = {});
   ~TcpStoreClient() override;
   Status set(const std::string& key, std::span<const std::uint8_t> value) override;
   Result<Bytes> get(const std::string& key, Deadline deadline) override;

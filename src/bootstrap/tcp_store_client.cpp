@@ -61,6 +61,7 @@ struct TcpStoreClient::Impl {
   std::string server_name;
   std::uint64_t comm_id = 0;
   int rank = 0;
+  crypto::Secret secret{};
   std::mutex mu;
   net::Fd fd;     // invalid after an out-of-sync timeout: the next call reconnects
   Status broken;  // the server closed the connection: every later call fails with this
@@ -86,9 +87,21 @@ Status TcpStoreClient::Impl::handshake(Deadline deadline) {
   auto connected = net::connect_with_retry(server, deadline);
   if (!connected.is_ok()) return connected.status().with_context(ctx);
   net::Fd sock = std::move(connected).value();
-  auto hello = wire::encode_hello({.comm_id = comm_id, .rank = rank});
+  std::array<std::uint8_t, wire::kChallengeBytes> challenge{};
+  Status s = net::recv_all(sock.get(), challenge.data(), challenge.size(), deadline, "challenge");
+  if (s.is_ok() && (wire::get_u32(&challenge[0]) != wire::kMagic ||
+                    wire::get_u16(&challenge[4]) != wire::kVersion))
+    return make_error(ErrorCode::InvalidUsage,
+                      "{} is not a loom rendezvous server of this version (bad challenge)", ctx);
+  crypto::Nonce nonce{};
+  std::copy_n(challenge.begin() + 8, nonce.size(), nonce.begin());
+  auto fields = wire::encode_hello({.comm_id = comm_id, .rank = rank});
+  std::array<std::uint8_t, wire::kHelloBytes> hello{};
+  std::copy(fields.begin(), fields.end(), hello.begin());
+  crypto::Mac proof = crypto::prove(secret, wire::kHelloDomain, nonce, fields);
+  std::copy(proof.begin(), proof.end(), hello.begin() + wire::kHelloFieldBytes);
   std::array<std::uint8_t, wire::kAckBytes> ack{};
-  Status s = net::send_all(sock.get(), hello.data(), hello.size(), deadline, "hello");
+  if (s.is_ok()) s = net::send_all(sock.get(), hello.data(), hello.size(), deadline, "hello");
   if (s.is_ok()) s = net::recv_all(sock.get(), ack.data(), ack.size(), deadline, "hello reply");
   if (s.code() == ErrorCode::PeerFailed) {
     return make_error(ErrorCode::PeerFailed,
@@ -215,12 +228,14 @@ TcpStoreClient::~TcpStoreClient() = default;
 
 Result<std::unique_ptr<TcpStoreClient>> TcpStoreClient::connect(const net::SocketAddress& server,
                                                                 std::uint64_t comm_id, int rank,
-                                                                Deadline deadline) {
+                                                                Deadline deadline,
+                                                                const crypto::Secret& secret) {
   auto impl = std::make_unique<Impl>();
   impl->server = server;
   impl->server_name = server.to_string();
   impl->comm_id = comm_id;
   impl->rank = rank;
+  impl->secret = secret;
   LOOM_RETURN_IF_ERROR(impl->handshake(deadline));
   return std::unique_ptr<TcpStoreClient>(new TcpStoreClient(std::move(impl)));
 }

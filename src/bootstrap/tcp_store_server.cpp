@@ -38,6 +38,7 @@ struct Conn {
   net::Fd fd;
   std::string peer;
   bool hello_done = false;
+  crypto::Nonce nonce{};  // the challenge this client must answer
   int rank = -1;
   bool dead = false;
   std::vector<std::uint8_t> in;
@@ -58,10 +59,12 @@ struct Conn {
 
 class Loop {
  public:
-  Loop(net::Fd listen_fd, net::Fd wake_fd, std::uint64_t comm_id, std::string addr)
+  Loop(net::Fd listen_fd, net::Fd wake_fd, std::uint64_t comm_id, std::string addr,
+       const crypto::Secret& secret)
       : listen_(std::move(listen_fd)),
         wake_(std::move(wake_fd)),
         comm_id_(comm_id),
+        secret_(secret),
         addr_(std::move(addr)) {}
 
   void run();
@@ -94,6 +97,7 @@ class Loop {
   net::Fd listen_;
   net::Fd wake_;
   std::uint64_t comm_id_;
+  crypto::Secret secret_;
   std::string addr_;
   std::uint64_t next_id_ = 1;
   Clock::time_point accept_paused_until_{};
@@ -175,6 +179,9 @@ void Loop::accept_all() {
     c->id = next_id_++;
     c->fd = std::move(fd);
     c->peer = peer.to_string();
+    c->nonce = crypto::make_nonce();
+    auto challenge = wire::encode_challenge(c->nonce);
+    c->out.insert(c->out.end(), challenge.begin(), challenge.end());
     LOOM_LOG_DEBUG(Bootstrap, "rendezvous server at {}: connection from {}", addr_, c->peer);
     conns_.emplace(c->id, std::move(c));
   }
@@ -260,8 +267,16 @@ void Loop::process_input(Conn& c) {
 
 // Returns false when the client was dropped.
 bool Loop::handle_hello(Conn& c) {
-  const wire::Hello h = wire::decode_hello(c.in.data() + c.in_pos);
+  const std::uint8_t* raw = c.in.data() + c.in_pos;
+  const wire::Hello h = wire::decode_hello(raw);
   c.in_pos += wire::kHelloBytes;
+  crypto::Mac proof{};
+  std::copy_n(raw + wire::kHelloFieldBytes, proof.size(), proof.begin());
+  if (!crypto::mac_equal(proof, crypto::prove(secret_, wire::kHelloDomain, c.nonce,
+                                              std::span(raw, wire::kHelloFieldBytes)))) {
+    drop(c, "failed authentication (wrong job secret, or not a loom rank)", true);
+    return false;
+  }
   if (h.magic != wire::kMagic || h.reserved != 0 || h.rank < 0) {
     drop(c, "sent garbage instead of a hello", true);
     return false;
@@ -436,14 +451,15 @@ struct TcpStoreServer::Impl {
 };
 
 Result<std::unique_ptr<TcpStoreServer>> TcpStoreServer::start(const net::SocketAddress& bind_addr,
-                                                              std::uint64_t comm_id) {
+                                                              std::uint64_t comm_id,
+                                                              const crypto::Secret& secret) {
   LOOM_ASSIGN_OR_RETURN(net::Fd listen_fd, net::listen_on(bind_addr));
   auto impl = std::make_unique<Impl>();
   LOOM_ASSIGN_OR_RETURN(impl->address, net::bound_address(listen_fd.get()));
   net::Fd wake(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!wake.valid()) return system_error(errno, "eventfd");
   const std::string addr = impl->address.to_string();
-  impl->loop = std::make_unique<Loop>(std::move(listen_fd), std::move(wake), comm_id, addr);
+  impl->loop = std::make_unique<Loop>(std::move(listen_fd), std::move(wake), comm_id, addr, secret);
   try {
     impl->thread = std::thread([loop = impl->loop.get()] { loop->run(); });
   } catch (const std::system_error& e) {

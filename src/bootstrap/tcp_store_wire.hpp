@@ -1,7 +1,10 @@
 // Wire format of the TCP store (shared by tcp_store_server.cpp and tcp_store_client.cpp).
 // Every integer is little-endian.
 //
+//   challenge server -> client magic u32 | version u16 | reserved u16 (0) | nonce [16]
 //   hello    client -> server  magic u32 | version u16 | reserved u16 (0) | comm_id u64 | rank i32
+//                              | proof [32] = crypto::prove(secret, kHelloDomain, nonce, the
+//                              first 20 bytes); checked before anything else is trusted
 //   ack      server -> client  magic u32 | version u16 | AckStatus u16
 //   request  client -> server  Op u8 | key_len u32 | arg u64 | key | value (SET only)
 //            arg: SET value length; GET wait in ms (0: don't wait, kWaitForever); ADD delta (i64)
@@ -22,8 +25,11 @@
 namespace loom::bootstrap::wire {
 
 constexpr std::uint32_t kMagic = 0x4C4D5354;  // "LMST"
-constexpr std::uint16_t kVersion = 1;
-constexpr std::size_t kHelloBytes = 20;
+constexpr std::uint16_t kVersion = 2;         // 2: authenticated hello
+constexpr std::size_t kChallengeBytes = 24;
+constexpr std::size_t kHelloFieldBytes = 20;
+constexpr std::size_t kHelloBytes = kHelloFieldBytes + 32;
+constexpr const char* kHelloDomain = "loom-store-hello-v2";
 constexpr std::size_t kAckBytes = 8;
 constexpr std::size_t kRequestHeaderBytes = 13;
 constexpr std::size_t kResponseHeaderBytes = 9;
@@ -67,8 +73,9 @@ struct Hello {
   std::int32_t rank = 0;
 };
 
-inline std::array<std::uint8_t, kHelloBytes> encode_hello(const Hello& h) {
-  std::array<std::uint8_t, kHelloBytes> b{};
+/// The hello's fields (the proof follows them on the wire).
+inline std::array<std::uint8_t, kHelloFieldBytes> encode_hello(const Hello& h) {
+  std::array<std::uint8_t, kHelloFieldBytes> b{};
   put_u32(&b[0], h.magic);
   put_u16(&b[4], h.version);
   put_u16(&b[6], h.reserved);
@@ -87,6 +94,15 @@ inline std::array<std::uint8_t, kAckBytes> encode_ack(AckStatus s) {
   put_u32(&b[0], kMagic);
   put_u16(&b[4], kVersion);
   put_u16(&b[6], static_cast<std::uint16_t>(s));
+  return b;
+}
+
+inline std::array<std::uint8_t, kChallengeBytes> encode_challenge(
+    const std::array<std::uint8_t, 16>& nonce) {
+  std::array<std::uint8_t, kChallengeBytes> b{};
+  put_u32(&b[0], kMagic);
+  put_u16(&b[4], kVersion);
+  for (std::size_t i = 0; i < nonce.size(); ++i) b[8 + i] = nonce[i];
   return b;
 }
 

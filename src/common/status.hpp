@@ -26,12 +26,24 @@ class [[nodiscard]] Status {
   /// Returns a copy whose message is prefixed with `context: `.
   [[nodiscard]] Status with_context(const std::string& context) const {
     if (is_ok()) return *this;
-    return {code_, context + ": " + message_};
+    Status s{code_, context + ": " + message_};
+    s.peer_ = peer_;
+    return s;
+  }
+
+  /// The rank of the peer at fault, when known (PeerFailed, Mismatch); -1 otherwise.
+  [[nodiscard]] int peer() const noexcept { return peer_; }
+  /// Returns a copy naming `peer` as the rank at fault, unless one is named already.
+  [[nodiscard]] Status with_peer(int peer) const {
+    Status s = *this;
+    if (!s.is_ok() && s.peer_ < 0) s.peer_ = peer;
+    return s;
   }
 
  private:
   ErrorCode code_ = ErrorCode::Ok;
   std::string message_;
+  int peer_ = -1;
 };
 
 template <typename... Args>

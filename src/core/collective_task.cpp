@@ -26,7 +26,10 @@ Status CollectiveTask::start(Deadline deadline) {
 Result<exec::Progress> CollectiveTask::progress() {
   auto r = run_->progress();
   if (!r.is_ok()) return r.status().with_context(describe());
-  if (*r == exec::Progress::Done) finalize();
+  if (*r == exec::Progress::Done) {
+    finalize();
+    comm_.note_completed(op_.seq);
+  }
   return r;
 }
 

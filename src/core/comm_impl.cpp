@@ -67,6 +67,7 @@ Result<std::unique_ptr<CommImpl>> CommImpl::create(CommSetup setup) {
   for (const auto& name : setup.config.unknown_variables())
     LOOM_LOG_WARN(Config, "ignoring unknown setting {} (run loom-info for the list)", name);
   LOOM_ASSIGN_OR_RETURN(CommSettings settings, CommSettings::from(setup.config));
+  settings.tcp.secret = setup.secret;
   LOOM_ASSIGN_OR_RETURN(auto tcp, transport::tcp::TcpTransport::listen(
                                       setup.rank, setup.nranks, setup.comm_id,
                                       setup.bind_address, settings.tcp));
@@ -84,7 +85,16 @@ CommImpl::CommImpl(CommSetup setup, CommSettings settings)
       store_(std::move(setup.store)),
       server_(std::move(setup.server)) {}
 
-CommImpl::~CommImpl() { engine_.reset(); }
+CommImpl::~CommImpl() {
+  // Drain first (a peer's failure, reported by the monitor, still fails what hangs), then stop
+  // the monitor (it finishes a pending hang report), then the engine.
+  if (engine_) engine_->drain();
+  if (monitor_ && !aborted_.load()) {
+    monitor_->mark_left();
+    monitor_->stop();
+  }
+  engine_.reset();
+}
 
 // Learns the job's layout, sets up the transports it needs, connects the ring neighbours, and
 // starts the engine.
@@ -93,6 +103,7 @@ Status CommImpl::init(std::unique_ptr<transport::tcp::TcpTransport> tcp, Deadlin
   LOOM_ASSIGN_OR_RETURN(JobLayout layout, exchange_layout(*store_, prefix, rank_, nranks_,
                                                           config_, tcp->address(), deadline));
   tcp->set_peer_addresses(layout.tcp_addresses);
+  data_address_ = tcp->address();
   std::unique_ptr<transport::shm::ShmTransport> shm;
   for (TransportKind k : layout.transport_of)
     if (k == TransportKind::Shm && !shm) {
@@ -118,7 +129,11 @@ Status CommImpl::init(std::unique_ptr<transport::tcp::TcpTransport> tcp, Deadlin
   exec::EngineOptions eo;
   eo.spin = settings_.spin;
   eo.name = fmt::format("rank {}", rank_);
+  eo.on_failure = [this](const Status& why) {
+    return monitor_ ? monitor_->local_failure(why) : why;
+  };
   engine_ = std::make_unique<exec::Engine>(eo);
+  LOOM_RETURN_IF_ERROR(start_monitor(layout, deadline));
   LOOM_LOG_INFO(Init, "rank {} of {}: communicator {:016x} ready ({} ranks on this host, spin {} us)",
                 rank_, nranks_, comm_id_, layout.ranks_on_my_host(rank_), settings_.spin.count());
   return Status::ok();
@@ -287,7 +302,10 @@ std::shared_ptr<const algo::Plan> CommImpl::cached_plan(const core::OpDesc& op,
 }
 
 Work CommImpl::submit(core::OpDesc op, const CollOptions& opts) {
+  if (aborted_.load())
+    throw Error(ErrorCode::Aborted, fmt::format("rank {}: the communicator was aborted", rank_));
   throw_if_error(engine_->failure());
+  if (Status remote = monitor_->first_failure(); !remote.is_ok()) throw_if_error(remote);
   op.seq = next_seq_++;
   throw_if_error(core::validate(op, rank_, nranks_));
   const bool on_stream = value_or_throw(device::needs_stream_path(
@@ -306,6 +324,10 @@ Work CommImpl::submit(core::OpDesc op, const CollOptions& opts) {
   Deadline deadline = Deadline::after(opts.timeout.value_or(settings_.timeout));
   LOOM_LOG_DEBUG(Coll, "rank {}: {} as {} ({} steps)", rank_, core::describe(op), plan->algorithm,
                  plan->steps.size());
+  {
+    std::lock_guard lk(progress_mu_);
+    unfinished_.emplace_back(op.seq, core::describe(op));
+  }
   if (on_stream) return submit_on_stream(op, opts.stream, std::move(plan), deadline);
   return Work(
       engine_->submit(std::make_unique<CollectiveTask>(*this, op, std::move(plan), deadline)));

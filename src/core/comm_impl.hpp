@@ -2,16 +2,22 @@
 // turns a call into a Plan and submits it.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "algorithms/plan.hpp"
 #include "bootstrap/store.hpp"
 #include "bootstrap/tcp_store.hpp"
 #include "config/config.hpp"
+#include "core/failure_monitor.hpp"
 #include "core/op.hpp"
 #include "executor/engine.hpp"
 #include "loom/options.hpp"
@@ -49,10 +55,13 @@ struct CommSetup {
   int nranks = 1;
   std::uint64_t comm_id = 0;
   std::shared_ptr<bootstrap::Store> store;
-  std::unique_ptr<bootstrap::TcpStoreServer> server;  // rank 0 may own the rendezvous server
+  std::shared_ptr<bootstrap::TcpStoreServer> server;  // rank 0 may own the rendezvous server
   net::SocketAddress bind_address;                    // where this rank's transport listens
   config::Config config;
+  crypto::Secret secret{};  // the job's secret: every data connection proves knowledge of it
 };
+
+struct JobLayout;
 
 class CommImpl {
  public:
@@ -70,10 +79,28 @@ class CommImpl {
   [[nodiscard]] transport::Connection* connection(int peer) const;
   std::uint8_t* scratch(std::size_t bytes);
   [[nodiscard]] const CommSettings& settings() const { return settings_; }
+  /// Called by CollectiveTask when operation `seq` completed successfully.
+  void note_completed(std::uint64_t seq);
+
+  // Reliability (see docs/reliability.md).
+  /// Fails every pending operation with Aborted and releases the engine, the failure monitor
+  /// and every transport resource, within 1 s. Thread-safe.
+  void abort();
+  /// The first failure (an operation's or a peer's), without blocking; ok while healthy.
+  [[nodiscard]] Status async_error() const;
+  [[nodiscard]] std::vector<int> failed_ranks() const;
+  [[nodiscard]] std::string status() const;
+  [[nodiscard]] RankProgress progress() const;
+  /// New communicators over the same store (collective; see Communicator::split/shrink). Null
+  /// when this rank is not a member.
+  Result<std::unique_ptr<CommImpl>> split(int color, int key);
+  Result<std::unique_ptr<CommImpl>> shrink(const std::vector<int>& excluded);
 
  private:
   CommImpl(CommSetup setup, CommSettings settings);
   Status init(std::unique_ptr<transport::tcp::TcpTransport> tcp, Deadline deadline);
+  Status start_monitor(const JobLayout& layout, Deadline deadline);
+  Result<std::unique_ptr<CommImpl>> derive(std::uint64_t comm_id, int new_rank, int new_size);
   void describe_shape(const JobLayout& layout);
   Status agree_on_plan_settings(const std::string& prefix, Deadline deadline);
   algo::Plan make_plan(const core::OpDesc& op, const CollOptions& opts);
@@ -91,7 +118,7 @@ class CommImpl {
   config::Config config_;
   CommSettings settings_;
   std::shared_ptr<bootstrap::Store> store_;
-  std::unique_ptr<bootstrap::TcpStoreServer> server_;
+  std::shared_ptr<bootstrap::TcpStoreServer> server_;
   std::unique_ptr<PeerTransports> transports_;
   std::vector<int> ring_;  // topology-aware ring order
   std::vector<std::vector<int>> hosts_;  // ranks per host, in ring order (per-host trees)
@@ -99,7 +126,6 @@ class CommImpl {
   std::set<std::uint64_t> logged_;       // (collective, size class, algorithm) already logged
   std::unique_ptr<std::uint8_t, void (*)(void*)> scratch_{nullptr, nullptr};
   std::size_t scratch_bytes_ = 0;
-  std::uint64_t next_seq_ = 0;
   std::unique_ptr<device::StreamPath> stream_path_;  // null without a device runtime
   struct PlanKey {
     core::CollKind kind;
@@ -111,7 +137,16 @@ class CommImpl {
     friend bool operator==(const PlanKey&, const PlanKey&) = default;
   };
   std::vector<std::pair<PlanKey, std::shared_ptr<const algo::Plan>>> plans_;  // most recent last
-  std::unique_ptr<exec::Engine> engine_;  // last: destroyed first, after draining its queue
+  std::atomic<std::uint64_t> next_seq_{0};
+  std::atomic<std::int64_t> last_completed_{-1};
+  mutable std::mutex progress_mu_;
+  std::deque<std::pair<std::uint64_t, std::string>> unfinished_;  // submitted, not completed
+  std::atomic<bool> aborted_{false};
+  mutable std::mutex abort_mu_;
+  net::SocketAddress data_address_;  // this rank's tcp listener (derived comms bind its host)
+  std::uint64_t derived_ = 0;        // split/shrink calls so far
+  std::unique_ptr<FailureMonitor> monitor_;  // outlives the engine (which reports to it)
+  std::unique_ptr<exec::Engine> engine_;     // last: destroyed first, after draining its queue
 };
 
 }  // namespace loom::detail

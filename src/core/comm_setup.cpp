@@ -38,7 +38,7 @@ Result<std::unique_ptr<CommImpl>> join(const UniqueId& id, int rank, int nranks,
     return root.status().with_context(fmt::format("rank {}: rendezvous address", rank));
   std::unique_ptr<bootstrap::TcpStoreServer> server;
   if (id.root_served_by_rank0() && rank == 0) {
-    auto s = bootstrap::TcpStoreServer::start(*root, id.comm_id());
+    auto s = bootstrap::TcpStoreServer::start(*root, id.comm_id(), id.secret());
     if (!s.is_ok())
       return s.status().with_context(
           fmt::format("rank 0: starting the rendezvous server at {}", id.root_address()));
@@ -47,7 +47,8 @@ Result<std::unique_ptr<CommImpl>> join(const UniqueId& id, int rank, int nranks,
                   server->address().to_string());
   }
   const net::SocketAddress& target = server ? server->address() : *root;
-  auto client = bootstrap::TcpStoreClient::connect(target, id.comm_id(), rank, deadline);
+  auto client =
+      bootstrap::TcpStoreClient::connect(target, id.comm_id(), rank, deadline, id.secret());
   if (!client.is_ok())
     return client.status().with_context(
         fmt::format("rank {}: joining the rendezvous at {}", rank, target.to_string()));
@@ -59,7 +60,8 @@ Result<std::unique_ptr<CommImpl>> join(const UniqueId& id, int rank, int nranks,
                   std::shared_ptr<bootstrap::Store>(std::move(client).value()),
                   std::move(server),
                   bind,
-                  std::move(cfg)};
+                  std::move(cfg),
+                  id.secret()};
   return CommImpl::create(std::move(setup));
 }
 

@@ -117,4 +117,30 @@ Work Communicator::barrier(const CollOptions& opts) {
       desc(core::CollKind::Barrier, nullptr, nullptr, 0, DataType::Uint8, RedOp::Sum, -1), opts);
 }
 
+void Communicator::abort() {
+  impl().abort();
+}
+
+std::optional<Error> Communicator::async_error() const {
+  Status st = impl().async_error();
+  if (st.is_ok()) return std::nullopt;
+  return Error(st.code(), st.message());
+}
+
+std::vector<int> Communicator::failed_ranks() const {
+  return impl().failed_ranks();
+}
+
+std::string Communicator::status() const {
+  return impl().status();
+}
+
+Communicator Communicator::split(int color, int key) {
+  return Communicator(value_or_throw(impl().split(color, key)));
+}
+
+Communicator Communicator::shrink(const std::vector<int>& excluded) {
+  return Communicator(value_or_throw(impl().shrink(excluded)));
+}
+
 }  // namespace loom

@@ -192,7 +192,7 @@ UniqueId UniqueId::create(std::string_view bind_address) {
     throw_if_error(addr.status().with_context(
         fmt::format("UniqueId::create: bind address '{}'", bind_address)));
   }
-  auto server = bootstrap::TcpStoreServer::start(addr.value(), id.comm_id_);
+  auto server = bootstrap::TcpStoreServer::start(addr.value(), id.comm_id_, id.secret_);
   if (!server.is_ok()) throw_if_error(server.status().with_context("UniqueId::create"));
   id.root_ = advertised(server.value()->address());
   if (id.root_.size() > kMaxRoot) {

@@ -124,6 +124,21 @@ void EngineCore::fail_all(const Status& why) {
   queue_.clear();
 }
 
+void EngineCore::abort(const Status& why, Clock::duration grace) {
+  Lock lk(mu_);
+  if (!aborted_.load(std::memory_order_relaxed)) {
+    abort_status_ = why;
+    aborted_.store(true, std::memory_order_release);
+  }
+  if (failure_.is_ok()) failure_ = why;
+  work_cv_.notify_all();
+  done_cv_.wait_for(lk, grace, [&] { return !driving_; });
+  if (driving_) return;
+  for (auto& op : queue_)
+    if (!op->done) finish(*op, abort_status_.with_context(op->task->describe()));
+  queue_.clear();
+}
+
 // Runs queued operations in order until `target` is done, the queue is empty, or `until`
 // passes. Called with the lock held and driving_ set; clears driving_.
 void EngineCore::drive(OpState* target, Lock& lk, Deadline until) {
@@ -165,6 +180,11 @@ void EngineCore::run(OpState& op, Lock& lk, Deadline until, bool by_worker) {
   Clock::time_point last_progress = Clock::now();
   bool blocked = false;  // yielded or blocked since the last progress
   while (!finished) {
+    if (aborted_.load(std::memory_order_acquire)) {
+      st = abort_status_.with_context(op.task->describe());
+      finished = true;
+      break;
+    }
     auto r = op.task->progress();
     if (!r.is_ok() || *r == Progress::Done) {
       st = r.status();
@@ -235,7 +255,10 @@ void EngineCore::finish(OpState& op, Status status) {
   op.done = true;
   if (!status.is_ok()) {
     LOOM_LOG_ERROR(Exec, "{}", status.message());
-    if (failure_.is_ok()) failure_ = status;
+    if (failure_.is_ok()) {
+      if (options_.on_failure) status = options_.on_failure(status);
+      failure_ = status;
+    }
   }
   op.status = std::move(status);
   op.task.reset();

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -54,6 +55,9 @@ struct EngineOptions {
   /// The worker parks without a tick after this long without any operation.
   std::chrono::milliseconds park_after{100};
   std::string name = "loom";  // for thread names and errors ("rank 3")
+  /// Called (under the engine's lock: must not block or call back) when the first operation
+  /// fails, with its status; returns the status to record (e.g. with more context).
+  std::function<Status(const Status&)> on_failure;
 };
 
 /// The queue and the driving protocol, shared with Work handles (which may outlive the Engine).
@@ -82,6 +86,10 @@ class EngineCore {
   }
   /// Fails every queued operation that has not completed (used at destruction).
   void fail_all(const Status& why);
+  /// Fails the running operation (within one poll interval, 100 ms) and every later one with
+  /// `why`, then waits (up to `grace`) until no thread drives. Thread-safe; non-blocking callers
+  /// pass a zero grace.
+  void abort(const Status& why, Clock::duration grace);
 
  private:
   using Lock = std::unique_lock<std::mutex>;
@@ -111,6 +119,8 @@ class EngineCore {
   bool worker_parked_ = false;  // the worker waits without a tick: submit() must wake it
   bool stop_ = false;
   Status failure_;
+  std::atomic<bool> aborted_{false};
+  Status abort_status_;  // written once before aborted_ is set
 };
 
 class Engine {
@@ -126,6 +136,8 @@ class Engine {
   [[nodiscard]] Status failure() const;
   /// Waits for every queued operation (each bounded by its own deadline).
   void drain();
+  /// See EngineCore::abort.
+  void abort(const Status& why, Clock::duration grace) { core_->abort(why, grace); }
 
  private:
   std::shared_ptr<EngineCore> core_;

@@ -99,8 +99,9 @@ Result<bool> PlanRun::post_ready(Lane& lane) {
   while (lane.next < lane.steps.size() && lane.inflight.size() < window_) {
     std::uint32_t s = lane.steps[lane.next];
     if (remaining_[s] != 0) break;
-    LOOM_ASSIGN_OR_RETURN(Inflight inflight, post(lane, s));
-    lane.inflight.push_back(inflight);
+    auto inflight = post(lane, s);
+    if (!inflight.is_ok()) return inflight.status().with_peer(lane.peer);
+    lane.inflight.push_back(*inflight);
     ++lane.next;
     posted = true;
   }
@@ -131,8 +132,9 @@ Result<bool> PlanRun::test_inflight(Lane& lane) {
   bool completed = false;
   for (auto it = lane.inflight.begin(); it != lane.inflight.end();) {
     transport::Connection* c = conns_[static_cast<std::size_t>(lane.peer)];
-    LOOM_ASSIGN_OR_RETURN(bool done, c->test(it->request));
-    if (!done) {
+    auto tested = c->test(it->request);
+    if (!tested.is_ok()) return tested.status().with_peer(lane.peer);
+    if (!*tested) {
       ++it;
       continue;
     }

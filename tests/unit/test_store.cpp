@@ -12,6 +12,7 @@
 #include "bootstrap/store.hpp"
 #include "bootstrap/tcp_store.hpp"
 #include "bootstrap/tcp_store_wire.hpp"
+#include "common/crypto.hpp"
 
 using namespace std::chrono_literals;
 using loom::Clock;
@@ -82,10 +83,20 @@ void run_ranks(int nranks, Fn fn) {
 }
 
 // A raw connection to the server that has already said a valid hello.
-net::Fd raw_hello(const bs::TcpStoreServer& server) {
+// Connects and says an authenticated hello (the default, all-zero secret) by hand.
+net::Fd raw_hello(const bs::TcpStoreServer& server, const loom::crypto::Secret& secret = {}) {
   auto fd = net::connect_with_retry(server.address(), Deadline::after(2s));
   REQUIRE(fd.is_ok());
-  auto hello = wire::encode_hello({.comm_id = kCommId, .rank = 9});
+  std::array<std::uint8_t, wire::kChallengeBytes> challenge{};
+  REQUIRE(net::recv_all(fd.value().get(), challenge.data(), challenge.size(), Deadline::after(2s),
+                        "challenge")
+              .is_ok());
+  loom::crypto::Nonce nonce{};
+  std::copy_n(challenge.begin() + 8, nonce.size(), nonce.begin());
+  auto fields = wire::encode_hello({.comm_id = kCommId, .rank = 9});
+  auto proof = loom::crypto::prove(secret, wire::kHelloDomain, nonce, fields);
+  std::vector<std::uint8_t> hello(fields.begin(), fields.end());
+  hello.insert(hello.end(), proof.begin(), proof.end());
   REQUIRE(net::send_all(fd.value().get(), hello.data(), hello.size(), Deadline::after(2s), "hello")
               .is_ok());
   std::array<std::uint8_t, wire::kAckBytes> ack{};
@@ -95,10 +106,35 @@ net::Fd raw_hello(const bs::TcpStoreServer& server) {
   return std::move(fd).value();
 }
 
+// Says a hello proved with `secret` and returns without reading the answer.
+net::Fd raw_hello_unchecked(const bs::TcpStoreServer& server, const loom::crypto::Secret& secret) {
+  auto fd = net::connect_with_retry(server.address(), Deadline::after(2s));
+  REQUIRE(fd.is_ok());
+  std::array<std::uint8_t, wire::kChallengeBytes> challenge{};
+  REQUIRE(net::recv_all(fd.value().get(), challenge.data(), challenge.size(), Deadline::after(2s),
+                        "challenge")
+              .is_ok());
+  loom::crypto::Nonce nonce{};
+  std::copy_n(challenge.begin() + 8, nonce.size(), nonce.begin());
+  auto fields = wire::encode_hello({.comm_id = kCommId, .rank = 9});
+  auto proof = loom::crypto::prove(secret, wire::kHelloDomain, nonce, fields);
+  std::vector<std::uint8_t> hello(fields.begin(), fields.end());
+  hello.insert(hello.end(), proof.begin(), proof.end());
+  REQUIRE(net::send_all(fd.value().get(), hello.data(), hello.size(), Deadline::after(2s), "hello")
+              .is_ok());
+  return std::move(fd).value();
+}
+
 // True when the server closes `fd` (within 2 s).
+// (Whatever the server sent before, e.g. its challenge, is read and ignored.)
 bool server_drops(int fd) {
-  std::uint8_t b = 0;
-  return net::recv_all(fd, &b, 1, Deadline::after(2s), "probe").code() == ErrorCode::PeerFailed;
+  Deadline until = Deadline::after(2s);
+  for (int i = 0; i < 4096; ++i) {
+    std::uint8_t b = 0;
+    loom::Status st = net::recv_all(fd, &b, 1, until, "probe");
+    if (!st.is_ok()) return st.code() == ErrorCode::PeerFailed;
+  }
+  return false;
 }
 
 void check_still_works(bs::Store& s, const std::string& key) {
@@ -415,4 +451,31 @@ TEST_CASE("bootstrap: tcp store survives a client that disconnects while parked"
   CHECK(good->get("gone", Deadline::after(20ms)).status().code() == ErrorCode::Timeout);
   REQUIRE(good->set("gone", bytes("now")).is_ok());
   check_still_works(*good, "after-disconnect");
+}
+
+TEST_CASE("bootstrap: tcp store drops clients with the wrong secret, keeps serving the job") {
+  loom::crypto::Secret secret{};
+  secret[0] = 42;
+  auto s = bs::TcpStoreServer::start(loopback_any_port(), kCommId, secret);
+  REQUIRE(s.is_ok());
+  auto& server = *s.value();
+  auto good =
+      bs::TcpStoreClient::connect(server.address(), kCommId, 0, Deadline::after(5s), secret);
+  REQUIRE(good.is_ok());
+  REQUIRE(good.value()->set("before", bytes("1")).is_ok());
+  // A client with another secret is rejected before it can read or write anything.
+  auto bad = bs::TcpStoreClient::connect(server.address(), kCommId, 1, Deadline::after(2s));
+  REQUIRE_FALSE(bad.is_ok());
+  CHECK(bad.status().code() == ErrorCode::PeerFailed);
+  // So is a hand-made hello with a forged proof, and plain garbage.
+  loom::crypto::Secret wrong{};
+  wrong[0] = 43;
+  net::Fd forged = raw_hello_unchecked(server, wrong);
+  CHECK(server_drops(forged.get()));
+  auto junk_fd = net::connect_with_retry(server.address(), Deadline::after(2s));
+  REQUIRE(junk_fd.is_ok());
+  std::vector<std::uint8_t> junk(200, 0xab);
+  (void)net::send_all(junk_fd.value().get(), junk.data(), junk.size(), Deadline::after(2s), "junk");
+  CHECK(server_drops(junk_fd.value().get()));
+  check_still_works(*good.value(), "after the intruders");
 }

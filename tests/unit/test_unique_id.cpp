@@ -117,7 +117,7 @@ TEST_CASE("bootstrap: UniqueId::create starts a connectable server") {
   REQUIRE(addr.is_ok());
   CHECK(addr.value().port() != 0);
   auto client = loom::bootstrap::TcpStoreClient::connect(addr.value(), id.comm_id(), 0,
-                                                         loom::Deadline::after(2s));
+                                                         loom::Deadline::after(2s), id.secret());
   REQUIRE(client.is_ok());
   const std::uint8_t v[] = {1, 2, 3};
   REQUIRE(client.value()->set("k", v).is_ok());

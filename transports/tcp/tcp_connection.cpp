@@ -158,12 +158,13 @@ Status TcpConnection::progress_recv(Socket& s) {
 }
 
 Status TcpConnection::check_header(const Op& op, const MessageHeader& got) const {
-  if (got.magic != kDataMagic || got.version != kWireVersion || got.comm_id != comm_id_)
+  HeaderCheck check = tcp::check_header(got, comm_id_, op.expected, op.len);
+  if (check == HeaderCheck::Corrupt)
     return make_error(ErrorCode::Mismatch,
                       "{}: corrupt or foreign message header from rank {} (magic {:#x}, version "
                       "{}, communicator {:#x}; expected communicator {:#x})",
                       who(), peer_, got.magic, got.version, got.comm_id, comm_id_);
-  if (!(got.tag == op.expected) || got.length != op.len)
+  if (check == HeaderCheck::Mismatch)
     return make_error(ErrorCode::Mismatch,
                       "mismatched collective calls: rank {} expected {} ({} bytes) from rank {}, "
                       "but rank {} sent {} ({} bytes)",

@@ -1,6 +1,8 @@
 #include "transports/tcp/tcp_transport.hpp"
 
 #include <algorithm>
+#include <array>
+#include <cstring>
 
 #include "log/log.hpp"
 #include "transports/tcp/wire.hpp"
@@ -56,8 +58,15 @@ Status TcpTransport::connect_to(int peer, Deadline deadline) {
     h.from_rank = rank_;
     h.to_rank = peer;
     h.socket_index = static_cast<std::uint32_t>(i);
-    LOOM_RETURN_IF_ERROR(net::send_all(fd->get(), &h, sizeof h, deadline,
-                                       fmt::format("rank {}: hello to rank {}", rank_, peer)));
+    const std::string what = fmt::format("rank {}: hello to rank {}", rank_, peer);
+    crypto::Nonce nonce{};
+    LOOM_RETURN_IF_ERROR(net::recv_all(fd->get(), nonce.data(), nonce.size(), deadline, what));
+    std::array<std::uint8_t, sizeof(Hello) + sizeof(crypto::Mac)> msg{};
+    std::memcpy(msg.data(), &h, sizeof h);
+    crypto::Mac mac = crypto::prove(options_.secret, kHelloDomain, nonce,
+                                    std::span<const std::uint8_t>(msg.data(), sizeof h));
+    std::memcpy(msg.data() + sizeof h, mac.data(), mac.size());
+    LOOM_RETURN_IF_ERROR(net::send_all(fd->get(), msg.data(), msg.size(), deadline, what));
     socks.push_back(std::move(fd).value());
   }
   return add_connection(peer, std::move(socks));
@@ -90,7 +99,23 @@ Status TcpTransport::accept_one(Deadline deadline) {
   LOOM_ASSIGN_OR_RETURN(net::Fd fd, net::accept_until(listener_.get(), deadline));
   Hello h;
   Deadline hello_deadline = deadline.earliest(Deadline::after(std::chrono::seconds(10)));
-  Status st = net::recv_all(fd.get(), &h, sizeof h, hello_deadline, "hello");
+  const crypto::Nonce nonce = crypto::make_nonce();
+  std::array<std::uint8_t, sizeof(Hello) + sizeof(crypto::Mac)> msg{};
+  Status st = net::send_all(fd.get(), nonce.data(), nonce.size(), hello_deadline, "challenge");
+  if (st.is_ok()) st = net::recv_all(fd.get(), msg.data(), msg.size(), hello_deadline, "hello");
+  if (st.is_ok()) {
+    crypto::Mac got{};
+    std::memcpy(got.data(), msg.data() + sizeof h, got.size());
+    auto want = crypto::prove(options_.secret, kHelloDomain, nonce,
+                              std::span<const std::uint8_t>(msg.data(), sizeof h));
+    if (!crypto::mac_equal(got, want)) {
+      LOOM_LOG_WARN(Net,
+                    "rank {}: dropped a connection that failed authentication (wrong job secret)",
+                    rank_);
+      return Status::ok();
+    }
+    std::memcpy(&h, msg.data(), sizeof h);
+  }
   bool ok = st.is_ok() && h.magic == kHelloMagic && h.version == kWireVersion &&
             h.comm_id == comm_id_ && h.to_rank == rank_ && h.from_rank >= 0 &&
             h.from_rank < rank_ && h.nsockets == options_.sockets_per_peer &&

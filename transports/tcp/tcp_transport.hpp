@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "common/crypto.hpp"
 #include "common/socket.hpp"
 #include "transports/tcp/tcp_connection.hpp"
 
@@ -15,6 +16,7 @@ namespace loom::transport::tcp {
 struct TcpOptions {
   int sockets_per_peer = 2;
   std::size_t socket_buffer = 4u << 20;
+  crypto::Secret secret{};  // every connection proves knowledge of it
 };
 
 class TcpTransport {

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Runs the test suite under sanitizers, each in its own build directory:
+#   asan: build-asan/, AddressSanitizer + UndefinedBehaviorSanitizer, the whole suite (unit,
+#         in-process and process tests);
+#   tsan: build-tsan/, ThreadSanitizer, the threaded unit tests (engine, failure monitor, store
+#         server, threads-as-ranks collectives). The kernels' target_clones (an ifunc TSan cannot
+#         run before its runtime is up) are disabled with LOOM_KERNELS_PORTABLE_ONLY.
+# Usage: scripts/sanitize.sh [asan|tsan|all]   (default all)
+# LOOM_SANITIZE_SUBSET: a ctest -R regex to run only part of the suite (CI: see below).
+# LOOM_SANITIZE_JOBS: parallel ctest jobs (default 2).
+#
+# CI (2 cores, tight budget) runs a bounded subset:
+#   LOOM_SANITIZE_SUBSET='errors|reliability|bootstrap|conformance: (tag|a peer)|over tcp with (2|3) ranks' \
+#     scripts/sanitize.sh all
+set -euo pipefail
+cd "$(dirname "$0")/.."
+which=${1:-all}
+subset=${LOOM_SANITIZE_SUBSET:-}
+jobs=${LOOM_SANITIZE_JOBS:-2}
+generator=()
+command -v ninja >/dev/null && generator=(-G Ninja)
+command -v ccache >/dev/null && generator+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+
+run_suite() {  # DIR DEFAULT_REGEX
+  local dir=$1 regex=${subset:-$2} args=()
+  [[ -n $regex ]] && args=(-R "$regex")
+  ctest --test-dir "$dir" --output-on-failure --timeout 900 -j "$jobs" "${args[@]}"
+}
+
+asan() {
+  local flags="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
+  cmake -S . -B build-asan "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="$flags" \
+    -DLOOM_BUILD_TESTS=ON -DLOOM_BUILD_BENCHMARKS=ON -DLOOM_WERROR=OFF >/dev/null
+  # (No -Werror: GCC 12 reports false maybe-uninitialized warnings in <regex> under ASan.)
+  cmake --build build-asan --parallel "$(nproc)"
+  # Leak checking is off by default: every process reports 1016 bytes in 9 callocs from an
+  # unsymbolised third-party module (not yet analysed). LOOM_ASAN_LEAKS=1 turns it on.
+  ASAN_OPTIONS=detect_leaks=${LOOM_ASAN_LEAKS:-0}:abort_on_error=1:strict_string_checks=1 \
+    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 run_suite build-asan ""
+}
+
+tsan() {
+  # -Wno-tsan: GCC warns that TSan does not model atomic_thread_fence (used by the shm rings).
+  local flags="-fsanitize=thread -fno-omit-frame-pointer -Wno-tsan"
+  cmake -S . -B build-tsan "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_CXX_FLAGS="$flags -DLOOM_KERNELS_PORTABLE_ONLY" -DCMAKE_EXE_LINKER_FLAGS="$flags" \
+    -DLOOM_BUILD_TESTS=ON -DLOOM_BUILD_BENCHMARKS=OFF -DLOOM_WERROR=ON >/dev/null
+  cmake --build build-tsan --target loom-tests --parallel "$(nproc)"
+  # The threaded tests; process tests (fork/exec of tools) are ASan's.
+  TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/scripts/tsan.supp" \
+    run_suite build-tsan '^(errors|reliability|bootstrap|collectives|conformance: (caps|messages|a blocked|many|tag|a peer))'
+}
+
+case $which in
+  asan) asan ;;
+  tsan) tsan ;;
+  all) asan && tsan ;;
+  *) echo "usage: scripts/sanitize.sh [asan|tsan|all]" >&2; exit 2 ;;
+esac

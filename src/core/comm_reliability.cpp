@@ -1,0 +1,200 @@
+// CommImpl: failure sharing, abort, status, split and shrink (see docs/reliability.md).
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include "core/comm_impl.hpp"
+#include "core/job_layout.hpp"
+#include "log/log.hpp"
+#include "transports/shm/peer_process.hpp"
+
+namespace loom::detail {
+namespace {
+
+std::string boot_id() {
+  std::ifstream f("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  std::getline(f, id);
+  return id;
+}
+
+std::uint64_t mix(std::uint64_t h, std::uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  h ^= h >> 31;
+  h *= 0xbf58476d1ce4e5b9ull;
+  return h ^ (h >> 29);
+}
+
+// "pid pid_ns boot_id hostname", as exchanged at init.
+std::string identity_card() {
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0) host[0] = '?';
+  return fmt::format("{} {} {} {}", ::getpid(), transport::shm::own_pid_namespace(), boot_id(),
+                     host);
+}
+
+RankIdentity parse_identity(const bootstrap::Bytes& b, const topo::RankInfo* info) {
+  std::istringstream in(std::string(b.begin(), b.end()));
+  RankIdentity id;
+  long long pid = 0;
+  in >> pid >> id.pid_ns >> id.host_id >> id.host;
+  id.pid = static_cast<pid_t>(pid > 0 && pid < (1ll << 31) ? pid : 0);
+  if (info != nullptr && !info->hostname.empty()) id.host = info->hostname;
+  if (id.host.empty()) id.host = "?";
+  return id;
+}
+
+}  // namespace
+
+Status CommImpl::start_monitor(const JobLayout& layout, Deadline deadline) {
+  const std::string prefix = fmt::format("loom/{:016x}/", comm_id_);
+  std::string card = identity_card();
+  LOOM_ASSIGN_OR_RETURN(
+      auto cards,
+      bootstrap::store_allgather(
+          *store_, prefix + "who", rank_, nranks_,
+          std::span(reinterpret_cast<const std::uint8_t*>(card.data()), card.size()), deadline));
+  std::vector<RankIdentity> ids;
+  for (int r = 0; r < nranks_; ++r) {
+    auto i = static_cast<std::size_t>(r);
+    ids.push_back(parse_identity(
+        cards[i], i < layout.topology.ranks.size() ? &layout.topology.ranks[i] : nullptr));
+  }
+  FailureMonitor::Hooks hooks;
+  hooks.fail = [this](const Status& why) {
+    if (engine_) engine_->abort(why, Clock::duration::zero());
+  };
+  hooks.progress = [this] { return progress(); };
+  monitor_ = std::make_unique<FailureMonitor>(store_, prefix + "ft/", rank_, std::move(ids),
+                                              std::move(hooks));
+  return Status::ok();
+}
+
+void CommImpl::note_completed(std::uint64_t seq) {
+  last_completed_.store(static_cast<std::int64_t>(seq));
+  std::lock_guard lk(progress_mu_);
+  while (!unfinished_.empty() && unfinished_.front().first <= seq) unfinished_.pop_front();
+}
+
+RankProgress CommImpl::progress() const {
+  RankProgress p;
+  p.submitted = static_cast<std::int64_t>(next_seq_.load()) - 1;
+  p.completed = last_completed_.load();
+  std::lock_guard lk(progress_mu_);
+  if (!unfinished_.empty()) {
+    p.current_seq = static_cast<std::int64_t>(unfinished_.front().first);
+    p.current = unfinished_.front().second;
+  }
+  return p;
+}
+
+void CommImpl::abort() {
+  std::lock_guard lk(abort_mu_);
+  if (aborted_.exchange(true)) return;
+  Status why{ErrorCode::Aborted, fmt::format("rank {}: the communicator was aborted", rank_)};
+  if (engine_) engine_->abort(why, std::chrono::milliseconds(800));
+  if (monitor_) monitor_->stop_now();
+  engine_.reset();
+  transports_.reset();
+  scratch_.reset();
+  scratch_bytes_ = 0;
+  LOOM_LOG_INFO(Init, "rank {}: communicator {:016x} aborted", rank_, comm_id_);
+}
+
+Status CommImpl::async_error() const {
+  std::unique_lock lk(abort_mu_, std::try_to_lock);
+  if (!lk.owns_lock() || aborted_.load())  // aborting or aborted
+    return {ErrorCode::Aborted, fmt::format("rank {}: the communicator was aborted", rank_)};
+  if (engine_) {
+    Status st = engine_->failure();
+    if (!st.is_ok()) return st;
+  }
+  return monitor_ ? monitor_->first_failure() : Status::ok();
+}
+
+std::vector<int> CommImpl::failed_ranks() const {
+  return monitor_ ? monitor_->failed_ranks() : std::vector<int>{};
+}
+
+std::string CommImpl::status() const {
+  RankProgress p = progress();
+  std::string out =
+      fmt::format("rank {} of {} (communicator {:016x}): last submitted #{}, last completed #{}",
+                  rank_, nranks_, comm_id_, p.submitted, p.completed);
+  if (p.current_seq >= 0) out += fmt::format("; in progress: {}", p.current);
+  Status err = async_error();
+  if (!err.is_ok()) out += fmt::format("; failed: {}: {}", to_string(err.code()), err.message());
+  std::vector<int> failed = failed_ranks();
+  if (!failed.empty()) out += "; failed ranks: " + format_rank_ranges(failed);
+  if (monitor_) {
+    std::string report = monitor_->last_report();
+    if (!report.empty()) out += "; last timeout: " + report;
+  }
+  return out;
+}
+
+Result<std::unique_ptr<CommImpl>> CommImpl::derive(std::uint64_t comm_id, int new_rank,
+                                                   int new_size) {
+  net::SocketAddress bind = data_address_;
+  bind.set_port(0);
+  CommSetup setup{new_rank, new_size, comm_id, store_,
+                  server_,  bind,     config_, settings_.tcp.secret};
+  return CommImpl::create(std::move(setup));
+}
+
+Result<std::unique_ptr<CommImpl>> CommImpl::split(int color, int key) {
+  if (aborted_.load()) return Status{ErrorCode::Aborted, "split on an aborted communicator"};
+  const std::uint64_t gen = ++derived_;
+  const std::string prefix = fmt::format("loom/{:016x}/split/{}", comm_id_, gen);
+  std::string mine = fmt::format("{} {}", color, key);
+  LOOM_ASSIGN_OR_RETURN(
+      auto all, bootstrap::store_allgather(
+                    *store_, prefix, rank_, nranks_,
+                    std::span(reinterpret_cast<const std::uint8_t*>(mine.data()), mine.size()),
+                    Deadline::after(settings_.timeout)));
+  if (color < 0) return std::unique_ptr<CommImpl>{};
+  std::vector<std::pair<long long, int>> members;  // (key, old rank) of my color
+  for (int r = 0; r < nranks_; ++r) {
+    std::istringstream in(std::string(all[static_cast<std::size_t>(r)].begin(),
+                                      all[static_cast<std::size_t>(r)].end()));
+    long long c = 0;
+    long long k = 0;
+    if (!(in >> c >> k))
+      return make_error(ErrorCode::Internal, "rank {}: split: bad entry of rank {}", rank_, r);
+    if (c == color) members.emplace_back(k, r);
+  }
+  std::sort(members.begin(), members.end());
+  auto me = std::find(members.begin(), members.end(), std::pair<long long, int>(key, rank_));
+  int new_rank = static_cast<int>(me - members.begin());
+  std::uint64_t id = mix(mix(mix(comm_id_, gen), static_cast<std::uint64_t>(color)), 0x5);
+  LOOM_LOG_INFO(Init, "rank {}: split color {} key {} -> rank {} of {}", rank_, color, key,
+                new_rank, members.size());
+  return derive(id, new_rank, static_cast<int>(members.size()));
+}
+
+Result<std::unique_ptr<CommImpl>> CommImpl::shrink(const std::vector<int>& excluded) {
+  std::vector<int> out = excluded;
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  for (int r : out)
+    if (r < 0 || r >= nranks_)
+      return make_error(ErrorCode::InvalidArgument, "rank {}: shrink: rank {} is outside [0, {})",
+                        rank_, r, nranks_);
+  if (std::binary_search(out.begin(), out.end(), rank_))
+    return make_error(ErrorCode::InvalidArgument, "rank {}: shrink: this rank is excluded", rank_);
+  if (static_cast<int>(out.size()) >= nranks_)
+    return make_error(ErrorCode::InvalidArgument, "shrink: every rank is excluded");
+  const std::uint64_t gen = ++derived_;
+  // Ranks that disagree on `excluded` derive different ids and time out instead of mixing.
+  std::uint64_t id = mix(mix(comm_id_, gen), 0x7);
+  for (int r : out) id = mix(id, static_cast<std::uint64_t>(r));
+  int new_rank =
+      rank_ - static_cast<int>(std::lower_bound(out.begin(), out.end(), rank_) - out.begin());
+  LOOM_LOG_INFO(Init, "rank {}: shrink without ranks {} -> rank {} of {}", rank_,
+                format_rank_ranges(out), new_rank, nranks_ - static_cast<int>(out.size()));
+  return derive(id, new_rank, nranks_ - static_cast<int>(out.size()));
+}
+
+}  // namespace loom::detail

@@ -1,0 +1,304 @@
+#include "core/failure_monitor.hpp"
+
+#include <unistd.h>
+
+#include <chrono>
+
+#include "log/log.hpp"
+#include "transports/shm/peer_process.hpp"
+
+namespace loom::detail {
+namespace {
+
+using std::chrono::milliseconds;
+
+constexpr milliseconds kPollInterval{100};  // store wait per loop (records wake it at once)
+constexpr milliseconds kReportWait{2000};   // how long a hang report waits for answers
+
+std::string_view as_text(const bootstrap::Bytes& b) {
+  return {reinterpret_cast<const char*>(b.data()), b.size()};
+}
+
+std::span<const std::uint8_t> as_bytes(const std::string& s) {
+  return {reinterpret_cast<const std::uint8_t*>(s.data()), s.size()};
+}
+
+}  // namespace
+
+struct FailureMonitor::Watched {
+  int rank = -1;
+  transport::shm::PeerProcess process;
+  bool reported = false;
+};
+
+FailureMonitor::FailureMonitor(std::shared_ptr<bootstrap::Store> store, std::string prefix,
+                               int rank, std::vector<RankIdentity> ranks, Hooks hooks)
+    : store_(std::move(store)),
+      prefix_(std::move(prefix)),
+      rank_(rank),
+      nranks_(static_cast<int>(ranks.size())),
+      ranks_(std::move(ranks)),
+      hooks_(std::move(hooks)) {
+  const RankIdentity& me = ranks_[static_cast<std::size_t>(rank_)];
+  for (int r = 0; r < nranks_; ++r) {
+    const RankIdentity& id = ranks_[static_cast<std::size_t>(r)];
+    if (r == rank_ || id.host_id != me.host_id || id.pid == ::getpid()) continue;
+    auto w = std::make_unique<Watched>();
+    w->rank = r;
+    w->process = transport::shm::PeerProcess::watch(id.pid, id.pid_ns);
+    watched_.push_back(std::move(w));
+  }
+  thread_ = std::thread([this] { loop(); });
+}
+
+FailureMonitor::~FailureMonitor() {
+  stop();
+}
+
+void FailureMonitor::stop() {
+  {
+    std::lock_guard lk(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void FailureMonitor::mark_left() {
+  const std::uint8_t one[] = {'1'};
+  (void)store_->set(prefix_ + "left/" + std::to_string(rank_), one);
+}
+
+void FailureMonitor::stop_now() {
+  {
+    std::lock_guard lk(mu_);
+    stop_ = stop_now_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+bool FailureMonitor::stopping() const {
+  std::lock_guard lk(mu_);
+  return stop_now_;
+}
+
+Status FailureMonitor::local_failure(const Status& why) {
+  Status st = why;
+  bool peer_failed = why.code() == ErrorCode::PeerFailed && why.peer() >= 0 &&
+                     why.peer() < nranks_ && why.peer() != rank_;
+  if (peer_failed && why.message().find("(host ") == std::string::npos) {
+    const RankIdentity& id = ranks_[static_cast<std::size_t>(why.peer())];
+    st = Status(why.code(), fmt::format("{} [rank {} runs on host {}, pid {}]", why.message(),
+                                        why.peer(), id.host, id.pid))
+             .with_peer(why.peer());
+  }
+  {
+    std::lock_guard lk(mu_);
+    if (peer_failed) failed_.insert(why.peer());  // visible before the operation completes
+    if (stop_) return st;
+    queue_.push_back(st);
+  }
+  cv_.notify_all();
+  return st;
+}
+
+std::vector<int> FailureMonitor::failed_ranks() const {
+  std::lock_guard lk(mu_);
+  return {failed_.begin(), failed_.end()};
+}
+
+Status FailureMonitor::first_failure() const {
+  std::lock_guard lk(mu_);
+  return first_;
+}
+
+std::string FailureMonitor::last_report() const {
+  std::lock_guard lk(mu_);
+  return report_;
+}
+
+std::string FailureMonitor::identify(int rank) const {
+  if (rank < 0 || rank >= nranks_) return fmt::format("rank {}", rank);
+  const RankIdentity& id = ranks_[static_cast<std::size_t>(rank)];
+  return fmt::format("rank {} (host {}, pid {})", rank, id.host, id.pid);
+}
+
+void FailureMonitor::loop() {
+  for (;;) {
+    std::deque<Status> work;
+    {
+      std::unique_lock lk(mu_);
+      if (stop_now_) return;
+      work.swap(queue_);
+      if (stop_ && work.empty()) return;
+    }
+    for (const Status& s : work) handle_local(s);
+    check_local_peers();
+    if (!store_broken_) {
+      poll_store();
+      answer_status_requests();
+    } else {
+      std::unique_lock lk(mu_);
+      cv_.wait_for(lk, kPollInterval, [&] { return stop_ || !queue_.empty(); });
+    }
+  }
+}
+
+// Waits (one poll interval) for the next failure record and applies every one available.
+void FailureMonitor::poll_store() {
+  milliseconds wait = kPollInterval;
+  for (;;) {
+    auto got =
+        store_->get(prefix_ + "failure/" + std::to_string(next_record_), Deadline::after(wait));
+    if (!got.is_ok()) {
+      if (got.status().code() != ErrorCode::Timeout) {
+        store_broken_ = true;
+        LOOM_LOG_DEBUG(Bootstrap, "rank {}: failure sharing stopped, the store is gone: {}", rank_,
+                       got.status().message());
+      }
+      return;
+    }
+    ++next_record_;
+    auto rec = decode_failure(as_text(*got), nranks_);
+    if (!rec) {
+      LOOM_LOG_WARN(Bootstrap, "rank {}: ignoring a malformed failure record", rank_);
+      continue;
+    }
+    apply(*rec);
+    wait = milliseconds(0);
+  }
+}
+
+void FailureMonitor::check_local_peers() {
+  for (auto& w : watched_) {
+    if (w->reported || w->process.alive()) continue;
+    w->reported = true;
+    if (!store_broken_ &&
+        store_->get(prefix_ + "left/" + std::to_string(w->rank), Deadline::after(milliseconds(0)))
+            .is_ok())
+      continue;  // destroyed its communicator, then exited: not a failure
+    FailureRecord r{ErrorCode::PeerFailed, w->rank, rank_,
+                    fmt::format("process {} exited", w->process.pid())};
+    apply(r);
+    post(r);
+  }
+}
+
+void FailureMonitor::apply(const FailureRecord& r) {
+  Status st;
+  {
+    std::lock_guard lk(mu_);
+    if (r.code == ErrorCode::PeerFailed && r.rank != rank_) failed_.insert(r.rank);
+    if (!first_.is_ok()) return;
+    std::string by = r.reporter == rank_ ? "detected by this rank"
+                                         : fmt::format("reported by rank {}", r.reporter);
+    if (r.code == ErrorCode::Mismatch)
+      st = make_error(ErrorCode::Mismatch, "rank {}: mismatched collective calls ({}): {}", rank_,
+                      by, r.message);
+    else if (r.rank == rank_)
+      st =
+          make_error(ErrorCode::PeerFailed, "rank {}: rank {} lost its connection to this rank: {}",
+                     rank_, r.reporter, r.message);
+    else
+      st = make_error(ErrorCode::PeerFailed, "rank {}: peer {} failed ({}; {})", rank_,
+                      identify(r.rank), r.message, by);
+    if (r.rank != rank_) st = st.with_peer(r.rank);
+    first_ = st;
+  }
+  LOOM_LOG_ERROR(Coll, "{}", st.message());
+  hooks_.fail(st);
+}
+
+void FailureMonitor::post(const FailureRecord& r) {
+  if (store_broken_) return;
+  auto n = store_->add(prefix_ + "failure/count", 1);
+  Status st = n.is_ok() ? store_->set(prefix_ + "failure/" + std::to_string(*n),
+                                      as_bytes(encode_failure(r)))
+                        : n.status();
+  if (!st.is_ok())
+    LOOM_LOG_WARN(Bootstrap, "rank {}: could not share the failure of rank {}: {}", rank_, r.rank,
+                  st.message());
+}
+
+void FailureMonitor::handle_local(const Status& why) {
+  if (why.code() == ErrorCode::PeerFailed && !store_broken_) {
+    // A peer may have closed its connection because it failed first for another reason: take
+    // what the others already said before blaming the peer.
+    auto got = store_->get(prefix_ + "failure/" + std::to_string(next_record_),
+                           Deadline::after(milliseconds(0)));
+    if (got.is_ok()) {
+      ++next_record_;
+      if (auto rec = decode_failure(as_text(*got), nranks_)) apply(*rec);
+    }
+  }
+  {
+    std::lock_guard lk(mu_);
+    if (!first_.is_ok()) return;
+    first_ = why;
+    if (why.code() == ErrorCode::PeerFailed && why.peer() >= 0) failed_.insert(why.peer());
+  }
+  if ((why.code() == ErrorCode::PeerFailed || why.code() == ErrorCode::Mismatch) &&
+      why.peer() >= 0 && why.peer() != rank_)
+    post(FailureRecord{why.code(), why.peer(), rank_, why.message()});
+  if (why.code() == ErrorCode::Timeout) attribute_hang(why);
+}
+
+// Answers other ranks' status requests with this rank's progress.
+void FailureMonitor::answer_status_requests() {
+  for (;;) {
+    auto got = store_->get(prefix_ + "status/req/" + std::to_string(next_request_),
+                           Deadline::after(milliseconds(0)));
+    if (!got.is_ok()) return;
+    RankProgress p = hooks_.progress();
+    (void)store_->set(fmt::format("{}status/{}/{}", prefix_, next_request_, rank_),
+                      as_bytes(encode_progress(p)));
+    std::string asker(as_text(*got));
+    if (asker != std::to_string(rank_))
+      LOOM_LOG_WARN(Coll,
+                    "rank {}: rank {} timed out and asked for this rank's progress: last "
+                    "submitted #{}, last completed #{}",
+                    rank_, asker, p.submitted, p.completed);
+    ++next_request_;
+  }
+}
+
+// Asks every rank which operation it has reached and logs one report naming the laggards.
+void FailureMonitor::attribute_hang(const Status& why) {
+  RankProgress mine = hooks_.progress();
+  std::int64_t seq = mine.current_seq >= 0 ? mine.current_seq : mine.completed + 1;
+  std::string what = mine.current.empty() ? fmt::format("operation #{}", seq) : mine.current;
+  std::vector<std::optional<RankProgress>> answers(static_cast<std::size_t>(nranks_));
+  answers[static_cast<std::size_t>(rank_)] = mine;
+  if (!store_broken_) {
+    auto n = store_->add(prefix_ + "status/count", 1);
+    if (n.is_ok() &&
+        store_->set(fmt::format("{}status/req/{}", prefix_, *n), as_bytes(std::to_string(rank_)))
+            .is_ok()) {
+      // Poll for the answers, answering other ranks' requests meanwhile: ranks that time out
+      // together each wait for the others' answers.
+      Deadline until = Deadline::after(kReportWait);
+      int missing = nranks_ - 1;
+      while (missing > 0 && !until.expired() && !stopping()) {
+        answer_status_requests();
+        for (int r = 0; r < nranks_; ++r) {
+          auto i = static_cast<std::size_t>(r);
+          if (r == rank_ || answers[i]) continue;
+          auto got = store_->get(fmt::format("{}status/{}/{}", prefix_, *n, r),
+                                 Deadline::after(milliseconds(5)));
+          if (!got.is_ok()) continue;
+          answers[i] = decode_progress(as_text(*got));
+          if (!answers[i]) answers[i] = RankProgress{};  // garbage: count as answered
+          --missing;
+        }
+      }
+    }
+  }
+  std::string report = hang_report(seq, what, answers, ranks_);
+  LOOM_LOG_ERROR(Coll, "rank {}: {}", rank_, report);
+  LOOM_LOG_DEBUG(Coll, "rank {}: the timeout was: {}", rank_, why.message());
+  std::lock_guard lk(mu_);
+  report_ = report;
+}
+
+}  // namespace loom::detail

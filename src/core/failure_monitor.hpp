@@ -1,0 +1,135 @@
+// Failure sharing between the ranks of one communicator, out of band through the bootstrap
+// store. A background thread per communicator:
+//  - watches the store for failure records ("rank R failed", posted by whichever rank noticed:
+//    a socket EOF/reset, a shared-memory peer whose process exited, a mismatched header) and
+//    fails this rank's pending operations with the recorded cause;
+//  - checks the processes of the peers on this host (pidfd) and posts a record when one exits;
+//  - answers status requests (hang attribution): when a rank times out it asks every rank which
+//    operation it has reached and logs one report naming the ranks that lag behind.
+#pragma once
+
+#include <sys/types.h>
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bootstrap/store.hpp"
+#include "common/status.hpp"
+
+namespace loom::detail {
+
+/// Who a rank is, for messages: exchanged once at init.
+struct RankIdentity {
+  std::string host;
+  std::string host_id;  // equal on the ranks of one host
+  pid_t pid = 0;
+  std::uint64_t pid_ns = 0;
+};
+
+/// One rank's answer to a status request.
+struct RankProgress {
+  std::int64_t submitted = -1;    // last submitted sequence number (-1: none)
+  std::int64_t completed = -1;    // last completed sequence number (-1: none)
+  std::int64_t current_seq = -1;  // the oldest unfinished operation (-1: idle)
+  std::string current;            // its description
+};
+
+/// A failure as posted to the store: `code` of `rank`, noticed by `reporter`.
+struct FailureRecord {
+  ErrorCode code = ErrorCode::PeerFailed;
+  int rank = -1;
+  int reporter = -1;
+  std::string message;
+};
+
+/// Text codecs of the store values (validated: garbage yields nullopt).
+std::string encode_failure(const FailureRecord& r);
+std::optional<FailureRecord> decode_failure(std::string_view text, int nranks);
+std::string encode_progress(const RankProgress& p);
+std::optional<RankProgress> decode_progress(std::string_view text);
+
+/// "0-2,4,6-7".
+std::string format_rank_ranges(const std::vector<int>& ranks);
+
+/// The one-line hang report, from every rank's answer (nullopt: no answer).
+std::string hang_report(std::int64_t seq, const std::string& what,
+                        const std::vector<std::optional<RankProgress>>& answers,
+                        const std::vector<RankIdentity>& who);
+
+class FailureMonitor {
+ public:
+  struct Hooks {
+    std::function<void(const Status&)> fail;  // fails this rank's operations (non-blocking)
+    std::function<RankProgress()> progress;   // this rank's progress (non-blocking)
+  };
+
+  FailureMonitor(std::shared_ptr<bootstrap::Store> store, std::string prefix, int rank,
+                 std::vector<RankIdentity> ranks, Hooks hooks);
+  ~FailureMonitor();
+  FailureMonitor(const FailureMonitor&) = delete;
+  FailureMonitor& operator=(const FailureMonitor&) = delete;
+
+  /// An operation of this rank failed with `why` (called from the engine, under its lock: only
+  /// queues). PeerFailed/Mismatch naming a peer are posted for the other ranks; a Timeout starts
+  /// hang attribution. Returns `why`, naming the failed peer's host and pid.
+  Status local_failure(const Status& why);
+  /// This rank leaves cleanly (communicator destroyed): its exit is not a failure.
+  void mark_left();
+  /// Finishes queued work (a hang report: bounded by 2 s), then stops the thread.
+  void stop();
+  /// Stops at once, dropping queued work (abort()).
+  void stop_now();
+
+  [[nodiscard]] std::vector<int> failed_ranks() const;
+  [[nodiscard]] Status first_failure() const;
+  /// The last hang report ("" if none).
+  [[nodiscard]] std::string last_report() const;
+  /// "rank 3 (host h1, pid 1234)".
+  [[nodiscard]] std::string identify(int rank) const;
+
+ private:
+  void loop();
+  void poll_store();
+  void check_local_peers();
+  void handle_local(const Status& why);
+  void apply(const FailureRecord& r);
+  void post(const FailureRecord& r);
+  void answer_status_requests();
+  void attribute_hang(const Status& why);
+  [[nodiscard]] bool stopping() const;
+
+  std::shared_ptr<bootstrap::Store> store_;
+  std::string prefix_;
+  int rank_;
+  int nranks_;
+  std::vector<RankIdentity> ranks_;
+  Hooks hooks_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Status> queue_;
+  bool stop_ = false;
+  bool stop_now_ = false;
+  Status first_;
+  std::set<int> failed_;
+  std::string report_;
+
+  // Owned by the thread.
+  std::int64_t next_record_ = 1;
+  std::int64_t next_request_ = 1;
+  bool store_broken_ = false;
+  struct Watched;
+  std::vector<std::unique_ptr<Watched>> watched_;
+  std::thread thread_;
+};
+
+}  // namespace loom::detail

@@ -1,0 +1,258 @@
+// Reliability: abort, failure sharing between ranks, hang attribution, split and shrink
+// (threads as ranks; tests/process/fault_tolerance.sh covers killed processes).
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <latch>
+#include <numeric>
+#include <thread>
+
+#include "comm_harness.hpp"
+#include "core/failure_monitor.hpp"
+#include "transports/tcp/tcp_transport.hpp"
+
+using namespace loom;
+using Catch::Matchers::Contains;
+using std::chrono::milliseconds;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+template <typename F>
+loom::Error catch_error(F&& f) {
+  try {
+    f();
+  } catch (const loom::Error& e) {
+    return e;
+  }
+  FAIL("expected a loom::Error");
+  return loom::Error(ErrorCode::Ok, "");
+}
+
+// Waits (bounded) until `pred` holds; false on timeout.
+template <typename P>
+bool eventually(P pred, milliseconds limit = milliseconds(10000)) {
+  auto until = Clock::now() + limit;
+  while (!pred()) {
+    if (Clock::now() > until) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("reliability: record codecs reject garbage and round trip", "[reliability]") {
+  using namespace loom::detail;
+  FailureRecord r{ErrorCode::PeerFailed, 3, 1, "rank 3 closed\nthe connection"};
+  auto back = decode_failure(encode_failure(r), 4);
+  REQUIRE(back);
+  CHECK(back->rank == 3);
+  CHECK(back->reporter == 1);
+  CHECK(back->message == r.message);
+  CHECK_FALSE(decode_failure(encode_failure(r), 3));  // rank out of range
+  for (const char* bad : {"", "5", "5 1 2", "x 1 2\n", "5 -1 0\n", "5 1 99\n", "1 1 1\n", "5 1 1",
+                          "99999999999999999999 1 1\n"})
+    CHECK_FALSE(decode_failure(bad, 4));
+  RankProgress p{42, 41, 42, "allreduce #42 (16 x float, sum)"};
+  auto q = decode_progress(encode_progress(p));
+  REQUIRE(q);
+  CHECK(q->submitted == 42);
+  CHECK(q->completed == 41);
+  CHECK(q->current == p.current);
+  CHECK_FALSE(decode_progress("1 2\nx"));
+  CHECK_FALSE(decode_progress("-5 0 0\n"));
+  CHECK(format_rank_ranges({0, 1, 2, 4, 5, 6, 7}) == "0-2,4-7");
+  CHECK(format_rank_ranges({3}) == "3");
+  CHECK(format_rank_ranges({1, 3, 5}) == "1,3,5");
+}
+
+TEST_CASE("reliability: the hang report names the ranks that lag", "[reliability]") {
+  using namespace loom::detail;
+  std::vector<RankIdentity> who(8, RankIdentity{"h0", "b", 100, 1});
+  who[3] = RankIdentity{"h1", "c", 1234, 1};
+  std::vector<std::optional<RankProgress>> answers(8, RankProgress{42, 41, 42, ""});
+  answers[3] = RankProgress{41, 41, -1, ""};
+  std::string report = hang_report(42, "allreduce #42 (16 MiB fp32)", answers, who);
+  CHECK(report ==
+        "allreduce #42 (16 MiB fp32) timed out: ranks 0-2,4-7 reached #42; rank 3 last "
+        "completed #41 (host h1, pid 1234)");
+  answers[5].reset();
+  report = hang_report(42, "x", answers, who);
+  CHECK_THAT(report, Contains("ranks 0-2,4,6-7 reached #42") &&
+                         Contains("rank 5 did not answer (host h0, pid 100)"));
+}
+
+TEST_CASE("reliability: abort() during a transfer returns within 1 s and fails the operation",
+          "[reliability]") {
+  for (const char* transports : {"tcp", "shm"}) {
+    DYNAMIC_SECTION(transports) {
+      std::latch aborted(1);
+      loom::test::run_ranks(
+          2,
+          [&](Communicator& comm) {
+            if (comm.rank() == 1) {  // never calls: rank 0's operation stays in flight
+              aborted.wait();
+              return;
+            }
+            std::vector<float> buf(8 << 20, 1.0f);
+            Work w = comm.allreduce(std::span<float>(buf), RedOp::Sum);
+            CHECK_FALSE(w.test());
+            auto t0 = Clock::now();
+            comm.abort();
+            auto took = Clock::now() - t0;
+            aborted.count_down();
+            CHECK(took < milliseconds(1000));
+            auto e = catch_error([&] { w.wait(milliseconds(2000)); });
+            CHECK(e.code() == ErrorCode::Aborted);
+            auto later = catch_error([&] { comm.allreduce(std::span<float>(buf), RedOp::Sum); });
+            CHECK(later.code() == ErrorCode::Aborted);
+            auto err = comm.async_error();
+            REQUIRE(err);
+            CHECK(err->code() == ErrorCode::Aborted);
+            comm.abort();  // idempotent
+          },
+          {{"LOOM_TRANSPORTS", transports}, {"LOOM_TIMEOUT", "30s"}});
+    }
+  }
+}
+
+TEST_CASE("reliability: a healthy communicator reports no error and its progress",
+          "[reliability]") {
+  loom::test::run_ranks(3, [](Communicator& comm) {
+    std::vector<int> buf(10, 1);
+    comm.allreduce(std::span<int>(buf), RedOp::Sum).wait();
+    CHECK_FALSE(comm.async_error());
+    CHECK(comm.failed_ranks().empty());
+    CHECK_THAT(comm.status(), Contains("last submitted #0, last completed #0"));
+  });
+}
+
+TEST_CASE("reliability: a rank that leaves is reported to every rank, which shrink past it",
+          "[reliability]") {
+  for (const char* transports : {"tcp", "shm"}) {
+    DYNAMIC_SECTION(transports) {
+      loom::test::run_ranks(
+          4,
+          [&](Communicator& comm) {
+            std::vector<std::int64_t> buf(1 << 16);
+            if (comm.rank() == 2) return;  // leaves: its connections close
+            std::iota(buf.begin(), buf.end(), comm.rank());
+            auto e = catch_error(
+                [&] { comm.allreduce(std::span<std::int64_t>(buf), RedOp::Sum).wait(); });
+            CHECK(e.code() == ErrorCode::PeerFailed);
+            CHECK_THAT(e.what(), Contains("rank 2"));
+            CHECK(comm.failed_ranks() == std::vector<int>{2});
+            CHECK(comm.async_error());
+            Communicator small = comm.shrink({2});
+            CHECK(small.size() == 3);
+            CHECK(small.rank() == (comm.rank() < 2 ? comm.rank() : comm.rank() - 1));
+            std::iota(buf.begin(), buf.end(), comm.rank());
+            small.allreduce(std::span<std::int64_t>(buf), RedOp::Sum).wait();
+            for (std::size_t i = 0; i < buf.size(); ++i)
+              REQUIRE(buf[i] == 3 * static_cast<std::int64_t>(i) + 0 + 1 + 3);
+          },
+          {{"LOOM_TRANSPORTS", transports}, {"LOOM_TIMEOUT", "30s"}});
+    }
+  }
+}
+
+TEST_CASE("reliability: split by color orders ranks by key", "[reliability]") {
+  loom::test::run_ranks(5, [](Communicator& comm) {
+    int color = comm.rank() % 2;
+    Communicator sub = comm.split(color, -comm.rank());
+    REQUIRE(sub.valid());
+    CHECK(sub.size() == (color == 0 ? 3 : 2));
+    // Keys are -rank: the highest old rank comes first.
+    int expect = color == 0 ? (4 - comm.rank()) / 2 : (3 - comm.rank()) / 2;
+    CHECK(sub.rank() == expect);
+    std::vector<int> v(1000, comm.rank());
+    sub.allreduce(std::span<int>(v), RedOp::Sum).wait();
+    int want = color == 0 ? 0 + 2 + 4 : 1 + 3;
+    for (int x : v) REQUIRE(x == want);
+    Communicator none = comm.split(comm.rank() == 0 ? -1 : 7, 0);
+    CHECK(none.valid() == (comm.rank() != 0));
+    if (none.valid()) CHECK(none.size() == 4);
+    // The parent still works.
+    comm.allreduce(std::span<int>(v), RedOp::Max).wait();
+  });
+}
+
+TEST_CASE("reliability: a timeout logs a report naming the rank that stopped calling",
+          "[reliability]") {
+  std::latch done(3);
+  loom::test::run_ranks(
+      4,
+      [&](Communicator& comm) {
+        std::vector<float> buf(1000, 1.0f);
+        comm.allreduce(std::span<float>(buf), RedOp::Sum).wait();  // #0: everyone
+        if (comm.rank() == 2) {                                    // stops calling, stays alive
+          done.wait();
+          return;
+        }
+        auto e = catch_error([&] { comm.allreduce(std::span<float>(buf), RedOp::Sum).wait(); });
+        CHECK(e.code() == ErrorCode::Timeout);
+        bool reported =
+            eventually([&] { return comm.status().find("last timeout") != std::string::npos; });
+        done.count_down();
+        REQUIRE(reported);
+        std::string status = comm.status();
+        CHECK_THAT(status, Contains("allreduce #1") && Contains("ranks 0-1,3 reached #1") &&
+                               Contains("rank 2 last completed #0 (host "));
+      },
+      {{"LOOM_TIMEOUT", "1s"}});
+}
+
+TEST_CASE("reliability: a tcp connection with the wrong secret is dropped, the job goes on",
+          "[reliability]") {
+  namespace tcp = loom::transport::tcp;
+  auto bind = net::resolve("127.0.0.1");
+  REQUIRE(bind.is_ok());
+  tcp::TcpOptions good;
+  good.sockets_per_peer = 1;
+  good.secret[3] = 7;
+  tcp::TcpOptions bad = good;
+  bad.secret[3] = 8;
+  constexpr std::uint64_t kComm = 0xfeed;
+  auto r0 = tcp::TcpTransport::listen(0, 2, kComm, *bind, good);
+  auto r1 = tcp::TcpTransport::listen(1, 2, kComm, *bind, good);
+  auto intruder = tcp::TcpTransport::listen(0, 2, kComm, *bind, bad);
+  REQUIRE((r0.is_ok() && r1.is_ok() && intruder.is_ok()));
+  std::vector<net::SocketAddress> addrs{r0.value()->address(), r1.value()->address()};
+  for (auto* t : {&r0, &r1, &intruder}) t->value()->set_peer_addresses(addrs);
+  // Rank 1 accepts; the intruder connects first (it cannot tell it was refused: the acceptor
+  // just closes), then the real rank 0.
+  Status accepted;
+  std::thread t1([&] { accepted = r1.value()->ensure({0}, Deadline::after(milliseconds(20000))); });
+  Status in = intruder.value()->ensure({1}, Deadline::after(milliseconds(10000)));
+  CHECK(in.is_ok());
+  Status connected = r0.value()->ensure({1}, Deadline::after(milliseconds(20000)));
+  t1.join();
+  REQUIRE(connected.is_ok());
+  INFO(accepted.message());
+  REQUIRE(accepted.is_ok());
+  // The accepted connection is rank 0's: a message goes through.
+  std::vector<std::uint8_t> src(1000, 5), dst(1000, 0);
+  transport::Tag tag{};
+  auto* c0 = r0.value()->get(1);
+  auto* c1 = r1.value()->get(0);
+  auto rq = c1->irecv({dst.data(), dst.size()}, 0, dst.size(), tag);
+  auto sq = c0->isend({src.data(), src.size()}, 0, src.size(), tag);
+  REQUIRE((rq.is_ok() && sq.is_ok()));
+  bool rdone = false, sdone = false;
+  auto until = Clock::now() + milliseconds(10000);
+  while (!(rdone && sdone) && Clock::now() < until) {
+    if (!sdone) {
+      auto r = c0->test(*sq);
+      REQUIRE(r.is_ok());
+      sdone = *r;
+    }
+    if (!rdone) {
+      auto r = c1->test(*rq);
+      REQUIRE(r.is_ok());
+      rdone = *r;
+    }
+  }
+  REQUIRE(rdone);
+  CHECK(dst == src);
+}
