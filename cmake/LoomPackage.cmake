@@ -26,9 +26,9 @@
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-list(APPEND LOOM_PACKAGE_FIND_DEPS "Threads" "fmt" "spdlog" "nlohmann_json")
+list(APPEND LOOM_PACKAGE_FIND_DEPS "Threads" "fmt" "spdlog" "nlohmann_json" "OpenSSL")
 list(APPEND LOOM_PACKAGE_PKGCONFIG_DEPS "HWLOC:hwloc" "LIBFABRIC:libfabric")
-list(APPEND LOOM_PACKAGE_PC_REQUIRES_PRIVATE "spdlog" "fmt")
+list(APPEND LOOM_PACKAGE_PC_REQUIRES_PRIVATE "spdlog" "fmt" "libcrypto")
 # hwloc and libfabric as plain -l: `pkg-config --static hwloc` (or libfabric) would demand hwloc's own static
 # dependencies (libudev, ...), while libloom.a links the shared libhwloc like the CMake target.
 list(APPEND LOOM_PACKAGE_PC_LIBS_PRIVATE "-lhwloc" "-lfabric" "-pthread")
