@@ -31,7 +31,7 @@ asan() {
   local flags="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
   cmake -S . -B build-asan "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="$flags" \
-    -DLOOM_BUILD_TESTS=ON -DLOOM_BUILD_BENCHMARKS=ON -DLOOM_WERROR=OFF >/dev/null
+    -DLOOM_BUILD_TESTS=ON -DLOOM_BUILD_BENCHMARKS=ON -DLOOM_WERROR=OFF -DLOOM_CUDA=OFF >/dev/null
   # (No -Werror: GCC 12 reports false maybe-uninitialized warnings in <regex> under ASan.)
   cmake --build build-asan --parallel "$(nproc)"
   # Leak checking is off by default: every process reports 1016 bytes in 9 callocs from an
@@ -45,7 +45,7 @@ tsan() {
   local flags="-fsanitize=thread -fno-omit-frame-pointer -Wno-tsan"
   cmake -S . -B build-tsan "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCMAKE_CXX_FLAGS="$flags -DLOOM_KERNELS_PORTABLE_ONLY" -DCMAKE_EXE_LINKER_FLAGS="$flags" \
-    -DLOOM_BUILD_TESTS=ON -DLOOM_BUILD_BENCHMARKS=OFF -DLOOM_WERROR=ON >/dev/null
+    -DLOOM_BUILD_TESTS=ON -DLOOM_BUILD_BENCHMARKS=OFF -DLOOM_WERROR=ON -DLOOM_CUDA=OFF >/dev/null
   cmake --build build-tsan --target loom-tests --parallel "$(nproc)"
   # The threaded tests; process tests (fork/exec of tools) are ASan's.
   TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/scripts/tsan.supp" \
