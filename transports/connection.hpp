@@ -47,6 +47,11 @@ struct Tag {
 /// "allreduce #42 (count 1024, float, sum), message 3" (implemented in core).
 std::string describe_tag(const Tag& tag);
 
+/// The Mismatch error of a message whose tag or length differs from what `self` expected from
+/// `peer` (implemented in core): names both calls.
+Status mismatched_message(int self, int peer, const Tag& expected, std::size_t expected_len,
+                          const Tag& got, std::size_t got_len);
+
 /// For Connection::irecv_reduce: when the message arrives, dst[i] = local[i] OP incoming[i]
 /// for every element, read straight from the transport's buffers (no staging copy). `dst` may be
 /// `local`.

@@ -18,12 +18,22 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Seconds per call of `fn` (after `warmup` calls), the slowest rank's.
-double time_per_call(Communicator& comm, int warmup, int iters, const std::function<void()>& fn) {
-  for (int i = 0; i < warmup; ++i) fn();
+// Issues `count` calls of `fn` back to back, then waits for all of them.
+void issue_and_wait(int count, const std::function<Work()>& fn) {
+  std::vector<Work> works;
+  works.reserve(static_cast<std::size_t>(count));
+  for (int i = 0; i < count; ++i) works.push_back(fn());
+  for (const Work& w : works) w.wait();
+}
+
+// Seconds per call of `fn` (after `warmup` calls), the slowest rank's. Calls are issued back to
+// back and waited for at the end, exactly as the loom-perf sweep times them, so the constants
+// predict loom-perf's numbers (a wait per call would add a wake-up to every message).
+double time_per_call(Communicator& comm, int warmup, int iters, const std::function<Work()>& fn) {
+  issue_and_wait(warmup, fn);
   comm.barrier().wait();
   auto t0 = Clock::now();
-  for (int i = 0; i < iters; ++i) fn();
+  issue_and_wait(iters, fn);
   double local = std::chrono::duration<double>(Clock::now() - t0).count() / iters;
   double slowest = 0;
   comm.allreduce(&local, &slowest, 1, DataType::Float64, RedOp::Max).wait();
@@ -70,7 +80,7 @@ int calibrate(Communicator& comm, const Options& options) {
   float small[2] = {1, 2}, small_out[2];
   const int iters = std::max(options.iters, 50);
   const double t_small = time_per_call(comm, options.warmup, iters, [&] {
-    comm.allreduce(small, small_out, 2, DataType::Float32, RedOp::Sum, ring).wait();
+    return comm.allreduce(small, small_out, 2, DataType::Float32, RedOp::Sum, ring);
   });
   const double alpha_us = t_small * 1e6 / (2.0 * (n - 1));
   // Bandwidth at growing sizes: small buffers move between caches, large ones through memory.
@@ -82,7 +92,7 @@ int calibrate(Communicator& comm, const Options& options) {
     std::vector<float> mine(per_rank, 1.0f), all(per_rank * static_cast<std::size_t>(n));
     const int reps = total <= (4 << 20) ? 20 : 4;
     const double t = time_per_call(comm, 1, reps, [&] {
-      comm.allgather(mine.data(), all.data(), per_rank, DataType::Float32, ring).wait();
+      return comm.allgather(mine.data(), all.data(), per_rank, DataType::Float32, ring);
     });
     const double moved = static_cast<double>(per_rank * 4) * (n - 1);
     const double wire = std::max(t - (n - 1) * alpha_us * 1e-6, t * 0.1);

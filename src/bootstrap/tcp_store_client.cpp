@@ -141,7 +141,9 @@ Status TcpStoreClient::Impl::fail(const Status& s, const std::string& what) {
                         detail.starts_with("peer closed the connection")
                             ? fmt::format(" (during {})", what)
                             : fmt::format(" (during {}: {})", what, detail));
-    LOOM_LOG_WARN(Bootstrap, "rank {}: {}", rank, broken.message());
+    // INFO, not WARN: the error reaches the caller, and at a normal job end rank 0's server
+    // closes while other ranks' failure monitors are still waiting on it.
+    LOOM_LOG_INFO(Bootstrap, "rank {}: {}", rank, broken.message());
     return broken;
   }
   if (s.code() == ErrorCode::Timeout) {

@@ -174,10 +174,19 @@ void FailureMonitor::check_local_peers() {
   for (auto& w : watched_) {
     if (w->reported || w->process.alive()) continue;
     w->reported = true;
-    if (!store_broken_ &&
-        store_->get(prefix_ + "left/" + std::to_string(w->rank), Deadline::after(milliseconds(0)))
-            .is_ok())
-      continue;  // destroyed its communicator, then exited: not a failure
+    if (!store_broken_) {
+      auto left =
+          store_->get(prefix_ + "left/" + std::to_string(w->rank), Deadline::after(milliseconds(0)));
+      if (left.is_ok()) continue;  // destroyed its communicator, then exited: not a failure
+      if (left.status().code() != ErrorCode::Timeout) store_broken_ = true;
+    }
+    if (store_broken_) {
+      // Without the store a clean exit (the job ending: rank 0's store goes first) cannot be
+      // told from a crash; an operation in flight with that peer still fails on its transport.
+      LOOM_LOG_INFO(Bootstrap, "rank {}: {} exited after the rendezvous store went away", rank_,
+                    identify(w->rank));
+      continue;
+    }
     FailureRecord r{ErrorCode::PeerFailed, w->rank, rank_,
                     fmt::format("process {} exited", w->process.pid())};
     apply(r);

@@ -94,4 +94,13 @@ std::string describe_tag(const Tag& tag) {
   return fmt::format("{}, message {}", core::describe(op), tag.index);
 }
 
+Status mismatched_message(int self, int peer, const Tag& expected, std::size_t expected_len,
+                          const Tag& got, std::size_t got_len) {
+  return make_error(ErrorCode::Mismatch,
+                    "mismatched collective calls: rank {} expected {} ({} bytes) from rank {}, "
+                    "but rank {} sent {} ({} bytes)",
+                    self, describe_tag(expected), expected_len, peer, peer, describe_tag(got),
+                    got_len);
+}
+
 }  // namespace loom::transport

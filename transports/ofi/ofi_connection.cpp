@@ -166,11 +166,7 @@ Status OfiConnection::check_header(const Op& op, std::size_t received) const {
                       "{:#x}, sender {}; expected communicator {:#x})",
                       who(), peer_, got.magic, got.comm_id, got.from_rank, comm_id_);
   if (!(got.tag == op.tag) || got.length != op.len || received != sizeof(Header) + got.length)
-    return make_error(ErrorCode::Mismatch,
-                      "mismatched collective calls: rank {} expected {} ({} bytes) from rank {}, "
-                      "but rank {} sent {} ({} bytes)",
-                      self_, describe_tag(op.tag), op.len, peer_, peer_, describe_tag(got.tag),
-                      got.length);
+    return mismatched_message(self_, peer_, op.tag, op.len, got.tag, got.length);
   return Status::ok();
 }
 

@@ -1,4 +1,5 @@
 #include "transports/ofi/ofi_transport.hpp"
+#include "transports/connect_order.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -93,13 +94,10 @@ Connection* OfiTransport::get(int peer) const {
 }
 
 Status OfiTransport::ensure(const std::vector<int>& peers, Deadline deadline) {
-  std::vector<int> sorted = peers;
-  std::sort(sorted.begin(), sorted.end());
-  for (int p : sorted)
-    if (p > rank_ && !get(p)) LOOM_RETURN_IF_ERROR(connect_to(p, deadline));
-  for (int p : sorted)
-    if (p < rank_ && !get(p)) LOOM_RETURN_IF_ERROR(accept_from(p, deadline));
-  return Status::ok();
+  return connect_in_rank_order(
+      rank_, peers, deadline, [this](int p) { return get(p) != nullptr; },
+      [this](int p, Deadline d) { return connect_to(p, d); },
+      [this](int p, Deadline d) { return accept_from(p, d); });
 }
 
 Status OfiTransport::connect_to(int peer, Deadline deadline) {

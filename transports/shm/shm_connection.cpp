@@ -299,11 +299,7 @@ Status ShmConnection::read_peer(Op& op, const SlotDesc& d) {
 // Validates a slot's descriptor against the posted receive before any payload is touched.
 Status ShmConnection::check_fragment(const Op& op, const SlotDesc& d) const {
   if (!op.started && (!(d.tag == op.tag) || d.total != op.len))
-    return make_error(ErrorCode::Mismatch,
-                      "mismatched collective calls: rank {} expected {} ({} bytes) from rank {}, "
-                      "but rank {} sent {} ({} bytes)",
-                      self_, describe_tag(op.tag), op.len, peer_.rank, peer_.rank,
-                      describe_tag(d.tag), d.total);
+    return mismatched_message(self_, peer_.rank, op.tag, op.len, d.tag, d.total);
   std::size_t esize = op.kind == OpKind::RecvReduce ? dtype_size(op.dtype) : 1;
   bool ok = d.tag == op.tag && d.total == op.len && d.offset == op.done &&
             (d.remote != 0 ? single_copy_.read_peer : d.length <= in_.slot_bytes()) &&

@@ -165,11 +165,7 @@ Status TcpConnection::check_header(const Op& op, const MessageHeader& got) const
                       "{}, communicator {:#x}; expected communicator {:#x})",
                       who(), peer_, got.magic, got.version, got.comm_id, comm_id_);
   if (check == HeaderCheck::Mismatch)
-    return make_error(ErrorCode::Mismatch,
-                      "mismatched collective calls: rank {} expected {} ({} bytes) from rank {}, "
-                      "but rank {} sent {} ({} bytes)",
-                      self_, describe_tag(op.expected), op.len, peer_, peer_, describe_tag(got.tag),
-                      got.length);
+    return mismatched_message(self_, peer_, op.expected, op.len, got.tag, got.length);
   return Status::ok();
 }
 
