@@ -47,9 +47,9 @@ loom::Communicator join_job(const loom::perf::Options& options, loom::CommOption
 
 int run(const loom::perf::Options& options, std::string_view program) {
   const bool one_transport = options.transports.size() == 1 && !options.compare;
-  loom::Communicator comm = join_job(
-      options,
-      one_transport ? loom::perf::transport_options(options.transports[0]) : loom::CommOptions{});
+  loom::Communicator comm =
+      join_job(options, one_transport ? loom::perf::transport_options(options.transports[0])
+                                      : loom::CommOptions{});
   if (options.calibrate) return loom::perf::calibrate(comm, options);
   if (loom::perf::is_rooted(options.coll) && options.root >= comm.size()) {
     if (comm.rank() == 0) {

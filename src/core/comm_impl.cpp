@@ -3,7 +3,6 @@
 #include <sched.h>
 
 #include <algorithm>
-
 #include <cstdlib>
 #include <cstring>
 
@@ -68,9 +67,9 @@ Result<std::unique_ptr<CommImpl>> CommImpl::create(CommSetup setup) {
     LOOM_LOG_WARN(Config, "ignoring unknown setting {} (run loom-info for the list)", name);
   LOOM_ASSIGN_OR_RETURN(CommSettings settings, CommSettings::from(setup.config));
   settings.tcp.secret = setup.secret;
-  LOOM_ASSIGN_OR_RETURN(auto tcp, transport::tcp::TcpTransport::listen(
-                                      setup.rank, setup.nranks, setup.comm_id,
-                                      setup.bind_address, settings.tcp));
+  LOOM_ASSIGN_OR_RETURN(
+      auto tcp, transport::tcp::TcpTransport::listen(setup.rank, setup.nranks, setup.comm_id,
+                                                     setup.bind_address, settings.tcp));
   std::unique_ptr<CommImpl> comm(new CommImpl(std::move(setup), settings));
   LOOM_RETURN_IF_ERROR(comm->init(std::move(tcp), Deadline::after(settings.timeout)));
   return comm;
@@ -100,8 +99,8 @@ CommImpl::~CommImpl() {
 // starts the engine.
 Status CommImpl::init(std::unique_ptr<transport::tcp::TcpTransport> tcp, Deadline deadline) {
   const std::string prefix = fmt::format("loom/{:016x}/", comm_id_);
-  LOOM_ASSIGN_OR_RETURN(JobLayout layout, exchange_layout(*store_, prefix, rank_, nranks_,
-                                                          config_, tcp->address(), deadline));
+  LOOM_ASSIGN_OR_RETURN(JobLayout layout, exchange_layout(*store_, prefix, rank_, nranks_, config_,
+                                                          tcp->address(), deadline));
   tcp->set_peer_addresses(layout.tcp_addresses);
   data_address_ = tcp->address();
   std::unique_ptr<transport::shm::ShmTransport> shm;
@@ -117,9 +116,11 @@ Status CommImpl::init(std::unique_ptr<transport::tcp::TcpTransport> tcp, Deadlin
   ring_ = layout.ring;
   describe_shape(layout);
   if (nranks_ > 1) {
-    auto pos = static_cast<std::size_t>(std::find(ring_.begin(), ring_.end(), rank_) - ring_.begin());
+    auto pos =
+        static_cast<std::size_t>(std::find(ring_.begin(), ring_.end(), rank_) - ring_.begin());
     std::size_t n = ring_.size();
-    LOOM_RETURN_IF_ERROR(transports_->ensure({ring_[(pos + 1) % n], ring_[(pos + n - 1) % n]}, deadline));
+    LOOM_RETURN_IF_ERROR(
+        transports_->ensure({ring_[(pos + 1) % n], ring_[(pos + n - 1) % n]}, deadline));
   }
   LOOM_RETURN_IF_ERROR(agree_on_plan_settings(prefix, deadline));
   LOOM_RETURN_IF_ERROR(finish_rendezvous(*store_, prefix, rank_, nranks_, deadline));
@@ -134,7 +135,8 @@ Status CommImpl::init(std::unique_ptr<transport::tcp::TcpTransport> tcp, Deadlin
   };
   engine_ = std::make_unique<exec::Engine>(eo);
   LOOM_RETURN_IF_ERROR(start_monitor(layout, deadline));
-  LOOM_LOG_INFO(Init, "rank {} of {}: communicator {:016x} ready ({} ranks on this host, spin {} us)",
+  LOOM_LOG_INFO(Init,
+                "rank {} of {}: communicator {:016x} ready ({} ranks on this host, spin {} us)",
                 rank_, nranks_, comm_id_, layout.ranks_on_my_host(rank_), settings_.spin.count());
   return Status::ok();
 }
@@ -143,7 +145,9 @@ Status CommImpl::connect(const std::vector<int>& peers, Deadline deadline) {
   return transports_->ensure(peers, deadline);
 }
 
-transport::Connection* CommImpl::connection(int peer) const { return transports_->get(peer); }
+transport::Connection* CommImpl::connection(int peer) const {
+  return transports_->get(peer);
+}
 
 std::uint8_t* CommImpl::scratch(std::size_t bytes) {
   if (bytes > scratch_bytes_) {
@@ -285,7 +289,7 @@ algo::Plan CommImpl::make_plan(const core::OpDesc& op, const CollOptions& opts) 
 }
 
 std::shared_ptr<const algo::Plan> CommImpl::cached_plan(const core::OpDesc& op,
-                                                       const CollOptions& opts) {
+                                                        const CollOptions& opts) {
   constexpr std::size_t kMaxPlans = 32;
   const PlanKey key{op.kind, op.dtype, op.root, op.in_place(rank_), op.count, opts.algorithm};
   for (std::size_t i = plans_.size(); i-- > 0;) {

@@ -19,12 +19,12 @@
 #include "config/config.hpp"
 #include "core/failure_monitor.hpp"
 #include "core/op.hpp"
+#include "core/peer_transports.hpp"
+#include "device/stream_path.hpp"
 #include "executor/engine.hpp"
 #include "loom/options.hpp"
 #include "loom/work.hpp"
-#include "core/peer_transports.hpp"
 #include "selector/selector.hpp"
-#include "device/stream_path.hpp"
 #include "transports/shm/shm_transport.hpp"
 #include "transports/tcp/tcp_transport.hpp"
 
@@ -120,7 +120,7 @@ class CommImpl {
   std::shared_ptr<bootstrap::Store> store_;
   std::shared_ptr<bootstrap::TcpStoreServer> server_;
   std::unique_ptr<PeerTransports> transports_;
-  std::vector<int> ring_;  // topology-aware ring order
+  std::vector<int> ring_;                // topology-aware ring order
   std::vector<std::vector<int>> hosts_;  // ranks per host, in ring order (per-host trees)
   select::Shape shape_;                  // for the cost model
   std::set<std::uint64_t> logged_;       // (collective, size class, algorithm) already logged

@@ -20,7 +20,8 @@ config::Config load_config(const CommOptions& options) {
   auto settings = options.settings;
   if (options.timeout) settings["LOOM_TIMEOUT"] = fmt::format("{}ms", options.timeout->count());
   if (options.deterministic)
-    settings.insert_or_assign("LOOM_DETERMINISTIC", std::string(1, *options.deterministic ? '1' : '0'));
+    settings.insert_or_assign("LOOM_DETERMINISTIC",
+                              std::string(1, *options.deterministic ? '1' : '0'));
   return value_or_throw(config::Config::load(settings));
 }
 

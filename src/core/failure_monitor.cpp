@@ -175,8 +175,8 @@ void FailureMonitor::check_local_peers() {
     if (w->reported || w->process.alive()) continue;
     w->reported = true;
     if (!store_broken_) {
-      auto left =
-          store_->get(prefix_ + "left/" + std::to_string(w->rank), Deadline::after(milliseconds(0)));
+      auto left = store_->get(prefix_ + "left/" + std::to_string(w->rank),
+                              Deadline::after(milliseconds(0)));
       if (left.is_ok()) continue;  // destroyed its communicator, then exited: not a failure
       if (left.status().code() != ErrorCode::Timeout) store_broken_ = true;
     }

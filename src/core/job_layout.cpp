@@ -37,7 +37,8 @@ Result<Card> read_card(int rank, int from, const std::vector<std::uint8_t>& b) {
   c.allow.assign(reinterpret_cast<const char*>(b.data() + sizeof c.addr + 4), len);
   auto rest = std::span(b).subspan(sizeof c.addr + 4 + len);
   auto t = topo::decode(rest);
-  if (!t.is_ok()) return t.status().with_context(fmt::format("rank {}: card of rank {}", rank, from));
+  if (!t.is_ok())
+    return t.status().with_context(fmt::format("rank {}: card of rank {}", rank, from));
   c.topo = std::move(t).value();
   return c;
 }
@@ -53,8 +54,10 @@ Result<topo::Topology> topology_from(const config::Config& cfg, int rank, int nr
   auto t = topo::read_file(file);
   if (!t.is_ok()) return t.status().with_context(fmt::format("rank {}: LOOM_TOPO_FILE", rank));
   if (t->nranks() != nranks)
-    return make_error(ErrorCode::InvalidUsage, "rank {}: LOOM_TOPO_FILE {} describes {} ranks, "
-                      "the job has {}", rank, file, t->nranks(), nranks);
+    return make_error(ErrorCode::InvalidUsage,
+                      "rank {}: LOOM_TOPO_FILE {} describes {} ranks, "
+                      "the job has {}",
+                      rank, file, t->nranks(), nranks);
   return t;
 }
 
@@ -79,8 +82,8 @@ Result<JobLayout> exchange_layout(bootstrap::Store& store, const std::string& pr
   LOOM_ASSIGN_OR_RETURN(auto mine, topo::discover_local(rank, cfg));
   LOOM_ASSIGN_OR_RETURN(std::string allow, effective_transports(rank, cfg, tcp_address));
   auto card = make_card(tcp_address, allow, topo::encode(mine.first, mine.second));
-  LOOM_ASSIGN_OR_RETURN(auto all, bootstrap::store_allgather(store, prefix + "card", rank, nranks,
-                                                             card, deadline));
+  LOOM_ASSIGN_OR_RETURN(
+      auto all, bootstrap::store_allgather(store, prefix + "card", rank, nranks, card, deadline));
   JobLayout l;
   std::vector<std::pair<topo::RankInfo, topo::HostInfo>> parts;
   std::vector<std::vector<TransportKind>> allowed;

@@ -21,7 +21,8 @@ TEST_CASE("transport choice: LOOM_TRANSPORTS parsing", "[transports]") {
   CHECK_FALSE(parse_transport_list("^shm,^tcp,^ofi").is_ok());
 }
 
-TEST_CASE("transport choice: same host uses shm, other hosts tcp, both sides agree", "[transports]") {
+TEST_CASE("transport choice: same host uses shm, other hosts tcp, both sides agree",
+          "[transports]") {
   using K = TransportKind;
   std::vector<std::string> hosts = {"a", "a", "b", "b", "a"};
   std::vector<std::vector<K>> allowed(5, {K::Shm, K::Tcp});
@@ -36,7 +37,8 @@ TEST_CASE("transport choice: same host uses shm, other hosts tcp, both sides agr
   }
 }
 
-TEST_CASE("transport choice: differing allow lists still agree or fail naming both", "[transports]") {
+TEST_CASE("transport choice: differing allow lists still agree or fail naming both",
+          "[transports]") {
   using K = TransportKind;
   std::vector<std::string> hosts = {"a", "a", "a"};
   std::vector<std::vector<K>> allowed = {{K::Tcp, K::Shm}, {K::Shm, K::Tcp}, {K::Shm}};

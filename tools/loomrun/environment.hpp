@@ -10,8 +10,8 @@ namespace loom::run {
 
 /// What every rank of one job shares.
 struct JobIdentity {
-  std::string root;    // LOOM_ROOT, host:port
-  std::string secret;  // LOOM_SECRET, 32 hex characters
+  std::string root;                   // LOOM_ROOT, host:port
+  std::string secret;                 // LOOM_SECRET, 32 hex characters
   std::vector<std::string> host_ids;  // --hosts: each host's network namespace (LOOM_HOST_ID)
 };
 

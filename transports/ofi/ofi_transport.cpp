@@ -1,10 +1,10 @@
 #include "transports/ofi/ofi_transport.hpp"
-#include "transports/connect_order.hpp"
 
 #include <algorithm>
 #include <cstring>
 
 #include "log/log.hpp"
+#include "transports/connect_order.hpp"
 
 namespace loom::transport::ofi {
 namespace {

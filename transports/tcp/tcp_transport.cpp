@@ -1,11 +1,11 @@
 #include "transports/tcp/tcp_transport.hpp"
-#include "transports/connect_order.hpp"
 
 #include <algorithm>
 #include <array>
 #include <cstring>
 
 #include "log/log.hpp"
+#include "transports/connect_order.hpp"
 #include "transports/tcp/wire.hpp"
 
 namespace loom::transport::tcp {
