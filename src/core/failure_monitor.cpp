@@ -12,7 +12,7 @@ namespace {
 
 using std::chrono::milliseconds;
 
-constexpr milliseconds kPollInterval{100};  // store wait per loop (records wake it at once)
+constexpr milliseconds kPollInterval{100};  // monitor loop period (local failures wake it at once)
 constexpr milliseconds kReportWait{2000};   // how long a hang report waits for answers
 
 std::string_view as_text(const bootstrap::Bytes& b) {
@@ -138,16 +138,17 @@ void FailureMonitor::loop() {
     if (!store_broken_) {
       poll_store();
       answer_status_requests();
-    } else {
-      std::unique_lock lk(mu_);
-      cv_.wait_for(lk, kPollInterval, [&] { return stop_ || !queue_.empty(); });
     }
+    // Sleep here, not in a waiting store get: the store connection is shared with the
+    // communicator's own setup traffic (lazy shm/tcp handshakes), which a 100 ms get would stall.
+    std::unique_lock lk(mu_);
+    cv_.wait_for(lk, kPollInterval, [&] { return stop_ || !queue_.empty(); });
   }
 }
 
-// Waits (one poll interval) for the next failure record and applies every one available.
+// Applies every failure record available now (one store round trip when there is none).
 void FailureMonitor::poll_store() {
-  milliseconds wait = kPollInterval;
+  const milliseconds wait{0};
   for (;;) {
     auto got =
         store_->get(prefix_ + "failure/" + std::to_string(next_record_), Deadline::after(wait));
@@ -166,7 +167,6 @@ void FailureMonitor::poll_store() {
       continue;
     }
     apply(*rec);
-    wait = milliseconds(0);
   }
 }
 
