@@ -2,6 +2,7 @@
 // connections.
 #pragma once
 
+#include <catch2/catch.hpp>
 #include <exception>
 #include <functional>
 #include <map>
@@ -16,6 +17,18 @@
 #include "loom/loom.hpp"
 
 namespace loom::test {
+
+/// Runs f, which must throw loom::Error, and returns the error (the test fails otherwise).
+template <typename F>
+loom::Error catch_error(F&& f) {
+  try {
+    f();
+  } catch (const loom::Error& e) {
+    return e;
+  }
+  FAIL("expected a loom::Error");
+  return loom::Error(loom::ErrorCode::Ok, "");
+}
 
 inline Communicator make_comm(std::shared_ptr<bootstrap::Store> store, int rank, int n,
                               std::uint64_t comm_id,

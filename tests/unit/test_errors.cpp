@@ -9,21 +9,7 @@
 
 using namespace loom;
 using Catch::Matchers::Contains;
-
-namespace {
-
-template <typename F>
-loom::Error catch_error(F&& f) {
-  try {
-    f();
-  } catch (const loom::Error& e) {
-    return e;
-  }
-  FAIL("expected a loom::Error");
-  return loom::Error(ErrorCode::Ok, "");
-}
-
-}  // namespace
+using loom::test::catch_error;
 
 TEST_CASE("errors: bad arguments are InvalidArgument naming rank and operation", "[errors]") {
   loom::test::run_ranks(2, [](Communicator& comm) {

@@ -13,21 +13,11 @@
 
 using namespace loom;
 using Catch::Matchers::Contains;
+using loom::test::catch_error;
 using std::chrono::milliseconds;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-template <typename F>
-loom::Error catch_error(F&& f) {
-  try {
-    f();
-  } catch (const loom::Error& e) {
-    return e;
-  }
-  FAIL("expected a loom::Error");
-  return loom::Error(ErrorCode::Ok, "");
-}
 
 // Waits (bounded) until `pred` holds; false on timeout.
 template <typename P>
