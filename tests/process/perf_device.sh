@@ -9,31 +9,15 @@ TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 failures=0
 
-sweep() {
-  local n=$1 coll=$2
-  shift 2
-  local out=$TMP/out
-  timeout 300 "$BIN/loomrun" -n "$n" --only-rank 0 --no-prefix -- \
-    "$BIN/loom-perf" "$coll" --device host-sim "$@" >"$out" 2>&1
-  local rc=$?
-  local rows wrong
-  rows=$(awk '$1 ~ /^[0-9]+$/ && NF == 13' "$out" | wc -l)
-  wrong=$(awk '$1 ~ /^[0-9]+$/ && NF == 13 && ($9 != "0" || $13 != "0")' "$out" | wc -l)
-  if [[ $rc -ne 0 || $rows -eq 0 || $wrong -ne 0 ]]; then
-    echo "FAIL: loomrun -n $n loom-perf $coll --device host-sim $* (exit $rc, $rows rows, $wrong wrong)" >&2
-    sed 's/^/  /' "$out" | tail -20 >&2
-    failures=$((failures + 1))
-  else
-    echo "ok: -n $n $coll --device host-sim $* ($rows rows)"
-  fi
-}
+# shellcheck source=lib/perf_sweep.sh
+source "$(dirname "$0")/lib/perf_sweep.sh"
 
 for n in 1 3; do
   for coll in allreduce allgather broadcast reduce reducescatter; do
-    sweep "$n" "$coll" -b 0 -e 64K -f 16 -d all -o all -n 1 -w 1 -r $((n - 1))
+    sweep "$n" "$coll" --device host-sim -b 0 -e 64K -f 16 -d all -o all -n 1 -w 1 -r $((n - 1))
   done
 done
-sweep 2 allreduce -b 8 -e 1M -f 8 -n 2 -w 1
+sweep 2 allreduce --device host-sim -b 8 -e 1M -f 8 -n 2 -w 1
 
 if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
   timeout 60 "$BIN/loom-perf" allreduce --device cuda -b 8 -e 8 >"$TMP/out" 2>&1

@@ -1,0 +1,21 @@
+# Shared by the loom-perf process tests (sourced, not a test itself): needs BIN, TMP and a
+# `failures` counter in the caller.
+# sweep N COLL ARGS...: runs one loom-perf sweep and checks exit code, rows and #wrong.
+sweep() {
+  local n=$1 coll=$2
+  shift 2
+  local out=$TMP/out
+  timeout 300 "$BIN/loomrun" -n "$n" --only-rank 0 --no-prefix -- \
+    "$BIN/loom-perf" "$coll" "$@" >"$out" 2>&1
+  local rc=$?
+  local rows wrong
+  rows=$(awk '$1 ~ /^[0-9]+$/ && NF == 13' "$out" | wc -l)
+  wrong=$(awk '$1 ~ /^[0-9]+$/ && NF == 13 && ($9 != "0" || $13 != "0")' "$out" | wc -l)
+  if [[ $rc -ne 0 || $rows -eq 0 || $wrong -ne 0 ]]; then
+    echo "FAIL: loomrun -n $n loom-perf $coll $* (exit $rc, $rows rows, $wrong wrong)" >&2
+    sed 's/^/  /' "$out" | tail -20 >&2
+    failures=$((failures + 1))
+  else
+    echo "ok: -n $n $coll $* ($rows rows)"
+  fi
+}
