@@ -62,8 +62,20 @@ constexpr std::array kSettings = {
          "reliability"},
 
     // Network (TCP transport and bootstrap).
-    Spec{"LOOM_SOCKETS_PER_PEER", Type::Int, "2",
-         "TCP sockets per peer connection; messages are striped across them (1-16).", "net"},
+    Spec{"LOOM_SOCKETS_PER_PEER", Type::Int, "0",
+         "TCP sockets per peer connection (1-16); large messages are striped across them. 0 "
+         "chooses: one per CPU each rank of this host has to itself, 2 to 8. The connecting "
+         "(lower) rank's choice holds for the pair.",
+         "net"},
+    Spec{"LOOM_TCP_THREADS", Type::Int, "-1",
+         "Progress threads that move each rank's TCP bytes while its executor computes or "
+         "sleeps (0-8). -1 chooses: one per CPU left over once every rank of this host has "
+         "one, at most 2; none when the ranks fill the CPUs.",
+         "net"},
+    Spec{"LOOM_SOCKET_STRIPE_MIN", Type::Size, "128K",
+         "TCP messages of at least twice this size are split into parts of at least this size "
+         "(64K or more), one per socket, sent in parallel; 0 disables striping.",
+         "net"},
     Spec{"LOOM_SOCKET_BUFFER", Type::Size, "4M",
          "SO_SNDBUF/SO_RCVBUF for data sockets (0 leaves the kernel's autotuning).", "net"},
     Spec{"LOOM_SOCKET_IFNAME", Type::String, "",

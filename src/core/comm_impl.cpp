@@ -23,6 +23,8 @@ Result<CommSettings> CommSettings::from(const config::Config& cfg) {
   s.spin = std::chrono::microseconds(cfg.get_int("LOOM_SPIN_US"));  // < 0: chosen at init
   s.tcp.sockets_per_peer = static_cast<int>(cfg.get_int("LOOM_SOCKETS_PER_PEER"));
   s.tcp.socket_buffer = cfg.get_size("LOOM_SOCKET_BUFFER");
+  s.tcp.stripe_min = cfg.get_size("LOOM_SOCKET_STRIPE_MIN");
+  s.tcp.progress_threads = static_cast<int>(cfg.get_int("LOOM_TCP_THREADS"));
   s.shm.slot_bytes = cfg.get_size("LOOM_SHM_SLOT_SIZE");
   s.shm.nslots = static_cast<std::size_t>(cfg.get_int("LOOM_SHM_SLOTS"));
   LOOM_ASSIGN_OR_RETURN(s.shm.single_copy,
@@ -38,8 +40,8 @@ Result<CommSettings> CommSettings::from(const config::Config& cfg) {
   if (s.depth < 1 || s.depth > 64)
     return make_error(ErrorCode::InvalidUsage, "LOOM_PIPELINE_DEPTH={} is outside [1, 64]",
                       s.depth);
-  if (s.tcp.sockets_per_peer < 1 || s.tcp.sockets_per_peer > 16)
-    return make_error(ErrorCode::InvalidUsage, "LOOM_SOCKETS_PER_PEER={} is outside [1, 16]",
+  if (s.tcp.sockets_per_peer < 0 || s.tcp.sockets_per_peer > 16)
+    return make_error(ErrorCode::InvalidUsage, "LOOM_SOCKETS_PER_PEER={} is outside [0, 16]",
                       s.tcp.sockets_per_peer);
   LOOM_ASSIGN_OR_RETURN(s.policy, select::Policy::parse(s.algo));
   LOOM_ASSIGN_OR_RETURN(s.tuning, select::tuning_from(cfg));
@@ -102,6 +104,7 @@ Status CommImpl::init(std::unique_ptr<transport::tcp::TcpTransport> tcp, Deadlin
   LOOM_ASSIGN_OR_RETURN(JobLayout layout, exchange_layout(*store_, prefix, rank_, nranks_, config_,
                                                           tcp->address(), deadline));
   tcp->set_peer_addresses(layout.tcp_addresses);
+  tcp->set_ranks_on_host(layout.ranks_on_my_host(rank_));
   data_address_ = tcp->address();
   std::unique_ptr<transport::shm::ShmTransport> shm;
   for (TransportKind k : layout.transport_of)
@@ -110,7 +113,8 @@ Status CommImpl::init(std::unique_ptr<transport::tcp::TcpTransport> tcp, Deadlin
                                                                       store_, settings_.shm));
     }
   LOOM_ASSIGN_OR_RETURN(auto ofi, make_ofi_transport(rank_, nranks_, comm_id_, store_, config_,
-                                                     tcp->address(), layout.transport_of));
+                                                     tcp->address(), layout.transport_of,
+                                                     settings_.tcp.secret));
   transports_ = std::make_unique<PeerTransports>(rank_, layout.transport_of, std::move(tcp),
                                                  std::move(shm), std::move(ofi));
   ring_ = layout.ring;

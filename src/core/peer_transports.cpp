@@ -84,7 +84,12 @@ Result<std::string> effective_transports(int rank, const config::Config& cfg,
     pos = end + 1;
   }
   bool requested = named || !cfg.get_string("LOOM_OFI_PROVIDER").empty();
-  OfiAvailability ofi = probe_ofi(ofi_request(cfg, data_address));
+  OfiAvailability ofi;  // unrequested ofi runs only on EFA: without a device, skip fi_getinfo
+  if (requested || transport::ofi::efa_device_present())
+    ofi = probe_ofi(ofi_request(cfg, data_address));
+  else
+    ofi.why_missing = "no EFA device on this host (none bound to the efa driver in "
+                      "/sys/class/infiniband)";
   LOOM_ASSIGN_OR_RETURN(auto list, resolve_transport_list(rank, text, requested,
                                                           cfg.get_bool("LOOM_OFI_FALLBACK"), ofi));
   return format_transport_list(list);
@@ -93,7 +98,7 @@ Result<std::string> effective_transports(int rank, const config::Config& cfg,
 Result<std::unique_ptr<transport::ofi::OfiTransport>> make_ofi_transport(
     int rank, int nranks, std::uint64_t comm_id, const std::shared_ptr<bootstrap::Store>& store,
     const config::Config& cfg, const net::SocketAddress& data_address,
-    const std::vector<TransportKind>& choice) {
+    const std::vector<TransportKind>& choice, const crypto::Secret& secret) {
   std::unique_ptr<transport::ofi::OfiTransport> none;
   bool used = false;
   for (int p = 0; p < nranks; ++p)
@@ -103,6 +108,7 @@ Result<std::unique_ptr<transport::ofi::OfiTransport>> make_ofi_transport(
   o.fabric = ofi_request(cfg, data_address);
   o.liveness_bind = data_address;
   o.liveness_bind.set_port(0);
+  o.secret = secret;
   auto t = transport::ofi::OfiTransport::create(rank, nranks, comm_id, store, o);
   if (!t.is_ok())
     return t.status().with_context(fmt::format("rank {}: opening the ofi transport", rank));

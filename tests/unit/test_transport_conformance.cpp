@@ -61,7 +61,7 @@ std::unique_ptr<TransportPair> make_pair(const std::string& kind, lt::PairOption
   auto p = TransportPair::create(kind, o);
   INFO(p.status().message());
   REQUIRE(p.is_ok());
-  if (kind != "tcp") CHECK(lt::shm_leftovers(p.value()->comm_id()).empty());
+  if (lt::connection_name(kind) != "tcp") CHECK(lt::shm_leftovers(p.value()->comm_id()).empty());
   return std::move(p).value();
 }
 

@@ -39,12 +39,15 @@ inline bool single_copy_works() {
 }
 
 /// "ofi:PROVIDER" is the ofi transport over that libfabric provider; it is listed only when the
-/// provider exists on this host (Debian's libfabric1 ships tcp;ofi_rxm and shm).
+/// provider exists on this host (Debian's libfabric1 ships tcp;ofi_rxm and shm). "tcp-striped"
+/// is tcp over 5 sockets per peer with every message of 128 KiB or more striped across them in
+/// uneven parts (64 KiB minimum); "tcp-threads" is tcp over 3 sockets served by 2 progress
+/// threads.
 inline const std::vector<std::string>& transport_kinds() {
   // shm-single-copy: shm with every message of 4 KiB or more sent as a single-copy descriptor (the
   // receiver reads the sender's buffer with process_vm_readv); left out where that is refused.
   static const std::vector<std::string> kinds = [] {
-    std::vector<std::string> k = {"tcp", "shm"};
+    std::vector<std::string> k = {"tcp", "tcp-striped", "tcp-threads", "shm"};
     if (single_copy_works()) k.emplace_back("shm-single-copy");
     for (const char* prov : {"tcp;ofi_rxm", "shm"})
       if (transport::ofi::probe_provider({prov, "127.0.0.1"}).is_ok())
@@ -57,6 +60,7 @@ inline const std::vector<std::string>& transport_kinds() {
 /// The Connection::name() of a transport kind ("ofi:shm" -> "ofi").
 inline std::string connection_name(const std::string& kind) {
   if (kind.rfind("ofi:", 0) == 0) return "ofi";
+  if (kind.rfind("tcp", 0) == 0) return "tcp";
   return kind.rfind("shm", 0) == 0 ? "shm" : kind;
 }
 
@@ -88,7 +92,16 @@ class TransportPair {
                                                        PairOptions options = {}) {
     std::unique_ptr<TransportPair> p(new TransportPair(kind));
     Deadline deadline = Deadline::after(std::chrono::seconds(20));
-    if (kind == "tcp") {
+    if (kind == "tcp-striped") {
+      options.tcp.sockets_per_peer = 5;
+      options.tcp.stripe_min = 64u << 10;
+    }
+    if (options.tcp.progress_threads < 0) options.tcp.progress_threads = 0;  // same on any host
+    if (kind == "tcp-threads") {
+      options.tcp.sockets_per_peer = 3;
+      options.tcp.progress_threads = 2;
+    }
+    if (kind.rfind("tcp", 0) == 0) {
       LOOM_RETURN_IF_ERROR(p->listen_tcp(options.tcp));
     } else if (kind == "shm" || kind == "shm-single-copy") {
       if (kind == "shm-single-copy") {
@@ -115,7 +128,7 @@ class TransportPair {
   [[nodiscard]] transport::Connection& conn(int rank) const {
     auto r = static_cast<std::size_t>(rank);
     if (ofi_[r]) return *ofi_[r]->get(1 - rank);
-    return kind_ == "tcp" ? *tcp_[r]->get(1 - rank) : *shm_[r]->get(1 - rank);
+    return tcp_[r] ? *tcp_[r]->get(1 - rank) : *shm_[r]->get(1 - rank);
   }
   /// The ofi transport of `rank` (null for other kinds).
   [[nodiscard]] transport::ofi::OfiTransport* ofi(int rank) const {
@@ -164,7 +177,7 @@ class TransportPair {
   Status ensure(int rank, Deadline deadline) {
     auto r = static_cast<std::size_t>(rank);
     if (ofi_[r]) return ofi_[r]->ensure({1 - rank}, deadline);
-    return kind_ == "tcp" ? tcp_[r]->ensure({1 - rank}, deadline)
+    return tcp_[r] ? tcp_[r]->ensure({1 - rank}, deadline)
                           : shm_[r]->ensure({1 - rank}, deadline);
   }
 

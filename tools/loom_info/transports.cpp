@@ -20,9 +20,13 @@ std::string shm_line() {
 
 std::string tcp_line(const config::Config& cfg) {
   return fmt::format(
-      "  {:<5}{:<13}any peer; {} sockets per peer (LOOM_SOCKETS_PER_PEER), {} B socket buffers, "
-      "host memory\n",
-      "tcp", "available", cfg.get_int("LOOM_SOCKETS_PER_PEER"), cfg.get_size("LOOM_SOCKET_BUFFER"));
+      "  {:<5}{:<13}any peer; {} sockets per peer (LOOM_SOCKETS_PER_PEER), striping from {} B, "
+      "{} B socket buffers, host memory\n",
+      "tcp", "available",
+      cfg.get_int("LOOM_SOCKETS_PER_PEER") == 0
+          ? std::string("auto")
+          : std::to_string(cfg.get_int("LOOM_SOCKETS_PER_PEER")),
+      2 * cfg.get_size("LOOM_SOCKET_STRIPE_MIN"), cfg.get_size("LOOM_SOCKET_BUFFER"));
 }
 
 std::string mr_modes(std::uint64_t m) {

@@ -8,7 +8,10 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstring>
+#include <filesystem>
+#include <system_error>
 #include <thread>
 
 #include "log/log.hpp"
@@ -25,6 +28,8 @@ struct InfoDeleter {
   }
 };
 using InfoPtr = std::unique_ptr<fi_info, InfoDeleter>;
+
+std::atomic<std::uint64_t> g_getinfo_calls{0};
 
 // Tagged, reliable-datagram endpoints whose sends to one peer match in order.
 InfoPtr make_hints(const std::string& provider, bool hmem) {
@@ -45,6 +50,7 @@ InfoPtr get_info_with(const std::string& provider, const std::string& node, bool
   InfoPtr hints = make_hints(provider, hmem);
   fi_info* out = nullptr;
   const char* n = node.empty() ? nullptr : node.c_str();
+  g_getinfo_calls.fetch_add(1, std::memory_order_relaxed);
   int rc = fi_getinfo(kApiVersion, n, nullptr, n != nullptr ? FI_SOURCE : 0, hints.get(), &out);
   return rc == 0 ? InfoPtr(out) : nullptr;
 }
@@ -83,6 +89,20 @@ std::string ProviderInfo::describe() const {
   return fmt::format("provider {}, fabric {}, domain {}{}{}", provider, fabric, domain,
                      hmem ? ", FI_HMEM" : "", mr_local ? ", FI_MR_LOCAL" : "");
 }
+
+bool efa_device_present() {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  for (fs::directory_iterator it("/sys/class/infiniband", ec), end; !ec && it != end;
+       it.increment(ec)) {
+    fs::path driver = fs::read_symlink(it->path() / "device" / "driver", ec);
+    if (!ec && driver.filename() == "efa") return true;
+    ec.clear();
+  }
+  return false;
+}
+
+std::uint64_t getinfo_calls() { return g_getinfo_calls.load(std::memory_order_relaxed); }
 
 std::vector<ProviderInfo> list_providers() {
   std::vector<ProviderInfo> out;

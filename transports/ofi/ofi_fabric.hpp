@@ -41,6 +41,12 @@ std::vector<ProviderInfo> list_providers();
 /// The provider the request resolves to, or an error saying why none fits (the reason is fit
 /// for a WARN: which provider was asked for and what exists instead).
 Result<ProviderInfo> probe_provider(const FabricRequest& request);
+/// Whether this host has an EFA device (an RDMA device bound to the efa driver under
+/// /sys/class/infiniband). Reads sysfs only: cheap, unlike fi_getinfo, whose first call loads
+/// every provider (~0.4 s). Lets init skip the probe when ofi would not be used anyway.
+bool efa_device_present();
+/// How many fi_getinfo calls this process has made (tests check that init avoids them).
+std::uint64_t getinfo_calls();
 
 /// Placed first in every posted operation's context; the completion hands it back.
 struct OpContext {

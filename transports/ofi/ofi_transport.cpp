@@ -1,7 +1,9 @@
 #include "transports/ofi/ofi_transport.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
+#include <span>
 
 #include "log/log.hpp"
 #include "transports/connect_order.hpp"
@@ -10,6 +12,8 @@ namespace loom::transport::ofi {
 namespace {
 
 constexpr std::uint32_t kLivenessMagic = 0x4c4f4c56;  // "LOLV"
+constexpr const char* kLivenessDomain = "loom-ofi-liveness-v1";
+constexpr std::uint8_t kAccepted = 0xac;
 
 struct Hello {
   std::uint32_t magic = kLivenessMagic;
@@ -42,6 +46,7 @@ Result<std::unique_ptr<OfiTransport>> OfiTransport::create(int rank, int nranks,
                                                            std::shared_ptr<bootstrap::Store> store,
                                                            const OfiOptions& options) {
   std::unique_ptr<OfiTransport> t(new OfiTransport(rank, nranks, comm_id, std::move(store)));
+  t->secret_ = options.secret;
   LOOM_ASSIGN_OR_RETURN(t->fabric_, Fabric::open(options.fabric));
   const ProviderInfo& info = t->fabric_->info();
   t->mrs_ =
@@ -102,39 +107,86 @@ Status OfiTransport::ensure(const std::vector<int>& peers, Deadline deadline) {
 
 Status OfiTransport::connect_to(int peer, Deadline deadline) {
   LOOM_ASSIGN_OR_RETURN(Card card, card_of(peer, deadline));
+  const std::string what = fmt::format("rank {}: ofi liveness connection to rank {} at {}", rank_,
+                                       peer, card.liveness.to_string());
   auto fd = net::connect_with_retry(card.liveness, deadline);
-  if (!fd.is_ok())
-    return fd.status().with_context(fmt::format("rank {}: ofi liveness connection to rank {} at {}",
-                                                rank_, peer, card.liveness.to_string()));
+  if (!fd.is_ok()) return fd.status().with_context(what);
   Hello h;
   h.from_rank = rank_;
   h.comm_id = comm_id_;
   h.to_rank = peer;
-  LOOM_RETURN_IF_ERROR(net::send_all(fd->get(), &h, sizeof h, deadline,
-                                     fmt::format("rank {}: ofi hello to rank {}", rank_, peer)));
+  crypto::Nonce nonce{};
+  LOOM_RETURN_IF_ERROR(net::recv_all(fd->get(), nonce.data(), nonce.size(), deadline, what));
+  std::array<std::uint8_t, sizeof(Hello) + sizeof(crypto::Mac)> msg{};
+  std::memcpy(msg.data(), &h, sizeof h);
+  crypto::Mac mac = crypto::prove(secret_, kLivenessDomain, nonce,
+                                  std::span<const std::uint8_t>(msg.data(), sizeof h));
+  std::memcpy(msg.data() + sizeof h, mac.data(), mac.size());
+  LOOM_RETURN_IF_ERROR(net::send_all(fd->get(), msg.data(), msg.size(), deadline, what));
+  std::uint8_t ack = 0;
+  Status st = net::recv_all(fd->get(), &ack, 1, deadline, what);
+  if (!st.is_ok() || ack != kAccepted)
+    return make_error(ErrorCode::PeerFailed,
+                      "{}: rank {} rejected the connection (a different job secret or "
+                      "communicator?): {}",
+                      what, peer, st.is_ok() ? "bad confirmation" : st.message());
   return add_connection(peer, card, std::move(fd).value());
 }
 
 Status OfiTransport::accept_from(int peer, Deadline deadline) {
   LOOM_ASSIGN_OR_RETURN(Card card, card_of(peer, deadline));
   while (accepted_.find(peer) == accepted_.end()) {
-    auto fd = net::accept_until(listener_.get(), deadline);
-    if (!fd.is_ok())
-      return fd.status().with_context(
+    Status st = accept_one(deadline);
+    if (!st.is_ok())
+      return st.with_context(
           fmt::format("rank {}: waiting for rank {}'s ofi liveness connection", rank_, peer));
-    Hello h;
-    Deadline hello_deadline = deadline.earliest(Deadline::after(std::chrono::seconds(10)));
-    Status st = net::recv_all(fd->get(), &h, sizeof h, hello_deadline, "ofi hello");
-    if (!st.is_ok() || h.magic != kLivenessMagic || h.comm_id != comm_id_ || h.to_rank != rank_ ||
-        h.from_rank < 0 || h.from_rank >= rank_) {
-      LOOM_LOG_WARN(Net, "rank {}: dropped an invalid ofi liveness connection", rank_);
-      continue;
-    }
-    accepted_[h.from_rank] = std::move(fd).value();
   }
   net::Fd fd = std::move(accepted_[peer]);
   accepted_.erase(peer);
   return add_connection(peer, card, std::move(fd));
+}
+
+// Accepts one liveness connection and files it under its peer once its proof checks out;
+// connections that fail authentication or carry a foreign hello are dropped with a WARN.
+Status OfiTransport::accept_one(Deadline deadline) {
+  LOOM_ASSIGN_OR_RETURN(net::Fd fd, net::accept_until(listener_.get(), deadline));
+  Deadline hello_deadline = deadline.earliest(Deadline::after(std::chrono::seconds(10)));
+  const crypto::Nonce nonce = crypto::make_nonce();
+  std::array<std::uint8_t, sizeof(Hello) + sizeof(crypto::Mac)> msg{};
+  Status st =
+      net::send_all(fd.get(), nonce.data(), nonce.size(), hello_deadline, "ofi liveness challenge");
+  if (st.is_ok())
+    st = net::recv_all(fd.get(), msg.data(), msg.size(), hello_deadline, "ofi liveness hello");
+  if (!st.is_ok()) {
+    LOOM_LOG_WARN(Net, "rank {}: dropped an ofi liveness connection: {}", rank_, st.message());
+    return Status::ok();
+  }
+  crypto::Mac got{};
+  std::memcpy(got.data(), msg.data() + sizeof(Hello), got.size());
+  if (!crypto::mac_equal(got, crypto::prove(secret_, kLivenessDomain, nonce,
+                                            std::span<const std::uint8_t>(msg.data(),
+                                                                          sizeof(Hello))))) {
+    LOOM_LOG_WARN(Net,
+                  "rank {}: dropped an ofi liveness connection that failed authentication (wrong "
+                  "job secret)",
+                  rank_);
+    return Status::ok();
+  }
+  Hello h;
+  std::memcpy(&h, msg.data(), sizeof h);
+  if (h.magic != kLivenessMagic || h.comm_id != comm_id_ || h.to_rank != rank_ ||
+      h.from_rank < 0 || h.from_rank >= rank_) {
+    LOOM_LOG_WARN(Net, "rank {}: dropped an ofi liveness connection with an invalid hello", rank_);
+    return Status::ok();
+  }
+  std::uint8_t ack = kAccepted;
+  if (Status sent = net::send_all(fd.get(), &ack, 1, hello_deadline, "ofi liveness confirmation");
+      !sent.is_ok()) {
+    LOOM_LOG_WARN(Net, "rank {}: dropped an ofi liveness connection: {}", rank_, sent.message());
+    return Status::ok();
+  }
+  accepted_[h.from_rank] = std::move(fd);
+  return Status::ok();
 }
 
 Status OfiTransport::add_connection(int peer, const Card& card, net::Fd liveness) {

@@ -1,7 +1,11 @@
 // Sets up OfiConnections: one libfabric endpoint per rank (see Fabric), whose address each rank
 // publishes in the bootstrap store together with its provider and a TCP liveness address. A
 // connection to a peer inserts the peer's address into the address vector and opens the
-// liveness socket (the lower rank accepts, the higher connects, as in the tcp transport).
+// liveness socket (the higher rank accepts, the lower connects, as in the tcp transport). The
+// liveness connection is authenticated like the tcp transport's data sockets: the acceptor sends
+// a random challenge, the connector answers with its hello and an HMAC over both keyed with the
+// job secret, and the acceptor confirms with one byte only after checking it (a connection that
+// fails is dropped and logged; the connector sees end-of-file and reports the rejection).
 #pragma once
 
 #include <map>
@@ -9,6 +13,7 @@
 #include <vector>
 
 #include "bootstrap/store.hpp"
+#include "common/crypto.hpp"
 #include "common/socket.hpp"
 #include "transports/ofi/mr_cache.hpp"
 #include "transports/ofi/ofi_connection.hpp"
@@ -20,6 +25,7 @@ struct OfiOptions {
   FabricRequest fabric;
   net::SocketAddress liveness_bind;  // where the liveness listener binds (port 0: ephemeral)
   bool force_registration = false;   // register buffers even when mr_mode does not ask (tests)
+  crypto::Secret secret{};           // the job secret: liveness connections prove knowledge of it
 };
 
 class OfiTransport {
@@ -50,12 +56,14 @@ class OfiTransport {
   Result<Card> card_of(int peer, Deadline deadline);
   Status connect_to(int peer, Deadline deadline);
   Status accept_from(int peer, Deadline deadline);
+  Status accept_one(Deadline deadline);
   Status add_connection(int peer, const Card& card, net::Fd liveness);
   [[nodiscard]] std::string key(int rank) const;
 
   int rank_;
   int nranks_;
   std::uint64_t comm_id_;
+  crypto::Secret secret_{};
   std::shared_ptr<bootstrap::Store> store_;
   std::vector<std::unique_ptr<OfiConnection>> conns_;  // destroyed last
   std::unique_ptr<Fabric> fabric_;

@@ -1,8 +1,13 @@
 #include "transports/tcp/tcp_transport.hpp"
 
+#include <sched.h>
+#include <sys/socket.h>
+
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <cstring>
+#include <fstream>
 
 #include "log/log.hpp"
 #include "transports/connect_order.hpp"
@@ -10,13 +15,64 @@
 
 namespace loom::transport::tcp {
 
+namespace {
+
+int cpus_available() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  return sched_getaffinity(0, sizeof set, &set) == 0 ? std::max(1, CPU_COUNT(&set)) : 1;
+}
+
+std::size_t sysctl_size(const char* path) {
+  std::ifstream in(path);
+  std::size_t v = 0;
+  in >> v;
+  return in ? v : 0;
+}
+
+// SO_xBUFFORCE (needs CAP_NET_ADMIN), else SO_xBUF when the request fits under the kernel's cap;
+// false when the buffer is left to autotuning.
+bool set_one_buffer(int fd, int force_opt, int opt, const char* max_path, int v) {
+  if (::setsockopt(fd, SOL_SOCKET, force_opt, &v, sizeof v) == 0) return true;
+  if (static_cast<std::size_t>(v) > sysctl_size(max_path)) return false;
+  return ::setsockopt(fd, SOL_SOCKET, opt, &v, sizeof v) == 0;
+}
+
+}  // namespace
+
+int choose_sockets(int sockets_per_peer, int cpus, int ranks_on_host) {
+  if (sockets_per_peer > 0) return std::min<int>(sockets_per_peer, kMaxSockets);
+  return std::clamp(cpus / std::max(1, ranks_on_host), 2, 8);
+}
+
+void apply_socket_buffer(int fd, std::size_t bytes) {
+  if (bytes == 0) return;
+  int v = static_cast<int>(std::min<std::size_t>(bytes, 1u << 30));
+  bool snd = set_one_buffer(fd, SO_SNDBUFFORCE, SO_SNDBUF, "/proc/sys/net/core/wmem_max", v);
+  bool rcv = set_one_buffer(fd, SO_RCVBUFFORCE, SO_RCVBUF, "/proc/sys/net/core/rmem_max", v);
+  if (!snd || !rcv)
+    LOOM_LOG_DEBUG(Net,
+                   "socket buffer of {} bytes exceeds net.core.[rw]mem_max: left to the kernel's "
+                   "autotuning ({}{})",
+                   bytes, snd ? "" : "send", rcv ? "" : (snd ? "receive" : ", receive"));
+}
+
+int TcpTransport::progress_threads() const {
+  return choose_threads(options_.progress_threads, cpus_available(), ranks_on_host_);
+}
+
+int TcpTransport::sockets_per_peer() const {
+  return choose_sockets(options_.sockets_per_peer, cpus_available(), ranks_on_host_);
+}
+
 Result<std::unique_ptr<TcpTransport>> TcpTransport::listen(int rank, int nranks,
                                                            std::uint64_t comm_id,
                                                            const net::SocketAddress& bind,
                                                            TcpOptions options) {
   LOOM_ASSIGN_OR_RETURN(net::Fd fd, net::listen_on(bind));
   LOOM_ASSIGN_OR_RETURN(net::SocketAddress addr, net::bound_address(fd.get()));
-  options.sockets_per_peer = std::clamp(options.sockets_per_peer, 1, 16);
+  options.sockets_per_peer = std::clamp(options.sockets_per_peer, 0, static_cast<int>(kMaxSockets));
+  if (options.stripe_min != 0) options.stripe_min = std::max(options.stripe_min, kMinStripe);
   return std::unique_ptr<TcpTransport>(
       new TcpTransport(rank, nranks, comm_id, std::move(fd), addr, options));
 }
@@ -44,18 +100,20 @@ Status TcpTransport::ensure(const std::vector<int>& peers, Deadline deadline) {
 
 Status TcpTransport::connect_to(int peer, Deadline deadline) {
   const net::SocketAddress& addr = peers_[static_cast<std::size_t>(peer)];
+  const int nsockets = sockets_per_peer();
   std::vector<net::Fd> socks;
-  for (int i = 0; i < options_.sockets_per_peer; ++i) {
+  for (int i = 0; i < nsockets; ++i) {
     auto fd = net::connect_with_retry(addr, deadline);
     if (!fd.is_ok())
       return fd.status().with_context(
           fmt::format("rank {}: connecting to rank {} at {}", rank_, peer, addr.to_string()));
     Hello h;
-    h.nsockets = static_cast<std::uint16_t>(options_.sockets_per_peer);
+    h.nsockets = static_cast<std::uint16_t>(nsockets);
     h.comm_id = comm_id_;
     h.from_rank = rank_;
     h.to_rank = peer;
     h.socket_index = static_cast<std::uint32_t>(i);
+    h.stripe_kib = static_cast<std::uint32_t>(options_.stripe_min >> 10);
     const std::string what = fmt::format("rank {}: hello to rank {}", rank_, peer);
     crypto::Nonce nonce{};
     LOOM_RETURN_IF_ERROR(net::recv_all(fd->get(), nonce.data(), nonce.size(), deadline, what));
@@ -67,16 +125,16 @@ Status TcpTransport::connect_to(int peer, Deadline deadline) {
     LOOM_RETURN_IF_ERROR(net::send_all(fd->get(), msg.data(), msg.size(), deadline, what));
     socks.push_back(std::move(fd).value());
   }
-  return add_connection(peer, std::move(socks));
+  return add_connection(peer, std::move(socks), options_.stripe_min);
 }
 
 Status TcpTransport::accept_from(int peer, Deadline deadline) {
   auto complete = [&] {
     auto it = pending_.find(peer);
     if (it == pending_.end()) return false;
-    auto valid = std::count_if(it->second.begin(), it->second.end(),
+    auto valid = std::count_if(it->second.fds.begin(), it->second.fds.end(),
                                [](const net::Fd& fd) { return fd.valid(); });
-    return valid == options_.sockets_per_peer;
+    return valid == it->second.nsockets;
   };
   while (!complete()) {
     Status st = accept_one(deadline);
@@ -87,9 +145,9 @@ Status TcpTransport::accept_from(int peer, Deadline deadline) {
                         rank_, peer);
     LOOM_RETURN_IF_ERROR(st);
   }
-  auto socks = std::move(pending_[peer]);
+  Pending p = std::move(pending_[peer]);
   pending_.erase(peer);
-  return add_connection(peer, std::move(socks));
+  return add_connection(peer, std::move(p.fds), p.stripe_min);
 }
 
 // Accepts one socket and files it under its peer; foreign or malformed hellos are dropped.
@@ -116,32 +174,45 @@ Status TcpTransport::accept_one(Deadline deadline) {
   }
   bool ok = st.is_ok() && h.magic == kHelloMagic && h.version == kWireVersion &&
             h.comm_id == comm_id_ && h.to_rank == rank_ && h.from_rank >= 0 &&
-            h.from_rank < rank_ && h.nsockets == options_.sockets_per_peer &&
+            h.from_rank < rank_ && h.nsockets >= 1 && h.nsockets <= kMaxSockets &&
             h.socket_index < h.nsockets;
+  if (ok) {  // every socket of one peer must announce the same count and threshold
+    auto it = pending_.find(h.from_rank);
+    ok = it == pending_.end() || (it->second.nsockets == h.nsockets &&
+                                  it->second.stripe_min == std::size_t{h.stripe_kib} << 10);
+  }
   if (!ok) {
     LOOM_LOG_WARN(
         Net, "rank {}: dropped a connection with an invalid hello ({})", rank_,
         st.is_ok() ? "wrong magic, version, communicator, rank or socket count" : st.message());
     return Status::ok();
   }
-  auto& v = pending_[h.from_rank];
-  if (v.size() <= h.socket_index) v.resize(h.socket_index + 1);
-  v[h.socket_index] = std::move(fd);
+  Pending& p = pending_[h.from_rank];
+  p.nsockets = h.nsockets;
+  p.stripe_min = std::size_t{h.stripe_kib} << 10;
+  if (p.fds.size() <= h.socket_index) p.fds.resize(h.socket_index + 1);
+  p.fds[h.socket_index] = std::move(fd);
   return Status::ok();
 }
 
-Status TcpTransport::add_connection(int peer, std::vector<net::Fd> sockets) {
+Status TcpTransport::add_connection(int peer, std::vector<net::Fd> sockets,
+                                    std::size_t stripe_min) {
   for (auto& s : sockets) {
     if (!s.valid())
       return make_error(ErrorCode::Internal, "rank {}: missing socket from rank {}", rank_, peer);
     LOOM_RETURN_IF_ERROR(net::set_nonblocking(s.get(), true));
     LOOM_RETURN_IF_ERROR(net::set_nodelay(s.get()));
-    LOOM_RETURN_IF_ERROR(net::set_buffer_sizes(s.get(), options_.socket_buffer));
+    apply_socket_buffer(s.get(), options_.socket_buffer);
   }
-  LOOM_LOG_INFO(Net, "rank {}: connected to rank {} over tcp ({} sockets)", rank_, peer,
-                sockets.size());
-  conns_[static_cast<std::size_t>(peer)] =
-      std::make_unique<TcpConnection>(rank_, peer, comm_id_, std::move(sockets));
+  LOOM_LOG_INFO(Net, "rank {}: connected to rank {} over tcp ({} sockets, striping from {} KiB)",
+                rank_, peer, sockets.size(), stripe_min == 0 ? 0 : 2 * stripe_min >> 10);
+  auto conn = std::make_unique<TcpConnection>(rank_, peer, comm_id_, std::move(sockets), stripe_min);
+  if (!progress_ && progress_threads() > 0) {
+    LOOM_ASSIGN_OR_RETURN(progress_, TcpProgress::start(progress_threads(), rank_));
+    LOOM_LOG_INFO(Net, "rank {}: {} tcp progress thread(s)", rank_, progress_->threads());
+  }
+  if (progress_) LOOM_RETURN_IF_ERROR(progress_->attach(*conn));
+  conns_[static_cast<std::size_t>(peer)] = std::move(conn);
   return Status::ok();
 }
 

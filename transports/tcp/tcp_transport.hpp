@@ -1,6 +1,7 @@
 // Sets up TcpConnections: each rank listens on one socket; for every pair, the lower rank
-// connects (K sockets) and the higher rank accepts. Connections are made on first use, and the
-// ring neighbours at init.
+// connects (K sockets) and the higher rank accepts, adopting the connector's socket count and
+// striping threshold from its hello. Connections are made on first use, and the ring neighbours
+// at init.
 #pragma once
 
 #include <map>
@@ -10,14 +11,27 @@
 #include "common/crypto.hpp"
 #include "common/socket.hpp"
 #include "transports/tcp/tcp_connection.hpp"
+#include "transports/tcp/tcp_progress.hpp"
 
 namespace loom::transport::tcp {
 
 struct TcpOptions {
-  int sockets_per_peer = 2;
-  std::size_t socket_buffer = 4u << 20;
-  crypto::Secret secret{};  // every connection proves knowledge of it
+  int sockets_per_peer = 0;                // 0: chosen from the CPUs per rank (auto_sockets)
+  std::size_t stripe_min = 128u << 10;     // stripe messages of 2x this or more (0: never)
+  std::size_t socket_buffer = 4u << 20;    // SO_SNDBUF/SO_RCVBUF (see apply_socket_buffer)
+  int progress_threads = -1;               // -1: chosen from the CPUs per rank (choose_threads)
+  crypto::Secret secret{};                 // every connection proves knowledge of it
 };
+
+/// Sockets per peer for `sockets_per_peer` 0 (auto): one per CPU this rank has to itself
+/// (`cpus` / `ranks_on_host`), at least 2 (two streams keep the pipe full while one waits on
+/// its peer) and at most 8. A positive setting is taken as is.
+int choose_sockets(int sockets_per_peer, int cpus, int ranks_on_host);
+/// Sets both socket buffers to `bytes` where the kernel allows it (SO_*BUFFORCE with
+/// CAP_NET_ADMIN, else SO_*BUF up to net.core.[rw]mem_max); where it would clamp the request,
+/// leaves the buffers to the kernel's autotuning (which grows past the clamp, up to
+/// net.ipv4.tcp_[rw]mem) instead of pinning them small. 0: autotuning.
+void apply_socket_buffer(int fd, std::size_t bytes);
 
 class TcpTransport {
  public:
@@ -28,6 +42,12 @@ class TcpTransport {
   [[nodiscard]] const net::SocketAddress& address() const { return address_; }
   /// Every rank's listening address, in rank order (from the bootstrap allgather).
   void set_peer_addresses(std::vector<net::SocketAddress> addrs) { peers_ = std::move(addrs); }
+  /// How many ranks share this host (for the automatic socket count; default 1).
+  void set_ranks_on_host(int n) { ranks_on_host_ = n; }
+  /// The socket count this rank asks for when it connects.
+  [[nodiscard]] int sockets_per_peer() const;
+  /// How many progress threads serve this rank's connections (0: the executor does it all).
+  [[nodiscard]] int progress_threads() const;
 
   /// Connections to `peers`, establishing missing ones: first connects to higher ranks, then
   /// accepts from lower ones, so no two ranks wait on each other.
@@ -41,7 +61,12 @@ class TcpTransport {
   Status connect_to(int peer, Deadline deadline);
   Status accept_from(int peer, Deadline deadline);
   Status accept_one(Deadline deadline);
-  Status add_connection(int peer, std::vector<net::Fd> sockets);
+  Status add_connection(int peer, std::vector<net::Fd> sockets, std::size_t stripe_min);
+  struct Pending {  // accepted sockets of one peer, awaiting the rest
+    std::vector<net::Fd> fds;
+    int nsockets = 0;
+    std::size_t stripe_min = 0;
+  };
 
   int rank_;
   int nranks_;
@@ -49,9 +74,11 @@ class TcpTransport {
   net::Fd listener_;
   net::SocketAddress address_;
   TcpOptions options_;
+  int ranks_on_host_ = 1;
   std::vector<net::SocketAddress> peers_;
   std::vector<std::unique_ptr<TcpConnection>> conns_;
-  std::map<int, std::vector<net::Fd>> pending_;  // accepted sockets by peer, awaiting the rest
+  std::map<int, Pending> pending_;  // by peer
+  std::unique_ptr<TcpProgress> progress_;  // destroyed first: its threads use the connections
 };
 
 }  // namespace loom::transport::tcp

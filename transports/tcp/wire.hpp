@@ -2,6 +2,8 @@
 // job must share it (little-endian x86_64 and aarch64 in practice); the magic detects otherwise.
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 
 #include "transports/connection.hpp"
@@ -10,16 +12,39 @@ namespace loom::transport::tcp {
 
 inline constexpr std::uint32_t kDataMagic = 0x4c4f4f4d;   // "LOOM"
 inline constexpr std::uint32_t kHelloMagic = 0x4c4d4849;  // "LMHI"
-inline constexpr std::uint16_t kWireVersion = 2;          // 2: authenticated hello
+inline constexpr std::uint16_t kWireVersion = 3;  // 3: striped messages; the connector decides
 
-/// Precedes every message on a data socket.
+inline constexpr std::size_t kMaxSockets = 16;           // sockets per peer
+inline constexpr std::size_t kMaxParts = 8;              // sockets one message is striped across
+inline constexpr std::size_t kMinStripe = 64u << 10;     // smallest part of a striped message
+inline constexpr std::size_t kStripeAlign = 4096;        // parts start on page boundaries
+
+/// How many parts a message of `len` bytes is split into, over a connection of `nsockets`
+/// sockets striping messages of at least 2 x `stripe_min` bytes: at most one part per socket
+/// (and kMaxParts), each of at least `stripe_min` bytes. Both sides compute it from the posted
+/// length, so they agree on the split without telling each other.
+/// Length of every part but the last (which takes the rest, so it may be shorter: parts are
+/// uneven unless the length divides evenly).
+inline std::size_t stripe_part_len(std::size_t len, std::size_t parts) {
+  if (parts <= 1) return len;
+  std::size_t each = (len + parts - 1) / parts;
+  return (each + kStripeAlign - 1) / kStripeAlign * kStripeAlign;
+}
+inline std::size_t stripe_parts(std::size_t len, std::size_t nsockets, std::size_t stripe_min) {
+  if (nsockets <= 1 || stripe_min == 0 || len < 2 * stripe_min) return 1;
+  std::size_t parts = std::min({nsockets, kMaxParts, len / stripe_min});
+  while (parts > 1 && (parts - 1) * stripe_part_len(len, parts) >= len) --parts;  // no empty part
+  return parts;
+}
+
+/// Precedes every part of a message on a data socket (an unstriped message is one part).
 struct MessageHeader {
   std::uint32_t magic = kDataMagic;
   std::uint16_t version = kWireVersion;
-  std::uint16_t flags = 0;
+  std::uint16_t part = 0;  // index of this part within its message
   std::uint64_t comm_id = 0;
   Tag tag;
-  std::uint64_t length = 0;
+  std::uint64_t length = 0;  // the whole message's length
 };
 static_assert(sizeof(Tag) == 32);
 static_assert(sizeof(MessageHeader) == 56);
@@ -27,14 +52,16 @@ static_assert(sizeof(MessageHeader) == 56);
 enum class HeaderCheck { Ok, Corrupt, Mismatch };
 
 /// Validates every field of a received data header before any payload byte is read: Corrupt
-/// (wrong magic, version, flags or communicator: not a loom message of this job), Mismatch (a
-/// message of this job, but not the one posted: other collective, sequence, or length).
+/// (wrong magic, version or communicator: not a loom message of this job; or a part out of
+/// place), Mismatch (a message of this job, but not the one posted: other collective, sequence,
+/// or length).
 inline HeaderCheck check_header(const MessageHeader& got, std::uint64_t comm_id,
-                                const Tag& expected, std::uint64_t posted_len) {
-  if (got.magic != kDataMagic || got.version != kWireVersion || got.flags != 0 ||
-      got.comm_id != comm_id)
+                                const Tag& expected, std::uint64_t posted_len,
+                                std::uint16_t part = 0) {
+  if (got.magic != kDataMagic || got.version != kWireVersion || got.comm_id != comm_id)
     return HeaderCheck::Corrupt;
   if (!(got.tag == expected) || got.length != posted_len) return HeaderCheck::Mismatch;
+  if (got.part != part) return HeaderCheck::Corrupt;
   return HeaderCheck::Ok;
 }
 
@@ -44,7 +71,9 @@ inline HeaderCheck check_header(const MessageHeader& got, std::uint64_t comm_id,
 /// or reads anything else; a connection that fails is dropped and logged.
 inline constexpr const char* kHelloDomain = "loom-tcp-hello-v2";
 
-/// First bytes on every new data socket, from the connecting side.
+/// First bytes on every new data socket, from the connecting side. The connecting (lower) rank
+/// chooses the socket count and the striping threshold; the accepting rank adopts them, so ranks
+/// whose automatic choices differ (other core or rank counts per host) still agree.
 struct Hello {
   std::uint32_t magic = kHelloMagic;
   std::uint16_t version = kWireVersion;
@@ -53,7 +82,7 @@ struct Hello {
   std::int32_t from_rank = -1;
   std::int32_t to_rank = -1;
   std::uint32_t socket_index = 0;
-  std::uint32_t reserved = 0;
+  std::uint32_t stripe_kib = 0;  // messages of at least twice this many KiB are striped
 };
 static_assert(sizeof(Hello) == 32);
 
