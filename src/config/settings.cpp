@@ -93,6 +93,11 @@ constexpr std::array kSettings = {
          "libfabric provider for the ofi transport (efa, tcp;ofi_rxm, shm, ...). Default: efa "
          "when present, else tcp;ofi_rxm, else shm.",
          "net"},
+    Spec{"LOOM_OFI_PROGRESS_THREAD", Type::Int, "-1",
+         "A thread that reads the ofi completion queue (drives providers with manual progress, "
+         "such as tcp;ofi_rxm and efa) while the executor computes or sleeps: 1 on, 0 off, -1 "
+         "chooses: on when every rank of this host has two CPUs or more.",
+         "net"},
     Spec{"LOOM_OFI_FALLBACK", Type::Bool, "true",
          "When the ofi transport was asked for but its provider is missing, warn and use tcp "
          "instead; false makes that an init error.",

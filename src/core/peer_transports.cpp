@@ -98,7 +98,7 @@ Result<std::string> effective_transports(int rank, const config::Config& cfg,
 Result<std::unique_ptr<transport::ofi::OfiTransport>> make_ofi_transport(
     int rank, int nranks, std::uint64_t comm_id, const std::shared_ptr<bootstrap::Store>& store,
     const config::Config& cfg, const net::SocketAddress& data_address,
-    const std::vector<TransportKind>& choice, const crypto::Secret& secret) {
+    const std::vector<TransportKind>& choice, const crypto::Secret& secret, int ranks_on_host) {
   std::unique_ptr<transport::ofi::OfiTransport> none;
   bool used = false;
   for (int p = 0; p < nranks; ++p)
@@ -109,6 +109,8 @@ Result<std::unique_ptr<transport::ofi::OfiTransport>> make_ofi_transport(
   o.liveness_bind = data_address;
   o.liveness_bind.set_port(0);
   o.secret = secret;
+  o.progress_thread = static_cast<int>(cfg.get_int("LOOM_OFI_PROGRESS_THREAD"));
+  o.ranks_on_host = ranks_on_host;
   auto t = transport::ofi::OfiTransport::create(rank, nranks, comm_id, store, o);
   if (!t.is_ok())
     return t.status().with_context(fmt::format("rank {}: opening the ofi transport", rank));

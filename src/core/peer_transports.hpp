@@ -49,6 +49,6 @@ Result<std::string> effective_transports(int rank, const config::Config& cfg,
 Result<std::unique_ptr<transport::ofi::OfiTransport>> make_ofi_transport(
     int rank, int nranks, std::uint64_t comm_id, const std::shared_ptr<bootstrap::Store>& store,
     const config::Config& cfg, const net::SocketAddress& data_address,
-    const std::vector<TransportKind>& choice, const crypto::Secret& secret);
+    const std::vector<TransportKind>& choice, const crypto::Secret& secret, int ranks_on_host);
 
 }  // namespace loom::detail

@@ -296,3 +296,28 @@ TEST_CASE("collectives over tcp with progress threads and striping are exact", "
          {"LOOM_SOCKET_STRIPE_MIN", "64K"}});
   }
 }
+
+TEST_CASE("collectives over ofi with the progress thread are exact", "[ofi]") {
+  if (!tp::ofi::probe_provider({"tcp;ofi_rxm", "127.0.0.1"}).is_ok()) {
+    WARN("libfabric provider tcp;ofi_rxm is not available: skipped");
+    return;
+  }
+  for (int n : {2, 3}) {
+    loom::test::run_ranks(
+        n,
+        [&](loom::Communicator& comm) {
+          const std::size_t count = (1u << 20) + 5;  // 4 MiB of int32 + a tail
+          std::vector<std::int32_t> buf(count, comm.rank() + 1);
+          comm.allreduce(std::span<std::int32_t>(buf), loom::RedOp::Sum).wait();
+          const std::int32_t want = n * (n + 1) / 2;
+          CHECK(std::count(buf.begin(), buf.end(), want) == static_cast<std::ptrdiff_t>(count));
+          std::vector<std::int32_t> small(3, comm.rank());
+          comm.allreduce(std::span<std::int32_t>(small), loom::RedOp::Max).wait();
+          CHECK(small == std::vector<std::int32_t>(3, n - 1));
+        },
+        {{"LOOM_TRANSPORTS", "ofi"},
+         {"LOOM_OFI_PROVIDER", "tcp;ofi_rxm"},
+         {"LOOM_OFI_FALLBACK", "false"},
+         {"LOOM_OFI_PROGRESS_THREAD", "1"}});
+  }
+}

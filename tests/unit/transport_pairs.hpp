@@ -39,7 +39,8 @@ inline bool single_copy_works() {
 }
 
 /// "ofi:PROVIDER" is the ofi transport over that libfabric provider; it is listed only when the
-/// provider exists on this host (Debian's libfabric1 ships tcp;ofi_rxm and shm). "tcp-striped"
+/// provider exists on this host (Debian's libfabric1 ships tcp;ofi_rxm and shm);
+/// "ofi-threaded:tcp;ofi_rxm" adds the ofi progress thread. "tcp-striped"
 /// is tcp over 5 sockets per peer with every message of 128 KiB or more striped across them in
 /// uneven parts (64 KiB minimum); "tcp-threads" is tcp over 3 sockets served by 2 progress
 /// threads.
@@ -52,6 +53,8 @@ inline const std::vector<std::string>& transport_kinds() {
     for (const char* prov : {"tcp;ofi_rxm", "shm"})
       if (transport::ofi::probe_provider({prov, "127.0.0.1"}).is_ok())
         k.push_back(std::string("ofi:") + prov);
+    if (transport::ofi::probe_provider({"tcp;ofi_rxm", "127.0.0.1"}).is_ok())
+      k.emplace_back("ofi-threaded:tcp;ofi_rxm");
     return k;
   }();
   return kinds;
@@ -59,7 +62,7 @@ inline const std::vector<std::string>& transport_kinds() {
 
 /// The Connection::name() of a transport kind ("ofi:shm" -> "ofi").
 inline std::string connection_name(const std::string& kind) {
-  if (kind.rfind("ofi:", 0) == 0) return "ofi";
+  if (kind.rfind("ofi", 0) == 0) return "ofi";
   if (kind.rfind("tcp", 0) == 0) return "tcp";
   return kind.rfind("shm", 0) == 0 ? "shm" : kind;
 }
@@ -113,7 +116,9 @@ class TransportPair {
                                               r, 2, p->comm_id_, p->store_, options.shm));
       }
     } else if (kind.rfind("ofi:", 0) == 0) {
-      LOOM_RETURN_IF_ERROR(p->create_ofi(kind.substr(4)));
+      LOOM_RETURN_IF_ERROR(p->create_ofi(kind.substr(4), false));
+    } else if (kind.rfind("ofi-threaded:", 0) == 0) {
+      LOOM_RETURN_IF_ERROR(p->create_ofi(kind.substr(13), true));
     } else {
       return make_error(ErrorCode::InvalidArgument, "unknown transport '{}'", kind);
     }
@@ -162,11 +167,12 @@ class TransportPair {
   // Over libfabric's shm provider, buffers are registered even though it does not ask, so the
   // registration cache (which EFA needs) is exercised. (ofi_rxm over tcp mishandles a local
   // registration it did not ask for in rendezvous transfers: such runs stall.)
-  Status create_ofi(const std::string& provider) {
+  Status create_ofi(const std::string& provider, bool thread) {
     transport::ofi::OfiOptions o;
     o.fabric = {provider, "127.0.0.1"};
     LOOM_ASSIGN_OR_RETURN(o.liveness_bind, net::resolve("127.0.0.1:0"));
     o.force_registration = provider == "shm";
+    o.progress_thread = thread ? 1 : 0;
     for (int r = 0; r < 2; ++r) {
       LOOM_ASSIGN_OR_RETURN(ofi_[static_cast<std::size_t>(r)],
                             transport::ofi::OfiTransport::create(r, 2, comm_id_, store_, o));

@@ -22,7 +22,8 @@ constexpr auto kGoneGrace = 300ms;
 }  // namespace
 
 OfiConnection::OfiConnection(int self_rank, int peer, std::uint64_t comm_id, Fabric& fabric,
-                             MrCache& mrs, fi_addr_t addr, net::Fd liveness)
+                             MrCache& mrs, fi_addr_t addr, net::Fd liveness,
+                             OfiProgress* progress, std::mutex* lock)
     : self_(self_rank),
       peer_(peer),
       comm_id_(comm_id),
@@ -30,7 +31,14 @@ OfiConnection::OfiConnection(int self_rank, int peer, std::uint64_t comm_id, Fab
       mrs_(mrs),
       addr_(addr),
       liveness_(std::move(liveness)),
-      headers_(kTable) {}
+      headers_(kTable),
+      progress_(progress),
+      lock_(lock) {}
+
+std::unique_lock<std::mutex> OfiConnection::lock() {
+  if (progress_ == nullptr) return {};
+  return std::unique_lock<std::mutex>(*lock_);
+}
 
 OfiConnection::~OfiConnection() = default;
 
@@ -64,8 +72,10 @@ Result<Request> OfiConnection::irecv(const MemRegion& region, std::size_t off, s
 
 Result<Request> OfiConnection::post(bool is_send, const MemRegion& region, std::size_t off,
                                     std::size_t len, const Tag& tag) {
+  auto lk = lock();
   if (!broken_.is_ok()) return broken_;
   LOOM_ASSIGN_OR_RETURN(Op * op, ops_.allocate(who()));
+  if (progress_ != nullptr) progress_->posted();
   op->is_send = is_send;
   op->data = static_cast<std::uint8_t*>(region.base) + off;
   op->len = len;
@@ -133,6 +143,7 @@ Status OfiConnection::flush_pending() {
 void OfiConnection::on_complete(OpContext* ctx, const fi_cq_tagged_entry* entry,
                                 const fi_cq_err_entry* err) {
   auto* c = reinterpret_cast<Ctx*>(ctx);
+  if (c->conn->progress_ != nullptr) c->conn->progress_->finished();
   if (c->op->id != c->id || c->op->complete) return;  // a request failed and released earlier
   c->conn->complete(*c->op, entry, err);
 }
@@ -198,6 +209,12 @@ Status OfiConnection::check_peer() {
 }
 
 Result<bool> OfiConnection::test(const Request& request) {
+  std::unique_lock<std::mutex> lk;
+  if (progress_ != nullptr) {
+    lk = std::unique_lock<std::mutex>(*lock_, std::try_to_lock);
+    if (!lk.owns_lock()) return false;  // the progress thread is reading completions
+    progress_->consume();
+  }
   LOOM_ASSIGN_OR_RETURN(Op * found, ops_.find(request, who()));
   Op& op = *found;
   if (!op.complete) {
@@ -206,7 +223,10 @@ Result<bool> OfiConnection::test(const Request& request) {
       return broken_;
     }
     if (Status st = progress(); !st.is_ok()) {
-      for (Op* p : pending_) p->complete = true;
+      for (Op* p : pending_) {
+        p->complete = true;
+        if (progress_ != nullptr) progress_->finished();  // never reached the provider
+      }
       pending_.clear();
       return fail(st);
     }
@@ -219,8 +239,13 @@ Result<bool> OfiConnection::test(const Request& request) {
 }
 
 bool OfiConnection::prepare_wait(std::vector<pollfd>& fds) {
+  auto lk = lock();
   if (!pending_.empty() || peer_gone_seen_) return false;
   if (outstanding_ > 0) fds.push_back({liveness_.get(), POLLIN, 0});
+  if (progress_ != nullptr) {  // the thread reads the queue and signals completions
+    fds.push_back({progress_->notify_fd(), POLLIN, 0});
+    return true;
+  }
   return fabric_.prepare_wait(fds);
 }
 

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <deque>
+#include <mutex>
 #include <vector>
 
 #include "common/deadline.hpp"
@@ -14,6 +15,7 @@
 #include "transports/connection.hpp"
 #include "transports/ofi/mr_cache.hpp"
 #include "transports/ofi/ofi_fabric.hpp"
+#include "transports/ofi/ofi_progress.hpp"
 #include "transports/ofi/wire.hpp"
 #include "transports/request_table.hpp"
 
@@ -21,8 +23,11 @@ namespace loom::transport::ofi {
 
 class OfiConnection final : public Connection {
  public:
+  /// With `progress` (a progress thread), every call takes `lock` (the fabric's lock, shared
+  /// with the thread); without, `lock` is not used.
   OfiConnection(int self_rank, int peer, std::uint64_t comm_id, Fabric& fabric, MrCache& mrs,
-                fi_addr_t addr, net::Fd liveness);
+                fi_addr_t addr, net::Fd liveness, OfiProgress* progress = nullptr,
+                std::mutex* lock = nullptr);
   ~OfiConnection() override;
   OfiConnection(const OfiConnection&) = delete;
   OfiConnection& operator=(const OfiConnection&) = delete;
@@ -61,6 +66,7 @@ class OfiConnection final : public Connection {
   Result<Request> post(bool is_send, const MemRegion& region, std::size_t off, std::size_t len,
                        const Tag& tag);
   Result<bool> try_post(Op& op);
+  std::unique_lock<std::mutex> lock();
   Status flush_pending();
   Status progress();
   Status check_peer();
@@ -86,6 +92,8 @@ class OfiConnection final : public Connection {
   Clock::time_point peer_gone_{};
   bool peer_gone_seen_ = false;
   Status broken_;
+  OfiProgress* progress_ = nullptr;
+  std::mutex* lock_ = nullptr;
 };
 
 }  // namespace loom::transport::ofi

@@ -1,5 +1,7 @@
 #include "transports/ofi/ofi_transport.hpp"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -54,6 +56,12 @@ Result<std::unique_ptr<OfiTransport>> OfiTransport::create(int rank, int nranks,
   LOOM_ASSIGN_OR_RETURN(t->listener_, net::listen_on(options.liveness_bind));
   LOOM_ASSIGN_OR_RETURN(t->liveness_address_, net::bound_address(t->listener_.get()));
   LOOM_RETURN_IF_ERROR(t->publish());
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+  if (choose_progress_thread(options.progress_thread, cpus, options.ranks_on_host)) {
+    LOOM_ASSIGN_OR_RETURN(t->progress_, OfiProgress::start(*t->fabric_, t->lock_, rank));
+  }
   LOOM_LOG_INFO(Net, "rank {}: ofi endpoint up: {}{}", rank, info.describe(),
                 t->mrs_->enabled() ? " (registering buffers)" : "");
   return t;
@@ -191,11 +199,13 @@ Status OfiTransport::accept_one(Deadline deadline) {
 
 Status OfiTransport::add_connection(int peer, const Card& card, net::Fd liveness) {
   LOOM_RETURN_IF_ERROR(net::set_nonblocking(liveness.get(), true));
+  std::unique_lock<std::mutex> lk(lock_, std::defer_lock);
+  if (progress_) lk.lock();  // the thread may be reading the completion queue
   LOOM_ASSIGN_OR_RETURN(fi_addr_t addr, fabric_->insert(card.name));
   LOOM_LOG_INFO(Net, "rank {}: connected to rank {} over ofi ({})", rank_, peer,
                 fabric_->info().describe());
   conns_[static_cast<std::size_t>(peer)] = std::make_unique<OfiConnection>(
-      rank_, peer, comm_id_, *fabric_, *mrs_, addr, std::move(liveness));
+      rank_, peer, comm_id_, *fabric_, *mrs_, addr, std::move(liveness), progress_.get(), &lock_);
   return Status::ok();
 }
 

@@ -26,6 +26,8 @@ struct OfiOptions {
   net::SocketAddress liveness_bind;  // where the liveness listener binds (port 0: ephemeral)
   bool force_registration = false;   // register buffers even when mr_mode does not ask (tests)
   crypto::Secret secret{};           // the job secret: liveness connections prove knowledge of it
+  int progress_thread = -1;          // -1: when each rank has a CPU to spare; 0 off; 1 on
+  int ranks_on_host = 1;             // for the automatic choice
 };
 
 class OfiTransport {
@@ -40,6 +42,7 @@ class OfiTransport {
 
   [[nodiscard]] const ProviderInfo& provider() const { return fabric_->info(); }
   [[nodiscard]] const MrCache& registrations() const { return *mrs_; }
+  [[nodiscard]] bool has_progress_thread() const { return progress_ != nullptr; }
   /// Connections to `peers`, establishing missing ones.
   Status ensure(const std::vector<int>& peers, Deadline deadline);
   [[nodiscard]] Connection* get(int peer) const;
@@ -71,6 +74,8 @@ class OfiTransport {
   net::Fd listener_;
   net::SocketAddress liveness_address_;
   std::map<int, net::Fd> accepted_;  // liveness sockets by peer, awaiting ensure()
+  std::mutex lock_;                  // the endpoint's and the connections' (progress thread)
+  std::unique_ptr<OfiProgress> progress_;  // destroyed first: its thread uses all of the above
 };
 
 }  // namespace loom::transport::ofi
