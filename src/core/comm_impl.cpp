@@ -112,10 +112,10 @@ Status CommImpl::init(std::unique_ptr<transport::tcp::TcpTransport> tcp, Deadlin
       LOOM_ASSIGN_OR_RETURN(shm, transport::shm::ShmTransport::create(rank_, nranks_, comm_id_,
                                                                       store_, settings_.shm));
     }
-  LOOM_ASSIGN_OR_RETURN(auto ofi, make_ofi_transport(rank_, nranks_, comm_id_, store_, config_,
-                                                     tcp->address(), layout.transport_of,
-                                                     settings_.tcp.secret,
-                                                     layout.ranks_on_my_host(rank_)));
+  LOOM_ASSIGN_OR_RETURN(
+      auto ofi, make_ofi_transport(rank_, nranks_, comm_id_, store_, config_, tcp->address(),
+                                   layout.transport_of, settings_.tcp.secret,
+                                   layout.ranks_on_my_host(rank_)));
   transports_ = std::make_unique<PeerTransports>(rank_, layout.transport_of, std::move(tcp),
                                                  std::move(shm), std::move(ofi));
   ring_ = layout.ring;

@@ -88,8 +88,9 @@ Result<std::string> effective_transports(int rank, const config::Config& cfg,
   if (requested || transport::ofi::efa_device_present())
     ofi = probe_ofi(ofi_request(cfg, data_address));
   else
-    ofi.why_missing = "no EFA device on this host (none bound to the efa driver in "
-                      "/sys/class/infiniband)";
+    ofi.why_missing =
+        "no EFA device on this host (none bound to the efa driver in "
+        "/sys/class/infiniband)";
   LOOM_ASSIGN_OR_RETURN(auto list, resolve_transport_list(rank, text, requested,
                                                           cfg.get_bool("LOOM_OFI_FALLBACK"), ofi));
   return format_transport_list(list);

@@ -70,8 +70,12 @@ Status exchange(tp::Connection& c, int rank, const std::vector<std::size_t>& siz
     out[m].resize(sizes[m]);
     for (std::size_t i = 0; i < sizes[m]; ++i) out[m][i] = byte_of(rank, m, i);
     in[m].assign(sizes[m], 0xee);
-    posts.emplace_back([&, m] { return c.irecv({in[m].data(), in[m].size()}, 0, sizes[m], tag_for(m)); });
-    posts.emplace_back([&, m] { return c.isend({out[m].data(), out[m].size()}, 0, sizes[m], tag_for(m)); });
+    posts.emplace_back([&, m] {
+      return c.irecv({in[m].data(), in[m].size()}, 0, sizes[m], tag_for(m));
+    });
+    posts.emplace_back([&, m] {
+      return c.isend({out[m].data(), out[m].size()}, 0, sizes[m], tag_for(m));
+    });
   }
   LOOM_RETURN_IF_ERROR(lt::drive(c, posts, 6, Deadline::after(60s)));
   for (std::size_t m = 0; m < sizes.size(); ++m)
@@ -91,8 +95,8 @@ TEST_CASE("tcp striping: parts cover the message exactly, uneven, none empty", "
   CHECK(tcp::stripe_parts(10u << 20, 4, 0) == 1);      // striping off
   CHECK(tcp::stripe_parts(2 * min, 4, min) == 2);
   CHECK(tcp::stripe_parts(10u << 20, 16, min) == tcp::kMaxParts);
-  const std::vector<std::size_t> lens = {2 * min, 3 * min + 12'345, (1u << 20) + 1,
-                                         (5u << 20) + 3, 7 * min - 1};
+  const std::vector<std::size_t> lens = {2 * min, 3 * min + 12'345, (1u << 20) + 1, (5u << 20) + 3,
+                                         7 * min - 1};
   for (std::size_t len : lens) {
     for (std::size_t socks : {2u, 3u, 5u, 8u, 16u}) {
       std::size_t n = tcp::stripe_parts(len, socks, min);
@@ -128,8 +132,9 @@ TEST_CASE("tcp striping: uneven parts over many sockets reassemble in order", "[
     CHECK(p->tcp_conn(r).stripe_min() == (64u << 10));
   }
   // Striped and unstriped messages interleaved, so parts start on every socket in turn.
-  const std::vector<std::size_t> sizes = {(3u << 16) + 12'345, 7, (1u << 20) + 1, 0, 2u << 16,
-                                          200'003, (5u << 20) + 3, 1, 131'071, 131'072, 999'999};
+  const std::vector<std::size_t> sizes = {
+      (3u << 16) + 12'345, 7, (1u << 20) + 1, 0,       2u << 16, 200'003,
+      (5u << 20) + 3,      1, 131'071,        131'072, 999'999};
   auto st = lt::run_ranks([&](int r) { return exchange(p->conn(r), r, sizes); });
   INFO(st[0].message() << " / " << st[1].message());
   CHECK(st[0].is_ok());
@@ -228,8 +233,7 @@ TEST_CASE("init does not probe libfabric when ofi would not be used", "[ofi]") {
   CHECK(tp::ofi::getinfo_calls() > before);
 }
 
-TEST_CASE("tcp progress threads: destroyed with transfers in flight, they stop promptly",
-          "[tcp]") {
+TEST_CASE("tcp progress threads: destroyed with transfers in flight, they stop promptly", "[tcp]") {
   tcp::TcpOptions o;
   o.sockets_per_peer = 3;
   o.progress_threads = 2;

@@ -183,8 +183,7 @@ class TransportPair {
   Status ensure(int rank, Deadline deadline) {
     auto r = static_cast<std::size_t>(rank);
     if (ofi_[r]) return ofi_[r]->ensure({1 - rank}, deadline);
-    return tcp_[r] ? tcp_[r]->ensure({1 - rank}, deadline)
-                          : shm_[r]->ensure({1 - rank}, deadline);
+    return tcp_[r] ? tcp_[r]->ensure({1 - rank}, deadline) : shm_[r]->ensure({1 - rank}, deadline);
   }
 
   std::string kind_;

@@ -22,8 +22,8 @@ constexpr auto kGoneGrace = 300ms;
 }  // namespace
 
 OfiConnection::OfiConnection(int self_rank, int peer, std::uint64_t comm_id, Fabric& fabric,
-                             MrCache& mrs, fi_addr_t addr, net::Fd liveness,
-                             OfiProgress* progress, std::mutex* lock)
+                             MrCache& mrs, fi_addr_t addr, net::Fd liveness, OfiProgress* progress,
+                             std::mutex* lock)
     : self_(self_rank),
       peer_(peer),
       comm_id_(comm_id),

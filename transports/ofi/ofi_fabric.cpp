@@ -102,7 +102,9 @@ bool efa_device_present() {
   return false;
 }
 
-std::uint64_t getinfo_calls() { return g_getinfo_calls.load(std::memory_order_relaxed); }
+std::uint64_t getinfo_calls() {
+  return g_getinfo_calls.load(std::memory_order_relaxed);
+}
 
 std::vector<ProviderInfo> list_providers() {
   std::vector<ProviderInfo> out;

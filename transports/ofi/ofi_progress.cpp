@@ -80,8 +80,7 @@ void OfiProgress::run() {
       (void)!::write(notify_.get(), &one, sizeof one);
       notified_.store(true, std::memory_order_release);
       if (!handled.is_ok()) {
-        LOOM_LOG_DEBUG(Net, "rank {}: ofi progress thread: {}", rank_,
-                       handled.status().message());
+        LOOM_LOG_DEBUG(Net, "rank {}: ofi progress thread: {}", rank_, handled.status().message());
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
       }
       continue;

@@ -171,9 +171,9 @@ Status OfiTransport::accept_one(Deadline deadline) {
   }
   crypto::Mac got{};
   std::memcpy(got.data(), msg.data() + sizeof(Hello), got.size());
-  if (!crypto::mac_equal(got, crypto::prove(secret_, kLivenessDomain, nonce,
-                                            std::span<const std::uint8_t>(msg.data(),
-                                                                          sizeof(Hello))))) {
+  if (!crypto::mac_equal(got,
+                         crypto::prove(secret_, kLivenessDomain, nonce,
+                                       std::span<const std::uint8_t>(msg.data(), sizeof(Hello))))) {
     LOOM_LOG_WARN(Net,
                   "rank {}: dropped an ofi liveness connection that failed authentication (wrong "
                   "job secret)",
@@ -182,8 +182,8 @@ Status OfiTransport::accept_one(Deadline deadline) {
   }
   Hello h;
   std::memcpy(&h, msg.data(), sizeof h);
-  if (h.magic != kLivenessMagic || h.comm_id != comm_id_ || h.to_rank != rank_ ||
-      h.from_rank < 0 || h.from_rank >= rank_) {
+  if (h.magic != kLivenessMagic || h.comm_id != comm_id_ || h.to_rank != rank_ || h.from_rank < 0 ||
+      h.from_rank >= rank_) {
     LOOM_LOG_WARN(Net, "rank {}: dropped an ofi liveness connection with an invalid hello", rank_);
     return Status::ok();
   }

@@ -73,8 +73,8 @@ class OfiTransport {
   std::unique_ptr<MrCache> mrs_;  // destroyed before the fabric's domain
   net::Fd listener_;
   net::SocketAddress liveness_address_;
-  std::map<int, net::Fd> accepted_;  // liveness sockets by peer, awaiting ensure()
-  std::mutex lock_;                  // the endpoint's and the connections' (progress thread)
+  std::map<int, net::Fd> accepted_;        // liveness sockets by peer, awaiting ensure()
+  std::mutex lock_;                        // the endpoint's and the connections' (progress thread)
   std::unique_ptr<OfiProgress> progress_;  // destroyed first: its thread uses all of the above
 };
 

@@ -206,7 +206,8 @@ Status TcpTransport::add_connection(int peer, std::vector<net::Fd> sockets,
   }
   LOOM_LOG_INFO(Net, "rank {}: connected to rank {} over tcp ({} sockets, striping from {} KiB)",
                 rank_, peer, sockets.size(), stripe_min == 0 ? 0 : 2 * stripe_min >> 10);
-  auto conn = std::make_unique<TcpConnection>(rank_, peer, comm_id_, std::move(sockets), stripe_min);
+  auto conn =
+      std::make_unique<TcpConnection>(rank_, peer, comm_id_, std::move(sockets), stripe_min);
   if (!progress_ && progress_threads() > 0) {
     LOOM_ASSIGN_OR_RETURN(progress_, TcpProgress::start(progress_threads(), rank_));
     LOOM_LOG_INFO(Net, "rank {}: {} tcp progress thread(s)", rank_, progress_->threads());

@@ -16,11 +16,11 @@
 namespace loom::transport::tcp {
 
 struct TcpOptions {
-  int sockets_per_peer = 0;                // 0: chosen from the CPUs per rank (auto_sockets)
-  std::size_t stripe_min = 128u << 10;     // stripe messages of 2x this or more (0: never)
-  std::size_t socket_buffer = 4u << 20;    // SO_SNDBUF/SO_RCVBUF (see apply_socket_buffer)
-  int progress_threads = -1;               // -1: chosen from the CPUs per rank (choose_threads)
-  crypto::Secret secret{};                 // every connection proves knowledge of it
+  int sockets_per_peer = 0;              // 0: chosen from the CPUs per rank (auto_sockets)
+  std::size_t stripe_min = 128u << 10;   // stripe messages of 2x this or more (0: never)
+  std::size_t socket_buffer = 4u << 20;  // SO_SNDBUF/SO_RCVBUF (see apply_socket_buffer)
+  int progress_threads = -1;             // -1: chosen from the CPUs per rank (choose_threads)
+  crypto::Secret secret{};               // every connection proves knowledge of it
 };
 
 /// Sockets per peer for `sockets_per_peer` 0 (auto): one per CPU this rank has to itself
@@ -77,7 +77,7 @@ class TcpTransport {
   int ranks_on_host_ = 1;
   std::vector<net::SocketAddress> peers_;
   std::vector<std::unique_ptr<TcpConnection>> conns_;
-  std::map<int, Pending> pending_;  // by peer
+  std::map<int, Pending> pending_;         // by peer
   std::unique_ptr<TcpProgress> progress_;  // destroyed first: its threads use the connections
 };
 

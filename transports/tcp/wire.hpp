@@ -14,22 +14,22 @@ inline constexpr std::uint32_t kDataMagic = 0x4c4f4f4d;   // "LOOM"
 inline constexpr std::uint32_t kHelloMagic = 0x4c4d4849;  // "LMHI"
 inline constexpr std::uint16_t kWireVersion = 3;  // 3: striped messages; the connector decides
 
-inline constexpr std::size_t kMaxSockets = 16;           // sockets per peer
-inline constexpr std::size_t kMaxParts = 8;              // sockets one message is striped across
-inline constexpr std::size_t kMinStripe = 64u << 10;     // smallest part of a striped message
-inline constexpr std::size_t kStripeAlign = 4096;        // parts start on page boundaries
+inline constexpr std::size_t kMaxSockets = 16;        // sockets per peer
+inline constexpr std::size_t kMaxParts = 8;           // sockets one message is striped across
+inline constexpr std::size_t kMinStripe = 64u << 10;  // smallest striping threshold
+inline constexpr std::size_t kStripeAlign = 4096;     // part offsets are multiples of this
 
-/// How many parts a message of `len` bytes is split into, over a connection of `nsockets`
-/// sockets striping messages of at least 2 x `stripe_min` bytes: at most one part per socket
-/// (and kMaxParts), each of at least `stripe_min` bytes. Both sides compute it from the posted
-/// length, so they agree on the split without telling each other.
-/// Length of every part but the last (which takes the rest, so it may be shorter: parts are
-/// uneven unless the length divides evenly).
+/// Length of every part but the last (which takes the rest, so it is shorter unless the length
+/// divides evenly): len / parts rounded up to a multiple of kStripeAlign.
 inline std::size_t stripe_part_len(std::size_t len, std::size_t parts) {
   if (parts <= 1) return len;
   std::size_t each = (len + parts - 1) / parts;
   return (each + kStripeAlign - 1) / kStripeAlign * kStripeAlign;
 }
+/// How many parts a message of `len` bytes is split into, over a connection of `nsockets`
+/// sockets that stripes messages of at least 2 x `stripe_min` bytes: at most one part per socket,
+/// at most kMaxParts, about `stripe_min` bytes or more each, none empty. Both sides compute it
+/// from the posted length, so they agree on the split without telling each other.
 inline std::size_t stripe_parts(std::size_t len, std::size_t nsockets, std::size_t stripe_min) {
   if (nsockets <= 1 || stripe_min == 0 || len < 2 * stripe_min) return 1;
   std::size_t parts = std::min({nsockets, kMaxParts, len / stripe_min});
