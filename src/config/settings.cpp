@@ -81,6 +81,11 @@ constexpr std::array kSettings = {
          "libfabric provider for the ofi transport (efa, tcp;ofi_rxm, shm, ...). Default: efa "
          "when present, else tcp;ofi_rxm, else shm.",
          "net"},
+    Spec{"LOOM_OFI_LIBRARY", Type::String, "libfabric.so.1",
+         "The libfabric library the ofi transport loads on first use (a name searched like "
+         "any shared library, e.g. through LD_LIBRARY_PATH, or a path such as "
+         "/opt/amazon/efa/lib/libfabric.so.1).",
+         "net"},
     Spec{"LOOM_OFI_FALLBACK", Type::Bool, "true",
          "When the ofi transport was asked for but its provider is missing, warn and use tcp "
          "instead; false makes that an init error.",

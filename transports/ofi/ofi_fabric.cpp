@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "log/log.hpp"
+#include "transports/ofi/fabric_loader.hpp"
 
 namespace loom::transport::ofi {
 namespace {
@@ -42,6 +43,7 @@ InfoPtr make_hints(const std::string& provider, bool hmem) {
 }
 
 InfoPtr get_info_with(const std::string& provider, const std::string& node, bool hmem) {
+  if (!fabric_library_loaded()) return nullptr;
   InfoPtr hints = make_hints(provider, hmem);
   fi_info* out = nullptr;
   const char* n = node.empty() ? nullptr : node.c_str();
@@ -105,6 +107,8 @@ std::vector<ProviderInfo> list_providers() {
 }
 
 Result<ProviderInfo> probe_provider(const FabricRequest& request) {
+  if (!fabric_library_loaded())
+    return make_error(ErrorCode::SystemError, "cannot load libfabric: {}", fabric_library_error());
   std::vector<std::string> tries;
   if (!request.provider.empty())
     tries.push_back(request.provider);
