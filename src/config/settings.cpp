@@ -156,6 +156,15 @@ constexpr std::array kSettings = {
          "coll"},
     Spec{"LOOM_TUNE_CACHE_BYTES", Type::String, "4194304",
          "Cost model: buffer size up to which LOOM_TUNE_INTRA_CACHE_GBPS applies.", "coll"},
+    Spec{"LOOM_TUNE_DRAM_BYTES", Type::String, "0",
+         "Cost model: buffer size from which LOOM_TUNE_INTRA_GBPS applies; between it and "
+         "LOOM_TUNE_CACHE_BYTES the bandwidth falls log-linearly (0: a step at the cache size).",
+         "coll"},
+    Spec{"LOOM_TUNE_FUSED_REDUCE", Type::String, "1",
+         "Cost model: 1 when reductions between ranks on one host run inside the receive "
+         "(shared memory's fused receive-reduce), so the intra-host bandwidth already includes "
+         "them; 0 adds a separate reduction pass at LOOM_TUNE_REDUCE_GBPS.",
+         "coll"},
     Spec{"LOOM_SPIN_US", Type::Int, "-1",
          "Microseconds the executor polls without progress before it yields the CPU (then, "
          "after 20 us of yielding, blocks in the kernel, at most 1 ms at a time); an upper "

@@ -41,6 +41,14 @@ struct Tuning {
   /// same as intra.gbps). Small and medium messages move between caches, not through DRAM.
   double intra_cache_gbps = 0;
   double cache_bytes = 1 << 20;
+  /// From this buffer size on, intra.gbps applies; between cache_bytes and dram_bytes the
+  /// bandwidth falls log-linearly from intra_cache_gbps (0: a step at cache_bytes). Shared
+  /// caches and prefetching make the fall gradual, not a cliff.
+  double dram_bytes = 0;
+  /// 1: on one host the reduction runs inside the receive (shm's fused receive-reduce reads
+  /// the peer's data once), so intra.gbps (calibrated with allreduce) already includes it;
+  /// 0: a separate pass at reduce_gbps.
+  double fused_reduce = 1;
 
   /// "intra_alpha_us=8,intra_gbps=2,inter_alpha_us=30,inter_gbps=1,reduce_gbps=4,..."
   [[nodiscard]] std::string to_string() const;
