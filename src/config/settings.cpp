@@ -146,9 +146,10 @@ constexpr std::array kSettings = {
          "coll"},
     Spec{"LOOM_TUNE_REDUCE_GBPS", Type::String, "20",
          "Cost model: host reduction throughput (GB/s of input).", "coll"},
-    Spec{"LOOM_TUNE_OVERSUB_ALPHA_US", Type::String, "19",
+    Spec{"LOOM_TUNE_OVERSUB_ALPHA_US", Type::String, "25",
          "Cost model: extra latency per message when a host runs more ranks than CPUs (ranks "
-         "block instead of spinning).",
+         "block instead of spinning), scaled by 1 - CPUs/ranks (the chance the receiver is "
+         "descheduled).",
          "coll"},
     Spec{"LOOM_TUNE_INTRA_CACHE_GBPS", Type::String, "5",
          "Cost model: bandwidth on one host while buffers fit in LOOM_TUNE_CACHE_BYTES (GB/s; "

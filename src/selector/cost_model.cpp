@@ -104,6 +104,11 @@ bool supports(Coll c, Algo a) {
   return c == Coll::AllReduce || c == Coll::Reduce || c == Coll::ReduceScatter;
 }
 
+double oversub_extra_us(const Shape& s, const Tuning& t) {
+  if (s.cores <= 0 || s.per_host <= s.cores) return 0;
+  return t.oversub_alpha_us * (1.0 - static_cast<double>(s.cores) / s.per_host);
+}
+
 int flat_tree_depth(int nranks) {
   int levels = 1;  // the in-order tree over 1..n has floor(log2 n) + 1 levels
   while ((1 << levels) <= nranks) ++levels;
@@ -140,7 +145,7 @@ Links links(const Shape& s, const Tuning& t, int streams, double bytes) {
   // each, and every message waits for its receiver to be woken.
   const double load =
       s.cores > 0 && s.per_host > s.cores ? static_cast<double>(s.per_host) / s.cores : 1.0;
-  const double extra = load > 1 ? t.oversub_alpha_us : 0;
+  const double extra = oversub_extra_us(s, t);
   l.alpha_intra = t.intra.alpha_us + extra;
   l.alpha_inter = t.inter.alpha_us + extra;
   l.bw_intra = intra_gbps_at(t, bytes) / load;

@@ -35,7 +35,9 @@ struct Tuning {
   double nic_gbps = 0;  // per-host NIC bandwidth shared by the host's ranks; 0: inter.gbps
   double reduce_gbps = 4;
   /// Extra latency per message on a host with more ranks than CPUs: ranks then block instead
-  /// of spinning, so a message waits for its receiver to be woken and scheduled.
+  /// of spinning, so a message waits for its receiver to be woken and scheduled. It is the
+  /// cost when the receiver is never running; a message finds it descheduled with probability
+  /// about 1 - cores/ranks, so P ranks on C cores add oversub_alpha_us x (1 - C/P).
   double oversub_alpha_us = 0;
   /// Bandwidth between ranks on one host while a rank's buffer fits in `cache_bytes` (0: the
   /// same as intra.gbps). Small and medium messages move between caches, not through DRAM.
@@ -77,6 +79,8 @@ struct Pipeline {
 /// broadcast, reduce buffer; allgather/reduce-scatter: the gathered buffer).
 double predict_us(Coll c, Algo a, std::size_t bytes, const Shape& s, const Tuning& t,
                   const Pipeline& p);
+/// Extra latency per message on an oversubscribed host (see Tuning::oversub_alpha_us).
+double oversub_extra_us(const Shape& s, const Tuning& t);
 /// True when `a` has a schedule for `c` (tree: allreduce, broadcast, reduce).
 bool supports(Coll c, Algo a);
 /// Depth in edges of the deeper of the two trees for `nranks` flat ranks.

@@ -154,8 +154,13 @@ TEST_CASE("selector: cache bandwidth applies up to cache_bytes, oversubscription
   REQUIRE(beyond == Approx(2 * slow));  // past the cache: memory bandwidth again
   REQUIRE(t.apply("oversub_alpha_us=50").is_ok());
   const double fits = predict_us(Coll::AllGather, Algo::Ring, 8, s, t, {});
-  s.cores = 2;  // 4 ranks on 2 CPUs: 3 messages x 50 us more
-  REQUIRE(predict_us(Coll::AllGather, Algo::Ring, 8, s, t, {}) == Approx(fits + 150).margin(0.1));
+  s.cores = 2;  // 4 ranks on 2 CPUs: 3 messages x 50 us x (1 - 2/4) more
+  REQUIRE(predict_us(Coll::AllGather, Algo::Ring, 8, s, t, {}) == Approx(fits + 75).margin(0.1));
+  s.nranks = s.per_host = 8;  // 8 ranks: 7 messages x 50 us x (1 - 2/8)
+  const double eight = predict_us(Coll::AllGather, Algo::Ring, 8, s, t, {});
+  s.cores = 8;
+  REQUIRE(eight ==
+          Approx(predict_us(Coll::AllGather, Algo::Ring, 8, s, t, {}) + 262.5).margin(0.1));
 }
 
 TEST_CASE("selector: bandwidth falls log-linearly from the cache plateau to memory bandwidth",
@@ -168,8 +173,8 @@ TEST_CASE("selector: bandwidth falls log-linearly from the cache plateau to memo
                   "dram_bytes=16777216")
               .is_ok());
   auto gbps_at = [&](double bytes) {  // allgather moves 3/4 of the buffer through each link
-    return 0.75 * bytes * 1e-3 / predict_us(Coll::AllGather, Algo::Ring,
-                                            static_cast<std::size_t>(bytes), s, t, {});
+    return 0.75 * bytes * 1e-3 /
+           predict_us(Coll::AllGather, Algo::Ring, static_cast<std::size_t>(bytes), s, t, {});
   };
   REQUIRE(gbps_at(1 << 20) == Approx(4));
   REQUIRE(gbps_at(4 << 20) == Approx(2.5));   // halfway in log2 between 1 MiB and 16 MiB
