@@ -27,11 +27,12 @@ include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
 list(APPEND LOOM_PACKAGE_FIND_DEPS "Threads" "fmt" "spdlog" "nlohmann_json" "OpenSSL")
-list(APPEND LOOM_PACKAGE_PKGCONFIG_DEPS "HWLOC:hwloc" "LIBFABRIC:libfabric")
+list(APPEND LOOM_PACKAGE_PKGCONFIG_DEPS "HWLOC:hwloc")
 list(APPEND LOOM_PACKAGE_PC_REQUIRES_PRIVATE "spdlog" "fmt" "libcrypto")
-# hwloc and libfabric as plain -l: `pkg-config --static hwloc` (or libfabric) would demand hwloc's own static
-# dependencies (libudev, ...), while libloom.a links the shared libhwloc like the CMake target.
-list(APPEND LOOM_PACKAGE_PC_LIBS_PRIVATE "-lhwloc" "-lfabric" "-pthread")
+# hwloc as plain -l: `pkg-config --static hwloc` would demand hwloc's own static dependencies
+# (libudev, ...), while libloom.a links the shared libhwloc like the CMake target. libfabric is
+# not linked at all: loom loads libfabric.so.1 at run time (transports/ofi/fabric_loader.cpp).
+list(APPEND LOOM_PACKAGE_PC_LIBS_PRIVATE "-lhwloc" "-ldl" "-pthread")
 
 # The shared library, from the static library's objects.
 add_library(loom_shared SHARED $<TARGET_OBJECTS:loom>)

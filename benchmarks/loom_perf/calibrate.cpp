@@ -63,6 +63,39 @@ bool one_host(Communicator& comm) {
   return lo == hi;
 }
 
+using Point = std::pair<std::size_t, double>;  // (buffer bytes, GB/s per link)
+
+// Per-link bandwidth at sizes from 256 KiB to the largest (at most 64 MiB), doubling: small
+// buffers move between caches, large ones through memory. On one host it times ring allreduce,
+// whose fused receive-reduce makes the reduction part of the link's cost (the model's
+// fused_reduce); across hosts ring allgather (copies only; reductions are a separate pass).
+std::vector<Point> bandwidth_curve(Communicator& comm, const Options& options, double alpha_us,
+                                   bool allreduce) {
+  const int n = comm.size();
+  CollOptions ring;
+  ring.algorithm = Algorithm::Ring;
+  const std::size_t largest =
+      std::clamp<std::size_t>(options.max_bytes, 1 << 20, std::size_t{64} << 20);
+  std::vector<Point> bw;
+  for (std::size_t total = 256 << 10; total <= largest; total *= 2) {
+    const std::size_t count = total / 4;
+    const std::size_t per_rank = count / static_cast<std::size_t>(n);
+    std::vector<float> in(count, 1.0f), out(count);
+    const int reps = total <= (4 << 20) ? 20 : 4;
+    const double t = time_per_call(comm, 1, reps, [&] {
+      if (allreduce)
+        return comm.allreduce(in.data(), out.data(), count, DataType::Float32, RedOp::Sum, ring);
+      return comm.allgather(in.data(), out.data(), per_rank, DataType::Float32, ring);
+    });
+    const double frac = static_cast<double>(n - 1) / n;
+    const double hops = allreduce ? 2.0 * (n - 1) : n - 1.0;
+    const double moved = (allreduce ? 2 : 1) * frac * static_cast<double>(total);
+    const double wire = std::max(t - hops * alpha_us * 1e-6, t * 0.1);
+    bw.emplace_back(total, moved / wire / 1e9);
+  }
+  return bw;
+}
+
 }  // namespace
 
 int calibrate(Communicator& comm, const Options& options) {
@@ -83,39 +116,31 @@ int calibrate(Communicator& comm, const Options& options) {
     return comm.allreduce(small, small_out, 2, DataType::Float32, RedOp::Sum, ring);
   });
   const double alpha_us = t_small * 1e6 / (2.0 * (n - 1));
-  // Bandwidth at growing sizes: small buffers move between caches, large ones through memory.
-  const std::size_t largest =
-      std::clamp<std::size_t>(options.max_bytes, 1 << 20, std::size_t{64} << 20);
-  std::vector<std::pair<std::size_t, double>> bw;  // (gathered bytes, GB/s per link)
-  for (std::size_t total = 256 << 10; total <= largest; total *= 4) {
-    const std::size_t per_rank = total / static_cast<std::size_t>(n) / 4;
-    std::vector<float> mine(per_rank, 1.0f), all(per_rank * static_cast<std::size_t>(n));
-    const int reps = total <= (4 << 20) ? 20 : 4;
-    const double t = time_per_call(comm, 1, reps, [&] {
-      return comm.allgather(mine.data(), all.data(), per_rank, DataType::Float32, ring);
-    });
-    const double moved = static_cast<double>(per_rank * 4) * (n - 1);
-    const double wire = std::max(t - (n - 1) * alpha_us * 1e-6, t * 0.1);
-    bw.emplace_back(per_rank * 4 * static_cast<std::size_t>(n), moved / wire / 1e9);
-  }
-  // The cache plateau: the sizes within 70% of the best bandwidth, when the largest is slower.
+  const bool intra = one_host(comm);
+  const std::vector<Point> bw = bandwidth_curve(comm, options, alpha_us, intra);
+  // The cache plateau (sizes within 10% of the best) and where memory bandwidth starts (within
+  // 10% of the largest size's), when the largest is clearly slower.
   double cache_gbps = 0;
   for (const auto& entry : bw) cache_gbps = std::max(cache_gbps, entry.second);
   const double gbps = bw.back().second;
-  std::size_t cache_bytes = 0;
+  std::size_t cache_bytes = 0, dram_bytes = 0;
   for (const auto& [bytes, g] : bw)
-    if (g >= 0.7 * cache_gbps) cache_bytes = bytes;
-  const char* link = one_host(comm) ? "intra" : "inter";
+    if (g >= 0.9 * cache_gbps) cache_bytes = bytes;
+  for (const auto& [bytes, g] : bw)
+    if (bytes > cache_bytes && dram_bytes == 0 && g <= 1.1 * gbps) dram_bytes = bytes;
+  const char* link = intra ? "intra" : "inter";
   if (print) {
     fmt::print("# loom-perf --calibrate: {} ranks, {} link (ring schedules)\n", n, link);
     fmt::print("#   ring allreduce of 8 B: {:.1f} us = 2 x {} messages -> alpha {:.2f} us\n",
                t_small * 1e6, n - 1, alpha_us);
     for (const auto& [bytes, g] : bw)
-      fmt::print("#   ring allgather of {} B: {:.3f} GB/s per link\n", bytes, g);
+      fmt::print("#   ring {} of {} B: {:.3f} GB/s per link\n", intra ? "allreduce" : "allgather",
+                 bytes, g);
     fmt::print("#   host reduction (fp32 sum): {:.3f} GB/s\n", red);
     std::string cache;
-    if (std::string_view(link) == "intra" && cache_bytes < bw.back().first)
-      cache = fmt::format(",intra_cache_gbps={:.3g},cache_bytes={}", cache_gbps, cache_bytes);
+    if (intra && cache_gbps > 1.1 * gbps)
+      cache = fmt::format(",intra_cache_gbps={:.3g},cache_bytes={},dram_bytes={}", cache_gbps,
+                          cache_bytes, dram_bytes);
     fmt::print("LOOM_TUNING={0}_alpha_us={1:.3g},{0}_gbps={2:.3g},reduce_gbps={3:.3g}{4}\n", link,
                alpha_us, gbps, red, cache);
   }

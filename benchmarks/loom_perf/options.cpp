@@ -18,7 +18,7 @@ struct FlagSpec {
   bool has_short;
 };
 
-constexpr std::array<FlagSpec, 21> kFlags = {{
+constexpr std::array<FlagSpec, 22> kFlags = {{
     {'b', "minbytes", true, true},
     {'e', "maxbytes", true, true},
     {'f', "stepfactor", true, true},
@@ -30,6 +30,7 @@ constexpr std::array<FlagSpec, 21> kFlags = {{
     {'o', "op", true, true},
     {'r', "root", true, true},
     {'a', "average", true, true},
+    {'z', "blocking", true, true},
     {'h', "help", false, true},
     {'I', "inplace-only", false, false},
     {'O', "outofplace-only", false, false},
@@ -153,6 +154,7 @@ void apply_flag(Options& opt, const FlagSpec& spec, std::string_view value) {
     case 'o': opt.ops = parse_list<RedOp>(flag, value, kNumRedOps, op_from_name); break;
     case 'r': opt.root = static_cast<int>(parse_int(flag, value, 0, kIntMax)); break;
     case 'a': opt.time_mode = static_cast<TimeMode>(parse_int(flag, value, 0, 3)); break;
+    case 'z': opt.blocking = parse_int(flag, value, 0, 1) == 1; break;
     case 'h': opt.help = true; break;
     case 'I': opt.run_out_of_place = false; break;
     case 'O': opt.run_in_place = false; break;
@@ -345,6 +347,8 @@ std::string usage_text(std::string_view program) {
       "  -o, --op OP               sum prod min max avg, a comma list, or all (default sum)\n"
       "  -r, --root N              root of broadcast and reduce (default 0)\n"
       "  -a, --average 0/1/2/3     time reported: 0 rank 0, 1 average (default), 2 min, 3 max\n"
+      "  -z, --blocking 0/1        1: wait for each call before issuing the next (default 0:\n"
+      "                            issue all timed calls, then wait for them)\n"
       "      --inplace-only        run only the in-place variant\n"
       "      --outofplace-only     run only the out-of-place variant\n"
       "      --algo NAME           LOOM_ALGO for this run: auto, ring, tree, or per collective\n"

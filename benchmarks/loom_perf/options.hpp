@@ -53,6 +53,7 @@ struct Options {
   std::vector<RedOp> ops{RedOp::Sum};
   int root = 0;
   TimeMode time_mode = TimeMode::Average;
+  bool blocking = false;  // -z 1: wait for each call before the next, like a training loop
   bool run_out_of_place = true;
   bool run_in_place = true;
   bool help = false;

@@ -174,8 +174,10 @@ double Runner::time_coll(const Case& c, const Layout& host_layout) {
   if (device_) device_->sync();
   comm_.barrier().wait();
   const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < options_.iters; ++i)
+  for (int i = 0; i < options_.iters; ++i) {
     works.push_back(issue(comm_, layout, c.dtype, c.op, root_, opts));
+    if (options_.blocking) wait_all(works);
+  }
   wait_all(works);
   if (device_) device_->sync();  // the results are on the device: stream work included
   const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;

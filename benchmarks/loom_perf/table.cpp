@@ -87,11 +87,12 @@ void print_header(std::FILE* out, const Options& options, int nranks,
       out, "# minBytes {} maxBytes {} step: {}({}) warmup iters: {} iters: {} validation: {}\n",
       options.min_bytes, options.max_bytes, factor ? options.step_factor : options.step_bytes,
       factor ? "factor" : "bytes", options.warmup, options.iters, options.check ? 1 : 0);
-  fmt::print(out, "# dtype: {} op: {} root: {} time: {}{}\n", join_names(options, false),
+  fmt::print(out, "# dtype: {} op: {} root: {} time: {}{}{}\n", join_names(options, false),
              has_op(options.coll) ? join_names(options, true) : std::string("none"),
              is_rooted(options.coll) ? options.root : -1, time_mode_name(options.time_mode),
              options.run_in_place ? (options.run_out_of_place ? "" : " (in-place only)")
-                                  : " (out-of-place only)");
+                                  : " (out-of-place only)",
+             options.blocking ? " blocking" : "");
   fmt::print(out, "#\n# Using ranks\n");
   for (const RankInfo& info : ranks) {
     fmt::print(out, "#  Rank {:2d} Pid {:6d} on {:>10}\n", info.rank, info.pid, info.host);

@@ -81,9 +81,9 @@ class SlotPool {
  public:
   SlotPool(std::size_t slot_bytes, std::size_t nslots, std::size_t base_offset = 0);
   struct Slot {
-    std::size_t index;
-    Span span;                 // the whole slot
-    std::uint32_t free_after;  // step to depend on before writing (kNoStep if none)
+    std::size_t index = 0;
+    Span span;                           // the whole slot
+    std::uint32_t free_after = kNoStep;  // step to depend on before writing (kNoStep if none)
   };
   Slot acquire();
   Slot take(std::size_t index);

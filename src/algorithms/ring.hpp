@@ -21,7 +21,7 @@ struct RingParams {
   std::size_t count = 0;   // elements: allreduce/broadcast/reduce total; allgather and
                            // reduce_scatter per rank
   std::size_t elem_size = 1;
-  std::size_t chunk_bytes = 512 * 1024;
+  std::size_t chunk_bytes = std::size_t{512} * 1024;
   std::size_t depth = 4;  // chunks per group (pipeline depth)
   bool in_place = false;
   int root = 0;  // broadcast and reduce

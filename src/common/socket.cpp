@@ -59,14 +59,13 @@ Result<HostPort> parse_host_port(std::string_view s) {
       port_text = rest.substr(1);
       has_port = true;
     }
-  } else if (std::count(s.begin(), s.end(), ':') > 1) {
-    out.host = std::string(s);  // bare IPv6 literal
-  } else if (auto colon = s.find(':'); colon != std::string_view::npos) {
+  } else if (auto colon = s.find(':');
+             colon != std::string_view::npos && std::count(s.begin(), s.end(), ':') == 1) {
     out.host = std::string(s.substr(0, colon));
     port_text = s.substr(colon + 1);
     has_port = true;
   } else {
-    out.host = std::string(s);
+    out.host = std::string(s);  // a name, an IPv4 address or a bare IPv6 literal
   }
   if (out.host.empty()) return make_error(ErrorCode::InvalidArgument, "no host in address '{}'", s);
   if (has_port) {

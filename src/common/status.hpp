@@ -95,7 +95,10 @@ T value_or_throw(Result<T>&& r) {
 #define LOOM_CONCAT(a, b) LOOM_CONCAT_INNER(a, b)
 #define LOOM_ASSIGN_OR_RETURN(lhs, expr) \
   LOOM_ASSIGN_OR_RETURN_IMPL(LOOM_CONCAT(loom_result_, __LINE__), lhs, expr)
+// `tmp` is an identifier and `lhs` a declaration or an lvalue: neither can be parenthesized.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define LOOM_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \
   auto tmp = (expr);                               \
   if (!tmp.is_ok()) return tmp.status();           \
   lhs = std::move(tmp).value()
+// NOLINTEND(bugprone-macro-parentheses)

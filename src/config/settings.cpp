@@ -93,6 +93,11 @@ constexpr std::array kSettings = {
          "libfabric provider for the ofi transport (efa, tcp;ofi_rxm, shm, ...). Default: efa "
          "when present, else tcp;ofi_rxm, else shm.",
          "net"},
+    Spec{"LOOM_OFI_LIBRARY", Type::String, "libfabric.so.1",
+         "The libfabric library the ofi transport loads on first use (a name searched like "
+         "any shared library, e.g. through LD_LIBRARY_PATH, or a path such as "
+         "/opt/amazon/efa/lib/libfabric.so.1).",
+         "net"},
     Spec{"LOOM_OFI_PROGRESS_THREAD", Type::Int, "-1",
          "A thread that reads the ofi completion queue (drives providers with manual progress, "
          "such as tcp;ofi_rxm and efa) while the executor computes or sleeps: 1 on, 0 off, -1 "
@@ -158,9 +163,10 @@ constexpr std::array kSettings = {
          "coll"},
     Spec{"LOOM_TUNE_REDUCE_GBPS", Type::String, "20",
          "Cost model: host reduction throughput (GB/s of input).", "coll"},
-    Spec{"LOOM_TUNE_OVERSUB_ALPHA_US", Type::String, "19",
+    Spec{"LOOM_TUNE_OVERSUB_ALPHA_US", Type::String, "25",
          "Cost model: extra latency per message when a host runs more ranks than CPUs (ranks "
-         "block instead of spinning).",
+         "block instead of spinning), scaled by 1 - CPUs/ranks (the chance the receiver is "
+         "descheduled).",
          "coll"},
     Spec{"LOOM_TUNE_INTRA_CACHE_GBPS", Type::String, "5",
          "Cost model: bandwidth on one host while buffers fit in LOOM_TUNE_CACHE_BYTES (GB/s; "
@@ -168,6 +174,15 @@ constexpr std::array kSettings = {
          "coll"},
     Spec{"LOOM_TUNE_CACHE_BYTES", Type::String, "4194304",
          "Cost model: buffer size up to which LOOM_TUNE_INTRA_CACHE_GBPS applies.", "coll"},
+    Spec{"LOOM_TUNE_DRAM_BYTES", Type::String, "0",
+         "Cost model: buffer size from which LOOM_TUNE_INTRA_GBPS applies; between it and "
+         "LOOM_TUNE_CACHE_BYTES the bandwidth falls log-linearly (0: a step at the cache size).",
+         "coll"},
+    Spec{"LOOM_TUNE_FUSED_REDUCE", Type::String, "1",
+         "Cost model: 1 when reductions between ranks on one host run inside the receive "
+         "(shared memory's fused receive-reduce), so the intra-host bandwidth already includes "
+         "them; 0 adds a separate reduction pass at LOOM_TUNE_REDUCE_GBPS.",
+         "coll"},
     Spec{"LOOM_SPIN_US", Type::Int, "-1",
          "Microseconds the executor polls without progress before it yields the CPU (then, "
          "after 20 us of yielding, blocks in the kernel, at most 1 ms at a time); an upper "

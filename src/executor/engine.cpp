@@ -270,10 +270,14 @@ Engine::Engine(EngineOptions options) : core_(std::make_shared<EngineCore>(std::
 }
 
 Engine::~Engine() {
-  drain();
-  core_->stop();
-  if (worker_.joinable()) worker_.join();
-  core_->fail_all({ErrorCode::InvalidUsage, "the communicator was destroyed"});
+  try {
+    drain();
+    core_->stop();
+    if (worker_.joinable()) worker_.join();
+    core_->fail_all({ErrorCode::InvalidUsage, "the communicator was destroyed"});
+  } catch (const std::exception& e) {  // allocation or thread errors: nothing left to undo
+    LOOM_LOG_ERROR(Exec, "shutting the engine down failed: {}", e.what());
+  }
 }
 
 std::shared_ptr<OpState> Engine::submit(std::unique_ptr<Task> task) {

@@ -33,9 +33,9 @@ class PlanRun {
 
  private:
   struct Inflight {
-    std::uint32_t step;
+    std::uint32_t step = 0;
     transport::Request request;
-    std::uint32_t fused_reduce;  // a Reduce done by the transport with this receive, or kNoStep
+    std::uint32_t fused_reduce = 0;  // a Reduce done by the transport with this receive, or kNoStep
   };
   // The sends (or receives) to one peer, in plan order.
   struct Lane {

@@ -49,6 +49,8 @@ const std::vector<Field>& fields() {
       {"oversub_alpha_us", &Tuning::oversub_alpha_us, nullptr, nullptr},
       {"intra_cache_gbps", &Tuning::intra_cache_gbps, nullptr, nullptr},
       {"cache_bytes", &Tuning::cache_bytes, nullptr, nullptr},
+      {"dram_bytes", &Tuning::dram_bytes, nullptr, nullptr},
+      {"fused_reduce", &Tuning::fused_reduce, nullptr, nullptr},
   };
   return f;
 }
@@ -102,6 +104,11 @@ bool supports(Coll c, Algo a) {
   return c == Coll::AllReduce || c == Coll::Reduce || c == Coll::ReduceScatter;
 }
 
+double oversub_extra_us(const Shape& s, const Tuning& t) {
+  if (s.cores <= 0 || s.per_host <= s.cores) return 0;
+  return t.oversub_alpha_us * (1.0 - static_cast<double>(s.cores) / s.per_host);
+}
+
 int flat_tree_depth(int nranks) {
   int levels = 1;  // the in-order tree over 1..n has floor(log2 n) + 1 levels
   while ((1 << levels) <= nranks) ++levels;
@@ -122,23 +129,34 @@ struct Links {
   double alpha_inter, alpha_intra, bw_inter, bw_intra, bw_slow, alpha_slow, red;
 };
 
+// Bandwidth between ranks of one host for a buffer of `bytes`: the cache plateau up to
+// cache_bytes, memory bandwidth from dram_bytes, log-linear in between.
+double intra_gbps_at(const Tuning& t, double bytes) {
+  if (t.intra_cache_gbps <= 0) return t.intra.gbps;
+  if (bytes <= t.cache_bytes) return t.intra_cache_gbps;
+  if (t.dram_bytes <= t.cache_bytes || bytes >= t.dram_bytes) return t.intra.gbps;
+  const double f = std::log2(bytes / t.cache_bytes) / std::log2(t.dram_bytes / t.cache_bytes);
+  return t.intra_cache_gbps + f * (t.intra.gbps - t.intra_cache_gbps);
+}
+
 Links links(const Shape& s, const Tuning& t, int streams, double bytes) {
   Links l{};
   // CPU sharing on an oversubscribed host: copies and reductions get cores/per_host of a CPU
   // each, and every message waits for its receiver to be woken.
   const double load =
       s.cores > 0 && s.per_host > s.cores ? static_cast<double>(s.per_host) / s.cores : 1.0;
-  const double extra = load > 1 ? t.oversub_alpha_us : 0;
+  const double extra = oversub_extra_us(s, t);
   l.alpha_intra = t.intra.alpha_us + extra;
   l.alpha_inter = t.inter.alpha_us + extra;
-  const bool cached = t.intra_cache_gbps > 0 && bytes <= t.cache_bytes;
-  l.bw_intra = (cached ? t.intra_cache_gbps : t.intra.gbps) / load;
+  l.bw_intra = intra_gbps_at(t, bytes) / load;
   double nic = t.nic_gbps > 0 ? t.nic_gbps / std::max(1, streams) : t.inter.gbps;
   l.bw_inter = std::min(t.inter.gbps, nic);
   const bool multi = s.nhosts > 1;
   l.bw_slow = multi ? std::min(l.bw_inter, s.per_host > 1 ? l.bw_intra : l.bw_inter) : l.bw_intra;
   l.alpha_slow = multi ? l.alpha_inter : l.alpha_intra;
-  l.red = t.reduce_gbps / load;
+  // On one host with fused receive-reduce the reduction is part of the link's bandwidth
+  // (a zero rate costs nothing in xfer_us).
+  l.red = !multi && t.fused_reduce > 0 ? 0 : t.reduce_gbps / load;
   return l;
 }
 

@@ -35,12 +35,22 @@ struct Tuning {
   double nic_gbps = 0;  // per-host NIC bandwidth shared by the host's ranks; 0: inter.gbps
   double reduce_gbps = 4;
   /// Extra latency per message on a host with more ranks than CPUs: ranks then block instead
-  /// of spinning, so a message waits for its receiver to be woken and scheduled.
+  /// of spinning, so a message waits for its receiver to be woken and scheduled. It is the
+  /// cost when the receiver is never running; a message finds it descheduled with probability
+  /// about 1 - cores/ranks, so P ranks on C cores add oversub_alpha_us x (1 - C/P).
   double oversub_alpha_us = 0;
   /// Bandwidth between ranks on one host while a rank's buffer fits in `cache_bytes` (0: the
   /// same as intra.gbps). Small and medium messages move between caches, not through DRAM.
   double intra_cache_gbps = 0;
   double cache_bytes = 1 << 20;
+  /// From this buffer size on, intra.gbps applies; between cache_bytes and dram_bytes the
+  /// bandwidth falls log-linearly from intra_cache_gbps (0: a step at cache_bytes). Shared
+  /// caches and prefetching make the fall gradual, not a cliff.
+  double dram_bytes = 0;
+  /// 1: on one host the reduction runs inside the receive (shm's fused receive-reduce reads
+  /// the peer's data once), so intra.gbps (calibrated with allreduce) already includes it;
+  /// 0: a separate pass at reduce_gbps.
+  double fused_reduce = 1;
 
   /// "intra_alpha_us=8,intra_gbps=2,inter_alpha_us=30,inter_gbps=1,reduce_gbps=4,..."
   [[nodiscard]] std::string to_string() const;
@@ -69,6 +79,8 @@ struct Pipeline {
 /// broadcast, reduce buffer; allgather/reduce-scatter: the gathered buffer).
 double predict_us(Coll c, Algo a, std::size_t bytes, const Shape& s, const Tuning& t,
                   const Pipeline& p);
+/// Extra latency per message on an oversubscribed host (see Tuning::oversub_alpha_us).
+double oversub_extra_us(const Shape& s, const Tuning& t);
 /// True when `a` has a schedule for `c` (tree: allreduce, broadcast, reduce).
 bool supports(Coll c, Algo a);
 /// Depth in edges of the deeper of the two trees for `nranks` flat ranks.

@@ -74,7 +74,7 @@ class Replay {
   Replay(const Shape& s, const Tuning& t) : s_(s), t_(t) {
     const double load =
         s.cores > 0 && s.per_host > s.cores ? static_cast<double>(s.per_host) / s.cores : 1.0;
-    extra_alpha_ = load > 1 ? t.oversub_alpha_us : 0;
+    extra_alpha_ = oversub_extra_us(s, t);
     share_ = load;
     nic_free_.assign(static_cast<std::size_t>(s.nhosts), 0);
   }
@@ -151,7 +151,11 @@ class Replay {
     st.ready[s] = t;
     const auto& step = st.plan.steps[s];
     if (step.kind == algo::StepKind::Reduce || step.kind == algo::StepKind::Copy) {
-      const double bw = (step.kind == algo::StepKind::Reduce ? t_.reduce_gbps : t_.intra.gbps * 4);
+      // On one host a fused receive-reduce folds the reduction into the receive (the link's
+      // bandwidth includes it): a zero rate costs nothing.
+      const bool fused = t_.fused_reduce > 0 && s_.nhosts <= 1;
+      const double bw =
+          step.kind == algo::StepKind::Reduce ? (fused ? 0 : t_.reduce_gbps) : t_.intra.gbps * 4;
       const double start = std::max(t, st.cpu_free);
       st.cpu_free = start + us(static_cast<double>(step.dst.bytes), bw / share_);
       events_.emplace(st.cpu_free, r, s);

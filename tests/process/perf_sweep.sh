@@ -18,6 +18,8 @@ for n in 1 2 3 4 5; do
   done
 done
 sweep 8 allreduce -b 8 -e 2M -f 32 -n 2 -w 1
+# Blocking calls (-z 1: each waited for before the next, like a training loop), oversubscribed.
+sweep 5 allreduce -b 0 -e 64K -f 16 -d float,int8,bfloat16 -o all -n 3 -w 1 -z 1
 
 # A wrong result must be reported: loom-perf exits non-zero on #wrong (checked by the unit
 # tests); here we check the exit path for a usage error.

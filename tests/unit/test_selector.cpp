@@ -154,8 +154,52 @@ TEST_CASE("selector: cache bandwidth applies up to cache_bytes, oversubscription
   REQUIRE(beyond == Approx(2 * slow));  // past the cache: memory bandwidth again
   REQUIRE(t.apply("oversub_alpha_us=50").is_ok());
   const double fits = predict_us(Coll::AllGather, Algo::Ring, 8, s, t, {});
-  s.cores = 2;  // 4 ranks on 2 CPUs: 3 messages x 50 us more
-  REQUIRE(predict_us(Coll::AllGather, Algo::Ring, 8, s, t, {}) == Approx(fits + 150).margin(0.1));
+  s.cores = 2;  // 4 ranks on 2 CPUs: 3 messages x 50 us x (1 - 2/4) more
+  REQUIRE(predict_us(Coll::AllGather, Algo::Ring, 8, s, t, {}) == Approx(fits + 75).margin(0.1));
+  s.nranks = s.per_host = 8;  // 8 ranks: 7 messages x 50 us x (1 - 2/8)
+  const double eight = predict_us(Coll::AllGather, Algo::Ring, 8, s, t, {});
+  s.cores = 8;
+  REQUIRE(eight ==
+          Approx(predict_us(Coll::AllGather, Algo::Ring, 8, s, t, {}) + 262.5).margin(0.1));
+}
+
+TEST_CASE("selector: bandwidth falls log-linearly from the cache plateau to memory bandwidth",
+          "[selector]") {
+  Shape s;
+  s.nranks = 4;
+  s.per_host = 4;
+  Tuning t;
+  REQUIRE(t.apply("intra_alpha_us=0,intra_gbps=1,intra_cache_gbps=4,cache_bytes=1048576,"
+                  "dram_bytes=16777216")
+              .is_ok());
+  auto gbps_at = [&](double bytes) {  // allgather moves 3/4 of the buffer through each link
+    return 0.75 * bytes * 1e-3 /
+           predict_us(Coll::AllGather, Algo::Ring, static_cast<std::size_t>(bytes), s, t, {});
+  };
+  REQUIRE(gbps_at(1 << 20) == Approx(4));
+  REQUIRE(gbps_at(4 << 20) == Approx(2.5));   // halfway in log2 between 1 MiB and 16 MiB
+  REQUIRE(gbps_at(8 << 20) == Approx(1.75));  // three quarters
+  REQUIRE(gbps_at(16 << 20) == Approx(1));
+  REQUIRE(gbps_at(64 << 20) == Approx(1));
+}
+
+TEST_CASE("selector: a fused receive-reduce costs no separate pass on one host", "[selector]") {
+  Shape s;
+  s.nranks = 4;
+  s.per_host = 4;
+  Tuning t;
+  REQUIRE(t.apply("intra_alpha_us=1,intra_gbps=2,reduce_gbps=1").is_ok());
+  const double fused = predict_us(Coll::AllReduce, Algo::Ring, 1 << 20, s, t, {});
+  REQUIRE(t.apply("fused_reduce=0").is_ok());
+  const double separate = predict_us(Coll::AllReduce, Algo::Ring, 1 << 20, s, t, {});
+  REQUIRE(separate == Approx(fused + 0.75 * (1 << 20) * 1e-3));  // 3/4 of 1 MiB at 1 GB/s
+  // Across hosts the network transport receives first and reduces after, fused or not.
+  REQUIRE(t.apply("fused_reduce=1").is_ok());
+  s.nhosts = 2;
+  s.per_host = 2;
+  const double two_hosts = predict_us(Coll::AllReduce, Algo::Ring, 1 << 20, s, t, {});
+  REQUIRE(t.apply("fused_reduce=0").is_ok());
+  REQUIRE(predict_us(Coll::AllReduce, Algo::Ring, 1 << 20, s, t, {}) == Approx(two_hosts));
 }
 
 TEST_CASE("selector: ranks with different LOOM_ALGO refuse to build a communicator", "[selector]") {

@@ -30,6 +30,7 @@ std::string capture(const std::vector<std::string>& args, int& status) {
     ::dup2(fds[1], STDOUT_FILENO);
     ::dup2(fds[1], STDERR_FILENO);
     std::vector<char*> argv;
+    argv.reserve(args.size() + 2);
     std::vector<std::string> copy = args;
     copy.insert(copy.begin(), "ip");
     for (auto& a : copy) argv.push_back(a.data());

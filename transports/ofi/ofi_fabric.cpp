@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "log/log.hpp"
+#include "transports/ofi/fabric_loader.hpp"
 
 namespace loom::transport::ofi {
 namespace {
@@ -47,6 +48,7 @@ InfoPtr make_hints(const std::string& provider, bool hmem) {
 }
 
 InfoPtr get_info_with(const std::string& provider, const std::string& node, bool hmem) {
+  if (!fabric_library_loaded()) return nullptr;
   InfoPtr hints = make_hints(provider, hmem);
   fi_info* out = nullptr;
   const char* n = node.empty() ? nullptr : node.c_str();
@@ -127,6 +129,8 @@ std::vector<ProviderInfo> list_providers() {
 }
 
 Result<ProviderInfo> probe_provider(const FabricRequest& request) {
+  if (!fabric_library_loaded())
+    return make_error(ErrorCode::SystemError, "cannot load libfabric: {}", fabric_library_error());
   std::vector<std::string> tries;
   if (!request.provider.empty())
     tries.push_back(request.provider);

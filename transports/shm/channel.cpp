@@ -94,7 +94,9 @@ std::vector<std::string> remove_orphaned_channels(std::uint64_t own_comm_id,
     if (std::string_view(e->d_name).starts_with("loom-")) names.emplace_back(e->d_name);
   for (const std::string& name : names) {
     if (!orphaned(dir, name, own_comm_id)) continue;
-    if (::unlink((dir + "/" + name).c_str()) == 0) removed.push_back(name);
+    std::string path = dir;
+    path.append("/").append(name);
+    if (::unlink(path.c_str()) == 0) removed.push_back(name);
   }
   return removed;
 }
