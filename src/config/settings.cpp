@@ -73,8 +73,9 @@ constexpr std::array kSettings = {
          "one, at most 2; none when the ranks fill the CPUs.",
          "net"},
     Spec{"LOOM_SOCKET_STRIPE_MIN", Type::Size, "128K",
-         "TCP messages of at least twice this size are split into parts of at least this size "
-         "(64K or more), one per socket, sent in parallel; 0 disables striping.",
+         "TCP messages of at least twice this size are striped: split into up to one part per "
+         "socket (at most 8, about this size or larger), sent in parallel. At least 64K; 0 "
+         "disables striping.",
          "net"},
     Spec{"LOOM_SOCKET_BUFFER", Type::Size, "4M",
          "SO_SNDBUF/SO_RCVBUF for data sockets (0 leaves the kernel's autotuning).", "net"},
