@@ -212,7 +212,10 @@ Result<bool> OfiConnection::test(const Request& request) {
   std::unique_lock<std::mutex> lk;
   if (progress_ != nullptr) {
     lk = std::unique_lock<std::mutex>(*lock_, std::try_to_lock);
-    if (!lk.owns_lock()) return false;  // the progress thread is reading completions
+    if (!lk.owns_lock()) {  // the progress thread is reading completions: look again first
+      contended_ = true;
+      return false;
+    }
     progress_->consume();
   }
   LOOM_ASSIGN_OR_RETURN(Op * found, ops_.find(request, who()));
@@ -243,6 +246,12 @@ bool OfiConnection::prepare_wait(std::vector<pollfd>& fds) {
   if (!pending_.empty() || peer_gone_seen_) return false;
   if (outstanding_ > 0) fds.push_back({liveness_.get(), POLLIN, 0});
   if (progress_ != nullptr) {  // the thread reads the queue and signals completions
+    // A test() that found the lock taken has not looked: its request may have completed through
+    // the executor's own progress (no notification comes for that).
+    if (contended_) {
+      contended_ = false;
+      return false;
+    }
     fds.push_back({progress_->notify_fd(), POLLIN, 0});
     return true;
   }

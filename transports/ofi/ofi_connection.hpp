@@ -94,6 +94,7 @@ class OfiConnection final : public Connection {
   Status broken_;
   OfiProgress* progress_ = nullptr;
   std::mutex* lock_ = nullptr;
+  bool contended_ = false;  // executor only: a test() gave up on the lock since the last wait
 };
 
 }  // namespace loom::transport::ofi

@@ -174,7 +174,10 @@ Result<bool> TcpConnection::test(const Request& request) {
   std::unique_lock<std::mutex> lk;
   if (thread_wake_fd_ >= 0) {
     lk = std::unique_lock<std::mutex>(mu_, std::try_to_lock);
-    if (!lk.owns_lock()) return false;  // the thread is moving bytes right now
+    if (!lk.owns_lock()) {  // the thread is moving bytes right now: look again before sleeping
+      contended_.store(true, std::memory_order_relaxed);
+      return false;
+    }
     // Under the lock every completion notified so far is visible: the wake-up can go.
     if (notified_.exchange(false, std::memory_order_acquire)) {
       std::uint64_t v = 0;
@@ -337,6 +340,9 @@ Status TcpConnection::check_header(const Part& p) const {
 
 bool TcpConnection::prepare_wait(std::vector<pollfd>& fds) {
   if (thread_wake_fd_ >= 0) {  // the thread watches the sockets and signals completions
+    // A test() that found the lock taken has not looked: the request may be complete already
+    // (finished by this thread's own isend or test), and no notification would come for it.
+    if (contended_.exchange(false, std::memory_order_relaxed)) return false;
     fds.push_back({notify_fd_.get(), POLLIN, 0});
     return true;
   }

@@ -114,6 +114,7 @@ class TcpConnection final : public Connection {
   int thread_wake_fd_ = -1;  // the thread's eventfd (not owned); -1: no thread
   net::Fd notify_fd_;        // eventfd the executor sleeps on
   std::atomic<bool> notified_{false};
+  std::atomic<bool> contended_{false};  // a test() gave up on the lock since the last wait
   std::uint64_t completions_ = 0;
 };
 
