@@ -135,7 +135,7 @@ class CudaDevice final : public Device {
     return p;
   }
   void ipc_close(void* p) override { (void)cudaIpcCloseMemHandle(p); }
-  bool ipc_between_processes() const override { return true; }
+  bool ipc_opens(bool same_process) const override { return !same_process; }
   Result<bool> can_access_peer(int dev, int peer) override {
     int ok = 0;
     LOOM_RETURN_IF_ERROR(

@@ -77,8 +77,10 @@ class Device {
   virtual Result<IpcHandle> ipc_handle(void* device_ptr) = 0;
   virtual Result<void*> ipc_open(const IpcHandle& h) = 0;
   virtual void ipc_close(void* mapped) = 0;
-  /// Whether IPC handles open in another process (CUDA: yes; host-sim: threads only).
-  [[nodiscard]] virtual bool ipc_between_processes() const = 0;
+  /// Whether ipc_open() accepts a handle exported by this process (`same_process`) or by
+  /// another process on the host. CUDA: only another process (cudaIpcOpenMemHandle refuses the
+  /// exporter's own handles); host-sim: only this one (ranks as threads).
+  [[nodiscard]] virtual bool ipc_opens(bool same_process) const = 0;
   /// cudaDeviceCanAccessPeer(dev, peer).
   virtual Result<bool> can_access_peer(int dev, int peer) = 0;
   /// What joins two devices, for the logs: "nvlink", "pcie", or "unknown" when this build cannot

@@ -158,11 +158,15 @@ Result<std::unique_ptr<DirectPath>> DirectPath::create(Device* dev,
 }
 
 DirectPath::~DirectPath() {
-  if (scratch_) transport_->device().free(scratch_);
+  if (!scratch_) return;
+  // A failed collective may have left work on the stream that still uses the scratch.
+  Device& dev = transport_->device();
+  if (dev.synchronize(transport_->stream(), Deadline::after(std::chrono::seconds(10))).is_ok())
+    dev.free(scratch_);
 }
 
 Result<std::uint8_t*> DirectPath::scratch(std::size_t bytes) {
-  if (bytes > scratch_bytes_) {
+  if (bytes > scratch_bytes_) {  // the previous task has completed: the stream is past it
     if (scratch_) transport_->device().free(scratch_);
     scratch_ = nullptr;
     scratch_bytes_ = 0;

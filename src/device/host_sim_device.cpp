@@ -209,7 +209,7 @@ class HostSimDevice final : public Device {
     return p;
   }
   void ipc_close(void*) override {}
-  bool ipc_between_processes() const override { return false; }
+  bool ipc_opens(bool same_process) const override { return same_process; }
   Result<bool> can_access_peer(int dev, int peer) override {
     if (dev < 0 || dev >= kSimDevices || peer < 0 || peer >= kSimDevices)
       return make_error(ErrorCode::InvalidArgument, "host-sim: no device pair ({}, {})", dev, peer);

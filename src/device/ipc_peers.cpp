@@ -83,9 +83,10 @@ Result<IpcPeers> IpcPeers::exchange(Device& dev, bootstrap::Store& store, const 
       continue;
     }
     if (rec->host != host) continue;  // Remote
-    // Another process whose handles this runtime cannot open (host-sim): stage. Both ranks of
-    // the pair see different pids, so both decide alike.
-    if (rec->pid != static_cast<std::uint32_t>(::getpid()) && !dev.ipc_between_processes()) {
+    // A handle this runtime cannot open (CUDA: our own process's, ranks as threads; host-sim:
+    // another process's): stage. Both ranks of the pair compare the same two pids, so both
+    // decide alike.
+    if (!dev.ipc_opens(rec->pid == static_cast<std::uint32_t>(::getpid()))) {
       p.route = PeerRoute::HostStaging;
       continue;
     }
