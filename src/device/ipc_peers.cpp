@@ -68,11 +68,18 @@ Result<IpcPeers> IpcPeers::exchange(Device& dev, bootstrap::Store& store, const 
                            allows_direct ? kAllowsDirect : 0, host);
   auto all = bootstrap::store_allgather(store, prefix + "ipc/", rank, nranks, mine, deadline);
   if (!all.is_ok()) return ctx(all.status());
-  std::vector<PeerBuffer> peers(static_cast<std::size_t>(nranks));
-  IpcPeers out(dev, {});
+  std::vector<Record> records;
+  bool everyone_allows = true;
   for (int r = 0; r < nranks; ++r) {
     auto rec = decode((*all)[static_cast<std::size_t>(r)], r);
     if (!rec.is_ok()) return ctx(rec.status());
+    everyone_allows = everyone_allows && (rec->flags & kAllowsDirect) != 0;
+    records.push_back(std::move(*rec));
+  }
+  std::vector<PeerBuffer> peers(static_cast<std::size_t>(nranks));
+  IpcPeers out(dev, {});
+  for (int r = 0; r < nranks; ++r) {
+    const Record* rec = &records[static_cast<std::size_t>(r)];
     PeerBuffer& p = peers[static_cast<std::size_t>(r)];
     p.rank = r;
     p.device = rec->device;
@@ -97,11 +104,12 @@ Result<IpcPeers> IpcPeers::exchange(Device& dev, bootstrap::Store& store, const 
       p.route = PeerRoute::HostStaging;
       continue;
     }
+    p.route = PeerRoute::PeerToPeer;
+    if (!everyone_allows) continue;  // not mapped: the peers may free their buffers at once
     auto mapped = dev.ipc_open(rec->handle);
     if (!mapped.is_ok())
       return ctx(mapped.status().with_context(
           fmt::format("peer {} (device {}): opening its IPC handle", r, rec->device)));
-    p.route = PeerRoute::PeerToPeer;
     p.mapped = *mapped;
     out.peers_ = peers;  // keep what is mapped so far owned (closed on an early return)
   }

@@ -34,7 +34,8 @@ class IpcPeers {
   /// Publishes (host, pid, device, IPC handle of `buffer`, `allows_direct`) under `prefix`,
   /// reads every other rank's, probes peer access and maps the peer buffers that can be reached
   /// directly. Peer access must hold both ways (cudaDeviceCanAccessPeer both ways), so that
-  /// both ranks of a pair reach the same route.
+  /// both ranks of a pair reach the same route. When some rank does not allow direct access,
+  /// routes are still reported but nothing is mapped (that rank may free its buffer at once).
   static Result<IpcPeers> exchange(Device& dev, bootstrap::Store& store, const std::string& prefix,
                                    int rank, int nranks, const std::string& host, int my_device,
                                    void* buffer, Deadline deadline, bool allows_direct = true);
