@@ -93,8 +93,11 @@ Result<IpcPeers> IpcPeers::exchange(Device& dev, bootstrap::Store& store, const 
     // A handle this runtime cannot open (CUDA: our own process's, ranks as threads; host-sim:
     // another process's): stage. Both ranks of the pair compare the same two pids, so both
     // decide alike.
-    if (!dev.ipc_opens(rec->pid == static_cast<std::uint32_t>(::getpid()))) {
+    const bool same_process = rec->pid == static_cast<std::uint32_t>(::getpid());
+    if (!dev.ipc_opens(same_process)) {
       p.route = PeerRoute::HostStaging;
+      p.why = fmt::format("{} cannot open IPC handles of {} process", dev.name(),
+                          same_process ? "its own" : "another");
       continue;
     }
     auto can = dev.can_access_peer(my_device, rec->device);
@@ -102,6 +105,9 @@ Result<IpcPeers> IpcPeers::exchange(Device& dev, bootstrap::Store& store, const 
     if (!can.is_ok()) return ctx(can.status().with_context(fmt::format("peer {}", r)));
     if (!*can) {
       p.route = PeerRoute::HostStaging;
+      p.why = my_device == rec->device
+                  ? fmt::format("both on device {}", my_device)
+                  : fmt::format("no peer access between devices {} and {}", my_device, rec->device);
       continue;
     }
     p.route = PeerRoute::PeerToPeer;

@@ -25,8 +25,10 @@ struct PeerBuffer {
   int rank = 0;
   int device = -1;  // the peer's device ordinal on its host
   PeerRoute route = PeerRoute::Remote;
-  void* mapped = nullptr;     // Self and PeerToPeer only
-  bool allows_direct = true;  // the rank lets device buffers use cuda_ipc (LOOM_TRANSPORTS)
+  void* mapped = nullptr;  // Self and PeerToPeer only
+  bool allows_direct = true;
+  std::string why;  // HostStaging: why not PeerToPeer, for the logs  // the rank lets device
+                    // buffers use cuda_ipc (LOOM_TRANSPORTS)
 };
 
 class IpcPeers {

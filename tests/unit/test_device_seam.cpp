@@ -297,5 +297,6 @@ TEST_CASE("CUDA IPC exchange: a handle that cannot be opened fails naming the pe
   REQUIRE(r2.is_ok());
   CHECK(r2->peer(1).route == device::PeerRoute::HostStaging);
   CHECK(r2->peer(1).allows_direct);
+  CHECK_THAT(r2->peer(1).why, Catch::Contains("another process"));
   dev.free(mine);
 }

@@ -26,9 +26,9 @@ std::string describe_route(int rank, int peer, const device::PeerBuffer& p, int 
           peer, my_device, p.device, link);
     case device::PeerRoute::HostStaging:
       return fmt::format(
-          "rank {}: device buffers to rank {} via cuda_ipc (host-staging: no peer access "
-          "between devices {} and {}; pinned host shared memory)",
-          rank, peer, my_device, p.device);
+          "rank {}: device buffers to rank {} via cuda_ipc (host-staging: {}; pinned host "
+          "shared memory)",
+          rank, peer, p.why);
     case device::PeerRoute::Self:
     case device::PeerRoute::Remote: break;
   }
