@@ -140,13 +140,16 @@ Status CudaIpcConnection::progress_sends() {
     ++published_;
     ctl.published.store(published_, std::memory_order_release);
   }
+  // A peer that read our last piece may close right after: read its closed flag first, then
+  // the counter it stored before closing, so a finished send is never taken for a failed one.
+  const bool closed = ctl.receiver_closed.load(std::memory_order_acquire) != 0;
   const std::uint64_t read = ctl.consumed.load(std::memory_order_acquire);
   bool pending = false;
   for (Op& op : sends_) {
     op.done = op.done || (op.next_piece == pieces_of(op.len) && read >= op.last_seq);
     pending = pending || !op.done;
   }
-  return pending ? check_peer_open(true) : Status::ok();
+  return pending && closed ? check_peer_open(true) : Status::ok();
 }
 
 Status CudaIpcConnection::take_piece(Op& op, std::uint64_t seq) {
