@@ -11,11 +11,17 @@ namespace {
 constexpr std::chrono::minutes kSyncTimeout{10};
 }
 
+void select_device(const std::string& name, int local_rank) {
+  device::Device* dev = value_or_throw(device::device_by_name(name));
+  if (!dev) throw_if_error(make_error(ErrorCode::InvalidUsage, "no device runtime '{}'", name));
+  throw_if_error(dev->set_device(std::max(local_rank, 0) % std::max(dev->device_count(), 1)));
+}
+
 DeviceBuffers::DeviceBuffers(const std::string& name, std::size_t bytes, int rank)
     : bytes_(std::max<std::size_t>(bytes, 1)) {
+  (void)rank;
   dev_ = value_or_throw(device::device_by_name(name));
   if (!dev_) throw_if_error(make_error(ErrorCode::InvalidUsage, "no device runtime '{}'", name));
-  throw_if_error(dev_->set_device(rank % std::max(dev_->device_count(), 1)));
   stream_ = value_or_throw(dev_->create_stream());
   send_ = value_or_throw(dev_->alloc(bytes_));
   recv_ = value_or_throw(dev_->alloc(bytes_));

@@ -10,10 +10,15 @@
 
 namespace loom::perf {
 
+/// Makes device local_rank % device_count() of runtime `name` ("cuda" or "host-sim") current
+/// (one rank per GPU on a node). Call it before creating the communicator, which runs its
+/// device work (cuda_ipc FIFOs, kernels) on the device current at creation, as NCCL does.
+void select_device(const std::string& name, int local_rank);
+
 class DeviceBuffers {
  public:
-  /// `name`: "cuda" or "host-sim"; rank r uses device r % device_count() (one rank per GPU on a
-  /// node). Throws loom::Error when that device is unavailable.
+  /// Buffers on the current device (see select_device). Throws loom::Error when `name` is not
+  /// an available runtime.
   DeviceBuffers(const std::string& name, std::size_t bytes, int rank);
   ~DeviceBuffers();
   DeviceBuffers(const DeviceBuffers&) = delete;

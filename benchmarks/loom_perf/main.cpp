@@ -12,6 +12,7 @@
 
 #include "benchmarks/loom_perf/calibrate.hpp"
 #include "benchmarks/loom_perf/compare.hpp"
+#include "benchmarks/loom_perf/device_buffers.hpp"
 #include "benchmarks/loom_perf/options.hpp"
 #include "benchmarks/loom_perf/runner.hpp"
 #include "loom/communicator.hpp"
@@ -34,8 +35,18 @@ std::string_view program_name(int argc, char** argv) {
 // --device cuda|host-sim selects the communicator's device runtime (LOOM_DEVICE) as well;
 // --algo and --deterministic set LOOM_ALGO and LOOM_DETERMINISTIC; --transport NAME makes the
 // communicator use only that transport (base options from transport_options).
+int local_rank_from_launcher() {
+  for (const char* name :
+       {"LOOM_LOCAL_RANK", "LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK"})
+    if (const char* v = std::getenv(name)) return std::atoi(v);
+  return 0;
+}
+
 loom::Communicator join_job(const loom::perf::Options& options, loom::CommOptions co) {
-  if (options.device != "host") co.settings["LOOM_DEVICE"] = options.device;
+  if (options.device != "host") {
+    co.settings["LOOM_DEVICE"] = options.device;
+    loom::perf::select_device(options.device, local_rank_from_launcher());  // before the comm
+  }
   if (!options.algo.empty()) co.settings["LOOM_ALGO"] = options.algo;
   if (options.deterministic) co.deterministic = true;
   for (const char* name : {"LOOM_RANK", "LOOM_WORLD_SIZE", "RANK", "WORLD_SIZE", "SLURM_PROCID",

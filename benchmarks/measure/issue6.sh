@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # Measurements for issue 6 (GPU buffers). Prints, side by side in one run:
-#   1. loom-perf allreduce on host buffers (the baseline) and on --device host-sim (the staged,
-#      stream-ordered path on the host simulation): the cost of staging + stream ordering in the
-#      logic alone (NOT GPU performance);
+#   1. loom-perf allreduce on host buffers (the baseline) and on --device host-sim, over cuda_ipc
+#      and staged (^cuda_ipc): the cost of each path's logic alone (NOT GPU performance);
 #   2. on a machine with GPUs, the loom-perf --device cuda sweep (the issue's targets: kernels at
 #      90% of memory bandwidth at 64 MiB, intra-node busbw within 10% of NCCL, compared with
 #      nccl-tests' all_reduce_perf when it is on PATH).
@@ -16,8 +15,11 @@ common=(allreduce -d float -b 8 -e 64M -f 4 -n 20 -w 5 -c 1)
 echo "### host buffers, $ranks ranks"
 "$bin/loomrun" -n "$ranks" --only-rank 0 --no-prefix -- "$bin/loom-perf" "${common[@]}"
 echo
-echo "### --device host-sim (staged stream-ordered path on the host simulation), $ranks ranks"
+echo "### --device host-sim over cuda_ipc (direct path; host-staging route between processes), $ranks ranks"
 "$bin/loomrun" -n "$ranks" --only-rank 0 --no-prefix -- "$bin/loom-perf" "${common[@]}" --device host-sim
+echo
+echo "### --device host-sim staged through host transports (LOOM_TRANSPORTS=^cuda_ipc), $ranks ranks"
+LOOM_TRANSPORTS=^cuda_ipc "$bin/loomrun" -n "$ranks" --only-rank 0 --no-prefix -- "$bin/loom-perf" "${common[@]}" --device host-sim
 
 if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
   ngpus=$(nvidia-smi -L | grep -c '^GPU ')
@@ -25,8 +27,11 @@ if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
   echo "### reduction kernels, 64 MiB per buffer (target: 90% of memory bandwidth, 3 x bytes)"
   "$bin/loom-kernel-bench" --device cuda -e 64M -n 50 -d float,bfloat16,half -o sum
   echo
-  echo "### --device cuda, $ngpus ranks (one per GPU)"
+  echo "### --device cuda over cuda_ipc, $ngpus ranks (one per GPU)"
   "$bin/loomrun" -n "$ngpus" --only-rank 0 --no-prefix -- "$bin/loom-perf" allreduce --device cuda -d float -b 8 -e 1G -f 2 -n 20 -w 5 -c 1
+  echo
+  echo "### --device cuda staged (LOOM_TRANSPORTS=^cuda_ipc), $ngpus ranks"
+  LOOM_TRANSPORTS=^cuda_ipc "$bin/loomrun" -n "$ngpus" --only-rank 0 --no-prefix -- "$bin/loom-perf" allreduce --device cuda -d float -b 8 -e 1G -f 2 -n 20 -w 5 -c 1
   if command -v all_reduce_perf >/dev/null; then
     echo
     echo "### NCCL (nccl-tests all_reduce_perf), same GPUs"

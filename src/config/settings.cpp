@@ -86,7 +86,9 @@ constexpr std::array kSettings = {
 
     Spec{"LOOM_TRANSPORTS", Type::String, "",
          "Ordered allow list of transports (shm, ofi, tcp); ^name excludes one. Default: shm "
-         "for peers on the same host, ofi for the others when EFA is present, else tcp.",
+         "for peers on the same host, ofi for the others when EFA is present, else tcp. "
+         "cuda_ipc (device buffers of ranks on one host) is on unless ^cuda_ipc, or a list "
+         "that does not name it.",
          "net"},
 
     // libfabric transport (transports/ofi).

@@ -128,6 +128,7 @@ Status CommImpl::init(std::unique_ptr<transport::tcp::TcpTransport> tcp, Deadlin
         transports_->ensure({ring_[(pos + 1) % n], ring_[(pos + n - 1) % n]}, deadline));
   }
   LOOM_RETURN_IF_ERROR(agree_on_plan_settings(prefix, deadline));
+  LOOM_RETURN_IF_ERROR(init_direct_path(layout, prefix, deadline));
   LOOM_RETURN_IF_ERROR(finish_rendezvous(*store_, prefix, rank_, nranks_, deadline));
   LOOM_ASSIGN_OR_RETURN(device::Device * dev, device::device_by_name(settings_.device));
   if (dev) stream_path_ = std::make_unique<device::StreamPath>(*dev, settings_.timeout);
@@ -143,6 +144,18 @@ Status CommImpl::init(std::unique_ptr<transport::tcp::TcpTransport> tcp, Deadlin
   LOOM_LOG_INFO(Init,
                 "rank {} of {}: communicator {:016x} ready ({} ranks on this host, spin {} us)",
                 rank_, nranks_, comm_id_, layout.ranks_on_my_host(rank_), settings_.spin.count());
+  return Status::ok();
+}
+
+// Device buffers of ranks on one host go over cuda_ipc (see device/direct_path.hpp).
+Status CommImpl::init_direct_path(const JobLayout& layout, const std::string& prefix,
+                                  Deadline deadline) {
+  LOOM_ASSIGN_OR_RETURN(device::Device * dev, device::device_by_name(settings_.device));
+  std::vector<std::string> hosts;
+  for (const auto& ri : layout.topology.ranks) hosts.push_back(ri.host_id);
+  LOOM_ASSIGN_OR_RETURN(bool allowed, cuda_ipc_allowed(config_.get_string("LOOM_TRANSPORTS")));
+  LOOM_ASSIGN_OR_RETURN(direct_, device::DirectPath::create(dev, store_, prefix, comm_id_, rank_,
+                                                            hosts, allowed, deadline));
   return Status::ok();
 }
 
@@ -344,6 +357,15 @@ Work CommImpl::submit(core::OpDesc op, const CollOptions& opts) {
 
 Work CommImpl::submit_on_stream(const core::OpDesc& op, void* stream,
                                 std::shared_ptr<const algo::Plan> plan, Deadline deadline) {
+  if (direct_) {  // one host: the plan runs on the device buffers over cuda_ipc
+    device::StagedCall call = value_or_throw(stream_path_->direct(op, rank_, stream, deadline));
+    const std::uint64_t seq = op.seq;
+    auto inner = direct_->task(op, std::move(plan), nranks_, 2 * settings_.depth, deadline,
+                               [this, seq] { note_completed(seq); });
+    auto state = engine_->submit(stream_path_->wrap(std::move(inner), call));
+    throw_if_error(stream_path_->finish(call, stream));
+    return Work(state);
+  }
   device::StagedCall call =
       value_or_throw(stream_path_->stage(op, rank_, nranks_, stream, deadline));
   auto inner = std::make_unique<CollectiveTask>(*this, call.host_op, std::move(plan), deadline);

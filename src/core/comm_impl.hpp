@@ -20,6 +20,7 @@
 #include "core/failure_monitor.hpp"
 #include "core/op.hpp"
 #include "core/peer_transports.hpp"
+#include "device/direct_path.hpp"
 #include "device/stream_path.hpp"
 #include "executor/engine.hpp"
 #include "loom/options.hpp"
@@ -100,6 +101,7 @@ class CommImpl {
   CommImpl(CommSetup setup, CommSettings settings);
   Status init(std::unique_ptr<transport::tcp::TcpTransport> tcp, Deadline deadline);
   Status start_monitor(const JobLayout& layout, Deadline deadline);
+  Status init_direct_path(const JobLayout& layout, const std::string& prefix, Deadline deadline);
   Result<std::unique_ptr<CommImpl>> derive(std::uint64_t comm_id, int new_rank, int new_size);
   void describe_shape(const JobLayout& layout);
   Status agree_on_plan_settings(const std::string& prefix, Deadline deadline);
@@ -127,6 +129,7 @@ class CommImpl {
   std::unique_ptr<std::uint8_t, void (*)(void*)> scratch_{nullptr, nullptr};
   std::size_t scratch_bytes_ = 0;
   std::unique_ptr<device::StreamPath> stream_path_;  // null without a device runtime
+  std::unique_ptr<device::DirectPath> direct_;  // device buffers, one host: cuda_ipc (or null)
   struct PlanKey {
     core::CollKind kind;
     DataType dtype;

@@ -9,12 +9,14 @@ namespace loom::detail {
 namespace {
 
 constexpr std::array kAll = {TransportKind::Shm, TransportKind::Ofi, TransportKind::Tcp};
+constexpr std::string_view kCudaIpc = "cuda_ipc";  // device buffers only, not a TransportKind
 
 Result<TransportKind> parse_kind(std::string_view name) {
   for (TransportKind k : kAll)
     if (name == to_string(k)) return k;
   return make_error(ErrorCode::InvalidUsage,
-                    "LOOM_TRANSPORTS names unknown transport '{}' (known: shm, ofi, tcp)", name);
+                    "LOOM_TRANSPORTS names unknown transport '{}' (known: shm, ofi, tcp, cuda_ipc)",
+                    name);
 }
 
 bool allows(const std::vector<TransportKind>& list, TransportKind k) {
@@ -42,6 +44,7 @@ Result<std::vector<TransportKind>> parse_transport_list(std::string_view text) {
     pos = end + 1;
     if (tok.empty()) continue;
     bool negate = tok.front() == '^';
+    if ((negate ? tok.substr(1) : tok) == kCudaIpc) continue;
     LOOM_ASSIGN_OR_RETURN(TransportKind k, parse_kind(negate ? tok.substr(1) : tok));
     (negate ? exclude : include).push_back(k);
   }
@@ -53,6 +56,26 @@ Result<std::vector<TransportKind>> parse_transport_list(std::string_view text) {
     return make_error(ErrorCode::InvalidUsage, "LOOM_TRANSPORTS='{}' excludes every transport",
                       text);
   return out;
+}
+
+Result<bool> cuda_ipc_allowed(std::string_view text) {
+  LOOM_RETURN_IF_ERROR(parse_transport_list(text).status());
+  bool positive = false, named = false, excluded = false;
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    std::size_t end = text.find(',', pos);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view tok = text.substr(pos, end - pos);
+    pos = end + 1;
+    if (tok.empty()) continue;
+    if (tok.front() == '^') {
+      excluded = excluded || tok.substr(1) == kCudaIpc;
+      continue;
+    }
+    positive = true;
+    named = named || tok == kCudaIpc;
+  }
+  return !excluded && (!positive || named);
 }
 
 std::string format_transport_list(const std::vector<TransportKind>& kinds) {

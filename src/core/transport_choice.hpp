@@ -15,9 +15,14 @@ enum class TransportKind : std::uint8_t { Shm = 0, Tcp = 1, Ofi = 2 };
 std::string_view to_string(TransportKind k);
 
 /// "" -> {shm, ofi, tcp}; "tcp,shm" -> that order; "^shm" -> every known transport but shm.
-/// Unknown names are an error naming them.
+/// Unknown names are an error naming them. "cuda_ipc" entries are accepted and left out (they
+/// concern device buffers only: see cuda_ipc_allowed).
 Result<std::vector<TransportKind>> parse_transport_list(std::string_view text);
 std::string format_transport_list(const std::vector<TransportKind>& kinds);
+
+/// Whether LOOM_TRANSPORTS lets device buffers of ranks on one host use the cuda_ipc transport:
+/// yes unless it says "^cuda_ipc" or lists transports without naming cuda_ipc.
+Result<bool> cuda_ipc_allowed(std::string_view text);
 
 /// For every peer of `rank`: the first transport in the lower rank's list that the higher
 /// rank's list also allows and that can reach the peer (shm only within a host). The entry for

@@ -135,12 +135,29 @@ class CudaDevice final : public Device {
     return p;
   }
   void ipc_close(void* p) override { (void)cudaIpcCloseMemHandle(p); }
+  bool ipc_opens(bool same_process) const override { return !same_process; }
   Result<bool> can_access_peer(int dev, int peer) override {
     int ok = 0;
     LOOM_RETURN_IF_ERROR(
         cuda_status(cudaDeviceCanAccessPeer(&ok, dev, peer), "cudaDeviceCanAccessPeer"));
     return ok != 0;
   }
+  // NVLink is told by NVML (nvmlDeviceGetNvLinkRemotePciInfo), which Debian does not package
+  // and Debian's hwloc is built without: say so rather than guess.
+  std::string peer_link(int, int) override { return "unknown"; }
+  Result<void*> host_register(void* p, std::size_t bytes) override {
+    LOOM_RETURN_IF_ERROR(
+        cuda_status(cudaHostRegister(p, bytes, cudaHostRegisterPortable | cudaHostRegisterMapped),
+                    "cudaHostRegister"));
+    void* dp = nullptr;
+    Status st = cuda_status(cudaHostGetDevicePointer(&dp, p, 0), "cudaHostGetDevicePointer");
+    if (!st.is_ok()) {
+      (void)cudaHostUnregister(p);
+      return st;
+    }
+    return dp;
+  }
+  void host_unregister(void* p) override { (void)cudaHostUnregister(p); }
 
  private:
   static cudaStream_t as_stream(Stream s) { return static_cast<cudaStream_t>(s); }

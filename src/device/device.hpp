@@ -77,8 +77,19 @@ class Device {
   virtual Result<IpcHandle> ipc_handle(void* device_ptr) = 0;
   virtual Result<void*> ipc_open(const IpcHandle& h) = 0;
   virtual void ipc_close(void* mapped) = 0;
+  /// Whether ipc_open() accepts a handle exported by this process (`same_process`) or by
+  /// another process on the host. CUDA: only another process (cudaIpcOpenMemHandle refuses the
+  /// exporter's own handles); host-sim: only this one (ranks as threads).
+  [[nodiscard]] virtual bool ipc_opens(bool same_process) const = 0;
   /// cudaDeviceCanAccessPeer(dev, peer).
   virtual Result<bool> can_access_peer(int dev, int peer) = 0;
+  /// What joins two devices, for the logs: "nvlink", "pcie", or "unknown" when this build cannot
+  /// tell (no NVML).
+  virtual std::string peer_link(int dev, int peer) = 0;
+  /// Makes host memory this process did not allocate (a shared-memory segment) usable by device
+  /// copies and kernels (cudaHostRegister, mapped); returns the address kernels use.
+  virtual Result<void*> host_register(void* p, std::size_t bytes) = 0;
+  virtual void host_unregister(void* p) = 0;
 };
 
 /// The process-wide device runtime by LOOM_DEVICE name: "cuda", "host-sim", or "auto" (cuda
@@ -89,6 +100,9 @@ Result<Device*> device_by_name(std::string_view name);
 
 /// The host simulation (always available).
 Device& host_sim();
+/// Reduction kernels the host simulation has launched so far (reduce_async calls): lets tests
+/// tell a collective reduced on the device from one that reduced on the host.
+std::uint64_t host_sim_reduce_launches();
 
 #if defined(LOOM_HAVE_CUDA)
 /// The CUDA runtime (nullptr when no GPU is visible).

@@ -7,6 +7,7 @@
 // answers. IPC handles open only inside the exporting process (ranks as threads).
 #include <unistd.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
@@ -24,8 +25,9 @@ namespace loom::device {
 namespace {
 
 constexpr int kSimDevices = 8;
-constexpr int kSimSms = 4;                       // grid shape of the emulated launches
-constexpr std::uint32_t kIpcMagic = 0x4c4d5349;  // "LMSI"
+constexpr int kSimSms = 4;                        // grid shape of the emulated launches
+constexpr std::uint32_t kIpcMagic = 0x4c4d5349;   // "LMSI"
+std::atomic<std::uint64_t> g_reduce_launches{0};  // diagnostics for tests (see device.hpp)
 
 /// One in-order stream: a queue of closures run by a worker thread.
 class SimStream {
@@ -89,10 +91,13 @@ class HostSimDevice final : public Device {
  public:
   std::string_view name() const override { return "host-sim"; }
   int device_count() const override { return kSimDevices; }
-  Result<int> current_device() override { return 0; }
+  // Like CUDA, the current device belongs to the calling thread (ranks as threads pick theirs).
+  Result<int> current_device() override { return current_; }
   Status set_device(int dev) override {
-    if (dev >= 0 && dev < kSimDevices) return Status::ok();
-    return make_error(ErrorCode::InvalidArgument, "host-sim: no device {}", dev);
+    if (dev < 0 || dev >= kSimDevices)
+      return make_error(ErrorCode::InvalidArgument, "host-sim: no device {}", dev);
+    current_ = dev;
+    return Status::ok();
   }
 
   Result<MemoryKind> pointer_kind(const void* p) override {
@@ -162,6 +167,7 @@ class HostSimDevice final : public Device {
 
   Status reduce_async(DataType dtype, RedOp op, void* dst, const void* a, const void* b,
                       std::size_t count, Stream s) override {
+    g_reduce_launches.fetch_add(1, std::memory_order_relaxed);
     stream(s).enqueue([=] { sim::reduce(dtype, op, dst, a, b, count, kSimSms); });
     return Status::ok();
   }
@@ -203,11 +209,17 @@ class HostSimDevice final : public Device {
     return p;
   }
   void ipc_close(void*) override {}
+  bool ipc_opens(bool same_process) const override { return same_process; }
   Result<bool> can_access_peer(int dev, int peer) override {
     if (dev < 0 || dev >= kSimDevices || peer < 0 || peer >= kSimDevices)
       return make_error(ErrorCode::InvalidArgument, "host-sim: no device pair ({}, {})", dev, peer);
     return dev != peer && dev / 4 == peer / 4;
   }
+  std::string peer_link(int dev, int peer) override {
+    return dev != peer && dev / 4 == peer / 4 ? "nvlink (simulated)" : "pcie (simulated)";
+  }
+  Result<void*> host_register(void* p, std::size_t) override { return p; }
+  void host_unregister(void*) override {}
 
  private:
   static std::size_t round_up(std::size_t bytes) { return (bytes + 255) & ~std::size_t{255}; }
@@ -217,16 +229,23 @@ class HostSimDevice final : public Device {
     return *default_stream_;
   }
 
+  static thread_local int current_;
   std::mutex mu_;
   std::map<std::uintptr_t, std::size_t> allocations_;  // base -> bytes
   std::once_flag default_once_;
   std::unique_ptr<SimStream> default_stream_;
 };
 
+thread_local int HostSimDevice::current_ = 0;
+
 }  // namespace
 
 std::string_view to_string(MemoryKind k) noexcept {
   return k == MemoryKind::Device ? "device" : "host";
+}
+
+std::uint64_t host_sim_reduce_launches() {
+  return g_reduce_launches.load(std::memory_order_relaxed);
 }
 
 Device& host_sim() {

@@ -26,15 +26,21 @@ struct PeerBuffer {
   int device = -1;  // the peer's device ordinal on its host
   PeerRoute route = PeerRoute::Remote;
   void* mapped = nullptr;  // Self and PeerToPeer only
+  bool allows_direct = true;
+  std::string why;  // HostStaging: why not PeerToPeer, for the logs  // the rank lets device
+                    // buffers use cuda_ipc (LOOM_TRANSPORTS)
 };
 
 class IpcPeers {
  public:
-  /// Publishes (host, pid, device, IPC handle of `buffer`) under `prefix`, reads every other
-  /// rank's, probes peer access and maps the peer buffers that can be reached directly.
+  /// Publishes (host, pid, device, IPC handle of `buffer`, `allows_direct`) under `prefix`,
+  /// reads every other rank's, probes peer access and maps the peer buffers that can be reached
+  /// directly. Peer access must hold both ways (cudaDeviceCanAccessPeer both ways), so that
+  /// both ranks of a pair reach the same route. When some rank does not allow direct access,
+  /// routes are still reported but nothing is mapped (that rank may free its buffer at once).
   static Result<IpcPeers> exchange(Device& dev, bootstrap::Store& store, const std::string& prefix,
                                    int rank, int nranks, const std::string& host, int my_device,
-                                   void* buffer, Deadline deadline);
+                                   void* buffer, Deadline deadline, bool allows_direct = true);
   IpcPeers(IpcPeers&& o) noexcept : dev_(o.dev_), peers_(std::move(o.peers_)) { o.dev_ = nullptr; }
   IpcPeers& operator=(IpcPeers&&) = delete;
   IpcPeers(const IpcPeers&) = delete;

@@ -255,6 +255,24 @@ Result<StagedCall> StreamPath::stage(const core::OpDesc& op, int rank, int nrank
   return call;
 }
 
+Result<StagedCall> StreamPath::direct(const core::OpDesc& op, int rank, Stream stream,
+                                      Deadline deadline) {
+  StagedCall call;
+  call.host_op = op;
+  call.gate = std::make_shared<Gate>(deadline);
+  auto ev = dev_.create_event();
+  Status st = ev.status();
+  if (ev.is_ok()) {
+    call.inputs_ready = *ev;
+    st = dev_.record(call.inputs_ready, stream);
+    if (!st.is_ok()) dev_.destroy_event(call.inputs_ready);
+  }
+  if (!st.is_ok())
+    return st.with_context(
+        fmt::format("rank {}: {}: ordering on the stream", rank, core::describe(op)));
+  return call;
+}
+
 std::unique_ptr<exec::Task> StreamPath::wrap(std::unique_ptr<exec::Task> inner,
                                              const StagedCall& call) {
   return std::make_unique<StagedTask>(std::move(inner), dev_, call.inputs_ready, call.gate);
@@ -270,7 +288,7 @@ Status StreamPath::finish(const StagedCall& call, Stream stream) {
   if (call.recv_bytes)
     LOOM_RETURN_IF_ERROR(
         dev_.copy_async(call.device_recv, call.host_op.recv, call.recv_bytes, stream));
-  return pool_.release(call.staging, stream);
+  return call.staging ? pool_.release(call.staging, stream) : Status::ok();
 }
 
 }  // namespace loom::device

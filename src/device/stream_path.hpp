@@ -93,10 +93,14 @@ class StreamPath {
   /// Enqueues the input copies and the inputs-ready event on `stream`.
   Result<StagedCall> stage(const core::OpDesc& op, int rank, int nranks, Stream stream,
                            Deadline deadline);
+  /// For the direct path (direct_path.hpp): no staging, `host_op` is `op` itself; only the
+  /// inputs-ready event is recorded on `stream` (and the gate made).
+  Result<StagedCall> direct(const core::OpDesc& op, int rank, Stream stream, Deadline deadline);
   /// Wraps the collective on the staging buffers so that it starts when the inputs are ready
   /// and opens the gate when it ends (successfully or not, or when it is dropped).
   std::unique_ptr<exec::Task> wrap(std::unique_ptr<exec::Task> inner, const StagedCall& call);
-  /// Enqueues the gate, the result copy and the staging release on `stream`.
+  /// Enqueues the gate, the result copy and the staging release on `stream` (only the gate for
+  /// a direct call).
   Status finish(const StagedCall& call, Stream stream);
   [[nodiscard]] std::size_t staging_buffers() const { return pool_.buffers(); }
 

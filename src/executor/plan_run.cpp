@@ -10,13 +10,14 @@ namespace loom::exec {
 using algo::StepKind;
 
 PlanRun::PlanRun(const algo::Plan& plan, PlanBuffers bufs, const core::OpDesc& op, int rank,
-                 std::vector<transport::Connection*> conns, std::size_t window)
+                 std::vector<transport::Connection*> conns, std::size_t window, LocalOps* local)
     : plan_(plan),
       bufs_(bufs),
       op_(op),
       rank_(rank),
       conns_(std::move(conns)),
-      window_(std::max<std::size_t>(1, window)) {
+      window_(std::max<std::size_t>(1, window)),
+      local_(local) {
   const std::size_t n = plan.steps.size();
   remaining_.resize(n);
   dep_offsets_.assign(n + 1, 0);
@@ -149,11 +150,16 @@ Result<bool> PlanRun::test_inflight(Lane& lane) {
 Status PlanRun::run_local(std::uint32_t step) {
   const algo::Step& st = plan_.steps[step];
   if (st.kind == StepKind::Copy) {
-    if (st.dst.bytes != 0 && address(st.dst) != address(st.src))
-      std::memmove(address(st.dst), address(st.src), st.dst.bytes);
+    if (st.dst.bytes == 0 || address(st.dst) == address(st.src)) return Status::ok();
+    if (local_) return local_->copy(address(st.dst), address(st.src), st.dst.bytes);
+    std::memmove(address(st.dst), address(st.src), st.dst.bytes);
     return Status::ok();
   }
   std::size_t count = st.dst.bytes / dtype_size(op_.dtype);
+  if (local_)
+    return count ? local_->reduce(op_.dtype, op_.redop, address(st.dst), address(st.src),
+                                  address(st.src2), count)
+                 : Status::ok();
   kernels::reduce(op_.dtype, op_.redop, address(st.dst), address(st.src), address(st.src2), count);
   return Status::ok();
 }

@@ -18,12 +18,23 @@ struct PlanBuffers {
   std::uint8_t* scratch = nullptr;
 };
 
+/// Where the local steps (Copy, Reduce) run. By default on the host, synchronously; device
+/// buffers give an implementation that enqueues them on the device stream the transport also
+/// uses, so that the stream's order is the plan's order.
+class LocalOps {
+ public:
+  virtual ~LocalOps() = default;
+  virtual Status copy(void* dst, const void* src, std::size_t bytes) = 0;
+  virtual Status reduce(DataType dtype, RedOp op, void* dst, const void* a, const void* b,
+                        std::size_t count) = 0;
+};
+
 class PlanRun {
  public:
   /// `conns[peer]` must be non-null for every peer the plan talks to. `window` bounds the
-  /// requests in flight per (peer, direction).
+  /// requests in flight per (peer, direction). `local` null: local steps run on the host.
   PlanRun(const algo::Plan& plan, PlanBuffers bufs, const core::OpDesc& op, int rank,
-          std::vector<transport::Connection*> conns, std::size_t window);
+          std::vector<transport::Connection*> conns, std::size_t window, LocalOps* local = nullptr);
 
   Result<Progress> progress();
   /// See Connection::prepare_wait; false means "progress is possible now, don't block".
@@ -61,6 +72,7 @@ class PlanRun {
   int rank_;
   std::vector<transport::Connection*> conns_;
   std::size_t window_;
+  LocalOps* local_;
   std::vector<std::uint32_t> remaining_;    // unmet dependencies per step
   std::vector<std::uint32_t> dep_offsets_;  // CSR: dependents of each step
   std::vector<std::uint32_t> dependents_;

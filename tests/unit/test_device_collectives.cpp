@@ -6,7 +6,9 @@
 // the collective is ordered on the stream both ways.
 #include <catch2/catch.hpp>
 #include <cstring>
+#include <thread>
 
+#include "bootstrap/memory_store.hpp"
 #include "comm_harness.hpp"
 #include "device/device.hpp"
 #include "reference.hpp"
@@ -180,13 +182,25 @@ void check_data_movement(Communicator& comm, Rank& dev, Checker& chk) {
   dev.sync();
 }
 
-void run_device_matrix(int n) {
+/// The matrix on n ranks (threads); rank r runs on simulated device devices[r] (host-sim: peer
+/// access within {0..3} and {4..7}, none on one device), so the cuda_ipc routes are chosen
+/// from real probing: p2p, host staging, or both in one communicator.
+void run_device_matrix(int n, std::vector<int> devices = {},
+                       std::map<std::string, std::string> settings = kSim) {
+  if (devices.empty()) devices.assign(static_cast<std::size_t>(n), 0);
+  settings["LOOM_TIMEOUT"] = "60s";
+  auto store = std::make_shared<bootstrap::InMemoryStore>();
+  static std::uint64_t next_id = 0x6000;
+  const std::uint64_t comm_id = ++next_id;
   std::mutex mu;
   std::size_t wrong = 0;
-  std::string first;
-  loom::test::run_ranks(
-      n,
-      [&](Communicator& comm) {
+  std::string first, error;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        throw_if_error(device::host_sim().set_device(devices[static_cast<std::size_t>(r)]));
+        Communicator comm = loom::test::make_comm(store, r, n, comm_id, settings);
         Rank dev;
         Checker chk;
         check_reductions(comm, dev, chk);
@@ -194,8 +208,14 @@ void run_device_matrix(int n) {
         std::lock_guard lock(mu);
         wrong += chk.wrong;
         if (first.empty()) first = chk.first;
-      },
-      kSim);
+      } catch (const std::exception& e) {
+        std::lock_guard lock(mu);
+        if (error.empty()) error = fmt::format("rank {}: {}", r, e.what());
+      }
+    });
+  for (auto& t : threads) t.join();
+  INFO("error: " << error);
+  REQUIRE(error.empty());
   INFO("first wrong: " << first);
   REQUIRE(wrong == 0);
 }
@@ -205,9 +225,57 @@ void run_device_matrix(int n) {
 TEST_CASE("device collectives (host-sim): full matrix with 1 rank", "[device]") {
   run_device_matrix(1);
 }
-TEST_CASE("device collectives (host-sim): full matrix with 2 ranks", "[device]") {
+// One device for every rank: no peer access, cuda_ipc stages through pinned shared memory.
+TEST_CASE("device collectives (host-sim, cuda_ipc host staging): 2 ranks", "[device]") {
   run_device_matrix(2);
 }
-TEST_CASE("device collectives (host-sim): full matrix with 3 ranks", "[device]") {
+TEST_CASE("device collectives (host-sim, cuda_ipc host staging): 3 ranks", "[device]") {
   run_device_matrix(3);
+}
+// One NVLink island: every pair reads straight from the peer's device FIFO.
+TEST_CASE("device collectives (host-sim, cuda_ipc p2p): 2 ranks", "[device]") {
+  run_device_matrix(2, {0, 1});
+}
+TEST_CASE("device collectives (host-sim, cuda_ipc p2p): 3 ranks", "[device]") {
+  run_device_matrix(3, {0, 1, 2});
+}
+// Both routes in one communicator: 0<->2 p2p, 1 on the other island.
+TEST_CASE("device collectives (host-sim, cuda_ipc mixed routes): 3 ranks", "[device]") {
+  run_device_matrix(3, {0, 4, 1});
+}
+// cuda_ipc excluded: the staged path (pinned host staging + the host transports).
+TEST_CASE("device collectives (host-sim, staged through host transports): 3 ranks", "[device]") {
+  auto settings = kSim;
+  settings["LOOM_TRANSPORTS"] = "^cuda_ipc";
+  run_device_matrix(3, {0, 1, 2}, settings);
+}
+
+TEST_CASE("device collectives: one host reduces with device kernels, the staged path on the host",
+          "[device]") {
+  for (bool direct : {true, false}) {
+    auto settings = kSim;
+    if (!direct) settings["LOOM_TRANSPORTS"] = "^cuda_ipc";
+    const std::uint64_t before = device::host_sim_reduce_launches();
+    loom::test::run_ranks(
+        2,
+        [&](Communicator& comm) {
+          Rank dev;
+          std::vector<std::uint8_t> host(4 * 1000);
+          fill_input(DataType::Float32, RedOp::Sum, comm.rank(), host.data(), 1000);
+          std::uint8_t* d = dev.device_copy_of(host);
+          comm.allreduce(d, d, 1000, DataType::Float32, RedOp::Sum, dev.opts());
+          dev.read_back(d, host);
+          std::vector<std::uint8_t> want(4);
+          std::size_t wrong = 0;
+          for (std::size_t i = 0; i < 1000; ++i) {
+            store_expected(DataType::Float32, RedOp::Sum, 2, i, want.data());
+            wrong += std::memcmp(host.data() + 4 * i, want.data(), 4) != 0;
+          }
+          if (wrong) throw std::runtime_error(fmt::format("{} wrong elements", wrong));
+          dev.free_all();
+        },
+        settings);
+    INFO((direct ? "cuda_ipc" : "staged"));
+    CHECK((device::host_sim_reduce_launches() > before) == direct);
+  }
 }

@@ -1,6 +1,8 @@
 // The device seam and its host simulation: memory kinds, stream ordering, events, kernel
 // launches, the NCCL-style enqueue semantics of stream-ordered collectives, buffer-mixing
 // errors, and the CUDA IPC handle exchange with peer-access probing.
+#include <unistd.h>
+
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <condition_variable>
@@ -260,28 +262,41 @@ TEST_CASE("CUDA IPC exchange: peer access probed, P2P buffers mapped, others sta
   for (auto* b : bufs) dev.free(b);
 }
 
-TEST_CASE("CUDA IPC exchange: a handle from another process fails naming the peer", "[device]") {
+TEST_CASE("CUDA IPC exchange: a handle that cannot be opened fails naming the peer", "[device]") {
   device::Device& dev = device::host_sim();
   void* mine = value_or_throw(dev.alloc(64));
   void* other = value_or_throw(dev.alloc(64));
   device::IpcHandle h = value_or_throw(dev.ipc_handle(other));
-  std::uint32_t fake_pid = 1;  // not us
-  std::memcpy(h.bytes.data() + 4, &fake_pid, 4);
-  CHECK(dev.ipc_open(h).status().code() == ErrorCode::InvalidUsage);
-  // Rank 1's record (device 1, same host) carries that foreign handle.
+  dev.free(other);  // the handle now names freed memory
+  CHECK(dev.ipc_open(h).status().code() == ErrorCode::InvalidArgument);
+  // Rank 1's record (this process, device 1, same host, peer access) carries that handle.
+  auto record = [&](std::uint32_t pid) {
+    bootstrap::Bytes rec(72 + 1 + 1);
+    std::int32_t devno = 1;
+    std::memcpy(rec.data(), &pid, 4);
+    std::memcpy(rec.data() + 4, &devno, 4);
+    std::memcpy(rec.data() + 8, h.bytes.data(), 64);
+    rec[72] = 1;  // allows cuda_ipc
+    rec[73] = 'a';
+    return rec;
+  };
   auto store = std::make_shared<bootstrap::InMemoryStore>();
-  bootstrap::Bytes rec(72 + 1);
-  std::uint32_t pid = 1;
-  std::int32_t devno = 1;
-  std::memcpy(rec.data(), &pid, 4);
-  std::memcpy(rec.data() + 4, &devno, 4);
-  std::memcpy(rec.data() + 8, h.bytes.data(), 64);
-  rec[72] = 'a';
+  const bootstrap::Bytes rec = record(static_cast<std::uint32_t>(::getpid()));
   std::thread peer([&] { (void)bootstrap::store_allgather(*store, "x/ipc/", 1, 2, rec, soon()); });
   auto r = device::IpcPeers::exchange(dev, *store, "x/", 0, 2, "a", 0, mine, soon());
   peer.join();
   REQUIRE_FALSE(r.is_ok());
   CHECK_THAT(r.status().message(), Catch::Contains("rank 0") && Catch::Contains("peer 1"));
+  // The same peer in another process: host-sim cannot open its handles, so it is staged.
+  auto store2 = std::make_shared<bootstrap::InMemoryStore>();
+  const bootstrap::Bytes foreign = record(1);
+  std::thread peer2(
+      [&] { (void)bootstrap::store_allgather(*store2, "x/ipc/", 1, 2, foreign, soon()); });
+  auto r2 = device::IpcPeers::exchange(dev, *store2, "x/", 0, 2, "a", 0, mine, soon());
+  peer2.join();
+  REQUIRE(r2.is_ok());
+  CHECK(r2->peer(1).route == device::PeerRoute::HostStaging);
+  CHECK(r2->peer(1).allows_direct);
+  CHECK_THAT(r2->peer(1).why, Catch::Contains("another process"));
   dev.free(mine);
-  dev.free(other);
 }

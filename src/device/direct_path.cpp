@@ -1,0 +1,187 @@
+#include "device/direct_path.hpp"
+
+#include <fmt/format.h>
+
+#include <optional>
+#include <thread>
+
+#include "executor/plan_run.hpp"
+
+namespace loom::device {
+namespace {
+
+/// The plan's local steps as kernels on the transport's stream.
+class DeviceLocalOps final : public exec::LocalOps {
+ public:
+  DeviceLocalOps(Device& dev, Stream s) : dev_(dev), stream_(s) {}
+  Status copy(void* dst, const void* src, std::size_t bytes) override {
+    return dev_.copy_async(dst, src, bytes, stream_);
+  }
+  Status reduce(DataType dtype, RedOp op, void* dst, const void* a, const void* b,
+                std::size_t count) override {
+    return dev_.reduce_async(dtype, op, dst, a, b, count, stream_);
+  }
+
+ private:
+  Device& dev_;
+  Stream stream_;
+};
+
+class DirectTask final : public exec::Task {
+ public:
+  DirectTask(DirectPath& path, core::OpDesc op, std::shared_ptr<const algo::Plan> plan, int nranks,
+             std::size_t window, Deadline deadline, std::function<void()> on_done)
+      : path_(path),
+        ipc_(path.transport()),
+        dev_(ipc_.device()),
+        op_(op),
+        plan_(std::move(plan)),
+        nranks_(nranks),
+        window_(window),
+        deadline_(deadline),
+        on_done_(std::move(on_done)),
+        local_(dev_, ipc_.stream()) {}
+  ~DirectTask() override {
+    if (done_event_) dev_.destroy_event(done_event_);
+  }
+  DirectTask(const DirectTask&) = delete;
+  DirectTask& operator=(const DirectTask&) = delete;
+
+  Status start(Deadline deadline) override {
+    auto ctx = [&](const Status& st) { return st.with_context(describe()); };
+    Status st = dev_.set_device(ipc_.device_ordinal());
+    if (!st.is_ok()) return ctx(st);
+    const std::vector<int> peers = plan_->peers();
+    st = ipc_.ensure(peers, deadline);
+    if (!st.is_ok()) return ctx(st);
+    std::vector<transport::Connection*> conns(static_cast<std::size_t>(nranks_), nullptr);
+    for (int p : peers) conns[static_cast<std::size_t>(p)] = ipc_.get(p);
+    auto scratch = path_.scratch(plan_->scratch_bytes);
+    if (!scratch.is_ok()) return ctx(scratch.status());
+    auto ev = dev_.create_event();
+    if (!ev.is_ok()) return ctx(ev.status());
+    done_event_ = *ev;
+    exec::PlanBuffers bufs;
+    bufs.send = static_cast<std::uint8_t*>(const_cast<void*>(op_.send));
+    bufs.recv = static_cast<std::uint8_t*>(op_.recv);
+    bufs.scratch = *scratch;
+    run_.emplace(*plan_, bufs, op_, rank(), std::move(conns), window_, &local_);
+    return Status::ok();
+  }
+
+  Result<exec::Progress> progress() override {
+    if (!plan_done_) {
+      auto r = run_->progress();
+      if (!r.is_ok()) return r.status().with_context(describe());
+      if (*r != exec::Progress::Done) return r;
+      Status st = finalize();
+      if (!st.is_ok()) return st.with_context(describe());
+      plan_done_ = true;
+    }
+    // Every step is enqueued; done once the stream has run them.
+    auto ready = dev_.query(done_event_);
+    if (!ready.is_ok()) return ready.status().with_context(describe());
+    if (!*ready) {
+      std::this_thread::yield();
+      return exec::Progress::Idle;
+    }
+    if (on_done_) on_done_();
+    return exec::Progress::Done;
+  }
+  bool prepare_wait(std::vector<pollfd>& fds) override {
+    return run_ && !plan_done_ && run_->prepare_wait(fds);
+  }
+  [[nodiscard]] std::string describe() const override {
+    return fmt::format("rank {}: {} [{}, device buffers over cuda_ipc]", rank(),
+                       core::describe(op_), plan_->algorithm);
+  }
+  [[nodiscard]] std::string pending() const override {
+    if (!run_) return "not started";
+    return plan_done_ ? "waiting for the device stream to finish the collective's kernels"
+                      : run_->pending();
+  }
+  [[nodiscard]] Deadline deadline() const override { return deadline_; }
+
+ private:
+  [[nodiscard]] int rank() const { return ipc_.rank(); }
+
+  // Avg is a sum until here; every rank that holds a result divides its own copy on the device.
+  Status finalize() {
+    Stream s = ipc_.stream();
+    const bool avg = op_.has_redop() && op_.redop == RedOp::Avg && op_.count != 0 &&
+                     !(op_.kind == core::CollKind::Reduce && rank() != op_.root);
+    if (avg) LOOM_RETURN_IF_ERROR(dev_.divide_async(op_.dtype, op_.recv, op_.count, nranks_, s));
+    return dev_.record(done_event_, s);
+  }
+
+  DirectPath& path_;
+  transport::cuda_ipc::CudaIpcTransport& ipc_;
+  Device& dev_;
+  core::OpDesc op_;
+  std::shared_ptr<const algo::Plan> plan_;
+  int nranks_;
+  std::size_t window_;
+  Deadline deadline_;
+  std::function<void()> on_done_;
+  DeviceLocalOps local_;
+  std::optional<exec::PlanRun> run_;
+  Event done_event_ = nullptr;
+  bool plan_done_ = false;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<DirectPath>> DirectPath::create(Device* dev,
+                                                       std::shared_ptr<bootstrap::Store> store,
+                                                       const std::string& prefix,
+                                                       std::uint64_t comm_id, int rank,
+                                                       const std::vector<std::string>& host_ids,
+                                                       bool allowed, Deadline deadline) {
+  std::unique_ptr<DirectPath> none;
+  if (!dev || host_ids.empty()) return none;
+  for (const auto& h : host_ids)
+    if (h != host_ids.front()) return none;  // across hosts: staged through the host transports
+  transport::cuda_ipc::CudaIpcSetup s;
+  s.dev = dev;
+  s.store = std::move(store);
+  s.prefix = prefix;
+  s.comm_id = comm_id;
+  s.rank = rank;
+  s.nranks = static_cast<int>(host_ids.size());
+  s.host_id = host_ids.front();
+  s.allowed = allowed;
+  auto t = transport::cuda_ipc::CudaIpcTransport::create(s, deadline);
+  if (!t.is_ok())
+    return t.status().with_context(fmt::format("rank {}: setting up the cuda_ipc transport", rank));
+  if (!*t) return none;
+  return std::make_unique<DirectPath>(std::move(*t));
+}
+
+DirectPath::~DirectPath() {
+  if (!scratch_) return;
+  // A failed collective may have left work on the stream that still uses the scratch.
+  Device& dev = transport_->device();
+  if (dev.synchronize(transport_->stream(), Deadline::after(std::chrono::seconds(10))).is_ok())
+    dev.free(scratch_);
+}
+
+Result<std::uint8_t*> DirectPath::scratch(std::size_t bytes) {
+  if (bytes > scratch_bytes_) {  // the previous task has completed: the stream is past it
+    if (scratch_) transport_->device().free(scratch_);
+    scratch_ = nullptr;
+    scratch_bytes_ = 0;
+    LOOM_ASSIGN_OR_RETURN(scratch_, transport_->device().alloc(bytes));
+    scratch_bytes_ = bytes;
+  }
+  return static_cast<std::uint8_t*>(scratch_);
+}
+
+std::unique_ptr<exec::Task> DirectPath::task(const core::OpDesc& op,
+                                             std::shared_ptr<const algo::Plan> plan, int nranks,
+                                             std::size_t window, Deadline deadline,
+                                             std::function<void()> on_done) {
+  return std::make_unique<DirectTask>(*this, op, std::move(plan), nranks, window, deadline,
+                                      std::move(on_done));
+}
+
+}  // namespace loom::device

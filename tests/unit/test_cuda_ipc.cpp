@@ -1,0 +1,288 @@
+// The cuda_ipc transport through the host simulation of the device seam: the FIFO protocol
+// (pieces, flow control over more pieces than slots, zero-length messages, reductions read
+// straight from the peer's slot, tag/length checks, a closed peer), the transport's setup
+// (IPC handle exchange, routes p2p and host-staging, LOOM_TRANSPORTS exclusion), and
+// LOOM_TRANSPORTS' cuda_ipc entries.
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <thread>
+
+#include "bootstrap/memory_store.hpp"
+#include "core/transport_choice.hpp"
+#include "device/device.hpp"
+#include "transports/cuda_ipc/cuda_ipc_transport.hpp"
+
+using namespace loom;
+using namespace loom::transport;
+using namespace loom::transport::cuda_ipc;
+using Catch::Matchers::Contains;
+
+namespace {
+
+Deadline soon() {
+  return Deadline::after(std::chrono::seconds(30));
+}
+
+/// Two connections wired to each other by hand, each with its own stream (like two ranks).
+struct Pair {
+  device::Device& dev = device::host_sim();
+  ControlBlock c01, c10;
+  void* fifo0 = value_or_throw(dev.alloc(kFifoBytes));
+  void* fifo1 = value_or_throw(dev.alloc(kFifoBytes));
+  device::Stream s0 = value_or_throw(dev.create_stream());
+  device::Stream s1 = value_or_throw(dev.create_stream());
+  std::unique_ptr<CudaIpcConnection> a, b;  // rank 0's end, rank 1's end
+
+  Pair() {
+    auto* f0 = static_cast<std::uint8_t*>(fifo0);
+    auto* f1 = static_cast<std::uint8_t*>(fifo1);
+    a = value_or_throw(CudaIpcConnection::create(dev, s0, 0, 1, device::PeerRoute::PeerToPeer,
+                                                 {&c01, f0, &c10, f1}));
+    b = value_or_throw(CudaIpcConnection::create(dev, s1, 1, 0, device::PeerRoute::PeerToPeer,
+                                                 {&c10, f1, &c01, f0}));
+  }
+  ~Pair() {
+    a.reset();
+    b.reset();
+    (void)dev.synchronize(s0, soon());
+    (void)dev.synchronize(s1, soon());
+    dev.destroy_stream(s0);
+    dev.destroy_stream(s1);
+    dev.free(fifo0);
+    dev.free(fifo1);
+  }
+  /// Tests both requests until both complete (bounded).
+  void drive(Request send, Request recv) {
+    bool sent = false, received = false;
+    const Deadline d = soon();
+    while (!(sent && received)) {
+      REQUIRE_FALSE(d.expired());
+      if (!sent) sent = value_or_throw(a->test(send));
+      if (!received) received = value_or_throw(b->test(recv));
+    }
+  }
+};
+
+Tag tag_of(std::uint64_t seq, std::uint64_t count) {
+  Tag t;
+  t.seq = seq;
+  t.count = count;
+  return t;
+}
+
+std::vector<std::uint8_t> pattern(std::size_t n, std::uint8_t salt) {
+  std::vector<std::uint8_t> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<std::uint8_t>(i * 131 + i / 251 + salt);
+  return v;
+}
+
+/// A device buffer holding `init`.
+void* on_device(device::Device& dev, const std::vector<std::uint8_t>& init) {
+  void* p = value_or_throw(dev.alloc(std::max<std::size_t>(init.size(), 1)));
+  std::memcpy(p, init.data(), init.size());  // host-sim device memory is host memory
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("cuda_ipc: messages of every size arrive exactly, in order, over few slots",
+          "[cuda_ipc]") {
+  Pair pr;
+  const std::size_t sizes[] = {
+      0, 1, 7, kSlotBytes - 1, kSlotBytes, kSlotBytes + 1, (kSlots + 2) * kSlotBytes + 5};
+  std::uint64_t seq = 0;
+  for (std::size_t n : sizes) {
+    INFO("bytes " << n);
+    auto src = pattern(n, static_cast<std::uint8_t>(seq));
+    void* d_src = on_device(pr.dev, src);
+    void* d_dst = on_device(pr.dev, std::vector<std::uint8_t>(n + 1, 0xee));
+    const Tag t = tag_of(seq++, n);
+    Request s = value_or_throw(pr.a->isend({d_src, n, nullptr}, 0, n, t));
+    Request r = value_or_throw(pr.b->irecv({d_dst, n + 1, nullptr}, 0, n, t));
+    pr.drive(s, r);
+    CHECK(std::memcmp(d_dst, src.data(), n) == 0);
+    CHECK(static_cast<std::uint8_t*>(d_dst)[n] == 0xee);  // nothing written past the message
+    pr.dev.free(d_src);
+    pr.dev.free(d_dst);
+  }
+}
+
+TEST_CASE("cuda_ipc: several messages in flight keep their order", "[cuda_ipc]") {
+  Pair pr;
+  constexpr int kMsgs = 6;
+  const std::size_t n = kSlotBytes + 3;  // two pieces each: 12 pieces through 4 slots
+  std::vector<void*> srcs, dsts;
+  std::vector<Request> sends, recvs;
+  for (int m = 0; m < kMsgs; ++m) {
+    srcs.push_back(on_device(pr.dev, pattern(n, static_cast<std::uint8_t>(m))));
+    dsts.push_back(on_device(pr.dev, std::vector<std::uint8_t>(n, 0)));
+    sends.push_back(value_or_throw(pr.a->isend({srcs.back(), n, nullptr}, 0, n, tag_of(9, m))));
+  }
+  for (int m = 0; m < kMsgs; ++m)
+    recvs.push_back(value_or_throw(pr.b->irecv({dsts[m], n, nullptr}, 0, n, tag_of(9, m))));
+  for (int m = 0; m < kMsgs; ++m) pr.drive(sends[m], recvs[m]);
+  for (int m = 0; m < kMsgs; ++m) {
+    CHECK(std::memcmp(dsts[m], pattern(n, static_cast<std::uint8_t>(m)).data(), n) == 0);
+    pr.dev.free(srcs[m]);
+    pr.dev.free(dsts[m]);
+  }
+}
+
+TEST_CASE("cuda_ipc: receive-reduce runs the kernel on the peer's slot", "[cuda_ipc]") {
+  Pair pr;
+  const std::size_t count = kSlotBytes / 4 * 2 + 3;  // three pieces of int32
+  std::vector<std::int32_t> mine(count), theirs(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    mine[i] = static_cast<std::int32_t>(i);
+    theirs[i] = static_cast<std::int32_t>(3 * i + 1);
+  }
+  const std::size_t bytes = count * 4;
+  auto* d_theirs = static_cast<std::int32_t*>(value_or_throw(pr.dev.alloc(bytes)));
+  auto* d_mine = static_cast<std::int32_t*>(value_or_throw(pr.dev.alloc(bytes)));
+  auto* d_out = static_cast<std::int32_t*>(value_or_throw(pr.dev.alloc(bytes)));
+  std::memcpy(d_theirs, theirs.data(), bytes);
+  std::memcpy(d_mine, mine.data(), bytes);
+  const std::uint64_t launches = device::host_sim_reduce_launches();
+  Request s = value_or_throw(pr.a->isend({d_theirs, bytes, nullptr}, 0, bytes, tag_of(1, count)));
+  ReduceInto into{DataType::Int32, RedOp::Sum, d_mine, d_out};
+  Request r = value_or_throw(pr.b->irecv_reduce(into, bytes, tag_of(1, count)));
+  pr.drive(s, r);
+  CHECK(device::host_sim_reduce_launches() - launches == 3);  // one kernel per piece
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < count; ++i) wrong += d_out[i] != static_cast<std::int32_t>(4 * i + 1);
+  CHECK(wrong == 0);
+  pr.dev.free(d_theirs);
+  pr.dev.free(d_mine);
+  pr.dev.free(d_out);
+}
+
+TEST_CASE("cuda_ipc: a tag or length mismatch fails naming both ranks", "[cuda_ipc]") {
+  for (bool length : {false, true}) {
+    Pair pr;
+    void* buf = on_device(pr.dev, pattern(64, 1));
+    Request sreq = value_or_throw(pr.a->isend({buf, 64, nullptr}, 0, 64, tag_of(5, 64)));
+    // The mismatch shows when the piece is seen: at the post or at a later test.
+    auto posted = length ? pr.b->irecv({buf, 64, nullptr}, 0, 32, tag_of(5, 64))
+                         : pr.b->irecv({buf, 64, nullptr}, 0, 64, tag_of(6, 64));
+    Status st = posted.status();
+    const Deadline d = soon();
+    while (st.is_ok() && !d.expired()) {
+      (void)pr.a->test(sreq);  // publishes the piece once its copy is done
+      auto got = pr.b->test(*posted);
+      if (!got.is_ok())
+        st = got.status();
+      else
+        REQUIRE_FALSE(*got);
+    }
+    REQUIRE_FALSE(st.is_ok());
+    CHECK(st.code() == ErrorCode::Mismatch);
+    CHECK_THAT(st.message(), Contains("rank 1") && Contains("rank 0"));
+    (void)pr.dev.synchronize(pr.s0, soon());
+    pr.dev.free(buf);
+  }
+}
+
+TEST_CASE("cuda_ipc: a peer that closes fails the pending requests", "[cuda_ipc]") {
+  Pair pr;
+  void* buf = on_device(pr.dev, pattern(64, 2));
+  Request r = value_or_throw(pr.b->irecv({buf, 64, nullptr}, 0, 64, tag_of(1, 64)));
+  pr.a.reset();  // rank 0 goes away without sending
+  auto got = pr.b->test(r);
+  REQUIRE_FALSE(got.is_ok());
+  CHECK(got.status().code() == ErrorCode::PeerFailed);
+  CHECK_THAT(got.status().message(), Contains("rank 0"));
+  pr.dev.free(buf);
+}
+
+TEST_CASE("cuda_ipc transport: routes from peer access, messages over both routes", "[cuda_ipc]") {
+  // Devices 0 and 1 share a simulated NVLink island, device 4 does not: 0<->1 p2p, the rest
+  // host staging through pinned shared memory.
+  constexpr int kRanks = 3;
+  const int devices[kRanks] = {0, 1, 4};
+  auto store = std::make_shared<bootstrap::InMemoryStore>();
+  std::vector<std::string> errors(kRanks);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kRanks; ++r)
+    threads.emplace_back([&, r] {
+      std::string& err = errors[static_cast<std::size_t>(r)];
+      try {
+        device::Device& dev = device::host_sim();
+        throw_if_error(dev.set_device(devices[r]));
+        CudaIpcSetup s{&dev, store, "t/", 0x77, r, kRanks, "host-a", true};
+        auto t = value_or_throw(CudaIpcTransport::create(s, soon()));
+        if (!t) {
+          err = "not created";
+          return;
+        }
+        for (int q = 0; q < kRanks; ++q) {
+          auto want = q == r                               ? device::PeerRoute::Self
+                      : (devices[q] / 4 == devices[r] / 4) ? device::PeerRoute::PeerToPeer
+                                                           : device::PeerRoute::HostStaging;
+          if (t->route(q) != want)
+            err += fmt::format("route to {} is {}; ", q, device::to_string(t->route(q)));
+        }
+        std::vector<int> peers;
+        for (int q = 0; q < kRanks; ++q)
+          if (q != r) peers.push_back(q);
+        throw_if_error(t->ensure(peers, soon()));
+        // Everyone sends its rank-stamped bytes to everyone.
+        const std::size_t n = kSlotBytes + 17;
+        std::vector<void*> bufs;
+        std::vector<std::pair<Connection*, Request>> reqs;
+        void* src = on_device(dev, pattern(n, static_cast<std::uint8_t>(r)));
+        for (int q : peers) {
+          Connection* c = t->get(q);
+          reqs.emplace_back(c, value_or_throw(c->isend({src, n, nullptr}, 0, n, tag_of(1, n))));
+          bufs.push_back(on_device(dev, std::vector<std::uint8_t>(n, 0)));
+          reqs.emplace_back(
+              c, value_or_throw(c->irecv({bufs.back(), n, nullptr}, 0, n, tag_of(1, n))));
+        }
+        const Deadline d = soon();
+        for (auto& [c, req] : reqs)
+          while (!value_or_throw(c->test(req)))
+            if (d.expired()) throw std::runtime_error("timed out");
+        for (std::size_t i = 0; i < peers.size(); ++i)
+          if (std::memcmp(bufs[i], pattern(n, static_cast<std::uint8_t>(peers[i])).data(), n) != 0)
+            err += fmt::format("wrong bytes from {}; ", peers[i]);
+        for (void* b : bufs) dev.free(b);
+        dev.free(src);
+      } catch (const std::exception& e) {
+        err += e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < kRanks; ++r) {
+    INFO("rank " << r << ": " << errors[static_cast<std::size_t>(r)]);
+    CHECK(errors[static_cast<std::size_t>(r)].empty());
+  }
+}
+
+TEST_CASE("cuda_ipc transport: one rank excluding it turns it off on every rank", "[cuda_ipc]") {
+  auto store = std::make_shared<bootstrap::InMemoryStore>();
+  std::vector<int> created(2, -1);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] {
+      CudaIpcSetup s{&device::host_sim(), store, "x/", 0x78, r, 2, "host-a", r == 0};
+      auto t = CudaIpcTransport::create(s, soon());
+      created[static_cast<std::size_t>(r)] = !t.is_ok() ? -2 : *t ? 1 : 0;
+    });
+  for (auto& t : threads) t.join();
+  CHECK(created == std::vector<int>{0, 0});
+}
+
+TEST_CASE("cuda_ipc: LOOM_TRANSPORTS entries", "[cuda_ipc][transports]") {
+  using detail::cuda_ipc_allowed;
+  using K = detail::TransportKind;
+  CHECK(cuda_ipc_allowed("").value());
+  CHECK(cuda_ipc_allowed("^shm").value());
+  CHECK_FALSE(cuda_ipc_allowed("^cuda_ipc").value());
+  CHECK_FALSE(cuda_ipc_allowed("tcp,shm").value());  // a list that does not name it
+  CHECK(cuda_ipc_allowed("cuda_ipc,shm").value());
+  CHECK_FALSE(cuda_ipc_allowed("cuda_ipc,^cuda_ipc").value());
+  CHECK_FALSE(cuda_ipc_allowed("nvlink").is_ok());
+  // cuda_ipc never enters the host transports' list.
+  CHECK(detail::parse_transport_list("cuda_ipc,tcp").value() == std::vector<K>{K::Tcp});
+  CHECK(detail::parse_transport_list("^cuda_ipc").value() ==
+        std::vector<K>{K::Shm, K::Ofi, K::Tcp});
+}

@@ -1,0 +1,203 @@
+#include "transports/cuda_ipc/cuda_ipc_connection.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace loom::transport::cuda_ipc {
+namespace {
+
+std::size_t piece_bytes(std::size_t len, std::uint64_t piece) {
+  const std::size_t off = static_cast<std::size_t>(piece) * kSlotBytes;
+  return std::min(kSlotBytes, len - off);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<CudaIpcConnection>> CudaIpcConnection::create(device::Device& dev,
+                                                                     device::Stream stream,
+                                                                     int self, int peer,
+                                                                     device::PeerRoute route,
+                                                                     FifoPair fifos) {
+  std::unique_ptr<CudaIpcConnection> c(
+      new CudaIpcConnection(dev, stream, self, peer, route, fifos));
+  for (std::size_t i = 0; i < kSlots; ++i) {
+    LOOM_ASSIGN_OR_RETURN(c->send_events_[i], dev.create_event());
+    LOOM_ASSIGN_OR_RETURN(c->recv_events_[i], dev.create_event());
+  }
+  return c;
+}
+
+CudaIpcConnection::~CudaIpcConnection() {
+  if (fifos_.out_control) fifos_.out_control->sender_closed.store(1, std::memory_order_release);
+  if (fifos_.in_control) fifos_.in_control->receiver_closed.store(1, std::memory_order_release);
+  for (device::Event e : send_events_)
+    if (e) dev_.destroy_event(e);
+  for (device::Event e : recv_events_)
+    if (e) dev_.destroy_event(e);
+}
+
+Result<Request> CudaIpcConnection::isend(const MemRegion& region, std::size_t off, std::size_t len,
+                                         const Tag& tag) {
+  Op op;
+  op.id = next_id_++;
+  op.dst = static_cast<std::uint8_t*>(region.base) + off;  // the source, for a send
+  op.len = len;
+  op.tag = tag;
+  op.last_seq = (sends_.empty() ? copied_ : sends_.back().last_seq) + pieces_of(len);
+  sends_.push_back(op);
+  LOOM_RETURN_IF_ERROR(progress_sends());
+  return Request{op.id};
+}
+
+Result<Request> CudaIpcConnection::irecv(const MemRegion& region, std::size_t off, std::size_t len,
+                                         const Tag& tag) {
+  Op op;
+  op.id = next_id_++;
+  op.dst = static_cast<std::uint8_t*>(region.base) + off;
+  op.len = len;
+  op.tag = tag;
+  op.last_seq = (recvs_.empty() ? taken_ : recvs_.back().last_seq) + pieces_of(len);
+  recvs_.push_back(op);
+  LOOM_RETURN_IF_ERROR(progress_recvs());
+  return Request{op.id};
+}
+
+Result<Request> CudaIpcConnection::irecv_reduce(const ReduceInto& into, std::size_t len,
+                                                const Tag& tag) {
+  Op op;
+  op.id = next_id_++;
+  op.reduce = true;
+  op.dst = static_cast<std::uint8_t*>(into.dst);
+  op.local = static_cast<const std::uint8_t*>(into.local);
+  op.dtype = into.dtype;
+  op.redop = into.op;
+  op.len = len;
+  op.tag = tag;
+  op.last_seq = (recvs_.empty() ? taken_ : recvs_.back().last_seq) + pieces_of(len);
+  recvs_.push_back(op);
+  LOOM_RETURN_IF_ERROR(progress_recvs());
+  return Request{op.id};
+}
+
+Result<bool> CudaIpcConnection::test(const Request& request) {
+  LOOM_RETURN_IF_ERROR(progress());
+  for (auto* q : {&sends_, &recvs_}) {
+    auto it = std::find_if(q->begin(), q->end(), [&](const Op& o) { return o.id == request.id; });
+    if (it == q->end()) continue;
+    if (!it->done) return false;
+    q->erase(it);
+    return true;
+  }
+  return make_error(ErrorCode::Internal, "rank {}: cuda_ipc request {} to/from rank {} unknown",
+                    self_, request.id, peer_);
+}
+
+bool CudaIpcConnection::prepare_wait(std::vector<pollfd>&) {
+  return sends_.empty() && recvs_.empty();
+}
+
+Status CudaIpcConnection::progress() {
+  LOOM_RETURN_IF_ERROR(progress_sends());
+  return progress_recvs();
+}
+
+Status CudaIpcConnection::check_peer_open(bool sending) const {
+  const bool closed = sending
+                          ? fifos_.out_control->receiver_closed.load(std::memory_order_acquire) != 0
+                          : fifos_.in_control->sender_closed.load(std::memory_order_acquire) != 0;
+  if (!closed) return Status::ok();
+  return make_error(ErrorCode::PeerFailed,
+                    "rank {}: cuda_ipc: rank {} closed its end while a {} was pending", self_,
+                    peer_, sending ? "send to it" : "receive from it");
+}
+
+// Enqueue copies into free slots (in message order), publish the pieces whose copy has
+// completed, and complete the sends whose every piece the peer has read (so a rank that has
+// finished and tears down never frees a slot its peer is still reading).
+Status CudaIpcConnection::progress_sends() {
+  if (sends_.empty()) return Status::ok();
+  ControlBlock& ctl = *fifos_.out_control;
+  const std::uint64_t consumed = ctl.consumed.load(std::memory_order_acquire);
+  for (Op& op : sends_) {
+    const std::uint64_t n = pieces_of(op.len);
+    while (op.next_piece < n && copied_ - consumed < kSlots) {
+      const std::size_t slot = copied_ % kSlots;
+      const std::size_t off = static_cast<std::size_t>(op.next_piece) * kSlotBytes;
+      const std::size_t bytes = op.len == 0 ? 0 : piece_bytes(op.len, op.next_piece);
+      LOOM_RETURN_IF_ERROR(
+          dev_.copy_async(fifos_.out_data + slot * kSlotBytes, op.dst + off, bytes, stream_));
+      ctl.slots[slot] = Descriptor{op.tag, op.len, off, bytes};
+      LOOM_RETURN_IF_ERROR(dev_.record(send_events_[slot], stream_));
+      ++copied_;
+      ++op.next_piece;
+    }
+    if (op.next_piece < n) break;  // pieces go out in message order
+  }
+  while (published_ < copied_) {
+    LOOM_ASSIGN_OR_RETURN(bool ready, dev_.query(send_events_[published_ % kSlots]));
+    if (!ready) break;
+    ++published_;
+    ctl.published.store(published_, std::memory_order_release);
+  }
+  // A peer that read our last piece may close right after: read its closed flag first, then
+  // the counter it stored before closing, so a finished send is never taken for a failed one.
+  const bool closed = ctl.receiver_closed.load(std::memory_order_acquire) != 0;
+  const std::uint64_t read = ctl.consumed.load(std::memory_order_acquire);
+  bool pending = false;
+  for (Op& op : sends_) {
+    op.done = op.done || (op.next_piece == pieces_of(op.len) && read >= op.last_seq);
+    pending = pending || !op.done;
+  }
+  return pending && closed ? check_peer_open(true) : Status::ok();
+}
+
+Status CudaIpcConnection::take_piece(Op& op, std::uint64_t seq) {
+  const std::size_t slot = seq % kSlots;
+  const Descriptor d = fifos_.in_control->slots[slot];
+  const std::size_t off = static_cast<std::size_t>(op.next_piece) * kSlotBytes;
+  const std::size_t bytes = op.len == 0 ? 0 : piece_bytes(op.len, op.next_piece);
+  if (!(d.tag == op.tag) || d.message_bytes != op.len || d.offset != off || d.bytes != bytes)
+    return mismatched_message(self_, peer_, op.tag, op.len, d.tag, d.message_bytes);
+  const std::uint8_t* src = fifos_.in_data + slot * kSlotBytes;
+  if (op.reduce) {
+    const std::size_t count = bytes / dtype_size(op.dtype);
+    if (count)
+      LOOM_RETURN_IF_ERROR(
+          dev_.reduce_async(op.dtype, op.redop, op.dst + off, op.local + off, src, count, stream_));
+  } else {
+    LOOM_RETURN_IF_ERROR(dev_.copy_async(op.dst + off, src, bytes, stream_));
+  }
+  return dev_.record(recv_events_[slot], stream_);
+}
+
+// Retire the pieces whose copy or reduction has completed (freeing the peer's slots), complete
+// the receives whose every piece is retired, and start reading newly published pieces.
+Status CudaIpcConnection::progress_recvs() {
+  if (recvs_.empty()) return Status::ok();
+  ControlBlock& ctl = *fifos_.in_control;
+  while (retired_ < taken_) {
+    LOOM_ASSIGN_OR_RETURN(bool ready, dev_.query(recv_events_[retired_ % kSlots]));
+    if (!ready) break;
+    ++retired_;
+    ctl.consumed.store(retired_, std::memory_order_release);
+  }
+  const std::uint64_t published = ctl.published.load(std::memory_order_acquire);
+  for (Op& op : recvs_) {
+    const std::uint64_t n = pieces_of(op.len);
+    while (op.next_piece < n && taken_ < published) {
+      LOOM_RETURN_IF_ERROR(take_piece(op, taken_));
+      ++taken_;
+      ++op.next_piece;
+    }
+    if (op.next_piece < n) break;
+  }
+  bool pending = false;
+  for (Op& op : recvs_) {
+    op.done = op.done || (op.next_piece == pieces_of(op.len) && retired_ >= op.last_seq);
+    pending = pending || !op.done;
+  }
+  return pending ? check_peer_open(false) : Status::ok();
+}
+
+}  // namespace loom::transport::cuda_ipc

@@ -1,0 +1,167 @@
+#include "transports/cuda_ipc/cuda_ipc_transport.hpp"
+
+#include <fmt/format.h>
+
+#include <new>
+
+#include "log/log.hpp"
+
+namespace loom::transport::cuda_ipc {
+namespace {
+
+bootstrap::Bytes as_bytes(const std::string& s) {
+  return {s.begin(), s.end()};
+}
+
+constexpr auto kTeardownTimeout = std::chrono::seconds(10);
+
+}  // namespace
+
+std::string describe_route(int rank, int peer, const device::PeerBuffer& p, int my_device,
+                           const std::string& link) {
+  switch (p.route) {
+    case device::PeerRoute::PeerToPeer:
+      return fmt::format(
+          "rank {}: device buffers to rank {} via cuda_ipc (p2p: devices {} -> {}, link {})", rank,
+          peer, my_device, p.device, link);
+    case device::PeerRoute::HostStaging:
+      return fmt::format(
+          "rank {}: device buffers to rank {} via cuda_ipc (host-staging: {}; pinned host "
+          "shared memory)",
+          rank, peer, p.why);
+    case device::PeerRoute::Self:
+    case device::PeerRoute::Remote: break;
+  }
+  return fmt::format("rank {}: device buffers to rank {} via {}", rank, peer,
+                     device::to_string(p.route));
+}
+
+Result<std::unique_ptr<CudaIpcTransport>> CudaIpcTransport::create(const CudaIpcSetup& setup,
+                                                                   Deadline deadline) {
+  device::Device& dev = *setup.dev;
+  LOOM_ASSIGN_OR_RETURN(int my_device, dev.current_device());
+  std::unique_ptr<CudaIpcTransport> t(new CudaIpcTransport(setup, my_device));
+  LOOM_ASSIGN_OR_RETURN(t->stream_, dev.create_stream());
+  if (setup.nranks == 1) return t;
+  const std::size_t bytes = static_cast<std::size_t>(setup.nranks) * kFifoBytes;
+  LOOM_ASSIGN_OR_RETURN(t->fifo_memory_, dev.alloc(bytes));
+  LOOM_ASSIGN_OR_RETURN(
+      auto peers, device::IpcPeers::exchange(dev, *setup.store, setup.prefix + "cuda_ipc/",
+                                             setup.rank, setup.nranks, setup.host_id, my_device,
+                                             t->fifo_memory_, deadline, setup.allowed));
+  for (int r = 0; r < setup.nranks; ++r) {
+    if (peers.peer(r).allows_direct) continue;
+    LOOM_LOG_INFO(Cuda,
+                  "rank {}: rank {} excludes cuda_ipc (LOOM_TRANSPORTS): device buffers stage "
+                  "through pinned host memory and the host transports",
+                  setup.rank, r);
+    return std::unique_ptr<CudaIpcTransport>();
+  }
+  for (int r = 0; r < setup.nranks; ++r) {
+    if (r == setup.rank) continue;
+    const device::PeerBuffer& p = peers.peer(r);
+    LOOM_LOG_INFO(Cuda, "{}",
+                  describe_route(setup.rank, r, p, my_device, dev.peer_link(my_device, p.device)));
+  }
+  t->ipc_.emplace(std::move(peers));
+  return t;
+}
+
+CudaIpcTransport::~CudaIpcTransport() {
+  for (Peer& p : peers_) p.conn.reset();  // marks the FIFOs closed
+  if (stream_) {
+    Status st = dev_.synchronize(stream_, Deadline::after(kTeardownTimeout));
+    if (!st.is_ok()) LOOM_LOG_ERROR(Cuda, "rank {}: cuda_ipc teardown: {}", rank_, st.message());
+  }
+  for (Peer& p : peers_) {
+    if (p.out_registered) dev_.host_unregister(p.out.mapping.data() + kControlBytes);
+    if (p.in_registered) dev_.host_unregister(p.in.data() + kControlBytes);
+  }
+  peers_.clear();
+  ipc_.reset();  // closes the peers' mapped FIFOs
+  if (fifo_memory_) dev_.free(fifo_memory_);
+  if (stream_) dev_.destroy_stream(stream_);
+}
+
+std::string CudaIpcTransport::key(int from, int to) const {
+  return fmt::format("{}cuda_ipc/fifo/{}-{}", prefix_, from, to);
+}
+
+device::PeerRoute CudaIpcTransport::route(int peer) const {
+  if (peer == rank_) return device::PeerRoute::Self;
+  return ipc_ ? ipc_->peer(peer).route : device::PeerRoute::Remote;
+}
+
+Connection* CudaIpcTransport::get(int peer) const {
+  if (peer < 0 || peer >= nranks_) return nullptr;
+  return peers_[static_cast<std::size_t>(peer)].conn.get();
+}
+
+Status CudaIpcTransport::ensure(const std::vector<int>& peers, Deadline deadline) {
+  std::vector<int> todo;
+  for (int p : peers)
+    if (p != rank_ && !get(p)) todo.push_back(p);
+  for (int p : todo) LOOM_RETURN_IF_ERROR(publish(p));
+  for (int p : todo) LOOM_RETURN_IF_ERROR(open_incoming(p, deadline));
+  return Status::ok();
+}
+
+// Creates our FIFO's control block to `peer` (and the staged data, without peer access) in a
+// new shared-memory segment and publishes its name.
+Status CudaIpcTransport::publish(int peer) {
+  const device::PeerRoute r = route(peer);
+  if (r != device::PeerRoute::PeerToPeer && r != device::PeerRoute::HostStaging)
+    return make_error(ErrorCode::Internal, "rank {}: cuda_ipc cannot reach rank {} (route {})",
+                      rank_, peer, device::to_string(r));
+  Peer& p = peers_[static_cast<std::size_t>(peer)];
+  LOOM_ASSIGN_OR_RETURN(std::string nonce, shm::random_hex(8));
+  const std::string name = fmt::format("/loom-cipc-{:016x}-{}-{}-{}", comm_id_, rank_, peer, nonce);
+  const bool staged = r == device::PeerRoute::HostStaging;
+  LOOM_ASSIGN_OR_RETURN(p.out,
+                        shm::create_segment(name, kControlBytes + (staged ? kFifoBytes : 0)));
+  new (p.out.mapping.data()) ControlBlock();
+  if (staged) {
+    LOOM_ASSIGN_OR_RETURN(p.out_registered,
+                          dev_.host_register(p.out.mapping.data() + kControlBytes, kFifoBytes));
+  }
+  return store_->set(key(rank_, peer), as_bytes(name));
+}
+
+// Maps `peer`'s FIFO to us and creates the connection.
+Status CudaIpcTransport::open_incoming(int peer, Deadline deadline) {
+  auto got = store_->get(key(peer, rank_), deadline);
+  if (!got.is_ok())
+    return got.status().with_context(fmt::format(
+        "rank {}: waiting for rank {} to publish its cuda_ipc FIFO (is it calling the same "
+        "collective on device buffers?)",
+        rank_, peer));
+  const std::string name(got->begin(), got->end());
+  const std::string expect = fmt::format("/loom-cipc-{:016x}-{}-{}-", comm_id_, peer, rank_);
+  if (name.rfind(expect, 0) != 0)
+    return make_error(ErrorCode::Mismatch, "rank {}: rank {} published a malformed FIFO name",
+                      rank_, peer);
+  Peer& p = peers_[static_cast<std::size_t>(peer)];
+  const bool staged = route(peer) == device::PeerRoute::HostStaging;
+  const std::size_t bytes = kControlBytes + (staged ? kFifoBytes : 0);
+  LOOM_ASSIGN_OR_RETURN(p.in, shm::open_segment(name, bytes, bytes));
+  shm::unlink_segment(name);  // the creator unlinks it too: whoever comes first
+  FifoPair f;
+  f.out_control = reinterpret_cast<ControlBlock*>(p.out.mapping.data());
+  f.in_control = reinterpret_cast<ControlBlock*>(p.in.data());
+  if (staged) {
+    LOOM_ASSIGN_OR_RETURN(p.in_registered,
+                          dev_.host_register(p.in.data() + kControlBytes, kFifoBytes));
+    f.out_data = static_cast<std::uint8_t*>(p.out_registered);
+    f.in_data = static_cast<const std::uint8_t*>(p.in_registered);
+  } else {
+    f.out_data =
+        static_cast<std::uint8_t*>(fifo_memory_) + static_cast<std::size_t>(peer) * kFifoBytes;
+    f.in_data = static_cast<const std::uint8_t*>(ipc_->peer(peer).mapped) +
+                static_cast<std::size_t>(rank_) * kFifoBytes;
+  }
+  LOOM_ASSIGN_OR_RETURN(p.conn,
+                        CudaIpcConnection::create(dev_, stream_, rank_, peer, route(peer), f));
+  return Status::ok();
+}
+
+}  // namespace loom::transport::cuda_ipc

@@ -1,0 +1,92 @@
+// The cuda_ipc transport: connections between device buffers of ranks on one host (see fifo.hpp
+// for the wire format). Created when a device runtime is active and every rank of the
+// communicator is on one host; each rank allocates one device FIFO region per peer, exports it
+// with a CUDA IPC handle through the bootstrap store (device::IpcPeers) and learns, per peer,
+// whether peer access holds both ways (route p2p: read the peer's FIFO straight from its GPU) or
+// not (route host-staging: the FIFO data sits in pinned host shared memory instead).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bootstrap/store.hpp"
+#include "device/device.hpp"
+#include "device/ipc_peers.hpp"
+#include "transports/cuda_ipc/cuda_ipc_connection.hpp"
+#include "transports/shm/shm_segment.hpp"
+
+namespace loom::transport::cuda_ipc {
+
+struct CudaIpcSetup {
+  device::Device* dev = nullptr;
+  std::shared_ptr<bootstrap::Store> store;
+  std::string prefix;  // the communicator's store prefix
+  std::uint64_t comm_id = 0;
+  int rank = 0;
+  int nranks = 1;
+  std::string host_id;  // equal on ranks that share a host
+  bool allowed = true;  // this rank's LOOM_TRANSPORTS lets device buffers use cuda_ipc
+};
+
+class CudaIpcTransport {
+ public:
+  /// Collective: every rank of the communicator calls it (with `allowed` from its own
+  /// LOOM_TRANSPORTS). Null, with the reason logged at INFO, when some rank excludes cuda_ipc.
+  static Result<std::unique_ptr<CudaIpcTransport>> create(const CudaIpcSetup& setup,
+                                                          Deadline deadline);
+  ~CudaIpcTransport();
+  CudaIpcTransport(const CudaIpcTransport&) = delete;
+  CudaIpcTransport& operator=(const CudaIpcTransport&) = delete;
+
+  /// Connections to every peer in `peers` (pairwise handshakes through the store).
+  Status ensure(const std::vector<int>& peers, Deadline deadline);
+  [[nodiscard]] Connection* get(int peer) const;
+  [[nodiscard]] device::PeerRoute route(int peer) const;
+  [[nodiscard]] device::Device& device() const { return dev_; }
+  /// The one stream every device operation of this communicator is ordered on.
+  [[nodiscard]] device::Stream stream() const { return stream_; }
+  [[nodiscard]] int device_ordinal() const { return my_device_; }
+  [[nodiscard]] int rank() const { return rank_; }
+
+ private:
+  struct Peer {
+    shm::CreatedSegment out;  // our control block (+ staged data)
+    shm::Mapping in;          // the peer's
+    void* out_registered = nullptr;
+    void* in_registered = nullptr;
+    std::unique_ptr<CudaIpcConnection> conn;
+  };
+  CudaIpcTransport(const CudaIpcSetup& setup, int my_device)
+      : dev_(*setup.dev),
+        store_(setup.store),
+        prefix_(setup.prefix),
+        comm_id_(setup.comm_id),
+        rank_(setup.rank),
+        nranks_(setup.nranks),
+        my_device_(my_device),
+        peers_(static_cast<std::size_t>(setup.nranks)) {}
+  Status publish(int peer);
+  Status open_incoming(int peer, Deadline deadline);
+  [[nodiscard]] std::string key(int from, int to) const;
+
+  device::Device& dev_;
+  std::shared_ptr<bootstrap::Store> store_;
+  std::string prefix_;
+  std::uint64_t comm_id_;
+  int rank_;
+  int nranks_;
+  int my_device_;
+  device::Stream stream_ = nullptr;
+  void* fifo_memory_ = nullptr;  // nranks * kFifoBytes of device memory: our FIFO to each peer
+  std::optional<device::IpcPeers> ipc_;
+  std::vector<Peer> peers_;
+};
+
+/// "device buffers to rank 3 via cuda_ipc (p2p, devices 0 -> 1, link nvlink)": the INFO line
+/// of the per-peer choice.
+std::string describe_route(int rank, int peer, const device::PeerBuffer& p, int my_device,
+                           const std::string& link);
+
+}  // namespace loom::transport::cuda_ipc
