@@ -24,8 +24,7 @@ class TcpStoreServer {
                                                        const crypto::Secret& secret = {});
   /// Serves on a socket that is already listening (a standby listener bound at init: clients
   /// that connected before the server started wait in its backlog).
-  static Result<std::unique_ptr<TcpStoreServer>> start_on(net::Fd listen_fd,
-                                                          std::uint64_t comm_id,
+  static Result<std::unique_ptr<TcpStoreServer>> start_on(net::Fd listen_fd, std::uint64_t comm_id,
                                                           const crypto::Secret& secret);
   ~TcpStoreServer();  // says Closing to every client, stops the thread, closes every socket
   TcpStoreServer(const TcpStoreServer&) = delete;

@@ -63,10 +63,10 @@ struct TcpStoreClient::Impl {
   int rank = 0;
   crypto::Secret secret{};
   std::mutex mu;
-  net::Fd fd;     // invalid after an out-of-sync timeout: the next call reconnects
-  Status broken;  // the server closed the connection: every later call fails with this
-  bool server_left = false;           // ... after saying Closing (a clean shutdown)
-  std::atomic<bool> lost{false};      // ... without saying Closing (read without the mutex)
+  net::Fd fd;                // invalid after an out-of-sync timeout: the next call reconnects
+  Status broken;             // the server closed the connection: every later call fails with this
+  bool server_left = false;  // ... after saying Closing (a clean shutdown)
+  std::atomic<bool> lost{false};  // ... without saying Closing (read without the mutex)
   std::atomic<milliseconds::rep> op_timeout_ms{kDefaultOpTimeout.count()};
 
   [[nodiscard]] Deadline op_deadline() const {

@@ -28,7 +28,7 @@
 namespace loom::bootstrap::wire {
 
 constexpr std::uint32_t kMagic = 0x4C4D5354;  // "LMST"
-constexpr std::uint16_t kVersion = 3;  // 2: authenticated hello; 3: Closing on shutdown
+constexpr std::uint16_t kVersion = 3;         // 2: authenticated hello; 3: Closing on shutdown
 constexpr std::size_t kChallengeBytes = 24;
 constexpr std::size_t kHelloFieldBytes = 20;
 constexpr std::size_t kHelloBytes = kHelloFieldBytes + 32;

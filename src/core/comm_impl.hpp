@@ -153,9 +153,9 @@ class CommImpl {
   net::SocketAddress data_address_;  // this rank's tcp listener (derived comms bind its host)
   std::uint64_t derived_ = 0;        // split/shrink calls so far
   // Re-rooting the store when the rank hosting it dies (comm_reliability.cpp).
-  int store_host_ = -1;                     // rank whose process serves store_ (-1: none)
-  net::Fd standby_;                         // this rank's standby store listener
-  std::vector<std::string> standby_addrs_;  // every rank's ("" if it has none)
+  int store_host_ = -1;                      // rank whose process serves store_ (-1: none)
+  net::Fd standby_;                          // this rank's standby store listener
+  std::vector<std::string> standby_addrs_;   // every rank's ("" if it has none)
   std::unique_ptr<FailureMonitor> monitor_;  // outlives the engine (which reports to it)
   std::unique_ptr<exec::Engine> engine_;     // last: destroyed first, after draining its queue
 };

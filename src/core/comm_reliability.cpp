@@ -65,8 +65,10 @@ Status CommImpl::start_monitor(const JobLayout& layout, Deadline deadline) {
       standby_ = std::move(fd).value();
       standby = bound.value().to_string();
     } else {
-      LOOM_LOG_WARN(Init, "rank {}: no standby store listener (shrink cannot outlive the store's "
-                    "host): {}", rank_, bound.status().message());
+      LOOM_LOG_WARN(Init,
+                    "rank {}: no standby store listener (shrink cannot outlive the store's "
+                    "host): {}",
+                    rank_, bound.status().message());
     }
   }
   std::string card = identity_card(server_ != nullptr, standby);
@@ -79,10 +81,9 @@ Status CommImpl::start_monitor(const JobLayout& layout, Deadline deadline) {
   standby_addrs_.assign(static_cast<std::size_t>(nranks_), "");
   for (int r = 0; r < nranks_; ++r) {
     auto i = static_cast<std::size_t>(r);
-    ids.push_back(parse_identity(cards[i],
-                                 i < layout.topology.ranks.size() ? &layout.topology.ranks[i]
-                                                                  : nullptr,
-                                 standby_addrs_[i]));
+    ids.push_back(parse_identity(
+        cards[i], i < layout.topology.ranks.size() ? &layout.topology.ranks[i] : nullptr,
+        standby_addrs_[i]));
     // The lowest rank whose process serves the store (threads as ranks: the first one).
     if (ids.back().serves_store && store_host_ < 0) store_host_ = r;
   }
@@ -168,8 +169,8 @@ Result<std::unique_ptr<CommImpl>> CommImpl::derive(
     store = store_;
     server = server_;
   }
-  CommSetup setup{new_rank,         new_size, comm_id, std::move(store),
-                  std::move(server), bind,    config_, settings_.tcp.secret};
+  CommSetup setup{new_rank,          new_size, comm_id, std::move(store),
+                  std::move(server), bind,     config_, settings_.tcp.secret};
   return CommImpl::create(std::move(setup));
 }
 
@@ -194,19 +195,20 @@ Result<std::unique_ptr<CommImpl>> CommImpl::shrink_rerooted(std::uint64_t comm_i
                         "rank {}: shrink: this rank's standby store already serves an earlier "
                         "shrink",
                         rank_);
-    LOOM_ASSIGN_OR_RETURN(server, bootstrap::TcpStoreServer::start_on(
-                                      std::move(standby_), comm_id, settings_.tcp.secret));
+    LOOM_ASSIGN_OR_RETURN(server, bootstrap::TcpStoreServer::start_on(std::move(standby_), comm_id,
+                                                                      settings_.tcp.secret));
   }
   LOOM_ASSIGN_OR_RETURN(net::SocketAddress addr, net::resolve(where));
-  auto client = bootstrap::TcpStoreClient::connect(addr, comm_id, new_rank,
-                                                   Deadline::after(settings_.timeout),
-                                                   settings_.tcp.secret);
+  auto client = bootstrap::TcpStoreClient::connect(
+      addr, comm_id, new_rank, Deadline::after(settings_.timeout), settings_.tcp.secret);
   if (!client.is_ok())
     return client.status().with_context(
         fmt::format("rank {}: shrink: joining rank {}'s standby store at {}", rank_, root, where));
   client.value()->set_op_timeout(settings_.timeout);
-  LOOM_LOG_INFO(Init, "rank {}: shrink: the store's host (rank {}) is excluded; rank {} serves "
-                "the new store at {}", rank_, store_host_, root, where);
+  LOOM_LOG_INFO(Init,
+                "rank {}: shrink: the store's host (rank {}) is excluded; rank {} serves "
+                "the new store at {}",
+                rank_, store_host_, root, where);
   return derive(comm_id, new_rank, new_size,
                 std::shared_ptr<bootstrap::Store>(std::move(client).value()), std::move(server));
 }

@@ -246,3 +246,64 @@ TEST_CASE("reliability: a tcp connection with the wrong secret is dropped, the j
   REQUIRE(rdone);
   CHECK(dst == src);
 }
+
+namespace {
+
+// A TCP port that was free a moment ago (for a rank-0-served rendezvous).
+int free_tcp_port() {
+  auto a = net::resolve("127.0.0.1:0");
+  REQUIRE(a.is_ok());
+  auto fd = net::listen_on(a.value());
+  REQUIRE(fd.is_ok());
+  auto bound = net::bound_address(fd.value().get());
+  REQUIRE(bound.is_ok());
+  return bound.value().port();
+}
+
+}  // namespace
+
+TEST_CASE("reliability: shrink without the rank that served the store re-roots it",
+          "[reliability]") {
+  // Rank 0 serves the rendezvous store (as under loomrun) and leaves; the others shrink past it
+  // onto rank 1's standby store, twice (the shrunk communicator has standbys of its own). (A
+  // kill -9 of the store's host, detected by every survivor, is tests/process/fault_tolerance.sh.)
+  const std::string root = fmt::format("127.0.0.1:{}", free_tcp_port());
+  const UniqueId id = UniqueId::for_root(root, "00112233445566778899aabbccddeeff");
+  CommOptions opts;
+  opts.timeout = milliseconds(30'000);
+  opts.settings = {{"LOOM_TRANSPORTS", "tcp"}};
+  std::vector<std::thread> threads;
+  std::mutex mu;
+  std::vector<std::string> errors;
+  // No Catch assertions on the rank threads: failures are collected and reported at the end.
+  auto expect = [](bool ok, const char* what) {
+    if (!ok) throw std::runtime_error(std::string("expected: ") + what);
+  };
+  for (int r = 0; r < 4; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        Communicator comm(id, r, 4, opts);
+        std::vector<std::int64_t> buf(1 << 12, r);
+        comm.allreduce(std::span<std::int64_t>(buf), RedOp::Sum).wait();
+        for (std::int64_t x : buf) expect(x == 0 + 1 + 2 + 3, "exact sum on 4 ranks");
+        if (r == 0) return;  // leaves, taking the store with it
+        Communicator small = comm.shrink({0});
+        expect(small.size() == 3 && small.rank() == r - 1, "shrunk to 3 ranks");
+        std::iota(buf.begin(), buf.end(), r);
+        small.allreduce(std::span<std::int64_t>(buf), RedOp::Sum).wait();
+        for (std::size_t i = 0; i < buf.size(); ++i)
+          expect(buf[i] == 3 * static_cast<std::int64_t>(i) + 1 + 2 + 3, "exact sum on 3 ranks");
+        if (small.rank() == 0) return;  // the new store's host leaves too
+        Communicator smaller = small.shrink({0});
+        expect(smaller.size() == 2, "shrunk to 2 ranks");
+        std::vector<int> v(100, r);
+        smaller.allreduce(std::span<int>(v), RedOp::Sum).wait();
+        for (int x : v) expect(x == 2 + 3, "exact sum on 2 ranks");
+      } catch (const std::exception& e) {
+        std::lock_guard lk(mu);
+        errors.push_back(fmt::format("rank {}: {}", r, e.what()));
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (const auto& e : errors) FAIL(e);
+}
