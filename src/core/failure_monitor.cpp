@@ -85,7 +85,15 @@ bool FailureMonitor::stopping() const {
   return stop_now_;
 }
 
-Status FailureMonitor::local_failure(const Status& why) {
+Status FailureMonitor::local_failure(const Status& failure) {
+  Status why = failure;
+  // An operation waiting on the store (a lazy connection handshake) saw it vanish: that is the
+  // death of the rank that served it.
+  if (why.code() == ErrorCode::PeerFailed && why.peer() < 0 && store_host_ >= 0 &&
+      store_host_ != rank_ && store_->server_lost())
+    why = Status(why.code(), fmt::format("{} [the store was served by {}]", why.message(),
+                                         identify(store_host_)))
+              .with_peer(store_host_);
   Status st = why;
   bool peer_failed = why.code() == ErrorCode::PeerFailed && why.peer() >= 0 &&
                      why.peer() < nranks_ && why.peer() != rank_;
