@@ -27,9 +27,9 @@
 #include <vector>
 
 #include "bootstrap/tcp_store.hpp"
-#include "core/comm_setup.hpp"
 #include "common/socket.hpp"
 #include "common/status.hpp"
+#include "core/comm_setup.hpp"
 #include "log/log.hpp"
 
 namespace loom {

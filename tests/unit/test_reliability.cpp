@@ -267,8 +267,13 @@ TEST_CASE("reliability: shrink without the rank that served the store re-roots i
   // Rank 0 serves the rendezvous store (as under loomrun) and leaves; the others shrink past it
   // onto rank 1's standby store, twice (the shrunk communicator has standbys of its own). (A
   // kill -9 of the store's host, detected by every survivor, is tests/process/fault_tolerance.sh.)
-  const std::string root = fmt::format("127.0.0.1:{}", free_tcp_port());
-  const UniqueId id = UniqueId::for_root(root, "00112233445566778899aabbccddeeff");
+  // The store is served by rank 0's communicator (loomrun, from_env) or by UniqueId::create() in
+  // this process (which also runs rank 0: the lowest such rank is the store's host).
+  const bool created = GENERATE(false, true);
+  CAPTURE(created);
+  const UniqueId id = created ? UniqueId::create("127.0.0.1")
+                              : UniqueId::for_root(fmt::format("127.0.0.1:{}", free_tcp_port()),
+                                                   "00112233445566778899aabbccddeeff");
   CommOptions opts;
   opts.timeout = milliseconds(30'000);
   opts.settings = {{"LOOM_TRANSPORTS", "tcp"}};
