@@ -404,8 +404,9 @@ TEST_CASE("bootstrap: a tcp server that dies without a shutdown is reported lost
   auto addr = net::bound_address(listener.value().get());
   REQUIRE(addr.is_ok());
   std::thread fake([&] {
-    net::Fd c(::accept(listener.value().get(), nullptr, nullptr));
-    if (!c.valid()) return;
+    auto accepted = net::accept_until(listener.value().get(), Deadline::after(5s));
+    if (!accepted.is_ok()) return;
+    net::Fd c = std::move(accepted).value();
     loom::crypto::Nonce nonce{};
     auto challenge = wire::encode_challenge(nonce);
     std::array<std::uint8_t, wire::kHelloBytes + wire::kRequestHeaderBytes> in{};
@@ -418,6 +419,7 @@ TEST_CASE("bootstrap: a tcp server that dies without a shutdown is reported lost
     (void)net::recv_all(c.get(), in.data(), wire::kRequestHeaderBytes, d, "request");
   });  // the connection closes here, without a Closing frame
   auto client = bs::TcpStoreClient::connect(addr.value(), kCommId, 1, Deadline::after(5s));
+  if (!client.is_ok()) fake.join();
   REQUIRE(client.is_ok());
   CHECK_FALSE(client.value()->server_lost());
   const auto start = Clock::now();
