@@ -91,6 +91,8 @@ class CommImpl {
   [[nodiscard]] std::vector<int> failed_ranks() const;
   [[nodiscard]] std::string status() const;
   [[nodiscard]] RankProgress progress() const;
+  /// A PeerFailed naming a peer, with the peer's host and pid added (else unchanged).
+  [[nodiscard]] Status name_failed_peer(const Status& why) const;
   /// New communicators over the same store (collective; see Communicator::split/shrink). Null
   /// when this rank is not a member.
   Result<std::unique_ptr<CommImpl>> split(int color, int key);

@@ -115,6 +115,10 @@ RankProgress CommImpl::progress() const {
   return p;
 }
 
+Status CommImpl::name_failed_peer(const Status& why) const {
+  return monitor_ ? monitor_->name_peer(why) : why;
+}
+
 void CommImpl::abort() {
   std::lock_guard lk(abort_mu_);
   if (aborted_.exchange(true)) return;

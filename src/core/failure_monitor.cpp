@@ -94,15 +94,9 @@ Status FailureMonitor::local_failure(const Status& failure) {
     why = Status(why.code(), fmt::format("{} [the store was served by {}]", why.message(),
                                          identify(store_host_)))
               .with_peer(store_host_);
-  Status st = why;
+  Status st = name_peer(why);
   bool peer_failed = why.code() == ErrorCode::PeerFailed && why.peer() >= 0 &&
                      why.peer() < nranks_ && why.peer() != rank_;
-  if (peer_failed && why.message().find("(host ") == std::string::npos) {
-    const RankIdentity& id = ranks_[static_cast<std::size_t>(why.peer())];
-    st = Status(why.code(), fmt::format("{} [rank {} runs on host {}, pid {}]", why.message(),
-                                        why.peer(), id.host, id.pid))
-             .with_peer(why.peer());
-  }
   {
     std::lock_guard lk(mu_);
     if (peer_failed) failed_.insert(why.peer());  // visible before the operation completes
@@ -111,6 +105,17 @@ Status FailureMonitor::local_failure(const Status& failure) {
   }
   cv_.notify_all();
   return st;
+}
+
+Status FailureMonitor::name_peer(const Status& why) const {
+  if (why.code() != ErrorCode::PeerFailed || why.peer() < 0 || why.peer() >= nranks_ ||
+      why.peer() == rank_ || why.message().find("(host ") != std::string::npos ||
+      why.message().find(" runs on host ") != std::string::npos)
+    return why;
+  const RankIdentity& id = ranks_[static_cast<std::size_t>(why.peer())];
+  return Status(why.code(), fmt::format("{} [rank {} runs on host {}, pid {}]", why.message(),
+                                        why.peer(), id.host, id.pid))
+      .with_peer(why.peer());
 }
 
 std::vector<int> FailureMonitor::failed_ranks() const {

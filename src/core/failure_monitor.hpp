@@ -84,6 +84,8 @@ class FailureMonitor {
   /// queues). PeerFailed/Mismatch naming a peer are posted for the other ranks; a Timeout starts
   /// hang attribution. Returns `why`, naming the failed peer's host and pid.
   Status local_failure(const Status& why);
+  /// `why` naming the failed peer's host and pid (PeerFailed naming a peer; else unchanged).
+  [[nodiscard]] Status name_peer(const Status& why) const;
   /// This rank leaves cleanly (communicator destroyed): its exit is not a failure.
   void mark_left();
   /// Finishes queued work (a hang report: bounded by 2 s), then stops the thread.
