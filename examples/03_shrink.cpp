@@ -5,7 +5,8 @@
 //   loom-example-shrink [iterations [count]]
 //
 // Run it with one process per rank (LOOM_RANK, LOOM_WORLD_SIZE, LOOM_ROOT in the environment)
-// and kill -9 one of them (not rank 0: it hosts the rendezvous store) while it runs. loomrun
+// and kill -9 any one of them while it runs. Rank 0 too: it hosts the rendezvous store, so
+// shrink() moves the store to the lowest survivor's standby listener (opened at init). loomrun
 // stops the whole job when a rank dies, which is what most jobs want, so tests start the ranks
 // themselves (tests/process/fault_tolerance.sh).
 #include <chrono>

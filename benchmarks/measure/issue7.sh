@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Issue 7 measurements (run on a quiet machine): how fast survivors see a killed peer (tcp and
-# shm, 4 ranks, 256 MiB allreduce in flight), how long abort() takes with an operation in flight,
+# Issue 7 measurements (run on a quiet machine): how fast survivors see a killed peer (rank 2,
+# and rank 0 which hosts the rendezvous store; tcp and shm, 4 ranks, 256 MiB allreduce in
+# flight), how long abort() takes with an operation in flight,
 # and how long the sanitizer and fuzz scripts take. Total well under 5 minutes without the
 # sanitizers; set ISSUE7_SANITIZE=1 to time scripts/sanitize.sh with the CI subset too.
 # Usage: benchmarks/measure/issue7.sh [BUILD_DIR]   (default build)

@@ -25,6 +25,9 @@ class Store {
   virtual Result<Bytes> get(const std::string& key, Deadline deadline) = 0;
   /// Atomically adds `delta` to the integer counter `key` (missing: 0) and returns the new value.
   virtual Result<std::int64_t> add(const std::string& key, std::int64_t delta) = 0;
+  /// True once the store's server went away without a clean shutdown (its process died): the
+  /// failure monitor reports the rank that hosted it. Stores without a server never lose it.
+  [[nodiscard]] virtual bool server_lost() const { return false; }
 };
 
 /// Every rank publishes `value` under `prefix`; returns all ranks' values in rank order.

@@ -22,7 +22,11 @@ class TcpStoreServer {
   static Result<std::unique_ptr<TcpStoreServer>> start(const net::SocketAddress& bind_addr,
                                                        std::uint64_t comm_id,
                                                        const crypto::Secret& secret = {});
-  ~TcpStoreServer();  // stops the thread, closes every socket
+  /// Serves on a socket that is already listening (a standby listener bound at init: clients
+  /// that connected before the server started wait in its backlog).
+  static Result<std::unique_ptr<TcpStoreServer>> start_on(net::Fd listen_fd, std::uint64_t comm_id,
+                                                          const crypto::Secret& secret);
+  ~TcpStoreServer();  // says Closing to every client, stops the thread, closes every socket
   TcpStoreServer(const TcpStoreServer&) = delete;
   TcpStoreServer& operator=(const TcpStoreServer&) = delete;
   /// The address clients connect to (ephemeral port resolved).
@@ -42,7 +46,8 @@ class TcpStoreServer {
 /// operation timeout), the call fails with Timeout, the connection is closed as out of sync,
 /// and the next call reconnects (with a new hello). When the server closes the connection
 /// (server gone, or it rejected this client) the client is broken for good: every later call
-/// fails at once with PeerFailed.
+/// fails at once with PeerFailed. A server shutting down cleanly says so first (a Closing
+/// frame), so server_lost() tells a finalized server from a dead one.
 class TcpStoreClient final : public Store {
  public:
   /// Connects (retrying until `deadline`, so ranks may start before the server) and says hello.
@@ -54,6 +59,9 @@ class TcpStoreClient final : public Store {
   Status set(const std::string& key, std::span<const std::uint8_t> value) override;
   Result<Bytes> get(const std::string& key, Deadline deadline) override;
   Result<std::int64_t> add(const std::string& key, std::int64_t delta) override;
+  /// The server closed the connection without its clean-shutdown frame (its process died, or
+  /// the connection broke): false while connected and after a clean shutdown.
+  [[nodiscard]] bool server_lost() const override;
   /// Bounds set(), add() and reconnections (default 600 s, like LOOM_TIMEOUT).
   void set_op_timeout(std::chrono::milliseconds timeout);
 

@@ -63,8 +63,10 @@ struct TcpStoreClient::Impl {
   int rank = 0;
   crypto::Secret secret{};
   std::mutex mu;
-  net::Fd fd;     // invalid after an out-of-sync timeout: the next call reconnects
-  Status broken;  // the server closed the connection: every later call fails with this
+  net::Fd fd;                // invalid after an out-of-sync timeout: the next call reconnects
+  Status broken;             // the server closed the connection: every later call fails with this
+  bool server_left = false;  // ... after saying Closing (a clean shutdown)
+  std::atomic<bool> lost{false};  // ... without saying Closing (read without the mutex)
   std::atomic<milliseconds::rep> op_timeout_ms{kDefaultOpTimeout.count()};
 
   [[nodiscard]] Deadline op_deadline() const {
@@ -136,11 +138,19 @@ Status TcpStoreClient::Impl::fail(const Status& s, const std::string& what) {
   if (s.code() == ErrorCode::PeerFailed) {
     std::string_view detail = s.message();
     if (detail.starts_with(what + ": ")) detail.remove_prefix(what.size() + 2);
-    broken = make_error(ErrorCode::PeerFailed, "rendezvous server at {} closed the connection{}",
-                        server_name,
-                        detail.starts_with("peer closed the connection")
-                            ? fmt::format(" (during {})", what)
-                            : fmt::format(" (during {}: {})", what, detail));
+    lost = !server_left;
+    if (server_left)
+      broken = make_error(ErrorCode::PeerFailed,
+                          "rendezvous server at {} shut down (its owner finalized; during {})",
+                          server_name, what);
+    else
+      broken = make_error(ErrorCode::PeerFailed,
+                          "rendezvous server at {} closed the connection without a shutdown "
+                          "(its process died?){}",
+                          server_name,
+                          detail.starts_with("peer closed the connection")
+                              ? fmt::format(" (during {})", what)
+                              : fmt::format(" (during {}: {})", what, detail));
     // INFO, not WARN: the error reaches the caller, and at a normal job end rank 0's server
     // closes while other ranks' failure monitors are still waiting on it.
     LOOM_LOG_INFO(Bootstrap, "rank {}: {}", rank, broken.message());
@@ -186,6 +196,9 @@ Result<Response> TcpStoreClient::Impl::recv_response(wire::Op op, Deadline deadl
       valid = op != wire::Op::Get || h.arg <= wire::kMaxValueBytes;
       break;
     case wire::Reply::Timeout: valid = op == wire::Op::Get; break;
+    case wire::Reply::Closing:
+      server_left = true;
+      return make_error(ErrorCode::PeerFailed, "{}: the server shut down", what);
     case wire::Reply::Error:
       payload = h.arg;
       valid = h.arg <= wire::kMaxErrorBytes;
@@ -212,7 +225,10 @@ Result<Response> TcpStoreClient::Impl::call(wire::Op op, const std::string& key,
   if (!broken.is_ok()) return broken;
   if (!fd.valid()) {
     Status s = handshake(op_deadline().earliest(send_deadline));
-    if (s.code() == ErrorCode::PeerFailed) broken = s;
+    if (s.code() == ErrorCode::PeerFailed) {
+      broken = s;
+      lost = true;
+    }
     LOOM_RETURN_IF_ERROR(s.with_context(what));
   }
   Status sent = send_request(op, key, arg, value, send_deadline, what);
@@ -240,6 +256,10 @@ Result<std::unique_ptr<TcpStoreClient>> TcpStoreClient::connect(const net::Socke
   impl->secret = secret;
   LOOM_RETURN_IF_ERROR(impl->handshake(deadline));
   return std::unique_ptr<TcpStoreClient>(new TcpStoreClient(std::move(impl)));
+}
+
+bool TcpStoreClient::server_lost() const {
+  return impl_->lost.load();
 }
 
 void TcpStoreClient::set_op_timeout(std::chrono::milliseconds timeout) {

@@ -5,6 +5,7 @@
 // timeout, which the loop tracks as the poll() timeout.
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -93,6 +94,7 @@ class Loop {
   void drop(Conn& c, const std::string& why, bool warn);
   void drain_runnable();
   void sweep();
+  void say_goodbye();
 
   net::Fd listen_;
   net::Fd wake_;
@@ -129,7 +131,10 @@ void Loop::run() {
       close_all();  // clients see the server gone instead of waiting for their deadlines
       return;
     }
-    if (n > 0 && fds[0].revents != 0) return;  // shutdown requested
+    if (n > 0 && fds[0].revents != 0) {  // shutdown requested
+      say_goodbye();
+      return;
+    }
     if (n > 0 && fds[1].revents != 0) accept_all();
     for (std::size_t i = 0; n > 0 && i < ids.size(); ++i) {
       short rev = fds[i + 2].revents;
@@ -438,6 +443,17 @@ void Loop::drain_runnable() {
   }
 }
 
+// A clean shutdown: every client gets a Closing frame (in place of any pending answer), so it
+// can tell this from the server's process dying (the connection ending without it).
+void Loop::say_goodbye() {
+  for (auto& [id, c] : conns_) {
+    if (c->dead || !c->hello_done) continue;
+    unpark(*c);
+    respond(*c, wire::Reply::Closing, 0, {});  // best effort: the socket buffer is nearly empty
+    if (!c->dead) (void)::shutdown(c->fd.get(), SHUT_WR);
+  }
+}
+
 void Loop::sweep() {
   std::erase_if(conns_, [](const auto& kv) { return kv.second->dead; });
 }
@@ -454,6 +470,12 @@ Result<std::unique_ptr<TcpStoreServer>> TcpStoreServer::start(const net::SocketA
                                                               std::uint64_t comm_id,
                                                               const crypto::Secret& secret) {
   LOOM_ASSIGN_OR_RETURN(net::Fd listen_fd, net::listen_on(bind_addr));
+  return start_on(std::move(listen_fd), comm_id, secret);
+}
+
+Result<std::unique_ptr<TcpStoreServer>> TcpStoreServer::start_on(net::Fd listen_fd,
+                                                                 std::uint64_t comm_id,
+                                                                 const crypto::Secret& secret) {
   auto impl = std::make_unique<Impl>();
   LOOM_ASSIGN_OR_RETURN(impl->address, net::bound_address(listen_fd.get()));
   net::Fd wake(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));

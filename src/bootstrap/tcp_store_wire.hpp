@@ -11,6 +11,9 @@
 //   response server -> client  Reply u8 | arg u64 | payload
 //            Ok: GET value (arg = length), SET nothing, ADD new value in arg (i64)
 //            Timeout (GET only): nothing; Error: message (arg = length)
+//            Closing (unsolicited, arg 0): the server is shutting down cleanly (its owner
+//            finalized); it replaces the answer to any pending request and is the last frame.
+//            A connection that ends without it means the server's process died.
 //
 // A client sends one request and waits for its response (no pipelining is needed, though the
 // server answers pipelined requests in order). The server enforces GET timeouts itself, so a
@@ -25,7 +28,7 @@
 namespace loom::bootstrap::wire {
 
 constexpr std::uint32_t kMagic = 0x4C4D5354;  // "LMST"
-constexpr std::uint16_t kVersion = 2;         // 2: authenticated hello
+constexpr std::uint16_t kVersion = 3;         // 2: authenticated hello; 3: Closing on shutdown
 constexpr std::size_t kChallengeBytes = 24;
 constexpr std::size_t kHelloFieldBytes = 20;
 constexpr std::size_t kHelloBytes = kHelloFieldBytes + 32;
@@ -40,7 +43,7 @@ constexpr std::uint64_t kWaitForever = ~std::uint64_t{0};
 
 enum class AckStatus : std::uint16_t { Ok = 0, WrongCommId = 1, BadVersion = 2 };
 enum class Op : std::uint8_t { Set = 1, Get = 2, Add = 3 };
-enum class Reply : std::uint8_t { Ok = 0, Timeout = 1, Error = 2 };
+enum class Reply : std::uint8_t { Ok = 0, Timeout = 1, Error = 2, Closing = 3 };
 
 inline void put_u16(std::uint8_t* p, std::uint16_t v) {
   for (int i = 0; i < 2; ++i) p[i] = static_cast<std::uint8_t>(v >> (8 * i));

@@ -199,6 +199,14 @@ constexpr std::array kSettings = {
          "CUDA and a GPU is visible, else none), cuda, host-sim (a host-memory simulation of "
          "the device seam for tests; shows the logic, not the hardware), none.",
          "device"},
+
+    // Reliability: on-demand status (docs/reliability.md).
+    Spec{"LOOM_STATUS_SIGNAL", Type::Bool, "0",
+         "1: SIGUSR1 prints every communicator's status (Communicator::status(): progress, "
+         "failure, failed ranks, last timeout report) to stderr. Off by default: SIGUSR1 "
+         "belongs to the application (and its default action ends the process); not "
+         "installed when the application already handles or ignores it.",
+         "reliability"},
 };
 
 }  // namespace

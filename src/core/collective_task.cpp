@@ -12,7 +12,7 @@ CollectiveTask::CollectiveTask(CommImpl& comm, core::OpDesc op,
 Status CollectiveTask::start(Deadline deadline) {
   std::vector<int> peers = plan_->peers();
   Status st = comm_.connect(peers, deadline);
-  if (!st.is_ok()) return st.with_context(describe());
+  if (!st.is_ok()) return comm_.name_failed_peer(st.with_context(describe()));
   std::vector<transport::Connection*> conns(static_cast<std::size_t>(comm_.size()), nullptr);
   for (int p : peers) conns[static_cast<std::size_t>(p)] = comm_.connection(p);
   exec::PlanBuffers bufs;
@@ -25,7 +25,8 @@ Status CollectiveTask::start(Deadline deadline) {
 
 Result<exec::Progress> CollectiveTask::progress() {
   auto r = run_->progress();
-  if (!r.is_ok()) return r.status().with_context(describe());
+  // Named here too: a failure the monitor reported first reaches the engine without its hook.
+  if (!r.is_ok()) return comm_.name_failed_peer(r.status().with_context(describe()));
   if (*r == exec::Progress::Done) {
     finalize();
     comm_.note_completed(op_.seq);

@@ -11,6 +11,7 @@
 #include "algorithms/tree.hpp"
 #include "core/collective_task.hpp"
 #include "core/job_layout.hpp"
+#include "core/status_signal.hpp"
 #include "log/log.hpp"
 
 namespace loom::detail {
@@ -74,6 +75,8 @@ Result<std::unique_ptr<CommImpl>> CommImpl::create(CommSetup setup) {
                                                      setup.bind_address, settings.tcp));
   std::unique_ptr<CommImpl> comm(new CommImpl(std::move(setup), settings));
   LOOM_RETURN_IF_ERROR(comm->init(std::move(tcp), Deadline::after(settings.timeout)));
+  register_for_status(comm.get());
+  if (comm->config_.get_bool("LOOM_STATUS_SIGNAL")) enable_status_signal();
   return comm;
 }
 
@@ -87,6 +90,7 @@ CommImpl::CommImpl(CommSetup setup, CommSettings settings)
       server_(std::move(setup.server)) {}
 
 CommImpl::~CommImpl() {
+  unregister_for_status(this);  // first: the SIGUSR1 report may be reading this communicator
   // Drain first (a peer's failure, reported by the monitor, still fails what hangs), then stop
   // the monitor (it finishes a pending hang report), then the engine.
   if (engine_) engine_->drain();

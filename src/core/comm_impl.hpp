@@ -92,6 +92,8 @@ class CommImpl {
   [[nodiscard]] std::vector<int> failed_ranks() const;
   [[nodiscard]] std::string status() const;
   [[nodiscard]] RankProgress progress() const;
+  /// A PeerFailed naming a peer, with the peer's host and pid added (else unchanged).
+  [[nodiscard]] Status name_failed_peer(const Status& why) const;
   /// New communicators over the same store (collective; see Communicator::split/shrink). Null
   /// when this rank is not a member.
   Result<std::unique_ptr<CommImpl>> split(int color, int key);
@@ -102,7 +104,14 @@ class CommImpl {
   Status init(std::unique_ptr<transport::tcp::TcpTransport> tcp, Deadline deadline);
   Status start_monitor(const JobLayout& layout, Deadline deadline);
   Status init_direct_path(const JobLayout& layout, const std::string& prefix, Deadline deadline);
-  Result<std::unique_ptr<CommImpl>> derive(std::uint64_t comm_id, int new_rank, int new_size);
+  /// A new communicator over this one's store (or over `store`, served here by `server`).
+  Result<std::unique_ptr<CommImpl>> derive(
+      std::uint64_t comm_id, int new_rank, int new_size,
+      std::shared_ptr<bootstrap::Store> store = nullptr,
+      std::shared_ptr<bootstrap::TcpStoreServer> server = nullptr);
+  /// shrink() without the store's host: the survivors meet on the lowest survivor's standby.
+  Result<std::unique_ptr<CommImpl>> shrink_rerooted(std::uint64_t comm_id, int new_rank,
+                                                    int new_size, const std::vector<int>& out);
   void describe_shape(const JobLayout& layout);
   Status agree_on_plan_settings(const std::string& prefix, Deadline deadline);
   algo::Plan make_plan(const core::OpDesc& op, const CollOptions& opts);
@@ -148,6 +157,10 @@ class CommImpl {
   mutable std::mutex abort_mu_;
   net::SocketAddress data_address_;  // this rank's tcp listener (derived comms bind its host)
   std::uint64_t derived_ = 0;        // split/shrink calls so far
+  // Re-rooting the store when the rank hosting it dies (comm_reliability.cpp).
+  int store_host_ = -1;                      // rank whose process serves store_ (-1: none)
+  net::Fd standby_;                          // this rank's standby store listener
+  std::vector<std::string> standby_addrs_;   // every rank's ("" if it has none)
   std::unique_ptr<FailureMonitor> monitor_;  // outlives the engine (which reports to it)
   std::unique_ptr<exec::Engine> engine_;     // last: destroyed first, after draining its queue
 };

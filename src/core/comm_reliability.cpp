@@ -27,19 +27,23 @@ std::uint64_t mix(std::uint64_t h, std::uint64_t v) {
   return h ^ (h >> 29);
 }
 
-// "pid pid_ns boot_id hostname", as exchanged at init.
-std::string identity_card() {
+// "pid pid_ns boot_id serves_store standby_address hostname", as exchanged at init.
+std::string identity_card(bool serves_store, const std::string& standby) {
   char host[256] = {};
   if (::gethostname(host, sizeof host - 1) != 0) host[0] = '?';
-  return fmt::format("{} {} {} {}", ::getpid(), transport::shm::own_pid_namespace(), boot_id(),
-                     host);
+  return fmt::format("{} {} {} {} {} {}", ::getpid(), transport::shm::own_pid_namespace(),
+                     boot_id(), serves_store ? 1 : 0, standby.empty() ? "-" : standby, host);
 }
 
-RankIdentity parse_identity(const bootstrap::Bytes& b, const topo::RankInfo* info) {
+RankIdentity parse_identity(const bootstrap::Bytes& b, const topo::RankInfo* info,
+                            std::string& standby) {
   std::istringstream in(std::string(b.begin(), b.end()));
   RankIdentity id;
   long long pid = 0;
-  in >> pid >> id.pid_ns >> id.host_id >> id.host;
+  int serves = 0;
+  in >> pid >> id.pid_ns >> id.host_id >> serves >> standby >> id.host;
+  if (standby == "-") standby.clear();
+  id.serves_store = serves == 1;
   id.pid = static_cast<pid_t>(pid > 0 && pid < (1ll << 31) ? pid : 0);
   if (info != nullptr && !info->hostname.empty()) id.host = info->hostname;
   if (id.host.empty()) id.host = "?";
@@ -50,17 +54,38 @@ RankIdentity parse_identity(const bootstrap::Bytes& b, const topo::RankInfo* inf
 
 Status CommImpl::start_monitor(const JobLayout& layout, Deadline deadline) {
   const std::string prefix = fmt::format("loom/{:016x}/", comm_id_);
-  std::string card = identity_card();
+  // A standby store listener (bound now, served only if the store's host dies; see shrink()).
+  std::string standby;
+  if (dynamic_cast<bootstrap::TcpStoreClient*>(store_.get()) != nullptr) {
+    net::SocketAddress at = data_address_;
+    at.set_port(0);
+    auto fd = net::listen_on(at);
+    auto bound = fd.is_ok() ? net::bound_address(fd.value().get()) : fd.status();
+    if (bound.is_ok()) {
+      standby_ = std::move(fd).value();
+      standby = bound.value().to_string();
+    } else {
+      LOOM_LOG_WARN(Init,
+                    "rank {}: no standby store listener (shrink cannot outlive the store's "
+                    "host): {}",
+                    rank_, bound.status().message());
+    }
+  }
+  std::string card = identity_card(server_ != nullptr, standby);
   LOOM_ASSIGN_OR_RETURN(
       auto cards,
       bootstrap::store_allgather(
           *store_, prefix + "who", rank_, nranks_,
           std::span(reinterpret_cast<const std::uint8_t*>(card.data()), card.size()), deadline));
   std::vector<RankIdentity> ids;
+  standby_addrs_.assign(static_cast<std::size_t>(nranks_), "");
   for (int r = 0; r < nranks_; ++r) {
     auto i = static_cast<std::size_t>(r);
     ids.push_back(parse_identity(
-        cards[i], i < layout.topology.ranks.size() ? &layout.topology.ranks[i] : nullptr));
+        cards[i], i < layout.topology.ranks.size() ? &layout.topology.ranks[i] : nullptr,
+        standby_addrs_[i]));
+    // The lowest rank whose process serves the store (threads as ranks: the first one).
+    if (ids.back().serves_store && store_host_ < 0) store_host_ = r;
   }
   FailureMonitor::Hooks hooks;
   hooks.fail = [this](const Status& why) {
@@ -68,7 +93,7 @@ Status CommImpl::start_monitor(const JobLayout& layout, Deadline deadline) {
   };
   hooks.progress = [this] { return progress(); };
   monitor_ = std::make_unique<FailureMonitor>(store_, prefix + "ft/", rank_, std::move(ids),
-                                              std::move(hooks));
+                                              std::move(hooks), store_host_);
   return Status::ok();
 }
 
@@ -88,6 +113,10 @@ RankProgress CommImpl::progress() const {
     p.current = unfinished_.front().second;
   }
   return p;
+}
+
+Status CommImpl::name_failed_peer(const Status& why) const {
+  return monitor_ ? monitor_->name_peer(why) : why;
 }
 
 void CommImpl::abort() {
@@ -135,13 +164,57 @@ std::string CommImpl::status() const {
   return out;
 }
 
-Result<std::unique_ptr<CommImpl>> CommImpl::derive(std::uint64_t comm_id, int new_rank,
-                                                   int new_size) {
+Result<std::unique_ptr<CommImpl>> CommImpl::derive(
+    std::uint64_t comm_id, int new_rank, int new_size, std::shared_ptr<bootstrap::Store> store,
+    std::shared_ptr<bootstrap::TcpStoreServer> server) {
   net::SocketAddress bind = data_address_;
   bind.set_port(0);
-  CommSetup setup{new_rank, new_size, comm_id, store_,
-                  server_,  bind,     config_, settings_.tcp.secret};
+  if (!store) {
+    store = store_;
+    server = server_;
+  }
+  CommSetup setup{new_rank,          new_size, comm_id, std::move(store),
+                  std::move(server), bind,     config_, settings_.tcp.secret};
   return CommImpl::create(std::move(setup));
+}
+
+// The rank that served the store is excluded (it died): the lowest survivor serves a new store
+// on the standby listener it opened at init, and every survivor joins it with the job's secret.
+// Survivors that disagree on `out` present different communicator ids and are turned away.
+Result<std::unique_ptr<CommImpl>> CommImpl::shrink_rerooted(std::uint64_t comm_id, int new_rank,
+                                                            int new_size,
+                                                            const std::vector<int>& out) {
+  int root = 0;
+  while (std::binary_search(out.begin(), out.end(), root)) ++root;
+  const std::string& where = standby_addrs_[static_cast<std::size_t>(root)];
+  if (where.empty())
+    return make_error(ErrorCode::InvalidUsage,
+                      "rank {}: shrink: the store's host (rank {}) is excluded and rank {} has no "
+                      "standby store listener",
+                      rank_, store_host_, root);
+  std::shared_ptr<bootstrap::TcpStoreServer> server;
+  if (root == rank_) {
+    if (!standby_.valid())
+      return make_error(ErrorCode::InvalidUsage,
+                        "rank {}: shrink: this rank's standby store already serves an earlier "
+                        "shrink",
+                        rank_);
+    LOOM_ASSIGN_OR_RETURN(server, bootstrap::TcpStoreServer::start_on(std::move(standby_), comm_id,
+                                                                      settings_.tcp.secret));
+  }
+  LOOM_ASSIGN_OR_RETURN(net::SocketAddress addr, net::resolve(where));
+  auto client = bootstrap::TcpStoreClient::connect(
+      addr, comm_id, new_rank, Deadline::after(settings_.timeout), settings_.tcp.secret);
+  if (!client.is_ok())
+    return client.status().with_context(
+        fmt::format("rank {}: shrink: joining rank {}'s standby store at {}", rank_, root, where));
+  client.value()->set_op_timeout(settings_.timeout);
+  LOOM_LOG_INFO(Init,
+                "rank {}: shrink: the store's host (rank {}) is excluded; rank {} serves "
+                "the new store at {}",
+                rank_, store_host_, root, where);
+  return derive(comm_id, new_rank, new_size,
+                std::shared_ptr<bootstrap::Store>(std::move(client).value()), std::move(server));
 }
 
 Result<std::unique_ptr<CommImpl>> CommImpl::split(int color, int key) {
@@ -194,7 +267,10 @@ Result<std::unique_ptr<CommImpl>> CommImpl::shrink(const std::vector<int>& exclu
       rank_ - static_cast<int>(std::lower_bound(out.begin(), out.end(), rank_) - out.begin());
   LOOM_LOG_INFO(Init, "rank {}: shrink without ranks {} -> rank {} of {}", rank_,
                 format_rank_ranges(out), new_rank, nranks_ - static_cast<int>(out.size()));
-  return derive(id, new_rank, nranks_ - static_cast<int>(out.size()));
+  const int new_size = nranks_ - static_cast<int>(out.size());
+  if (store_host_ >= 0 && std::binary_search(out.begin(), out.end(), store_host_))
+    return shrink_rerooted(id, new_rank, new_size, out);
+  return derive(id, new_rank, new_size);
 }
 
 }  // namespace loom::detail

@@ -46,7 +46,7 @@ Result<std::unique_ptr<CommImpl>> join(const UniqueId& id, int rank, int nranks,
     LOOM_LOG_INFO(Bootstrap, "rank 0: rendezvous server listening on {}",
                   server->address().to_string());
   }
-  const net::SocketAddress& target = server ? server->address() : *root;
+  const net::SocketAddress target = server ? server->address() : *root;
   auto client =
       bootstrap::TcpStoreClient::connect(target, id.comm_id(), rank, deadline, id.secret());
   if (!client.is_ok())
@@ -54,11 +54,13 @@ Result<std::unique_ptr<CommImpl>> join(const UniqueId& id, int rank, int nranks,
         fmt::format("rank {}: joining the rendezvous at {}", rank, target.to_string()));
   client.value()->set_op_timeout(cfg.get_duration("LOOM_TIMEOUT"));
   LOOM_ASSIGN_OR_RETURN(net::SocketAddress bind, data_bind_address(cfg, target));
+  std::shared_ptr<bootstrap::TcpStoreServer> serving(std::move(server));
+  if (!serving) serving = store_served_here(id.comm_id());  // UniqueId::create() in this process
   CommSetup setup{rank,
                   nranks,
                   id.comm_id(),
                   std::shared_ptr<bootstrap::Store>(std::move(client).value()),
-                  std::move(server),
+                  std::move(serving),
                   bind,
                   std::move(cfg),
                   id.secret()};

@@ -15,6 +15,10 @@ namespace loom::detail {
 Result<std::unique_ptr<CommImpl>> join(const UniqueId& id, int rank, int nranks,
                                        config::Config cfg);
 
+/// The rendezvous server UniqueId::create() started in this process for `comm_id` (null if
+/// none): its communicators know their process serves the store (failure attribution, shrink).
+std::shared_ptr<bootstrap::TcpStoreServer> store_served_here(std::uint64_t comm_id);
+
 /// Creates a communicator over an existing store (threads-as-ranks tests use an InMemoryStore).
 /// Data connections listen on `bind_host` (e.g. "127.0.0.1").
 Result<std::unique_ptr<CommImpl>> join_store(std::shared_ptr<bootstrap::Store> store, int rank,

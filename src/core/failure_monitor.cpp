@@ -32,13 +32,15 @@ struct FailureMonitor::Watched {
 };
 
 FailureMonitor::FailureMonitor(std::shared_ptr<bootstrap::Store> store, std::string prefix,
-                               int rank, std::vector<RankIdentity> ranks, Hooks hooks)
+                               int rank, std::vector<RankIdentity> ranks, Hooks hooks,
+                               int store_host)
     : store_(std::move(store)),
       prefix_(std::move(prefix)),
       rank_(rank),
       nranks_(static_cast<int>(ranks.size())),
       ranks_(std::move(ranks)),
-      hooks_(std::move(hooks)) {
+      hooks_(std::move(hooks)),
+      store_host_(store_host) {
   const RankIdentity& me = ranks_[static_cast<std::size_t>(rank_)];
   for (int r = 0; r < nranks_; ++r) {
     const RankIdentity& id = ranks_[static_cast<std::size_t>(r)];
@@ -83,16 +85,18 @@ bool FailureMonitor::stopping() const {
   return stop_now_;
 }
 
-Status FailureMonitor::local_failure(const Status& why) {
-  Status st = why;
+Status FailureMonitor::local_failure(const Status& failure) {
+  Status why = failure;
+  // An operation waiting on the store (a lazy connection handshake) saw it vanish: that is the
+  // death of the rank that served it.
+  if (why.code() == ErrorCode::PeerFailed && why.peer() < 0 && store_host_ >= 0 &&
+      store_host_ != rank_ && store_->server_lost())
+    why = Status(why.code(), fmt::format("{} [the store was served by {}]", why.message(),
+                                         identify(store_host_)))
+              .with_peer(store_host_);
+  Status st = name_peer(why);
   bool peer_failed = why.code() == ErrorCode::PeerFailed && why.peer() >= 0 &&
                      why.peer() < nranks_ && why.peer() != rank_;
-  if (peer_failed && why.message().find("(host ") == std::string::npos) {
-    const RankIdentity& id = ranks_[static_cast<std::size_t>(why.peer())];
-    st = Status(why.code(), fmt::format("{} [rank {} runs on host {}, pid {}]", why.message(),
-                                        why.peer(), id.host, id.pid))
-             .with_peer(why.peer());
-  }
   {
     std::lock_guard lk(mu_);
     if (peer_failed) failed_.insert(why.peer());  // visible before the operation completes
@@ -101,6 +105,17 @@ Status FailureMonitor::local_failure(const Status& why) {
   }
   cv_.notify_all();
   return st;
+}
+
+Status FailureMonitor::name_peer(const Status& why) const {
+  if (why.code() != ErrorCode::PeerFailed || why.peer() < 0 || why.peer() >= nranks_ ||
+      why.peer() == rank_ || why.message().find("(host ") != std::string::npos ||
+      why.message().find(" runs on host ") != std::string::npos)
+    return why;
+  const RankIdentity& id = ranks_[static_cast<std::size_t>(why.peer())];
+  return Status(why.code(), fmt::format("{} [rank {} runs on host {}, pid {}]", why.message(),
+                                        why.peer(), id.host, id.pid))
+      .with_peer(why.peer());
 }
 
 std::vector<int> FailureMonitor::failed_ranks() const {
@@ -153,11 +168,7 @@ void FailureMonitor::poll_store() {
     auto got =
         store_->get(prefix_ + "failure/" + std::to_string(next_record_), Deadline::after(wait));
     if (!got.is_ok()) {
-      if (got.status().code() != ErrorCode::Timeout) {
-        store_broken_ = true;
-        LOOM_LOG_DEBUG(Bootstrap, "rank {}: failure sharing stopped, the store is gone: {}", rank_,
-                       got.status().message());
-      }
+      if (got.status().code() != ErrorCode::Timeout) store_gone(got.status());
       return;
     }
     ++next_record_;
@@ -178,9 +189,10 @@ void FailureMonitor::check_local_peers() {
       auto left = store_->get(prefix_ + "left/" + std::to_string(w->rank),
                               Deadline::after(milliseconds(0)));
       if (left.is_ok()) continue;  // destroyed its communicator, then exited: not a failure
-      if (left.status().code() != ErrorCode::Timeout) store_broken_ = true;
+      if (left.status().code() != ErrorCode::Timeout) store_gone(left.status());
     }
     if (store_broken_) {
+      if (w->rank == store_host_ && store_->server_lost()) continue;  // reported by store_gone
       // Without the store a clean exit (the job ending: rank 0's store goes first) cannot be
       // told from a crash; an operation in flight with that peer still fails on its transport.
       LOOM_LOG_INFO(Bootstrap, "rank {}: {} exited after the rendezvous store went away", rank_,
@@ -192,6 +204,26 @@ void FailureMonitor::check_local_peers() {
     apply(r);
     post(r);
   }
+}
+
+// The store connection ended. A clean shutdown (its owner finalized) only stops failure sharing;
+// a store that vanished without one means the rank hosting it died: that is a peer failure,
+// and the only prompt way ranks that share no connection with it learn of it.
+void FailureMonitor::store_gone(const Status& why) {
+  if (store_broken_) return;
+  store_broken_ = true;
+  if (!store_->server_lost()) {
+    LOOM_LOG_DEBUG(Bootstrap, "rank {}: failure sharing stopped, the store shut down: {}", rank_,
+                   why.message());
+    return;
+  }
+  if (store_host_ < 0 || store_host_ == rank_) {
+    LOOM_LOG_WARN(Bootstrap, "rank {}: failure sharing stopped, the store is gone: {}", rank_,
+                  why.message());
+    return;
+  }
+  apply(FailureRecord{ErrorCode::PeerFailed, store_host_, rank_,
+                      fmt::format("the rendezvous store it served went away: {}", why.message())});
 }
 
 void FailureMonitor::apply(const FailureRecord& r) {
@@ -239,6 +271,8 @@ void FailureMonitor::handle_local(const Status& why) {
     if (got.is_ok()) {
       ++next_record_;
       if (auto rec = decode_failure(as_text(*got), nranks_)) apply(*rec);
+    } else if (got.status().code() != ErrorCode::Timeout) {
+      store_gone(got.status());
     }
   }
   {

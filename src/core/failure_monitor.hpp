@@ -33,6 +33,7 @@ struct RankIdentity {
   std::string host_id;  // equal on the ranks of one host
   pid_t pid = 0;
   std::uint64_t pid_ns = 0;
+  bool serves_store = false;  // its process runs the communicator's rendezvous store
 };
 
 /// One rank's answer to a status request.
@@ -72,8 +73,9 @@ class FailureMonitor {
     std::function<RankProgress()> progress;   // this rank's progress (non-blocking)
   };
 
+  /// `store_host`: the rank whose process serves `store` (-1: none of this communicator's).
   FailureMonitor(std::shared_ptr<bootstrap::Store> store, std::string prefix, int rank,
-                 std::vector<RankIdentity> ranks, Hooks hooks);
+                 std::vector<RankIdentity> ranks, Hooks hooks, int store_host = -1);
   ~FailureMonitor();
   FailureMonitor(const FailureMonitor&) = delete;
   FailureMonitor& operator=(const FailureMonitor&) = delete;
@@ -82,6 +84,8 @@ class FailureMonitor {
   /// queues). PeerFailed/Mismatch naming a peer are posted for the other ranks; a Timeout starts
   /// hang attribution. Returns `why`, naming the failed peer's host and pid.
   Status local_failure(const Status& why);
+  /// `why` naming the failed peer's host and pid (PeerFailed naming a peer; else unchanged).
+  [[nodiscard]] Status name_peer(const Status& why) const;
   /// This rank leaves cleanly (communicator destroyed): its exit is not a failure.
   void mark_left();
   /// Finishes queued work (a hang report: bounded by 2 s), then stops the thread.
@@ -106,6 +110,7 @@ class FailureMonitor {
   void answer_status_requests();
   void attribute_hang(const Status& why);
   [[nodiscard]] bool stopping() const;
+  void store_gone(const Status& why);
 
   std::shared_ptr<bootstrap::Store> store_;
   std::string prefix_;
@@ -113,6 +118,7 @@ class FailureMonitor {
   int nranks_;
   std::vector<RankIdentity> ranks_;
   Hooks hooks_;
+  int store_host_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -29,6 +29,7 @@
 #include "bootstrap/tcp_store.hpp"
 #include "common/socket.hpp"
 #include "common/status.hpp"
+#include "core/comm_setup.hpp"
 #include "log/log.hpp"
 
 namespace loom {
@@ -119,7 +120,8 @@ std::string advertised(const net::SocketAddress& bound) {
 // Servers started by UniqueId::create(), alive until the process exits.
 struct ServerRegistry {
   std::mutex mu;
-  std::vector<std::unique_ptr<bootstrap::TcpStoreServer>> servers;
+  std::vector<std::shared_ptr<bootstrap::TcpStoreServer>> servers;
+  std::vector<std::uint64_t> comm_ids;  // of each server
 };
 
 ServerRegistry& registry() {
@@ -204,8 +206,21 @@ UniqueId UniqueId::create(std::string_view bind_address) {
   ServerRegistry& reg = registry();
   std::lock_guard lock(reg.mu);
   reg.servers.push_back(std::move(server).value());
+  reg.comm_ids.push_back(id.comm_id_);
   return id;
 }
+
+namespace detail {
+
+std::shared_ptr<bootstrap::TcpStoreServer> store_served_here(std::uint64_t comm_id) {
+  ServerRegistry& reg = registry();
+  std::lock_guard lock(reg.mu);
+  for (std::size_t i = 0; i < reg.servers.size(); ++i)
+    if (reg.comm_ids[i] == comm_id) return reg.servers[i];
+  return nullptr;
+}
+
+}  // namespace detail
 
 UniqueId UniqueId::for_root(std::string_view root_address, std::string_view secret) {
   check_root_address(root_address);

@@ -1,9 +1,12 @@
 // Reliability: abort, failure sharing between ranks, hang attribution, split and shrink
 // (threads as ranks; tests/process/fault_tolerance.sh covers killed processes).
+#include <unistd.h>
+
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <latch>
+#include <mutex>
 #include <numeric>
 #include <thread>
 
@@ -245,4 +248,155 @@ TEST_CASE("reliability: a tcp connection with the wrong secret is dropped, the j
   }
   REQUIRE(rdone);
   CHECK(dst == src);
+}
+
+namespace {
+
+// A TCP port that was free a moment ago (for a rank-0-served rendezvous).
+int free_tcp_port() {
+  auto a = net::resolve("127.0.0.1:0");
+  REQUIRE(a.is_ok());
+  auto fd = net::listen_on(a.value());
+  REQUIRE(fd.is_ok());
+  auto bound = net::bound_address(fd.value().get());
+  REQUIRE(bound.is_ok());
+  return bound.value().port();
+}
+
+}  // namespace
+
+TEST_CASE("reliability: shrink without the rank that served the store re-roots it",
+          "[reliability]") {
+  // Rank 0 serves the rendezvous store (as under loomrun) and leaves; the others shrink past it
+  // onto rank 1's standby store, twice (the shrunk communicator has standbys of its own). (A
+  // kill -9 of the store's host, detected by every survivor, is tests/process/fault_tolerance.sh.)
+  // The store is served by rank 0's communicator (loomrun, from_env) or by UniqueId::create() in
+  // this process (which also runs rank 0: the lowest such rank is the store's host).
+  const bool created = GENERATE(false, true);
+  CAPTURE(created);
+  const UniqueId id = created ? UniqueId::create("127.0.0.1")
+                              : UniqueId::for_root(fmt::format("127.0.0.1:{}", free_tcp_port()),
+                                                   "00112233445566778899aabbccddeeff");
+  CommOptions opts;
+  opts.timeout = milliseconds(30'000);
+  opts.settings = {{"LOOM_TRANSPORTS", "tcp"}};
+  std::vector<std::thread> threads;
+  std::mutex mu;
+  std::vector<std::string> errors;
+  // No Catch assertions on the rank threads: failures are collected and reported at the end.
+  auto expect = [](bool ok, const char* what) {
+    if (!ok) throw std::runtime_error(std::string("expected: ") + what);
+  };
+  for (int r = 0; r < 4; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        Communicator comm(id, r, 4, opts);
+        std::vector<std::int64_t> buf(1 << 12, r);
+        comm.allreduce(std::span<std::int64_t>(buf), RedOp::Sum).wait();
+        for (std::int64_t x : buf) expect(x == 0 + 1 + 2 + 3, "exact sum on 4 ranks");
+        if (r == 0) return;  // leaves, taking the store with it
+        Communicator small = comm.shrink({0});
+        expect(small.size() == 3 && small.rank() == r - 1, "shrunk to 3 ranks");
+        std::iota(buf.begin(), buf.end(), r);
+        small.allreduce(std::span<std::int64_t>(buf), RedOp::Sum).wait();
+        for (std::size_t i = 0; i < buf.size(); ++i)
+          expect(buf[i] == 3 * static_cast<std::int64_t>(i) + 1 + 2 + 3, "exact sum on 3 ranks");
+        if (small.rank() == 0) return;  // the new store's host leaves too
+        Communicator smaller = small.shrink({0});
+        expect(smaller.size() == 2, "shrunk to 2 ranks");
+        std::vector<int> v(100, r);
+        smaller.allreduce(std::span<int>(v), RedOp::Sum).wait();
+        for (int x : v) expect(x == 2 + 3, "exact sum on 2 ranks");
+      } catch (const std::exception& e) {
+        std::lock_guard lk(mu);
+        errors.push_back(fmt::format("rank {}: {}", r, e.what()));
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (const auto& e : errors) FAIL(e);
+}
+
+namespace {
+
+// A store whose server can vanish, cleanly (it said Closing) or not (its process died).
+class VanishingStore final : public bootstrap::Store {
+ public:
+  explicit VanishingStore(bool lost) : lost_(lost) {}
+  void vanish() { gone_ = true; }
+  [[nodiscard]] int calls_after_gone() const { return after_.load(); }
+  Status set(const std::string& /*key*/, std::span<const std::uint8_t> /*value*/) override {
+    return answer();
+  }
+  Result<bootstrap::Bytes> get(const std::string& key, Deadline /*deadline*/) override {
+    LOOM_RETURN_IF_ERROR(answer());
+    return Status(ErrorCode::Timeout, "no " + key);
+  }
+  Result<std::int64_t> add(const std::string& /*key*/, std::int64_t delta) override {
+    LOOM_RETURN_IF_ERROR(answer());
+    return delta;
+  }
+  [[nodiscard]] bool server_lost() const override { return gone_ && lost_; }
+
+ private:
+  Status answer() {
+    if (!gone_) return Status::ok();
+    ++after_;
+    return {ErrorCode::PeerFailed, "rendezvous server at 10.0.0.1:29500 closed the connection"};
+  }
+  bool lost_;
+  std::atomic<bool> gone_{false};
+  std::atomic<int> after_{0};
+};
+
+}  // namespace
+
+TEST_CASE("reliability: a store that vanishes without a shutdown fails the rank that served it",
+          "[reliability]") {
+  using namespace loom::detail;
+  const bool lost = GENERATE(true, false);
+  CAPTURE(lost);
+  auto store = std::make_shared<VanishingStore>(lost);
+  // Three ranks on other "hosts" (this process's pid: no pid watching); rank 0 serves the store.
+  std::vector<RankIdentity> ids(3);
+  for (int r = 0; r < 3; ++r)
+    ids[static_cast<std::size_t>(r)] = {fmt::format("h{}", r), fmt::format("boot{}", r), ::getpid(),
+                                        0, r == 0};
+  std::mutex mu;
+  std::vector<Status> failures;
+  FailureMonitor::Hooks hooks;
+  hooks.fail = [&](const Status& s) {
+    std::lock_guard lk(mu);
+    failures.push_back(s);
+  };
+  hooks.progress = [] { return RankProgress{}; };
+  FailureMonitor monitor(store, "t/", 2, ids, hooks, /*store_host=*/0);
+  store->vanish();
+  if (lost) {
+    REQUIRE(eventually([&] { return !monitor.first_failure().is_ok(); }, milliseconds(2000)));
+    Status st = monitor.first_failure();
+    CHECK(st.code() == ErrorCode::PeerFailed);
+    CHECK(st.peer() == 0);
+    CHECK_THAT(st.message(), Contains("peer rank 0 (host h0, pid"));
+    CHECK_THAT(st.message(), Contains("the rendezvous store it served went away"));
+    CHECK(monitor.failed_ranks() == std::vector<int>{0});
+    // The hook runs just after the failure is recorded.
+    CHECK(eventually(
+        [&] {
+          std::lock_guard lk(mu);
+          return failures.size() == 1;
+        },
+        milliseconds(2000)));
+    monitor.stop();
+    std::lock_guard lk(mu);
+    CHECK(failures.size() == 1);
+    CHECK(failures[0].peer() == 0);
+  } else {
+    // The monitor noticed (it called the store after it was gone) and reported nothing.
+    REQUIRE(eventually([&] { return store->calls_after_gone() > 0; }, milliseconds(2000)));
+    monitor.stop();
+    CHECK(monitor.first_failure().is_ok());
+    CHECK(monitor.failed_ranks().empty());
+    std::lock_guard lk(mu);
+    CHECK(failures.empty());
+  }
 }

@@ -1,5 +1,7 @@
 // Tests of the rendezvous stores (in-memory and TCP) and of store_allgather / store_barrier,
 // with threads as ranks.
+#include <sys/socket.h>
+
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <latch>
@@ -383,14 +385,74 @@ TEST_CASE("bootstrap: tcp server shutdown fails blocked clients promptly") {
   CHECK(elapsed_ms(start) < 2000);
   for (const auto& s : got) {
     CHECK(s.code() == ErrorCode::PeerFailed);
-    CHECK_THAT(s.message(),
-               Catch::Contains("rendezvous server at " + addr + " closed the connection"));
+    CHECK_THAT(s.message(), Catch::Contains("rendezvous server at " + addr + " shut down"));
   }
+  // A clean shutdown (the server said Closing) is not a lost server.
+  for (const auto& c : clients) CHECK_FALSE(c->server_lost());
   // The client is broken for good: later calls fail at once.
   auto again = clients[0]->get("x", Deadline::after(5s));
   CHECK(again.status().code() == ErrorCode::PeerFailed);
   CHECK(idle->set("x", bytes("y")).code() == ErrorCode::PeerFailed);
   CHECK(elapsed_ms(start) < 2000);
+}
+
+TEST_CASE("bootstrap: a tcp server that dies without a shutdown is reported lost") {
+  // A fake server that accepts, authenticates the client like the real one, reads its first
+  // request and then vanishes (what a killed process looks like from the client).
+  auto listener = net::listen_on(loopback_any_port());
+  REQUIRE(listener.is_ok());
+  auto addr = net::bound_address(listener.value().get());
+  REQUIRE(addr.is_ok());
+  std::thread fake([&] {
+    auto accepted = net::accept_until(listener.value().get(), Deadline::after(5s));
+    if (!accepted.is_ok()) return;
+    net::Fd c = std::move(accepted).value();
+    loom::crypto::Nonce nonce{};
+    auto challenge = wire::encode_challenge(nonce);
+    std::array<std::uint8_t, wire::kHelloBytes + wire::kRequestHeaderBytes> in{};
+    auto ack = wire::encode_ack(wire::AckStatus::Ok);
+    Deadline d = Deadline::after(5s);
+    if (!net::send_all(c.get(), challenge.data(), challenge.size(), d, "challenge").is_ok() ||
+        !net::recv_all(c.get(), in.data(), wire::kHelloBytes, d, "hello").is_ok() ||
+        !net::send_all(c.get(), ack.data(), ack.size(), d, "ack").is_ok())
+      return;
+    (void)net::recv_all(c.get(), in.data(), wire::kRequestHeaderBytes, d, "request");
+  });  // the connection closes here, without a Closing frame
+  auto client = bs::TcpStoreClient::connect(addr.value(), kCommId, 1, Deadline::after(5s));
+  if (!client.is_ok()) fake.join();
+  REQUIRE(client.is_ok());
+  CHECK_FALSE(client.value()->server_lost());
+  const auto start = Clock::now();
+  auto got = client.value()->get("k", Deadline::after(10s));
+  fake.join();
+  CHECK(elapsed_ms(start) < 2000);
+  CHECK(got.status().code() == ErrorCode::PeerFailed);
+  CHECK_THAT(got.status().message(), Catch::Contains("without a shutdown"));
+  CHECK(client.value()->server_lost());
+}
+
+TEST_CASE("bootstrap: a tcp server serves on a standby listener bound earlier") {
+  auto listener = net::listen_on(loopback_any_port());
+  REQUIRE(listener.is_ok());
+  auto addr = net::bound_address(listener.value().get());
+  REQUIRE(addr.is_ok());
+  loom::crypto::Secret secret{};
+  secret[3] = 7;
+  // The client connects first and waits in the listener's backlog for the challenge.
+  std::unique_ptr<bs::TcpStoreClient> early;
+  std::thread client([&] {
+    auto c = bs::TcpStoreClient::connect(addr.value(), kCommId, 1, Deadline::after(5s), secret);
+    if (c.is_ok()) early = std::move(c).value();
+  });
+  auto server = bs::TcpStoreServer::start_on(std::move(listener).value(), kCommId, secret);
+  REQUIRE(server.is_ok());
+  client.join();
+  REQUIRE(early != nullptr);
+  check_still_works(*early, "standby");
+  // Still authenticated: another secret is turned away.
+  loom::crypto::Secret other{};
+  auto wrong = bs::TcpStoreClient::connect(addr.value(), kCommId, 2, Deadline::after(2s), other);
+  CHECK_FALSE(wrong.is_ok());
 }
 
 TEST_CASE("bootstrap: tcp store answers pipelined requests in order") {
