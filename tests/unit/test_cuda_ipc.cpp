@@ -128,6 +128,39 @@ TEST_CASE("cuda_ipc: several messages in flight keep their order", "[cuda_ipc]")
   }
 }
 
+// The executor tests a lane's requests in any order and forgets each as it completes: a message
+// posted after a later one completed first must still wait for its own last piece (a past bug
+// counted from the last request still queued, so the final message completed one piece early
+// and its sender waited forever for the slot to be freed).
+TEST_CASE("cuda_ipc: requests completed out of order leave later messages exact",
+          "[cuda_ipc]") {
+  Pair pr;
+  const std::size_t n = 1000;
+  std::vector<void*> srcs, dsts;
+  for (int m = 0; m < 3; ++m) {
+    srcs.push_back(on_device(pr.dev, pattern(n, static_cast<std::uint8_t>(m + 40))));
+    dsts.push_back(on_device(pr.dev, std::vector<std::uint8_t>(n, 0)));
+  }
+  std::vector<Request> sends, recvs;
+  for (int m = 0; m < 2; ++m) {
+    sends.push_back(value_or_throw(pr.a->isend({srcs[m], n, nullptr}, 0, n, tag_of(5, m))));
+    recvs.push_back(value_or_throw(pr.b->irecv({dsts[m], n, nullptr}, 0, n, tag_of(5, m))));
+  }
+  pr.drive(sends[1], recvs[1]);  // the second message first: the first is done but still queued
+  sends.push_back(value_or_throw(pr.a->isend({srcs[2], n, nullptr}, 0, n, tag_of(5, 2))));
+  recvs.push_back(value_or_throw(pr.b->irecv({dsts[2], n, nullptr}, 0, n, tag_of(5, 2))));
+  pr.drive(sends[0], recvs[0]);
+  pr.drive(sends[2], recvs[2]);
+  for (int m = 0; m < 3; ++m) {
+    CHECK(std::memcmp(dsts[m], pattern(n, static_cast<std::uint8_t>(m + 40)).data(), n) == 0);
+    pr.dev.free(srcs[m]);
+    pr.dev.free(dsts[m]);
+  }
+  // Every piece was retired: the sender's slots are all free again.
+  CHECK(pr.c01.consumed.load() == pr.c01.published.load());
+  CHECK(pr.c01.published.load() == 3);
+}
+
 TEST_CASE("cuda_ipc: receive-reduce runs the kernel on the peer's slot", "[cuda_ipc]") {
   Pair pr;
   const std::size_t count = kSlotBytes / 4 * 2 + 3;  // three pieces of int32

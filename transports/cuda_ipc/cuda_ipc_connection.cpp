@@ -44,7 +44,7 @@ Result<Request> CudaIpcConnection::isend(const MemRegion& region, std::size_t of
   op.dst = static_cast<std::uint8_t*>(region.base) + off;  // the source, for a send
   op.len = len;
   op.tag = tag;
-  op.last_seq = (sends_.empty() ? copied_ : sends_.back().last_seq) + pieces_of(len);
+  op.last_seq = send_end_ += pieces_of(len);
   sends_.push_back(op);
   LOOM_RETURN_IF_ERROR(progress_sends());
   return Request{op.id};
@@ -57,7 +57,7 @@ Result<Request> CudaIpcConnection::irecv(const MemRegion& region, std::size_t of
   op.dst = static_cast<std::uint8_t*>(region.base) + off;
   op.len = len;
   op.tag = tag;
-  op.last_seq = (recvs_.empty() ? taken_ : recvs_.back().last_seq) + pieces_of(len);
+  op.last_seq = recv_end_ += pieces_of(len);
   recvs_.push_back(op);
   LOOM_RETURN_IF_ERROR(progress_recvs());
   return Request{op.id};
@@ -74,7 +74,7 @@ Result<Request> CudaIpcConnection::irecv_reduce(const ReduceInto& into, std::siz
   op.redop = into.op;
   op.len = len;
   op.tag = tag;
-  op.last_seq = (recvs_.empty() ? taken_ : recvs_.back().last_seq) + pieces_of(len);
+  op.last_seq = recv_end_ += pieces_of(len);
   recvs_.push_back(op);
   LOOM_RETURN_IF_ERROR(progress_recvs());
   return Request{op.id};
@@ -93,8 +93,12 @@ Result<bool> CudaIpcConnection::test(const Request& request) {
                     self_, request.id, peer_);
 }
 
-bool CudaIpcConnection::prepare_wait(std::vector<pollfd>&) {
-  return sends_.empty() && recvs_.empty();
+// Nothing signals a descriptor when the peer's stream moves a FIFO: while anything is pending,
+// ask for a timed wake-up (the engine naps, backing off) instead of spinning against the peer
+// and the streams for the CPU.
+bool CudaIpcConnection::prepare_wait(std::vector<pollfd>& fds) {
+  if (!sends_.empty() || !recvs_.empty()) want_timed_wakeup(fds);
+  return true;
 }
 
 Status CudaIpcConnection::progress() {

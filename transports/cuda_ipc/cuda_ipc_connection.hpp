@@ -90,6 +90,10 @@ class CudaIpcConnection final : public Connection {
   std::uint64_t published_ = 0;  // send pieces published
   std::uint64_t taken_ = 0;      // receive pieces enqueued
   std::uint64_t retired_ = 0;    // receive pieces consumed
+  // Pieces of every message posted so far, each way: a new message's last piece follows them.
+  // (Not the last queued op's: test() erases completed ops in any order.)
+  std::uint64_t send_end_ = 0;
+  std::uint64_t recv_end_ = 0;
 };
 
 }  // namespace loom::transport::cuda_ipc
