@@ -97,8 +97,14 @@ class Connection {
   /// Called before the executor blocks in poll(2) because no request made progress. Adds the
   /// file descriptors that become readable/writable when this connection can progress (a shared
   /// memory connection adds its rank's doorbell and arms its "sleeping" flags). Returns false
-  /// when progress is possible right now, so the executor must not block.
+  /// when progress is possible right now, so the executor must not block. A connection that has
+  /// no descriptor to offer while it waits (CUDA IPC: a peer's stream) adds want_timed_wakeup().
   virtual bool prepare_wait(std::vector<pollfd>& fds) = 0;
 };
+
+/// A pollfd of -1 (poll(2) skips it): the waiter wakes up on a short, backing-off timer.
+inline void want_timed_wakeup(std::vector<pollfd>& fds) {
+  fds.push_back(pollfd{-1, 0, 0});
+}
 
 }  // namespace loom::transport

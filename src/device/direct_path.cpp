@@ -81,15 +81,13 @@ class DirectTask final : public exec::Task {
     // Every step is enqueued; done once the stream has run them.
     auto ready = dev_.query(done_event_);
     if (!ready.is_ok()) return ready.status().with_context(describe());
-    if (!*ready) {
-      std::this_thread::yield();
-      return exec::Progress::Idle;
-    }
+    if (!*ready) return exec::Progress::Idle;  // prepare_wait: nap until the stream is done
     if (on_done_) on_done_();
     return exec::Progress::Done;
   }
   bool prepare_wait(std::vector<pollfd>& fds) override {
-    return run_ && !plan_done_ && run_->prepare_wait(fds);
+    if (plan_done_) return true;  // only the stream is left: nothing to poll, the engine naps
+    return run_ && run_->prepare_wait(fds);
   }
   [[nodiscard]] std::string describe() const override {
     return fmt::format("rank {}: {} [{}, device buffers over cuda_ipc]", rank(),

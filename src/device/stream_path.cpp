@@ -85,10 +85,7 @@ class StagedTask final : public exec::Task {
     if (!inner_started_) {
       auto ready = dev_.query(ready_);
       if (!ready.is_ok()) return ready.status().with_context(inner_->describe());
-      if (!*ready) {
-        std::this_thread::yield();  // the stream has not reached the collective yet
-        return exec::Progress::Idle;
-      }
+      if (!*ready) return exec::Progress::Idle;  // the stream has not reached the collective yet
       Status st = inner_->start(start_deadline_);
       if (!st.is_ok()) return st;
       inner_started_ = true;
@@ -98,7 +95,9 @@ class StagedTask final : public exec::Task {
     return r;
   }
   bool prepare_wait(std::vector<pollfd>& fds) override {
-    return inner_started_ && inner_->prepare_wait(fds);
+    // Before the stream reaches the collective there is no descriptor to block on: the engine
+    // naps (true, no fds) rather than spin against the stream for the CPU.
+    return !inner_started_ || inner_->prepare_wait(fds);
   }
   [[nodiscard]] std::string describe() const override { return inner_->describe(); }
   [[nodiscard]] std::string pending() const override {
@@ -118,6 +117,9 @@ class StagedTask final : public exec::Task {
 };
 
 constexpr std::size_t kAlign = 256;
+// How often a thread waiting for a stream (no descriptor to block on) looks again: sleeping, not
+// yielding, leaves the CPU to the stream's own work when ranks outnumber cores.
+constexpr std::chrono::microseconds kStreamPoll{50};
 std::size_t align_up(std::size_t n) {
   return (n + kAlign - 1) & ~(kAlign - 1);
 }
@@ -141,7 +143,7 @@ void StagingPool::drain() {
       auto q = dev_.query(b->released);
       done = !q.is_ok() || *q;
       if (!done && deadline.expired()) break;
-      if (!done) std::this_thread::yield();
+      if (!done) std::this_thread::sleep_for(kStreamPoll);
     }
     if (!done) {
       LOOM_LOG_ERROR(Cuda,
@@ -186,7 +188,7 @@ Result<StagingPool::Buffer*> StagingPool::acquire(std::size_t bytes, Deadline de
                         "all {} staging buffers still in use by earlier stream-ordered calls at "
                         "this call's deadline (is the stream blocked?)",
                         kMaxBuffers);
-    std::this_thread::yield();
+    std::this_thread::sleep_for(kStreamPoll);
   }
   auto b = std::make_unique<Buffer>();
   LOOM_ASSIGN_OR_RETURN(b->released, dev_.create_event());

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <ctime>
+#include <thread>
 
 #include "log/log.hpp"
 
@@ -218,7 +220,9 @@ void EngineCore::run(OpState& op, Lock& lk, Deadline until, bool by_worker) {
 
 // After the spin budget: give the CPU away for a while (a peer sharing our core may be the one
 // we wait for), then block on the transports' wake-up descriptors, at most max_block at a time
-// so that a lost wake-up costs a millisecond, never a hang.
+// so that a lost wake-up costs a millisecond, never a hang. A task that has nothing to block on
+// for some of its waits (a device stream, a CUDA IPC peer: no descriptor announces progress)
+// says so with no descriptor or one of -1; then the wait is a nap that grows with the idle time.
 Status EngineCore::idle_wait(Task& task, Clock::duration idle, Deadline until, bool& blocked) {
   blocked = true;
   if (idle < spin_budget_ + options_.yield) {
@@ -227,14 +231,35 @@ Status EngineCore::idle_wait(Task& task, Clock::duration idle, Deadline until, b
   }
   fds_.clear();
   if (!task.prepare_wait(fds_)) return Status::ok();  // progress is possible now
-  auto cap = static_cast<int>(options_.max_block.count());
-  int timeout_ms = task.deadline().earliest(until).poll_timeout_ms(cap);
+  const Deadline limit = task.deadline().earliest(until);
+  const bool timed =
+      std::any_of(fds_.begin(), fds_.end(), [](const pollfd& p) { return p.fd < 0; });
+  int rc = 0;
   if (fds_.empty()) {
-    sched_yield();
-  } else if (::poll(fds_.data(), fds_.size(), timeout_ms) < 0 && errno != EINTR) {
-    return system_error(errno, task.describe() + ": poll");
+    std::this_thread::sleep_for(nap_length(idle, limit));
+  } else if (timed) {
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(nap_length(idle, limit));
+    const timespec ts{static_cast<time_t>(ns.count() / 1000000000),
+                      static_cast<long>(ns.count() % 1000000000)};
+    rc = ::ppoll(fds_.data(), fds_.size(), &ts, nullptr);
+  } else {
+    rc = ::poll(fds_.data(), fds_.size(),
+                limit.poll_timeout_ms(static_cast<int>(options_.max_block.count())));
   }
+  if (rc < 0 && errno != EINTR) return system_error(errno, task.describe() + ": poll");
   return Status::ok();
+}
+
+// How long a timed wait sleeps: a sixteenth of the time already waited (20 us .. max_block), so
+// a waiting rank leaves its CPU to the stream or peer it waits for, yet notices completion
+// within about 6% of its wait; never past `limit`.
+Clock::duration EngineCore::nap_length(Clock::duration idle, Deadline limit) const {
+  constexpr Clock::duration kShortest = std::chrono::microseconds(20);
+  const Clock::duration longest = std::max<Clock::duration>(kShortest, options_.max_block);
+  Clock::duration d = std::clamp<Clock::duration>(idle / 16, kShortest, longest);
+  if (limit.at() != Clock::time_point::max())
+    d = std::min(d, std::max<Clock::duration>(limit.at() - Clock::now(), Clock::duration::zero()));
+  return d;
 }
 
 // Adaptive spinning: keep polling before yielding only while it pays. Progress that spinning

@@ -22,6 +22,8 @@ class Task {
   /// Non-blocking: does what can be done now.
   virtual Result<Progress> progress() = 0;
   /// File descriptors to block on when progress() is Idle; false: don't block, progress now.
+  /// A descriptor of -1, or none at all, asks for a timed wake-up (nothing announces progress,
+  /// e.g. a device stream): the engine naps, backing off (transport::want_timed_wakeup).
   virtual bool prepare_wait(std::vector<pollfd>& fds) = 0;
   /// "allreduce #3 (...)" for errors and logs.
   [[nodiscard]] virtual std::string describe() const = 0;
