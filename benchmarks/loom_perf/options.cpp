@@ -351,7 +351,7 @@ std::string usage_text(std::string_view program) {
       "                            issue all timed calls, then wait for them)\n"
       "      --inplace-only        run only the in-place variant\n"
       "      --outofplace-only     run only the out-of-place variant\n"
-      "      --algo NAME           LOOM_ALGO for this run: auto, ring, tree, or per collective\n"
+      "      --algo NAME           LOOM_ALGO for this run: auto, ring, tree, rd, or per collective\n"
       "                            (allreduce:tree,broadcast:ring)\n"
       "      --deterministic       LOOM_DETERMINISTIC=1 for this run\n"
       "      --calibrate           measure the cost model's constants on this machine and\n"

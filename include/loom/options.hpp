@@ -21,8 +21,9 @@ struct CommOptions {
 };
 
 /// Algorithm hint for one call; Auto lets loom's selector choose (LOOM_ALGO). A hint for a
-/// collective without that schedule (tree: allreduce, broadcast, reduce) is ignored.
-enum class Algorithm { Auto = 0, Ring, Tree };
+/// collective without that schedule (tree: allreduce, broadcast, reduce; recursive doubling:
+/// allreduce) is ignored.
+enum class Algorithm { Auto = 0, Ring, Tree, RecursiveDoubling };
 
 /// Per-call options. Default-constructed options mean "as configured".
 struct CollOptions {

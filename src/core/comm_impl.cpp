@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "algorithms/deterministic.hpp"
+#include "algorithms/recursive_doubling.hpp"
 #include "algorithms/ring.hpp"
 #include "algorithms/tree.hpp"
 #include "core/collective_task.hpp"
@@ -280,10 +281,12 @@ algo::Plan CommImpl::make_plan(const core::OpDesc& op, const CollOptions& opts) 
   std::optional<select::Algo> forced = settings_.policy.for_coll(coll);
   if (opts.algorithm == Algorithm::Ring) forced = select::Algo::Ring;
   if (opts.algorithm == Algorithm::Tree) forced = select::Algo::Tree;
+  if (opts.algorithm == Algorithm::RecursiveDoubling) forced = select::Algo::Rd;
   const std::size_t bytes = std::max(op.send_bytes(nranks_), op.recv_bytes(nranks_));
   select::Decision d = select::choose(coll, bytes, shape_, settings_.tuning,
                                       {settings_.chunk_bytes, settings_.depth}, forced);
   log_decision(op, d, bytes);
+  if (d.algo == select::Algo::Rd) return algo::rd_allreduce(p);
   if (d.algo == select::Algo::Tree) {
     algo::TreeParams t;
     t.rank = rank_;

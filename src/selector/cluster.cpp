@@ -63,7 +63,7 @@ Prediction predict(Coll coll, std::size_t bytes, const Shape& shape, const Tunin
   out.ring_us = d.ring_us;
   out.tree_us = d.tree_us;
   out.pick = d.algo;
-  out.pick_us = d.algo == Algo::Tree ? d.tree_us : d.ring_us;
+  out.pick_us = d.pick_us();
   if (supports(coll, Algo::Deterministic))
     out.det_us = predict_us(coll, Algo::Deterministic, bytes, shape, t, p);
   return out;

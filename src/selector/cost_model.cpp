@@ -25,6 +25,7 @@ std::string_view to_string(Algo a) {
     case Algo::Ring: return "ring";
     case Algo::Tree: return "tree";
     case Algo::Deterministic: return "deterministic";
+    case Algo::Rd: return "rd";
   }
   return "?";
 }
@@ -51,6 +52,7 @@ const std::vector<Field>& fields() {
       {"cache_bytes", &Tuning::cache_bytes, nullptr, nullptr},
       {"dram_bytes", &Tuning::dram_bytes, nullptr, nullptr},
       {"fused_reduce", &Tuning::fused_reduce, nullptr, nullptr},
+      {"rd_max_bytes", &Tuning::rd_max_bytes, nullptr, nullptr},
   };
   return f;
 }
@@ -101,6 +103,7 @@ Status Tuning::apply(std::string_view text) {
 bool supports(Coll c, Algo a) {
   if (a == Algo::Ring) return true;
   if (a == Algo::Tree) return c == Coll::AllReduce || c == Coll::Broadcast || c == Coll::Reduce;
+  if (a == Algo::Rd) return c == Coll::AllReduce;
   return c == Coll::AllReduce || c == Coll::Reduce || c == Coll::ReduceScatter;
 }
 
@@ -215,6 +218,25 @@ double tree_us(Coll c, double S, const Shape& s, const Tuning& t, const Pipeline
   }
 }
 
+// Recursive doubling allreduce: log2(p) rounds (p the largest power of two <= n), each one
+// message of the whole buffer each way over the slowest link and a reduction of it (fused into
+// the receive on one host for the lower rank of each pair only: counted in full); ranks beyond p
+// add a fold and a return message. Above rd_max_bytes it is not a candidate.
+double rd_us(Coll c, double S, const Shape& s, const Tuning& t) {
+  if (c != Coll::AllReduce || S > t.rd_max_bytes) return 1e30;
+  int pow2 = 1;
+  int rounds = 0;
+  while (pow2 * 2 <= s.nranks) {
+    pow2 *= 2;
+    ++rounds;
+  }
+  const Links l = links(s, t, s.per_host, S);  // every rank of a host talks at once
+  const double red = xfer_us(S, t.reduce_gbps);
+  const double round = l.alpha_slow + xfer_us(S, l.bw_slow) + red;
+  const double fold = pow2 < s.nranks ? 2 * (l.alpha_slow + xfer_us(S, l.bw_slow)) + red : 0;
+  return rounds * round + fold;
+}
+
 // Deterministic reduce-scatter: every rank receives its slice from all n-1 others at once (as
 // many messages as a ring, all independent), reduces them in rank order; then a ring allgather
 // (allreduce) or a gather to the root (reduce). Across hosts each host's NIC carries
@@ -249,6 +271,7 @@ double predict_us(Coll c, Algo a, std::size_t bytes, const Shape& s, const Tunin
     case Algo::Ring: return ring_us(c, S, s, t, p);
     case Algo::Tree: return tree_us(c, S, s, t, p);
     case Algo::Deterministic: return deterministic_us(c, S, s, t, p);
+    case Algo::Rd: return rd_us(c, S, s, t);
   }
   return 1e30;
 }

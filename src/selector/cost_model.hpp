@@ -16,7 +16,7 @@
 namespace loom::select {
 
 enum class Coll { AllReduce, AllGather, ReduceScatter, Broadcast, Reduce };
-enum class Algo { Ring, Tree, Deterministic };
+enum class Algo { Ring, Tree, Deterministic, Rd };
 
 std::string_view to_string(Coll c);
 std::string_view to_string(Algo a);
@@ -51,6 +51,9 @@ struct Tuning {
   /// the peer's data once), so intra.gbps (calibrated with allreduce) already includes it;
   /// 0: a separate pass at reduce_gbps.
   double fused_reduce = 1;
+  /// Recursive doubling (allreduce) is considered only for buffers up to this size: it sends
+  /// and reduces the whole buffer log2(n) times and needs that much scratch (0: never).
+  double rd_max_bytes = 32768;
 
   /// "intra_alpha_us=8,intra_gbps=2,inter_alpha_us=30,inter_gbps=1,reduce_gbps=4,..."
   [[nodiscard]] std::string to_string() const;
@@ -81,7 +84,7 @@ double predict_us(Coll c, Algo a, std::size_t bytes, const Shape& s, const Tunin
                   const Pipeline& p);
 /// Extra latency per message on an oversubscribed host (see Tuning::oversub_alpha_us).
 double oversub_extra_us(const Shape& s, const Tuning& t);
-/// True when `a` has a schedule for `c` (tree: allreduce, broadcast, reduce).
+/// True when `a` has a schedule for `c` (tree: allreduce, broadcast, reduce; rd: allreduce).
 bool supports(Coll c, Algo a);
 /// Depth in edges of the deeper of the two trees for `nranks` flat ranks.
 int flat_tree_depth(int nranks);

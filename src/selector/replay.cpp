@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "algorithms/deterministic.hpp"
+#include "algorithms/recursive_doubling.hpp"
 #include "algorithms/ring.hpp"
 #include "algorithms/tree.hpp"
 
@@ -38,6 +39,7 @@ algo::Plan build(Coll coll, Algo a, int rank, std::size_t bytes, const Shape& s,
   r.elem_size = 4;
   r.chunk_bytes = p.chunk_bytes;
   r.depth = p.depth;
+  if (a == Algo::Rd) return algo::rd_allreduce(r);
   if (a == Algo::Deterministic) {
     if (coll == Coll::Reduce) return algo::deterministic_reduce(r);
     if (coll == Coll::ReduceScatter) return algo::deterministic_reduce_scatter(r);

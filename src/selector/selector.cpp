@@ -21,7 +21,9 @@ Result<std::optional<Algo>> parse_algo(std::string_view s) {
   if (s == "auto") return std::optional<Algo>{};
   if (s == "ring") return std::optional<Algo>{Algo::Ring};
   if (s == "tree") return std::optional<Algo>{Algo::Tree};
-  return make_error(ErrorCode::InvalidUsage, "LOOM_ALGO: '{}' is not one of auto, ring, tree", s);
+  if (s == "rd" || s == "recursive_doubling") return std::optional<Algo>{Algo::Rd};
+  return make_error(ErrorCode::InvalidUsage, "LOOM_ALGO: '{}' is not one of auto, ring, tree, rd",
+                    s);
 }
 
 std::string_view trim(std::string_view s) {
@@ -66,22 +68,29 @@ Result<Tuning> tuning_from(const config::Config& cfg) {
   std::string base = fmt::format(
       "intra_alpha_us={},intra_gbps={},inter_alpha_us={},inter_gbps={},nic_gbps={},"
       "reduce_gbps={},oversub_alpha_us={},intra_cache_gbps={},cache_bytes={},dram_bytes={},"
-      "fused_reduce={}",
+      "fused_reduce={},rd_max_bytes={}",
       cfg.get_string("LOOM_TUNE_INTRA_ALPHA_US"), cfg.get_string("LOOM_TUNE_INTRA_GBPS"),
       cfg.get_string("LOOM_TUNE_INTER_ALPHA_US"), cfg.get_string("LOOM_TUNE_INTER_GBPS"),
       cfg.get_string("LOOM_TUNE_NIC_GBPS"), cfg.get_string("LOOM_TUNE_REDUCE_GBPS"),
       cfg.get_string("LOOM_TUNE_OVERSUB_ALPHA_US"), cfg.get_string("LOOM_TUNE_INTRA_CACHE_GBPS"),
       cfg.get_string("LOOM_TUNE_CACHE_BYTES"), cfg.get_string("LOOM_TUNE_DRAM_BYTES"),
-      cfg.get_string("LOOM_TUNE_FUSED_REDUCE"));
+      cfg.get_string("LOOM_TUNE_FUSED_REDUCE"), cfg.get_string("LOOM_TUNE_RD_MAX_BYTES"));
   LOOM_RETURN_IF_ERROR(t.apply(base));
   LOOM_RETURN_IF_ERROR(t.apply(cfg.get_string("LOOM_TUNING")));
   return t;
 }
 
+double Decision::pick_us() const {
+  if (algo == Algo::Tree) return tree_us;
+  if (algo == Algo::Rd) return rd_us;
+  return ring_us;
+}
+
 std::string Decision::describe(Coll c, std::size_t bytes, const Shape& s) const {
   std::string tree = tree_us < 0 ? "" : fmt::format(", tree {:.1f} us", tree_us);
-  return fmt::format("{} of {} B on {} ranks ({} hosts): ring {:.1f} us{} -> {} ({})", to_string(c),
-                     bytes, s.nranks, s.nhosts, ring_us, tree, to_string(algo),
+  std::string rd = rd_us < 0 || rd_us >= 1e29 ? "" : fmt::format(", rd {:.1f} us", rd_us);
+  return fmt::format("{} of {} B on {} ranks ({} hosts): ring {:.1f} us{}{} -> {} ({})",
+                     to_string(c), bytes, s.nranks, s.nhosts, ring_us, tree, rd, to_string(algo),
                      forced ? "forced" : "auto");
 }
 
@@ -90,12 +99,14 @@ Decision choose(Coll c, std::size_t bytes, const Shape& s, const Tuning& t, cons
   Decision d;
   d.ring_us = predict_us(c, Algo::Ring, bytes, s, t, p);
   if (supports(c, Algo::Tree)) d.tree_us = predict_us(c, Algo::Tree, bytes, s, t, p);
+  if (supports(c, Algo::Rd)) d.rd_us = predict_us(c, Algo::Rd, bytes, s, t, p);
   if (forced && supports(c, *forced)) {
     d.algo = *forced;
     d.forced = true;
     return d;
   }
   d.algo = d.tree_us >= 0 && d.tree_us < d.ring_us ? Algo::Tree : Algo::Ring;
+  if (d.rd_us >= 0 && d.rd_us < d.pick_us()) d.algo = Algo::Rd;
   return d;
 }
 

@@ -1,5 +1,6 @@
 // The algorithm selector: LOOM_ALGO (forced choices, also per collective) and the cost model
-// pick ring or tree for each call; the decision and the predicted times are logged.
+// pick ring, tree or recursive doubling (rd) for each call; the decision and the predicted times
+// are logged.
 #pragma once
 
 #include <array>
@@ -15,7 +16,7 @@
 namespace loom::select {
 
 /// A parsed LOOM_ALGO: per collective, a forced algorithm or none (auto).
-/// Grammar: "auto" | "ring" | "tree" | entries "coll:algo" separated by commas, where a bare
+/// Grammar: "auto" | "ring" | "tree" | "rd" | entries "coll:algo" separated by commas, where a bare
 /// algorithm applies to every collective that has it, e.g. "allreduce:tree,broadcast:ring".
 struct Policy {
   std::array<std::optional<Algo>, 5> forced{};
@@ -33,7 +34,10 @@ struct Decision {
   Algo algo = Algo::Ring;
   double ring_us = 0;
   double tree_us = -1;  // -1: no tree schedule for this collective
+  double rd_us = -1;    // -1: no recursive doubling schedule (1e30: above rd_max_bytes)
   bool forced = false;
+  /// The predicted time of the chosen algorithm.
+  [[nodiscard]] double pick_us() const;
   /// "allreduce of 4096 B on 8 ranks (1 host): ring 120.3 us, tree 61.0 us -> tree (auto)"
   [[nodiscard]] std::string describe(Coll c, std::size_t bytes, const Shape& s) const;
 };

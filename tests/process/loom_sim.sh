@@ -23,7 +23,10 @@ for preset in 25gbe 8gpu-4efa; do
   # columns: size count | ring t a b | tree t a b | algo t a b | det
   first=$(awk '$1 == 8 {print $9}' "$TMP/out")
   last=$(awk '$1 == 1073741824 {print $9}' "$TMP/out")
-  [[ $first == tree ]] || fail "$preset: 8 B at 4096 ranks should pick tree, got '$first'"
+  # Latency-bound: recursive doubling (12 messages) or the tree, never the ring (8190).
+  [[ $first == rd || $first == tree ]] || fail "$preset: 8 B at 4096 ranks should pick rd or tree, got '$first'"
+  mid=$(awk '$1 == 1048576 {print $9}' "$TMP/out")
+  [[ $mid == tree ]] || fail "$preset: 1 MiB at 4096 ranks (above LOOM_TUNE_RD_MAX_BYTES) should pick tree, got '$mid'"
   echo "ok: $preset 4096 ranks in ${secs}s (8 B -> $first, 1 GiB -> $last)"
 done
 

@@ -238,6 +238,15 @@ TEST_CASE("collectives: full matrix with LOOM_ALGO=tree at 5 ranks", "[collectiv
 TEST_CASE("collectives: full matrix with LOOM_ALGO=tree at 8 ranks", "[collectives][tree]") {
   run_matrix(8, {{"LOOM_ALGO", "tree"}, {"LOOM_PIPELINE_DEPTH", "1"}});
 }
+// Recursive doubling (allreduce only; the other collectives fall back to their ring/chain):
+// powers of two, the fold of 1..3 extra ranks, and a single rank, at every size of the matrix
+// (forced, so above the size the selector would use it for too).
+TEST_CASE("collectives: full matrix with LOOM_ALGO=rd at 1..8 ranks", "[collectives][rd]") {
+  for (int n = 1; n <= 8; ++n) {
+    INFO("ranks " << n);
+    run_matrix(n, {{"LOOM_ALGO", "rd"}});
+  }
+}
 TEST_CASE("collectives: full matrix with per-collective LOOM_ALGO", "[collectives][tree]") {
   run_matrix(4, {{"LOOM_ALGO", "allreduce:tree,broadcast:ring,reduce:tree"}});
 }

@@ -132,8 +132,7 @@ TEST_CASE("cuda_ipc: several messages in flight keep their order", "[cuda_ipc]")
 // posted after a later one completed first must still wait for its own last piece (a past bug
 // counted from the last request still queued, so the final message completed one piece early
 // and its sender waited forever for the slot to be freed).
-TEST_CASE("cuda_ipc: requests completed out of order leave later messages exact",
-          "[cuda_ipc]") {
+TEST_CASE("cuda_ipc: requests completed out of order leave later messages exact", "[cuda_ipc]") {
   Pair pr;
   const std::size_t n = 1000;
   std::vector<void*> srcs, dsts;

@@ -34,7 +34,16 @@ TEST_CASE("selector: LOOM_ALGO forces algorithms, also per collective", "[select
   REQUIRE(ring_then_tree->for_coll(Coll::AllReduce) == Algo::Tree);
   REQUIRE(ring_then_tree->for_coll(Coll::Reduce) == Algo::Ring);
 
-  for (const char* bad : {"bogus", "allgather:tree", "scatter:ring", "allreduce:", "allreduce:x"}) {
+  auto rd = Policy::parse("rd");
+  REQUIRE(rd.is_ok());
+  REQUIRE(rd->for_coll(Coll::AllReduce) == Algo::Rd);
+  REQUIRE(!rd->for_coll(Coll::Broadcast));  // allreduce only
+  auto rd_long = Policy::parse("allreduce:recursive_doubling");
+  REQUIRE(rd_long.is_ok());
+  REQUIRE(rd_long->for_coll(Coll::AllReduce) == Algo::Rd);
+
+  for (const char* bad :
+       {"bogus", "allgather:tree", "scatter:ring", "allreduce:", "allreduce:x", "broadcast:rd"}) {
     INFO(bad);
     auto r = Policy::parse(bad);
     REQUIRE(!r.is_ok());
@@ -68,12 +77,27 @@ TEST_CASE("selector: tuning constants parse, print and come from the registry", 
   REQUIRE(!tuning_from(*bad).is_ok());
 }
 
-TEST_CASE("selector: small allreduces take the tree, large ones the ring", "[selector]") {
+TEST_CASE("selector: small allreduces take recursive doubling (else the tree), large ones the ring",
+          "[selector]") {
   Shape s;
   s.nranks = 8;
   s.per_host = 8;
   Tuning t;
   Pipeline p;
+  auto tiny = choose(Coll::AllReduce, 8, s, t, p, std::nullopt);
+  REQUIRE(tiny.algo == Algo::Rd);  // 3 messages on the critical path, against 6 and 14
+  REQUIRE(tiny.rd_us < tiny.tree_us);
+  REQUIRE(tiny.pick_us() == tiny.rd_us);
+  REQUIRE(tiny.describe(Coll::AllReduce, 8, s).find("-> rd (auto)") != std::string::npos);
+  auto above_cap = choose(Coll::AllReduce, std::size_t{64} << 10, s, t, p, std::nullopt);
+  REQUIRE(above_cap.algo != Algo::Rd);
+  auto forced_rd = choose(Coll::AllReduce, std::size_t{64} << 10, s, t, p, Algo::Rd);
+  REQUIRE(forced_rd.algo == Algo::Rd);  // forcing ignores the size cap
+  auto rd_for_bcast = choose(Coll::Broadcast, 8, s, t, p, Algo::Rd);
+  REQUIRE(rd_for_bcast.algo != Algo::Rd);
+  REQUIRE(rd_for_bcast.rd_us < 0);
+
+  t.rd_max_bytes = 0;  // recursive doubling off: the tree takes the small sizes
   auto small = choose(Coll::AllReduce, 8, s, t, p, std::nullopt);
   REQUIRE(small.algo == Algo::Tree);
   REQUIRE(small.tree_us < small.ring_us);

@@ -193,6 +193,12 @@ int run(int argc, char** argv) {
         p.tree_us = tree->us;
       }
       p.pick_us = p.pick == loom::select::Algo::Tree ? p.tree_us : p.ring_us;
+      if (p.pick == loom::select::Algo::Rd) {
+        auto rd = loom::select::replay(a.coll, loom::select::Algo::Rd, bytes, shape,
+                                       cluster->tuning, pipe);
+        if (!rd.is_ok()) fail(rd.status().message());
+        p.pick_us = rd->us;
+      }
     }
     std::size_t count = bytes / a.elem;
     if (a.coll == Coll::AllGather || a.coll == Coll::ReduceScatter)
