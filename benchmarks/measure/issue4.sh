@@ -3,7 +3,7 @@
 # Run on a quiet machine from the repository root after scripts/build.sh:
 #   bash benchmarks/measure/issue4.sh [BIN_DIR]        (about 5 minutes)
 # Prints, as markdown tables for docs/performance.md:
-#  1. allreduce at 8 ranks, 8 B..64 KiB and 1..64 MiB: forced ring, forced tree, auto side by
+#  1. allreduce at 8 ranks, 8 B..64 KiB and 1..64 MiB: forced ring, tree, rd (small only), auto side by
 #     side, with auto's slowdown against the best forced choice (target: <= 10%);
 #  2. deterministic vs default busbw at 16..128 MiB, 4 and 8 ranks (target: within 15%);
 #  0. loom-perf --calibrate at 2 and 8 ranks: the LOOM_TUNING every later run uses;
@@ -68,12 +68,14 @@ PY
 echo "Calibrated: LOOM_TUNING=$tuning"
 export LOOM_TUNING=$tuning
 echo
-echo "## 1. allreduce at 8 ranks: ring vs tree vs auto (out-of-place time, float sum)"
-for algo in ring tree auto; do
-  perf 8 "$TMP/small.$algo" allreduce --algo $algo -b 8 -e 64K -f 2 -n 50 -w 10 -c 0 --outofplace-only
+echo "## 1. allreduce at 8 ranks: ring vs tree vs rd vs auto (out-of-place time, float sum)"
+for algo in ring tree rd auto; do
+  perf 8 "$TMP/small.$algo" allreduce --algo $algo -b 8 -e 64K -f 2 -n 300 -w 30 -c 0 --outofplace-only
+done
+for algo in ring tree auto; do  # recursive doubling is for small buffers only
   perf 8 "$TMP/large.$algo" allreduce --algo $algo -b 1M -e 64M -f 4 -n 5 -w 2 -c 0 --outofplace-only
 done
-join_times ring,tree,auto "$TMP/small.ring" "$TMP/small.tree" "$TMP/small.auto"
+join_times ring,tree,rd,auto "$TMP/small.ring" "$TMP/small.tree" "$TMP/small.rd" "$TMP/small.auto"
 echo
 join_times ring,tree,auto "$TMP/large.ring" "$TMP/large.tree" "$TMP/large.auto"
 
