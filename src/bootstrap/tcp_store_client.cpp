@@ -84,6 +84,21 @@ struct TcpStoreClient::Impl {
   Status fail(const Status& s, const std::string& what);
 };
 
+// After an Ok ack the server proves it holds the secret too (on our nonce).
+static Status check_server_proof(int sock, const crypto::Secret& secret, const crypto::Nonce& mine,
+                                 std::span<const std::uint8_t> fields, Deadline deadline,
+                                 const std::string& ctx) {
+  crypto::Mac got{};
+  Status s = net::recv_all(sock, got.data(), got.size(), deadline, "server proof");
+  if (!s.is_ok()) return s.with_context(ctx);
+  if (!crypto::mac_equal(got, crypto::prove(secret, wire::kServerDomain, mine, fields)))
+    return make_error(ErrorCode::PeerFailed,
+                      "{} failed to prove the job's secret (another job's server, or an "
+                      "impostor): connection refused",
+                      ctx);
+  return Status::ok();
+}
+
 Status TcpStoreClient::Impl::handshake(Deadline deadline) {
   const std::string ctx = "rendezvous server at " + server_name;
   auto connected = net::connect_with_retry(server, deadline);
@@ -102,6 +117,8 @@ Status TcpStoreClient::Impl::handshake(Deadline deadline) {
   std::copy(fields.begin(), fields.end(), hello.begin());
   crypto::Mac proof = crypto::prove(secret, wire::kHelloDomain, nonce, fields);
   std::copy(proof.begin(), proof.end(), hello.begin() + wire::kHelloFieldBytes);
+  const crypto::Nonce mine = crypto::make_nonce();
+  std::copy(mine.begin(), mine.end(), hello.begin() + wire::kHelloFieldBytes + proof.size());
   std::array<std::uint8_t, wire::kAckBytes> ack{};
   if (s.is_ok()) s = net::send_all(sock.get(), hello.data(), hello.size(), deadline, "hello");
   if (s.is_ok()) s = net::recv_all(sock.get(), ack.data(), ack.size(), deadline, "hello reply");
@@ -117,6 +134,7 @@ Status TcpStoreClient::Impl::handshake(Deadline deadline) {
   }
   switch (static_cast<wire::AckStatus>(wire::get_u16(&ack[6]))) {
     case wire::AckStatus::Ok:
+      LOOM_RETURN_IF_ERROR(check_server_proof(sock.get(), secret, mine, fields, deadline, ctx));
       fd = std::move(sock);
       LOOM_LOG_DEBUG(Bootstrap, "rank {} connected to the rendezvous server at {}", rank,
                      server_name);

@@ -308,6 +308,11 @@ bool Loop::handle_hello(Conn& c) {
                  c.peer);
   auto ack = wire::encode_ack(wire::AckStatus::Ok);
   c.out.insert(c.out.end(), ack.begin(), ack.end());
+  crypto::Nonce theirs{};
+  std::copy_n(raw + wire::kHelloFieldBytes + proof.size(), theirs.size(), theirs.begin());
+  const crypto::Mac mine =
+      crypto::prove(secret_, wire::kServerDomain, theirs, std::span(raw, wire::kHelloFieldBytes));
+  c.out.insert(c.out.end(), mine.begin(), mine.end());
   flush(c);
   return !c.dead;
 }

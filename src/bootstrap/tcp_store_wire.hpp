@@ -5,7 +5,11 @@
 //   hello    client -> server  magic u32 | version u16 | reserved u16 (0) | comm_id u64 | rank i32
 //                              | proof [32] = crypto::prove(secret, kHelloDomain, nonce, the
 //                              first 20 bytes); checked before anything else is trusted
-//   ack      server -> client  magic u32 | version u16 | AckStatus u16
+//                              | client nonce [16]
+//   ack      server -> client  magic u32 | version u16 | AckStatus u16, and after an Ok ack
+//                              proof [32] = crypto::prove(secret, kServerDomain, client nonce,
+//                              the hello's first 20 bytes): the client checks it before it sends
+//                              a request, so neither side talks to a process without the secret
 //   request  client -> server  Op u8 | key_len u32 | arg u64 | key | value (SET only)
 //            arg: SET value length; GET wait in ms (0: don't wait, kWaitForever); ADD delta (i64)
 //   response server -> client  Reply u8 | arg u64 | payload
@@ -28,11 +32,13 @@
 namespace loom::bootstrap::wire {
 
 constexpr std::uint32_t kMagic = 0x4C4D5354;  // "LMST"
-constexpr std::uint16_t kVersion = 3;         // 2: authenticated hello; 3: Closing on shutdown
+constexpr std::uint16_t kVersion = 4;         // 2: authenticated hello; 3: Closing; 4: mutual proof
 constexpr std::size_t kChallengeBytes = 24;
 constexpr std::size_t kHelloFieldBytes = 20;
-constexpr std::size_t kHelloBytes = kHelloFieldBytes + 32;
+constexpr std::size_t kHelloBytes = kHelloFieldBytes + 32 + 16;
 constexpr const char* kHelloDomain = "loom-store-hello-v2";
+constexpr const char* kServerDomain = "loom-store-server-v1";
+constexpr std::size_t kServerProofBytes = 32;
 constexpr std::size_t kAckBytes = 8;
 constexpr std::size_t kRequestHeaderBytes = 13;
 constexpr std::size_t kResponseHeaderBytes = 9;

@@ -213,12 +213,13 @@ TEST_CASE("reliability: a tcp connection with the wrong secret is dropped, the j
   REQUIRE((r0.is_ok() && r1.is_ok() && intruder.is_ok()));
   std::vector<net::SocketAddress> addrs{r0.value()->address(), r1.value()->address()};
   for (auto* t : {&r0, &r1, &intruder}) t->value()->set_peer_addresses(addrs);
-  // Rank 1 accepts; the intruder connects first (it cannot tell it was refused: the acceptor
-  // just closes), then the real rank 0.
+  // Rank 1 accepts; the intruder connects first (the acceptor drops it without answering, so
+  // the intruder's handshake fails too), then the real rank 0.
   Status accepted;
   std::thread t1([&] { accepted = r1.value()->ensure({0}, Deadline::after(milliseconds(20000))); });
   Status in = intruder.value()->ensure({1}, Deadline::after(milliseconds(10000)));
-  CHECK(in.is_ok());
+  CHECK(in.code() == ErrorCode::PeerFailed);
+  CHECK_THAT(in.message(), Contains("rank 1") && Contains("did not accept our hello"));
   Status connected = r0.value()->ensure({1}, Deadline::after(milliseconds(20000)));
   t1.join();
   REQUIRE(connected.is_ok());
@@ -248,6 +249,41 @@ TEST_CASE("reliability: a tcp connection with the wrong secret is dropped, the j
   }
   REQUIRE(rdone);
   CHECK(dst == src);
+}
+
+// The other direction: a listener at a peer's address that does not hold the secret (it answers
+// the hello with a forged proof) is refused by the connecting rank before any data moves.
+TEST_CASE("reliability: a tcp acceptor that cannot prove the secret is refused", "[reliability]") {
+  namespace tcp = loom::transport::tcp;
+  auto bind = net::resolve("127.0.0.1");
+  REQUIRE(bind.is_ok());
+  tcp::TcpOptions opts;
+  opts.sockets_per_peer = 1;
+  opts.secret[0] = 42;
+  auto r0 = tcp::TcpTransport::listen(0, 2, 0xbeef, *bind, opts);
+  REQUIRE(r0.is_ok());
+  auto fake = net::listen_on(*bind);
+  REQUIRE(fake.is_ok());
+  auto fake_addr = net::bound_address(fake->get());
+  REQUIRE(fake_addr.is_ok());
+  r0.value()->set_peer_addresses({r0.value()->address(), *fake_addr});
+  std::thread rogue([&] {
+    auto fd = net::accept_until(fake->get(), Deadline::after(milliseconds(10000)));
+    if (!fd.is_ok()) return;
+    const Deadline d = Deadline::after(milliseconds(10000));
+    std::array<std::uint8_t, 16> challenge{};
+    std::array<std::uint8_t, sizeof(tcp::Hello) + 32 + 16> hello{};
+    std::array<std::uint8_t, 32> forged{};
+    forged.fill(0xab);
+    (void)net::send_all(fd->get(), challenge.data(), challenge.size(), d, "challenge");
+    (void)net::recv_all(fd->get(), hello.data(), hello.size(), d, "hello");
+    (void)net::send_all(fd->get(), forged.data(), forged.size(), d, "forged answer");
+  });
+  Status st = r0.value()->ensure({1}, Deadline::after(milliseconds(10000)));
+  rogue.join();
+  CHECK(st.code() == ErrorCode::PeerFailed);
+  CHECK_THAT(st.message(), Contains("failed to prove the job's secret") && Contains("rank 1"));
+  CHECK(r0.value()->get(1) == nullptr);
 }
 
 namespace {

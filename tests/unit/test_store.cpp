@@ -99,12 +99,20 @@ net::Fd raw_hello(const bs::TcpStoreServer& server, const loom::crypto::Secret& 
   auto proof = loom::crypto::prove(secret, wire::kHelloDomain, nonce, fields);
   std::vector<std::uint8_t> hello(fields.begin(), fields.end());
   hello.insert(hello.end(), proof.begin(), proof.end());
+  const loom::crypto::Nonce mine{7, 7, 7};  // the client's challenge to the server
+  hello.insert(hello.end(), mine.begin(), mine.end());
   REQUIRE(net::send_all(fd.value().get(), hello.data(), hello.size(), Deadline::after(2s), "hello")
               .is_ok());
   std::array<std::uint8_t, wire::kAckBytes> ack{};
   REQUIRE(
       net::recv_all(fd.value().get(), ack.data(), ack.size(), Deadline::after(2s), "ack").is_ok());
   CHECK(wire::get_u16(&ack[6]) == 0);
+  std::array<std::uint8_t, wire::kServerProofBytes> server_proof{};
+  REQUIRE(net::recv_all(fd.value().get(), server_proof.data(), server_proof.size(),
+                        Deadline::after(2s), "server proof")
+              .is_ok());
+  CHECK(loom::crypto::mac_equal(server_proof,
+                                loom::crypto::prove(secret, wire::kServerDomain, mine, fields)));
   return std::move(fd).value();
 }
 
@@ -122,6 +130,8 @@ net::Fd raw_hello_unchecked(const bs::TcpStoreServer& server, const loom::crypto
   auto proof = loom::crypto::prove(secret, wire::kHelloDomain, nonce, fields);
   std::vector<std::uint8_t> hello(fields.begin(), fields.end());
   hello.insert(hello.end(), proof.begin(), proof.end());
+  const loom::crypto::Nonce mine{7, 7, 7};  // the client's challenge to the server
+  hello.insert(hello.end(), mine.begin(), mine.end());
   REQUIRE(net::send_all(fd.value().get(), hello.data(), hello.size(), Deadline::after(2s), "hello")
               .is_ok());
   return std::move(fd).value();
@@ -300,7 +310,7 @@ TEST_CASE("bootstrap: tcp store drops garbage and invalid requests") {
   SECTION("garbage instead of a hello") {
     auto fd = net::connect_with_retry(server->address(), Deadline::after(2s));
     REQUIRE(fd.is_ok());
-    std::vector<std::uint8_t> junk(64, 0xab);
+    std::vector<std::uint8_t> junk(wire::kHelloBytes + 16, 0xab);
     REQUIRE(net::send_all(fd.value().get(), junk.data(), junk.size(), Deadline::after(2s), "junk")
                 .is_ok());
     CHECK(server_drops(fd.value().get()));
@@ -416,6 +426,12 @@ TEST_CASE("bootstrap: a tcp server that dies without a shutdown is reported lost
         !net::recv_all(c.get(), in.data(), wire::kHelloBytes, d, "hello").is_ok() ||
         !net::send_all(c.get(), ack.data(), ack.size(), d, "ack").is_ok())
       return;
+    loom::crypto::Nonce theirs{};  // the server's proof, on the client's nonce
+    std::copy_n(in.data() + wire::kHelloFieldBytes + 32, theirs.size(), theirs.begin());
+    auto proof =
+        loom::crypto::prove({}, wire::kServerDomain, theirs,
+                            std::span<const std::uint8_t>(in.data(), wire::kHelloFieldBytes));
+    if (!net::send_all(c.get(), proof.data(), proof.size(), d, "proof").is_ok()) return;
     (void)net::recv_all(c.get(), in.data(), wire::kRequestHeaderBytes, d, "request");
   });  // the connection closes here, without a Closing frame
   auto client = bs::TcpStoreClient::connect(addr.value(), kCommId, 1, Deadline::after(5s));
@@ -429,6 +445,35 @@ TEST_CASE("bootstrap: a tcp server that dies without a shutdown is reported lost
   CHECK(got.status().code() == ErrorCode::PeerFailed);
   CHECK_THAT(got.status().message(), Catch::Contains("without a shutdown"));
   CHECK(client.value()->server_lost());
+}
+
+TEST_CASE("bootstrap: a tcp server that cannot prove the secret is refused") {
+  // An impostor at the store's address: it answers the hello with an Ok ack but a forged proof.
+  auto listener = net::listen_on(loopback_any_port());
+  REQUIRE(listener.is_ok());
+  auto addr = net::bound_address(listener.value().get());
+  REQUIRE(addr.is_ok());
+  std::thread impostor([&] {
+    auto accepted = net::accept_until(listener.value().get(), Deadline::after(5s));
+    if (!accepted.is_ok()) return;
+    net::Fd c = std::move(accepted).value();
+    auto challenge = wire::encode_challenge(loom::crypto::Nonce{});
+    std::array<std::uint8_t, wire::kHelloBytes> in{};
+    auto ack = wire::encode_ack(wire::AckStatus::Ok);
+    std::array<std::uint8_t, wire::kServerProofBytes> forged{};
+    forged.fill(0x5c);
+    Deadline d = Deadline::after(5s);
+    if (!net::send_all(c.get(), challenge.data(), challenge.size(), d, "challenge").is_ok() ||
+        !net::recv_all(c.get(), in.data(), in.size(), d, "hello").is_ok() ||
+        !net::send_all(c.get(), ack.data(), ack.size(), d, "ack").is_ok())
+      return;
+    (void)net::send_all(c.get(), forged.data(), forged.size(), d, "forged proof");
+  });
+  auto client = bs::TcpStoreClient::connect(addr.value(), kCommId, 1, Deadline::after(5s));
+  impostor.join();
+  REQUIRE_FALSE(client.is_ok());
+  CHECK(client.status().code() == ErrorCode::PeerFailed);
+  CHECK_THAT(client.status().message(), Catch::Contains("failed to prove the job's secret"));
 }
 
 TEST_CASE("bootstrap: a tcp server serves on a standby listener bound earlier") {

@@ -114,18 +114,40 @@ Status TcpTransport::connect_to(int peer, Deadline deadline) {
     h.to_rank = peer;
     h.socket_index = static_cast<std::uint32_t>(i);
     h.stripe_kib = static_cast<std::uint32_t>(options_.stripe_min >> 10);
-    const std::string what = fmt::format("rank {}: hello to rank {}", rank_, peer);
-    crypto::Nonce nonce{};
-    LOOM_RETURN_IF_ERROR(net::recv_all(fd->get(), nonce.data(), nonce.size(), deadline, what));
-    std::array<std::uint8_t, sizeof(Hello) + sizeof(crypto::Mac)> msg{};
-    std::memcpy(msg.data(), &h, sizeof h);
-    crypto::Mac mac = crypto::prove(options_.secret, kHelloDomain, nonce,
-                                    std::span<const std::uint8_t>(msg.data(), sizeof h));
-    std::memcpy(msg.data() + sizeof h, mac.data(), mac.size());
-    LOOM_RETURN_IF_ERROR(net::send_all(fd->get(), msg.data(), msg.size(), deadline, what));
+    LOOM_RETURN_IF_ERROR(hello(fd->get(), h, peer, addr, deadline));
     socks.push_back(std::move(fd).value());
   }
   return add_connection(peer, std::move(socks), options_.stripe_min);
+}
+
+// The connecting side of the handshake (see wire.hpp): answer the acceptor's challenge with the
+// hello, its proof and a challenge of our own, then check the acceptor's proof.
+Status TcpTransport::hello(int fd, const Hello& h, int peer, const net::SocketAddress& addr,
+                           Deadline deadline) const {
+  const std::string what = fmt::format("rank {}: hello to rank {}", rank_, peer);
+  crypto::Nonce challenge{};
+  LOOM_RETURN_IF_ERROR(net::recv_all(fd, challenge.data(), challenge.size(), deadline, what));
+  const crypto::Nonce mine = crypto::make_nonce();
+  std::array<std::uint8_t, sizeof(Hello) + sizeof(crypto::Mac) + sizeof(crypto::Nonce)> msg{};
+  const std::span<const std::uint8_t> fields(msg.data(), sizeof h);
+  std::memcpy(msg.data(), &h, sizeof h);
+  crypto::Mac mac = crypto::prove(options_.secret, kHelloDomain, challenge, fields);
+  std::memcpy(msg.data() + sizeof h, mac.data(), mac.size());
+  std::memcpy(msg.data() + sizeof h + mac.size(), mine.data(), mine.size());
+  LOOM_RETURN_IF_ERROR(net::send_all(fd, msg.data(), msg.size(), deadline, what));
+  crypto::Mac answer{};
+  Status st = net::recv_all(fd, answer.data(), answer.size(), deadline, what);
+  if (!st.is_ok())
+    return make_error(st.code() == ErrorCode::Timeout ? ErrorCode::Timeout : ErrorCode::PeerFailed,
+                      "rank {}: rank {} at {} did not accept our hello (another job's secret or "
+                      "communicator, or not a loom rank?): {}",
+                      rank_, peer, addr.to_string(), st.message());
+  if (!crypto::mac_equal(answer, crypto::prove(options_.secret, kAcceptDomain, mine, fields)))
+    return make_error(ErrorCode::PeerFailed,
+                      "rank {}: the process at {} (rank {}'s address) failed to prove the job's "
+                      "secret: connection refused",
+                      rank_, addr.to_string(), peer);
+  return Status::ok();
 }
 
 Status TcpTransport::accept_from(int peer, Deadline deadline) {
@@ -156,7 +178,7 @@ Status TcpTransport::accept_one(Deadline deadline) {
   Hello h;
   Deadline hello_deadline = deadline.earliest(Deadline::after(std::chrono::seconds(10)));
   const crypto::Nonce nonce = crypto::make_nonce();
-  std::array<std::uint8_t, sizeof(Hello) + sizeof(crypto::Mac)> msg{};
+  std::array<std::uint8_t, sizeof(Hello) + sizeof(crypto::Mac) + sizeof(crypto::Nonce)> msg{};
   Status st = net::send_all(fd.get(), nonce.data(), nonce.size(), hello_deadline, "challenge");
   if (st.is_ok()) st = net::recv_all(fd.get(), msg.data(), msg.size(), hello_deadline, "hello");
   if (st.is_ok()) {
@@ -180,6 +202,14 @@ Status TcpTransport::accept_one(Deadline deadline) {
     auto it = pending_.find(h.from_rank);
     ok = it == pending_.end() || (it->second.nsockets == h.nsockets &&
                                   it->second.stripe_min == std::size_t{h.stripe_kib} << 10);
+  }
+  if (ok) {  // prove the secret back, on the connector's challenge
+    crypto::Nonce theirs{};
+    std::memcpy(theirs.data(), msg.data() + sizeof h + sizeof(crypto::Mac), theirs.size());
+    const crypto::Mac answer = crypto::prove(options_.secret, kAcceptDomain, theirs,
+                                             std::span<const std::uint8_t>(msg.data(), sizeof h));
+    st = net::send_all(fd.get(), answer.data(), answer.size(), hello_deadline, "hello answer");
+    ok = st.is_ok();
   }
   if (!ok) {
     LOOM_LOG_WARN(

@@ -59,6 +59,8 @@ class TcpTransport {
   TcpTransport(int rank, int nranks, std::uint64_t comm_id, net::Fd listener,
                net::SocketAddress address, TcpOptions options);
   Status connect_to(int peer, Deadline deadline);
+  Status hello(int fd, const Hello& h, int peer, const net::SocketAddress& addr,
+               Deadline deadline) const;
   Status accept_from(int peer, Deadline deadline);
   Status accept_one(Deadline deadline);
   Status add_connection(int peer, std::vector<net::Fd> sockets, std::size_t stripe_min);

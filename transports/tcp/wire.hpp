@@ -12,7 +12,7 @@ namespace loom::transport::tcp {
 
 inline constexpr std::uint32_t kDataMagic = 0x4c4f4f4d;   // "LOOM"
 inline constexpr std::uint32_t kHelloMagic = 0x4c4d4849;  // "LMHI"
-inline constexpr std::uint16_t kWireVersion = 3;  // 3: striped messages; the connector decides
+inline constexpr std::uint16_t kWireVersion = 4;          // 4: mutual authentication; 3: striping
 
 inline constexpr std::size_t kMaxSockets = 16;        // sockets per peer
 inline constexpr std::size_t kMaxParts = 8;           // sockets one message is striped across
@@ -65,11 +65,16 @@ inline HeaderCheck check_header(const MessageHeader& got, std::uint64_t comm_id,
   return HeaderCheck::Ok;
 }
 
-/// Connection setup: the accepting side sends a random challenge (crypto::Nonce, 16 bytes); the
-/// connecting side answers with a Hello followed by crypto::prove(secret, kHelloDomain, nonce,
-/// hello bytes) (32 bytes). The acceptor checks the proof before it trusts any field of the hello
-/// or reads anything else; a connection that fails is dropped and logged.
+/// Connection setup, mutually authenticated: the accepting side sends a random challenge
+/// (crypto::Nonce, 16 bytes); the connecting side answers with a Hello, crypto::prove(secret,
+/// kHelloDomain, challenge, hello bytes) (32 bytes) and a challenge of its own (16 bytes). The
+/// acceptor checks the proof before it trusts any field of the hello or reads anything else (a
+/// connection that fails is dropped and logged), then answers crypto::prove(secret,
+/// kAcceptDomain, the connector's challenge, hello bytes) (32 bytes), which the connector checks
+/// before it sends or reads any data: neither side talks to a process that does not hold the
+/// job's secret.
 inline constexpr const char* kHelloDomain = "loom-tcp-hello-v2";
+inline constexpr const char* kAcceptDomain = "loom-tcp-accept-v1";
 
 /// First bytes on every new data socket, from the connecting side. The connecting (lower) rank
 /// chooses the socket count and the striping threshold; the accepting rank adopts them, so ranks
