@@ -28,9 +28,10 @@ namespace {
 
 using std::chrono::milliseconds;
 
-constexpr std::size_t kReadChunk = 64 * 1024;
-constexpr std::size_t kReadBudget = 4 * 1024 * 1024;  // per client per loop iteration (fairness)
-constexpr milliseconds kAcceptPause{100};             // after EMFILE/ENFILE
+constexpr std::size_t kReadChunk = std::size_t{64} * 1024;
+constexpr std::size_t kReadBudget =
+    std::size_t{4} * 1024 * 1024;          // per client per loop iteration (fairness)
+constexpr milliseconds kAcceptPause{100};  // after EMFILE/ENFILE
 // A client that does not read its responses stops being served (and read) above this backlog.
 constexpr std::size_t kMaxOutBacklog = std::size_t{80} << 20;
 

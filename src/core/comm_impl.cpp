@@ -86,7 +86,7 @@ CommImpl::CommImpl(CommSetup setup, CommSettings settings)
       nranks_(setup.nranks),
       comm_id_(setup.comm_id),
       config_(std::move(setup.config)),
-      settings_(settings),
+      settings_(std::move(settings)),
       store_(std::move(setup.store)),
       server_(std::move(setup.server)) {}
 

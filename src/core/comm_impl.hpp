@@ -36,7 +36,7 @@ struct JobLayout;
 /// Settings the communicator reads once, at creation.
 struct CommSettings {
   std::chrono::milliseconds timeout{600'000};
-  std::size_t chunk_bytes = 512 * 1024;
+  std::size_t chunk_bytes = std::size_t{512} * 1024;
   std::size_t depth = 4;
   std::chrono::microseconds spin{50};
   transport::tcp::TcpOptions tcp;
@@ -138,7 +138,7 @@ class CommImpl {
   std::unique_ptr<std::uint8_t, void (*)(void*)> scratch_{nullptr, nullptr};
   std::size_t scratch_bytes_ = 0;
   std::unique_ptr<device::StreamPath> stream_path_;  // null without a device runtime
-  std::unique_ptr<device::DirectPath> direct_;  // device buffers, one host: cuda_ipc (or null)
+  std::unique_ptr<device::DirectPath> direct_;       // device buffers, one host: cuda_ipc (or null)
   struct PlanKey {
     core::CollKind kind;
     DataType dtype;

@@ -54,8 +54,8 @@ std::string OfiConnection::who() const {
 
 Status OfiConnection::fail(Status why) {
   if (broken_.is_ok()) {
-    broken_ = why;
-    LOOM_LOG_DEBUG(Net, "{}", why.message());
+    broken_ = std::move(why);
+    LOOM_LOG_DEBUG(Net, "{}", broken_.message());
   }
   return broken_;
 }

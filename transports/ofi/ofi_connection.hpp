@@ -45,7 +45,7 @@ class OfiConnection final : public Connection {
  private:
   struct Op;
   struct Ctx {
-    OpContext base;  // first: the completion hands &base back
+    OpContext base{};  // first: the completion hands &base back
     OfiConnection* conn = nullptr;
     Op* op = nullptr;
     std::uint64_t id = 0;
