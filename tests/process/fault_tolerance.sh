@@ -9,38 +9,8 @@
 # Usage: bash fault_tolerance.sh BIN_DIR
 set -u
 BIN=${1:?usage: fault_tolerance.sh BIN_DIR}
-EX=$BIN/loom-example-shrink
-for tool in timeout python3; do
-  command -v "$tool" >/dev/null || { echo "FAIL: this test needs $tool (scripts/install-deps.sh)" >&2; exit 1; }
-done
-[[ -x $EX ]] || { echo "FAIL: $EX is missing" >&2; exit 1; }
-TMP=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
-failures=0
-fail() {
-  echo "FAIL: $*" >&2
-  for f in "$TMP"/out.*; do
-    [[ -f $f ]] && { echo "  --- $f" >&2; sed 's/^/  /' "$f" | tail -20 >&2; }
-  done
-  failures=$((failures + 1))
-}
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-now_ms() { date +%s%3N; }
-# wait_for FILE PATTERN SECONDS: bounded wait until FILE contains PATTERN.
-wait_for() {
-  local until=$(($(now_ms) + $3 * 1000))
-  until grep -q "$2" "$1" 2>/dev/null; do
-    (($(now_ms) > until)) && return 1
-    sleep 0.02
-  done
-}
+# shellcheck source=lib/example_job.sh
+source "$(dirname "$0")/lib/example_job.sh"
 shm_files() { ls /dev/shm 2>/dev/null | grep '^loom-' | sort; }
 
 kill_one_of_four() {

@@ -37,13 +37,19 @@ CudaIpcConnection::~CudaIpcConnection() {
     if (e) dev_.destroy_event(e);
 }
 
-Result<Request> CudaIpcConnection::isend(const MemRegion& region, std::size_t off, std::size_t len,
-                                         const Tag& tag) {
+CudaIpcConnection::Op CudaIpcConnection::new_op(std::uint8_t* dst, std::size_t len,
+                                                const Tag& tag) {
   Op op;
   op.id = next_id_++;
-  op.dst = static_cast<std::uint8_t*>(region.base) + off;  // the source, for a send
+  op.dst = dst;
   op.len = len;
   op.tag = tag;
+  return op;
+}
+
+Result<Request> CudaIpcConnection::isend(const MemRegion& region, std::size_t off, std::size_t len,
+                                         const Tag& tag) {
+  Op op = new_op(static_cast<std::uint8_t*>(region.base) + off, len, tag);  // dst: the source
   op.last_seq = send_end_ += pieces_of(len);
   sends_.push_back(op);
   LOOM_RETURN_IF_ERROR(progress_sends());
@@ -52,11 +58,7 @@ Result<Request> CudaIpcConnection::isend(const MemRegion& region, std::size_t of
 
 Result<Request> CudaIpcConnection::irecv(const MemRegion& region, std::size_t off, std::size_t len,
                                          const Tag& tag) {
-  Op op;
-  op.id = next_id_++;
-  op.dst = static_cast<std::uint8_t*>(region.base) + off;
-  op.len = len;
-  op.tag = tag;
+  Op op = new_op(static_cast<std::uint8_t*>(region.base) + off, len, tag);
   op.last_seq = recv_end_ += pieces_of(len);
   recvs_.push_back(op);
   LOOM_RETURN_IF_ERROR(progress_recvs());
@@ -65,15 +67,11 @@ Result<Request> CudaIpcConnection::irecv(const MemRegion& region, std::size_t of
 
 Result<Request> CudaIpcConnection::irecv_reduce(const ReduceInto& into, std::size_t len,
                                                 const Tag& tag) {
-  Op op;
-  op.id = next_id_++;
+  Op op = new_op(static_cast<std::uint8_t*>(into.dst), len, tag);
   op.reduce = true;
-  op.dst = static_cast<std::uint8_t*>(into.dst);
   op.local = static_cast<const std::uint8_t*>(into.local);
   op.dtype = into.dtype;
   op.redop = into.op;
-  op.len = len;
-  op.tag = tag;
   op.last_seq = recv_end_ += pieces_of(len);
   recvs_.push_back(op);
   LOOM_RETURN_IF_ERROR(progress_recvs());

@@ -69,6 +69,7 @@ class CudaIpcConnection final : public Connection {
                     device::PeerRoute route, FifoPair fifos)
       : dev_(dev), stream_(stream), self_(self), peer_(peer), route_(route), fifos_(fifos) {}
 
+  Op new_op(std::uint8_t* dst, std::size_t len, const Tag& tag);
   Status progress();
   Status progress_sends();
   Status progress_recvs();
