@@ -7,6 +7,7 @@
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <ctime>
 #include <thread>
 
 #include "executor/engine.hpp"
@@ -82,6 +83,38 @@ class NeedsOtherThread final : public ex::Task {
  private:
   Record& rec_;
 };
+
+// Idle until `ready`, with nothing to block on: asks for a timed wake-up with a pollfd of -1 (as
+// cuda_ipc waits do) or with no descriptor at all (as device-stream waits do).
+class TimedWaitTask final : public ex::Task {
+ public:
+  TimedWaitTask(Record& rec, std::atomic<bool>& ready, bool minus_one)
+      : rec_(rec), ready_(ready), minus_one_(minus_one) {}
+  Status start(Deadline) override { return Status::ok(); }
+  Result<ex::Progress> progress() override {
+    if (!ready_.load()) return ex::Progress::Idle;
+    rec_.finished = true;
+    return ex::Progress::Done;
+  }
+  bool prepare_wait(std::vector<pollfd>& fds) override {
+    if (minus_one_) fds.push_back({-1, 0, 0});
+    return true;
+  }
+  [[nodiscard]] std::string describe() const override { return "timed op"; }
+  [[nodiscard]] std::string pending() const override { return "the flag"; }
+  [[nodiscard]] Deadline deadline() const override { return Deadline::after(60s); }
+
+ private:
+  Record& rec_;
+  std::atomic<bool>& ready_;
+  bool minus_one_;
+};
+
+double thread_cpu_ms() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
+}
 
 ex::EngineOptions options(std::chrono::microseconds grace) {
   ex::EngineOptions o;
@@ -174,4 +207,28 @@ TEST_CASE("engine: a caller that waits takes over from the worker", "[engine]") 
   INFO(st.message());
   CHECK(st.is_ok());
   CHECK(rec.finished);
+}
+
+TEST_CASE("engine: a wait with nothing to block on naps instead of spinning", "[engine]") {
+  ex::Engine engine(options(std::chrono::seconds(600)));  // the caller drives it
+  Record rec;
+  std::atomic<bool> ready{false};
+  const bool minus_one = GENERATE(true, false);
+  INFO("pollfd of -1: " << minus_one);
+  auto op = engine.submit(std::make_unique<TimedWaitTask>(rec, ready, minus_one));
+  std::thread setter([&] {
+    std::this_thread::sleep_for(400ms);  // the length of the wait; not synchronisation
+    ready = true;
+  });
+  const double cpu0 = thread_cpu_ms();
+  Status st = wait(op, 30s);
+  const double cpu = thread_cpu_ms() - cpu0;
+  setter.join();
+  INFO(st.message());
+  REQUIRE(st.is_ok());
+  CHECK(rec.finished);
+  // Spinning would burn the whole 400 ms (or its share of a loaded CPU); naps of 1/16 of the
+  // wait so far (20 us .. 1 ms) cost a few milliseconds.
+  INFO("CPU time of the waiting thread: " << cpu << " ms");
+  CHECK(cpu < 80);
 }
