@@ -4,8 +4,6 @@
 
 #include <cuda_runtime_api.h>
 
-#include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -95,19 +93,15 @@ class CudaDevice final : public Device {
     return true;
   }
   Status synchronize(Stream s, Deadline deadline) override {
-    // cudaStreamSynchronize has no deadline: poll the stream instead, sleeping between polls
-    // for a sixteenth of the wait so far (20 us .. 1 ms), so a waiting rank leaves its CPU to
-    // the ranks and threads that feed the GPU.
-    const auto start = std::chrono::steady_clock::now();
+    // cudaStreamSynchronize has no deadline: poll the stream instead, napping in between.
+    const auto start = Clock::now();
     for (;;) {
       cudaError_t err = cudaStreamQuery(as_stream(s));
       if (err == cudaSuccess) return Status::ok();
       if (err != cudaErrorNotReady) return cuda_status(err, "cudaStreamQuery");
       if (deadline.expired())
         return make_error(ErrorCode::Timeout, "CUDA stream {} still busy at its deadline", s);
-      const auto waited = std::chrono::steady_clock::now() - start;
-      std::this_thread::sleep_for(std::clamp<std::chrono::steady_clock::duration>(
-          waited / 16, std::chrono::microseconds(20), std::chrono::milliseconds(1)));
+      std::this_thread::sleep_for(backoff_nap(Clock::now() - start));
     }
   }
 

@@ -117,9 +117,6 @@ class StagedTask final : public exec::Task {
 };
 
 constexpr std::size_t kAlign = 256;
-// How often a thread waiting for a stream (no descriptor to block on) looks again: sleeping, not
-// yielding, leaves the CPU to the stream's own work when ranks outnumber cores.
-constexpr std::chrono::microseconds kStreamPoll{50};
 std::size_t align_up(std::size_t n) {
   return (n + kAlign - 1) & ~(kAlign - 1);
 }
@@ -137,13 +134,14 @@ StagingPool::~StagingPool() {
 
 void StagingPool::drain() {
   const Deadline deadline = Deadline::after(drain_timeout_);
+  const auto start = Clock::now();
   for (auto& b : buffers_) {
     bool done = false;
     while (!done) {
       auto q = dev_.query(b->released);
       done = !q.is_ok() || *q;
       if (!done && deadline.expired()) break;
-      if (!done) std::this_thread::sleep_for(kStreamPoll);
+      if (!done) std::this_thread::sleep_for(backoff_nap(Clock::now() - start));
     }
     if (!done) {
       LOOM_LOG_ERROR(Cuda,
@@ -159,6 +157,7 @@ void StagingPool::drain() {
 
 Result<StagingPool::Buffer*> StagingPool::acquire(std::size_t bytes, Deadline deadline) {
   bytes = std::max<std::size_t>(align_up(bytes), std::size_t{64} * 1024);
+  const auto start = Clock::now();
   for (;;) {
     Buffer* small = nullptr;
     for (auto& b : buffers_) {
@@ -188,7 +187,7 @@ Result<StagingPool::Buffer*> StagingPool::acquire(std::size_t bytes, Deadline de
                         "all {} staging buffers still in use by earlier stream-ordered calls at "
                         "this call's deadline (is the stream blocked?)",
                         kMaxBuffers);
-    std::this_thread::sleep_for(kStreamPoll);
+    std::this_thread::sleep_for(backoff_nap(Clock::now() - start));
   }
   auto b = std::make_unique<Buffer>();
   LOOM_ASSIGN_OR_RETURN(b->released, dev_.create_event());

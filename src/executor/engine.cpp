@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <ctime>
-#include <thread>
 
 #include "log/log.hpp"
 
@@ -232,13 +231,12 @@ Status EngineCore::idle_wait(Task& task, Clock::duration idle, Deadline until, b
   fds_.clear();
   if (!task.prepare_wait(fds_)) return Status::ok();  // progress is possible now
   const Deadline limit = task.deadline().earliest(until);
-  const bool timed =
-      std::any_of(fds_.begin(), fds_.end(), [](const pollfd& p) { return p.fd < 0; });
+  const bool timed = fds_.empty() || std::any_of(fds_.begin(), fds_.end(),
+                                                 [](const pollfd& p) { return p.fd < 0; });
   int rc = 0;
-  if (fds_.empty()) {
-    std::this_thread::sleep_for(nap_length(idle, limit));
-  } else if (timed) {
-    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(nap_length(idle, limit));
+  if (timed) {  // no descriptor announces progress: nap (ppoll with none is a plain sleep)
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+        limit.left(backoff_nap(idle, options_.max_block)));
     const timespec ts{static_cast<time_t>(ns.count() / 1000000000),
                       static_cast<long>(ns.count() % 1000000000)};
     rc = ::ppoll(fds_.data(), fds_.size(), &ts, nullptr);
@@ -248,18 +246,6 @@ Status EngineCore::idle_wait(Task& task, Clock::duration idle, Deadline until, b
   }
   if (rc < 0 && errno != EINTR) return system_error(errno, task.describe() + ": poll");
   return Status::ok();
-}
-
-// How long a timed wait sleeps: a sixteenth of the time already waited (20 us .. max_block), so
-// a waiting rank leaves its CPU to the stream or peer it waits for, yet notices completion
-// within about 6% of its wait; never past `limit`.
-Clock::duration EngineCore::nap_length(Clock::duration idle, Deadline limit) const {
-  constexpr Clock::duration kShortest = std::chrono::microseconds(20);
-  const Clock::duration longest = std::max<Clock::duration>(kShortest, options_.max_block);
-  Clock::duration d = std::clamp<Clock::duration>(idle / 16, kShortest, longest);
-  if (limit.at() != Clock::time_point::max())
-    d = std::min(d, std::max<Clock::duration>(limit.at() - Clock::now(), Clock::duration::zero()));
-  return d;
 }
 
 // Adaptive spinning: keep polling before yielding only while it pays. Progress that spinning

@@ -99,7 +99,6 @@ class EngineCore {
   void finish(detail::OpState& op, Status status);
   void adapt_spin(Clock::duration idle, bool blocked);
   Status idle_wait(Task& task, Clock::duration idle, Deadline until, bool& blocked);
-  [[nodiscard]] Clock::duration nap_length(Clock::duration idle, Deadline limit) const;
   bool worker_should_drive(Lock& lk);
 
   EngineOptions options_;
