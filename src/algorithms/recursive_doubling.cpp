@@ -1,15 +1,8 @@
 #include "algorithms/recursive_doubling.hpp"
 
+#include <bit>
+
 namespace loom::algo {
-namespace {
-
-int largest_power_of_two_at_most(int n) {
-  int p = 1;
-  while (p * 2 <= n) p *= 2;
-  return p;
-}
-
-}  // namespace
 
 Plan rd_allreduce(const RingParams& p) {
   Plan plan;
@@ -19,7 +12,7 @@ Plan rd_allreduce(const RingParams& p) {
   const std::size_t bytes = p.count * p.elem_size;
   const Span send{BufId::Send, 0, bytes};
   const Span recv{BufId::Recv, 0, bytes};
-  const int pow2 = largest_power_of_two_at_most(n);
+  const int pow2 = static_cast<int>(std::bit_floor(static_cast<unsigned>(n)));
   const int extras = n - pow2;
   auto slot = [&](int k) {
     return Span{BufId::Scratch, static_cast<std::size_t>(k) * bytes, bytes};

@@ -36,8 +36,7 @@ Result<exec::Progress> CollectiveTask::progress() {
 
 // Avg is a sum until here; every rank that holds a result divides its own copy.
 void CollectiveTask::finalize() {
-  if (!op_.has_redop() || op_.redop != RedOp::Avg || op_.count == 0) return;
-  if (op_.kind == core::CollKind::Reduce && comm_.rank() != op_.root) return;
+  if (!op_.divides_for_avg(comm_.rank())) return;
   kernels::finalize_avg(op_.dtype, op_.recv, op_.count, comm_.size());
 }
 

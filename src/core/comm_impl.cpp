@@ -133,9 +133,9 @@ Status CommImpl::init(std::unique_ptr<transport::tcp::TcpTransport> tcp, Deadlin
         transports_->ensure({ring_[(pos + 1) % n], ring_[(pos + n - 1) % n]}, deadline));
   }
   LOOM_RETURN_IF_ERROR(agree_on_plan_settings(prefix, deadline));
-  LOOM_RETURN_IF_ERROR(init_direct_path(layout, prefix, deadline));
-  LOOM_RETURN_IF_ERROR(finish_rendezvous(*store_, prefix, rank_, nranks_, deadline));
   LOOM_ASSIGN_OR_RETURN(device::Device * dev, device::device_by_name(settings_.device));
+  LOOM_RETURN_IF_ERROR(init_direct_path(dev, layout, prefix, deadline));
+  LOOM_RETURN_IF_ERROR(finish_rendezvous(*store_, prefix, rank_, nranks_, deadline));
   if (dev) stream_path_ = std::make_unique<device::StreamPath>(*dev, settings_.timeout);
   settings_.spin = choose_spin(settings_.spin, layout.ranks_on_my_host(rank_));
   exec::EngineOptions eo;
@@ -153,9 +153,8 @@ Status CommImpl::init(std::unique_ptr<transport::tcp::TcpTransport> tcp, Deadlin
 }
 
 // Device buffers of ranks on one host go over cuda_ipc (see device/direct_path.hpp).
-Status CommImpl::init_direct_path(const JobLayout& layout, const std::string& prefix,
-                                  Deadline deadline) {
-  LOOM_ASSIGN_OR_RETURN(device::Device * dev, device::device_by_name(settings_.device));
+Status CommImpl::init_direct_path(device::Device* dev, const JobLayout& layout,
+                                  const std::string& prefix, Deadline deadline) {
   std::vector<std::string> hosts;
   for (const auto& ri : layout.topology.ranks) hosts.push_back(ri.host_id);
   LOOM_ASSIGN_OR_RETURN(bool allowed, cuda_ipc_allowed(config_.get_string("LOOM_TRANSPORTS")));

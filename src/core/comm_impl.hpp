@@ -103,7 +103,8 @@ class CommImpl {
   CommImpl(CommSetup setup, CommSettings settings);
   Status init(std::unique_ptr<transport::tcp::TcpTransport> tcp, Deadline deadline);
   Status start_monitor(const JobLayout& layout, Deadline deadline);
-  Status init_direct_path(const JobLayout& layout, const std::string& prefix, Deadline deadline);
+  Status init_direct_path(device::Device* dev, const JobLayout& layout, const std::string& prefix,
+                          Deadline deadline);
   /// A new communicator over this one's store (or over `store`, served here by `server`).
   Result<std::unique_ptr<CommImpl>> derive(
       std::uint64_t comm_id, int new_rank, int new_size,

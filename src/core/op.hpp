@@ -44,6 +44,12 @@ struct OpDesc {
   [[nodiscard]] std::size_t send_bytes(int nranks) const;
   [[nodiscard]] std::size_t recv_bytes(int nranks) const;
   [[nodiscard]] bool in_place(int rank) const;
+  /// True when `rank` holds a result of an Avg reduction: it divides its own copy by n at the
+  /// end (Avg reduces as Sum until then).
+  [[nodiscard]] bool divides_for_avg(int rank) const {
+    return has_redop() && redop == RedOp::Avg && count != 0 &&
+           !(kind == CollKind::Reduce && rank != root);
+  }
 };
 
 /// Checks arguments before anything is queued; errors name the rank and the operation.

@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <optional>
-#include <thread>
 
 #include "executor/plan_run.hpp"
 
@@ -106,9 +105,7 @@ class DirectTask final : public exec::Task {
   // Avg is a sum until here; every rank that holds a result divides its own copy on the device.
   Status finalize() {
     Stream s = ipc_.stream();
-    const bool avg = op_.has_redop() && op_.redop == RedOp::Avg && op_.count != 0 &&
-                     !(op_.kind == core::CollKind::Reduce && rank() != op_.root);
-    if (avg) LOOM_RETURN_IF_ERROR(dev_.divide_async(op_.dtype, op_.recv, op_.count, nranks_, s));
+    if (op_.divides_for_avg(rank())) LOOM_RETURN_IF_ERROR(dev_.divide_async(op_.dtype, op_.recv, op_.count, nranks_, s));
     return dev_.record(done_event_, s);
   }
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <charconv>
 #include <cmath>
 #include <vector>
@@ -224,12 +225,9 @@ double tree_us(Coll c, double S, const Shape& s, const Tuning& t, const Pipeline
 // add a fold and a return message. Above rd_max_bytes it is not a candidate.
 double rd_us(Coll c, double S, const Shape& s, const Tuning& t) {
   if (c != Coll::AllReduce || S > t.rd_max_bytes) return 1e30;
-  int pow2 = 1;
-  int rounds = 0;
-  while (pow2 * 2 <= s.nranks) {
-    pow2 *= 2;
-    ++rounds;
-  }
+  const auto n = static_cast<unsigned>(std::max(1, s.nranks));
+  const int pow2 = static_cast<int>(std::bit_floor(n));
+  const int rounds = std::bit_width(n) - 1;
   const Links l = links(s, t, s.per_host, S);  // every rank of a host talks at once
   const double red = xfer_us(S, t.reduce_gbps);
   const double round = l.alpha_slow + xfer_us(S, l.bw_slow) + red;
