@@ -82,20 +82,23 @@ struct TcpStoreClient::Impl {
                       const std::string& what);
   Result<Response> recv_response(wire::Op op, Deadline deadline, const std::string& what);
   Status fail(const Status& s, const std::string& what);
+  Status check_server_proof(int sock, const crypto::Nonce& mine,
+                            std::span<const std::uint8_t> fields, Deadline deadline,
+                            const std::string& ctx) const;
 };
 
 // After an Ok ack the server proves it holds the secret too (on our nonce).
-static Status check_server_proof(int sock, const crypto::Secret& secret, const crypto::Nonce& mine,
-                                 std::span<const std::uint8_t> fields, Deadline deadline,
-                                 const std::string& ctx) {
+Status TcpStoreClient::Impl::check_server_proof(int sock, const crypto::Nonce& mine,
+                                                std::span<const std::uint8_t> fields,
+                                                Deadline deadline, const std::string& ctx) const {
   crypto::Mac got{};
   Status s = net::recv_all(sock, got.data(), got.size(), deadline, "server proof");
-  if (!s.is_ok()) return s.with_context(ctx);
+  if (!s.is_ok()) return s.with_context(fmt::format("rank {}: joining the {}", rank, ctx));
   if (!crypto::mac_equal(got, crypto::prove(secret, wire::kServerDomain, mine, fields)))
     return make_error(ErrorCode::PeerFailed,
-                      "{} failed to prove the job's secret (another job's server, or an "
-                      "impostor): connection refused",
-                      ctx);
+                      "rank {}: joining the {}: it failed to prove the job's secret (another "
+                      "job's server, or an impostor): connection refused",
+                      rank, ctx);
   return Status::ok();
 }
 
@@ -134,7 +137,7 @@ Status TcpStoreClient::Impl::handshake(Deadline deadline) {
   }
   switch (static_cast<wire::AckStatus>(wire::get_u16(&ack[6]))) {
     case wire::AckStatus::Ok:
-      LOOM_RETURN_IF_ERROR(check_server_proof(sock.get(), secret, mine, fields, deadline, ctx));
+      LOOM_RETURN_IF_ERROR(check_server_proof(sock.get(), mine, fields, deadline, ctx));
       fd = std::move(sock);
       LOOM_LOG_DEBUG(Bootstrap, "rank {} connected to the rendezvous server at {}", rank,
                      server_name);

@@ -30,7 +30,7 @@ Result<JobLayout> exchange_layout(bootstrap::Store& store, const std::string& pr
 
 /// Ends the rendezvous: returns once every rank is done with the store, so rank 0 (which may
 /// host the store's server) cannot take it away from a rank still reading.
-Status finish_rendezvous(bootstrap::Store& store, const std::string& prefix, int rank,
-                         int nranks, Deadline deadline);
+Status finish_rendezvous(bootstrap::Store& store, const std::string& prefix, int rank, int nranks,
+                         Deadline deadline);
 
 }  // namespace loom::detail

@@ -105,7 +105,8 @@ class DirectTask final : public exec::Task {
   // Avg is a sum until here; every rank that holds a result divides its own copy on the device.
   Status finalize() {
     Stream s = ipc_.stream();
-    if (op_.divides_for_avg(rank())) LOOM_RETURN_IF_ERROR(dev_.divide_async(op_.dtype, op_.recv, op_.count, nranks_, s));
+    if (op_.divides_for_avg(rank()))
+      LOOM_RETURN_IF_ERROR(dev_.divide_async(op_.dtype, op_.recv, op_.count, nranks_, s));
     return dev_.record(done_event_, s);
   }
 

@@ -37,42 +37,43 @@ CudaIpcConnection::~CudaIpcConnection() {
     if (e) dev_.destroy_event(e);
 }
 
-CudaIpcConnection::Op CudaIpcConnection::new_op(std::uint8_t* dst, std::size_t len,
-                                                const Tag& tag) {
+// A message's last piece follows the pieces of every message posted before it in its direction
+// (`end`), not those of the last op still queued: test() erases completed ops in any order.
+CudaIpcConnection::Op CudaIpcConnection::new_op(std::uint8_t* dst, std::size_t len, const Tag& tag,
+                                                std::uint64_t& end) {
   Op op;
   op.id = next_id_++;
   op.dst = dst;
   op.len = len;
   op.tag = tag;
+  op.last_seq = end += pieces_of(len);
   return op;
 }
 
 Result<Request> CudaIpcConnection::isend(const MemRegion& region, std::size_t off, std::size_t len,
                                          const Tag& tag) {
-  Op op = new_op(static_cast<std::uint8_t*>(region.base) + off, len, tag);  // dst: the source
-  op.last_seq = send_end_ += pieces_of(len);
-  sends_.push_back(op);
+  // dst: the source, for a send
+  sends_.push_back(new_op(static_cast<std::uint8_t*>(region.base) + off, len, tag, send_end_));
+  const Request req{sends_.back().id};
   LOOM_RETURN_IF_ERROR(progress_sends());
-  return Request{op.id};
+  return req;
 }
 
 Result<Request> CudaIpcConnection::irecv(const MemRegion& region, std::size_t off, std::size_t len,
                                          const Tag& tag) {
-  Op op = new_op(static_cast<std::uint8_t*>(region.base) + off, len, tag);
-  op.last_seq = recv_end_ += pieces_of(len);
-  recvs_.push_back(op);
+  recvs_.push_back(new_op(static_cast<std::uint8_t*>(region.base) + off, len, tag, recv_end_));
+  const Request req{recvs_.back().id};
   LOOM_RETURN_IF_ERROR(progress_recvs());
-  return Request{op.id};
+  return req;
 }
 
 Result<Request> CudaIpcConnection::irecv_reduce(const ReduceInto& into, std::size_t len,
                                                 const Tag& tag) {
-  Op op = new_op(static_cast<std::uint8_t*>(into.dst), len, tag);
+  Op op = new_op(static_cast<std::uint8_t*>(into.dst), len, tag, recv_end_);
   op.reduce = true;
   op.local = static_cast<const std::uint8_t*>(into.local);
   op.dtype = into.dtype;
   op.redop = into.op;
-  op.last_seq = recv_end_ += pieces_of(len);
   recvs_.push_back(op);
   LOOM_RETURN_IF_ERROR(progress_recvs());
   return Request{op.id};

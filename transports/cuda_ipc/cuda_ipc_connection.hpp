@@ -48,7 +48,7 @@ class CudaIpcConnection final : public Connection {
   /// The reduction kernel reads the incoming operand straight from the peer's FIFO slot.
   Result<Request> irecv_reduce(const ReduceInto& into, std::size_t len, const Tag& tag) override;
   Result<bool> test(const Request& request) override;
-  /// Nothing to poll(2) on: while a request is pending, progress is always "possible now".
+  /// Nothing to poll(2) on: while a request is pending, asks for a timed wake-up.
   bool prepare_wait(std::vector<pollfd>& fds) override;
 
  private:
@@ -69,7 +69,7 @@ class CudaIpcConnection final : public Connection {
                     device::PeerRoute route, FifoPair fifos)
       : dev_(dev), stream_(stream), self_(self), peer_(peer), route_(route), fifos_(fifos) {}
 
-  Op new_op(std::uint8_t* dst, std::size_t len, const Tag& tag);
+  Op new_op(std::uint8_t* dst, std::size_t len, const Tag& tag, std::uint64_t& end);
   Status progress();
   Status progress_sends();
   Status progress_recvs();
@@ -91,9 +91,7 @@ class CudaIpcConnection final : public Connection {
   std::uint64_t published_ = 0;  // send pieces published
   std::uint64_t taken_ = 0;      // receive pieces enqueued
   std::uint64_t retired_ = 0;    // receive pieces consumed
-  // Pieces of every message posted so far, each way: a new message's last piece follows them.
-  // (Not the last queued op's: test() erases completed ops in any order.)
-  std::uint64_t send_end_ = 0;
+  std::uint64_t send_end_ = 0;   // pieces of every message posted so far, each way (new_op)
   std::uint64_t recv_end_ = 0;
 };
 

@@ -128,7 +128,7 @@ Status TcpTransport::hello(int fd, const Hello& h, int peer, const net::SocketAd
   crypto::Nonce challenge{};
   LOOM_RETURN_IF_ERROR(net::recv_all(fd, challenge.data(), challenge.size(), deadline, what));
   const crypto::Nonce mine = crypto::make_nonce();
-  std::array<std::uint8_t, sizeof(Hello) + sizeof(crypto::Mac) + sizeof(crypto::Nonce)> msg{};
+  std::array<std::uint8_t, kHelloMessageBytes> msg{};
   const std::span<const std::uint8_t> fields(msg.data(), sizeof h);
   std::memcpy(msg.data(), &h, sizeof h);
   crypto::Mac mac = crypto::prove(options_.secret, kHelloDomain, challenge, fields);
@@ -178,7 +178,7 @@ Status TcpTransport::accept_one(Deadline deadline) {
   Hello h;
   Deadline hello_deadline = deadline.earliest(Deadline::after(std::chrono::seconds(10)));
   const crypto::Nonce nonce = crypto::make_nonce();
-  std::array<std::uint8_t, sizeof(Hello) + sizeof(crypto::Mac) + sizeof(crypto::Nonce)> msg{};
+  std::array<std::uint8_t, kHelloMessageBytes> msg{};
   Status st = net::send_all(fd.get(), nonce.data(), nonce.size(), hello_deadline, "challenge");
   if (st.is_ok()) st = net::recv_all(fd.get(), msg.data(), msg.size(), hello_deadline, "hello");
   if (st.is_ok()) {

@@ -90,5 +90,7 @@ struct Hello {
   std::uint32_t stripe_kib = 0;  // messages of at least twice this many KiB are striped
 };
 static_assert(sizeof(Hello) == 32);
+/// The connecting side's whole hello: Hello, its proof, its own challenge.
+inline constexpr std::size_t kHelloMessageBytes = sizeof(Hello) + 32 + 16;
 
 }  // namespace loom::transport::tcp
