@@ -406,41 +406,70 @@ TEST_CASE("bootstrap: tcp server shutdown fails blocked clients promptly") {
   CHECK(elapsed_ms(start) < 2000);
 }
 
+namespace {
+
+// A fake server on a fresh listener: `serve` runs on a thread with the accepted connection.
+struct FakeServer {
+  net::Fd listener;
+  net::SocketAddress addr;
+  std::thread thread;
+  template <typename Fn>
+  explicit FakeServer(Fn serve) {
+    auto l = net::listen_on(loopback_any_port());
+    REQUIRE(l.is_ok());
+    listener = std::move(l).value();
+    auto a = net::bound_address(listener.get());
+    REQUIRE(a.is_ok());
+    addr = a.value();
+    thread = std::thread([this, serve] {
+      auto accepted = net::accept_until(listener.get(), Deadline::after(5s));
+      if (accepted.is_ok()) serve(accepted.value().get());
+    });
+  }
+  ~FakeServer() {
+    if (thread.joinable()) thread.join();
+  }
+  FakeServer(const FakeServer&) = delete;
+  FakeServer& operator=(const FakeServer&) = delete;
+};
+
+// The server side of the hello up to the ack: challenge out, hello in, Ok ack out. Returns the
+// client's hello (empty on a failure).
+std::vector<std::uint8_t> accept_hello(int fd, Deadline d) {
+  auto challenge = wire::encode_challenge(loom::crypto::Nonce{});
+  std::vector<std::uint8_t> hello(wire::kHelloBytes);
+  auto ack = wire::encode_ack(wire::AckStatus::Ok);
+  if (!net::send_all(fd, challenge.data(), challenge.size(), d, "challenge").is_ok() ||
+      !net::recv_all(fd, hello.data(), hello.size(), d, "hello").is_ok() ||
+      !net::send_all(fd, ack.data(), ack.size(), d, "ack").is_ok())
+    return {};
+  return hello;
+}
+
+}  // namespace
+
 TEST_CASE("bootstrap: a tcp server that dies without a shutdown is reported lost") {
   // A fake server that accepts, authenticates the client like the real one, reads its first
   // request and then vanishes (what a killed process looks like from the client).
-  auto listener = net::listen_on(loopback_any_port());
-  REQUIRE(listener.is_ok());
-  auto addr = net::bound_address(listener.value().get());
-  REQUIRE(addr.is_ok());
-  std::thread fake([&] {
-    auto accepted = net::accept_until(listener.value().get(), Deadline::after(5s));
-    if (!accepted.is_ok()) return;
-    net::Fd c = std::move(accepted).value();
-    loom::crypto::Nonce nonce{};
-    auto challenge = wire::encode_challenge(nonce);
-    std::array<std::uint8_t, wire::kHelloBytes + wire::kRequestHeaderBytes> in{};
-    auto ack = wire::encode_ack(wire::AckStatus::Ok);
-    Deadline d = Deadline::after(5s);
-    if (!net::send_all(c.get(), challenge.data(), challenge.size(), d, "challenge").is_ok() ||
-        !net::recv_all(c.get(), in.data(), wire::kHelloBytes, d, "hello").is_ok() ||
-        !net::send_all(c.get(), ack.data(), ack.size(), d, "ack").is_ok())
-      return;
+  FakeServer fake([](int fd) {
+    const Deadline d = Deadline::after(5s);
+    auto hello = accept_hello(fd, d);
+    if (hello.empty()) return;
     loom::crypto::Nonce theirs{};  // the server's proof, on the client's nonce
-    std::copy_n(in.data() + wire::kHelloFieldBytes + 32, theirs.size(), theirs.begin());
+    std::copy_n(hello.data() + wire::kHelloFieldBytes + 32, theirs.size(), theirs.begin());
     auto proof =
         loom::crypto::prove({}, wire::kServerDomain, theirs,
-                            std::span<const std::uint8_t>(in.data(), wire::kHelloFieldBytes));
-    if (!net::send_all(c.get(), proof.data(), proof.size(), d, "proof").is_ok()) return;
-    (void)net::recv_all(c.get(), in.data(), wire::kRequestHeaderBytes, d, "request");
-  });  // the connection closes here, without a Closing frame
-  auto client = bs::TcpStoreClient::connect(addr.value(), kCommId, 1, Deadline::after(5s));
-  if (!client.is_ok()) fake.join();
+                            std::span<const std::uint8_t>(hello.data(), wire::kHelloFieldBytes));
+    if (!net::send_all(fd, proof.data(), proof.size(), d, "proof").is_ok()) return;
+    std::array<std::uint8_t, wire::kRequestHeaderBytes> request{};
+    (void)net::recv_all(fd, request.data(), request.size(), d, "request");
+  });  // the connection closes when `serve` returns, without a Closing frame
+  auto client = bs::TcpStoreClient::connect(fake.addr, kCommId, 1, Deadline::after(5s));
   REQUIRE(client.is_ok());
   CHECK_FALSE(client.value()->server_lost());
   const auto start = Clock::now();
   auto got = client.value()->get("k", Deadline::after(10s));
-  fake.join();
+  fake.thread.join();
   CHECK(elapsed_ms(start) < 2000);
   CHECK(got.status().code() == ErrorCode::PeerFailed);
   CHECK_THAT(got.status().message(), Catch::Contains("without a shutdown"));
@@ -449,28 +478,15 @@ TEST_CASE("bootstrap: a tcp server that dies without a shutdown is reported lost
 
 TEST_CASE("bootstrap: a tcp server that cannot prove the secret is refused") {
   // An impostor at the store's address: it answers the hello with an Ok ack but a forged proof.
-  auto listener = net::listen_on(loopback_any_port());
-  REQUIRE(listener.is_ok());
-  auto addr = net::bound_address(listener.value().get());
-  REQUIRE(addr.is_ok());
-  std::thread impostor([&] {
-    auto accepted = net::accept_until(listener.value().get(), Deadline::after(5s));
-    if (!accepted.is_ok()) return;
-    net::Fd c = std::move(accepted).value();
-    auto challenge = wire::encode_challenge(loom::crypto::Nonce{});
-    std::array<std::uint8_t, wire::kHelloBytes> in{};
-    auto ack = wire::encode_ack(wire::AckStatus::Ok);
+  FakeServer impostor([](int fd) {
+    const Deadline d = Deadline::after(5s);
+    if (accept_hello(fd, d).empty()) return;
     std::array<std::uint8_t, wire::kServerProofBytes> forged{};
     forged.fill(0x5c);
-    Deadline d = Deadline::after(5s);
-    if (!net::send_all(c.get(), challenge.data(), challenge.size(), d, "challenge").is_ok() ||
-        !net::recv_all(c.get(), in.data(), in.size(), d, "hello").is_ok() ||
-        !net::send_all(c.get(), ack.data(), ack.size(), d, "ack").is_ok())
-      return;
-    (void)net::send_all(c.get(), forged.data(), forged.size(), d, "forged proof");
+    (void)net::send_all(fd, forged.data(), forged.size(), d, "forged proof");
   });
-  auto client = bs::TcpStoreClient::connect(addr.value(), kCommId, 1, Deadline::after(5s));
-  impostor.join();
+  auto client = bs::TcpStoreClient::connect(impostor.addr, kCommId, 1, Deadline::after(5s));
+  impostor.thread.join();
   REQUIRE_FALSE(client.is_ok());
   CHECK(client.status().code() == ErrorCode::PeerFailed);
   CHECK_THAT(client.status().message(), Catch::Contains("failed to prove the job's secret"));
