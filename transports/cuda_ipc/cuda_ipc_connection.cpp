@@ -53,18 +53,12 @@ CudaIpcConnection::Op CudaIpcConnection::new_op(std::uint8_t* dst, std::size_t l
 Result<Request> CudaIpcConnection::isend(const MemRegion& region, std::size_t off, std::size_t len,
                                          const Tag& tag) {
   // dst: the source, for a send
-  sends_.push_back(new_op(static_cast<std::uint8_t*>(region.base) + off, len, tag, send_end_));
-  const Request req{sends_.back().id};
-  LOOM_RETURN_IF_ERROR(progress_sends());
-  return req;
+  return queue(true, new_op(static_cast<std::uint8_t*>(region.base) + off, len, tag, send_end_));
 }
 
 Result<Request> CudaIpcConnection::irecv(const MemRegion& region, std::size_t off, std::size_t len,
                                          const Tag& tag) {
-  recvs_.push_back(new_op(static_cast<std::uint8_t*>(region.base) + off, len, tag, recv_end_));
-  const Request req{recvs_.back().id};
-  LOOM_RETURN_IF_ERROR(progress_recvs());
-  return req;
+  return queue(false, new_op(static_cast<std::uint8_t*>(region.base) + off, len, tag, recv_end_));
 }
 
 Result<Request> CudaIpcConnection::irecv_reduce(const ReduceInto& into, std::size_t len,
@@ -74,8 +68,13 @@ Result<Request> CudaIpcConnection::irecv_reduce(const ReduceInto& into, std::siz
   op.local = static_cast<const std::uint8_t*>(into.local);
   op.dtype = into.dtype;
   op.redop = into.op;
-  recvs_.push_back(op);
-  LOOM_RETURN_IF_ERROR(progress_recvs());
+  return queue(false, op);
+}
+
+// Queues `op` and starts what can start now.
+Result<Request> CudaIpcConnection::queue(bool send, const Op& op) {
+  (send ? sends_ : recvs_).push_back(op);
+  LOOM_RETURN_IF_ERROR(send ? progress_sends() : progress_recvs());
   return Request{op.id};
 }
 

@@ -70,6 +70,7 @@ class CudaIpcConnection final : public Connection {
       : dev_(dev), stream_(stream), self_(self), peer_(peer), route_(route), fifos_(fifos) {}
 
   Op new_op(std::uint8_t* dst, std::size_t len, const Tag& tag, std::uint64_t& end);
+  Result<Request> queue(bool send, const Op& op);
   Status progress();
   Status progress_sends();
   Status progress_recvs();
