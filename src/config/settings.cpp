@@ -135,8 +135,10 @@ constexpr std::array kSettings = {
          "Shared-memory messages of at least this many bytes use the single-copy path.", "shm"},
 
     // Collectives and the executor.
-    Spec{"LOOM_CHUNK_SIZE", Type::Size, "512K",
-         "Pipeline chunk size: a collective is split into messages of at most this many bytes.",
+    Spec{"LOOM_CHUNK_SIZE", Type::String, "auto",
+         "Pipeline chunk size: a collective is split into messages of at most this many bytes. "
+         "auto: 128K (chunks stay in the CPU caches), or 512K when any two ranks talk over ofi "
+         "(libfabric's rendezvous costs a round trip per large message).",
          "coll"},
     Spec{"LOOM_PIPELINE_DEPTH", Type::Int, "4",
          "Chunks each rank keeps in flight per peer (scratch slots per receive stream).", "coll"},

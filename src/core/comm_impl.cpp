@@ -20,7 +20,7 @@ namespace loom::detail {
 Result<CommSettings> CommSettings::from(const config::Config& cfg) {
   CommSettings s;
   s.timeout = cfg.get_duration("LOOM_TIMEOUT");
-  s.chunk_bytes = cfg.get_size("LOOM_CHUNK_SIZE");
+  LOOM_ASSIGN_OR_RETURN(s.chunk_bytes, select::chunk_from(cfg));
   s.depth = static_cast<std::size_t>(cfg.get_int("LOOM_PIPELINE_DEPTH"));
   s.spin = std::chrono::microseconds(cfg.get_int("LOOM_SPIN_US"));  // < 0: chosen at init
   s.tcp.sockets_per_peer = static_cast<int>(cfg.get_int("LOOM_SOCKETS_PER_PEER"));
@@ -36,9 +36,6 @@ Result<CommSettings> CommSettings::from(const config::Config& cfg) {
   s.device = cfg.get_string("LOOM_DEVICE");
   if (s.timeout.count() <= 0)
     return make_error(ErrorCode::InvalidUsage, "LOOM_TIMEOUT must be positive");
-  if (s.chunk_bytes < 64 || s.chunk_bytes > (1ull << 30))
-    return make_error(ErrorCode::InvalidUsage, "LOOM_CHUNK_SIZE={} is outside [64, 1G]",
-                      s.chunk_bytes);
   if (s.depth < 1 || s.depth > 64)
     return make_error(ErrorCode::InvalidUsage, "LOOM_PIPELINE_DEPTH={} is outside [1, 64]",
                       s.depth);
@@ -132,6 +129,7 @@ Status CommImpl::init(std::unique_ptr<transport::tcp::TcpTransport> tcp, Deadlin
     LOOM_RETURN_IF_ERROR(
         transports_->ensure({ring_[(pos + 1) % n], ring_[(pos + n - 1) % n]}, deadline));
   }
+  if (settings_.chunk_bytes == 0) settings_.chunk_bytes = select::auto_chunk_bytes(layout.any_ofi);
   LOOM_RETURN_IF_ERROR(agree_on_plan_settings(prefix, deadline));
   LOOM_ASSIGN_OR_RETURN(device::Device * dev, device::device_by_name(settings_.device));
   LOOM_RETURN_IF_ERROR(init_direct_path(dev, layout, prefix, deadline));

@@ -36,7 +36,7 @@ struct JobLayout;
 /// Settings the communicator reads once, at creation.
 struct CommSettings {
   std::chrono::milliseconds timeout{600'000};
-  std::size_t chunk_bytes = std::size_t{512} * 1024;
+  std::size_t chunk_bytes = 0;  // 0: auto, resolved at init (select::auto_chunk_bytes)
   std::size_t depth = 4;
   std::chrono::microseconds spin{50};
   transport::tcp::TcpOptions tcp;

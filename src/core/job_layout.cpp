@@ -98,6 +98,7 @@ Result<JobLayout> exchange_layout(bootstrap::Store& store, const std::string& pr
   std::vector<std::string> hosts;
   for (const auto& ri : l.topology.ranks) hosts.push_back(ri.host_id);
   LOOM_ASSIGN_OR_RETURN(l.transport_of, choose_transports(rank, hosts, allowed));
+  l.any_ofi = any_pair_uses(TransportKind::Ofi, hosts, allowed);
   l.ring = topo::ring_order(l.topology);
   std::string dump = cfg.get_string("LOOM_TOPO_DUMP_FILE");
   if (rank == 0 && !dump.empty()) LOOM_RETURN_IF_ERROR(topo::write_file(l.topology, dump));

@@ -19,6 +19,7 @@ struct JobLayout {
   std::vector<net::SocketAddress> tcp_addresses;  // by rank
   std::vector<TransportKind> transport_of;        // by peer
   std::vector<int> ring;                          // ring order
+  bool any_ofi = false;                           // some pair of ranks talks over ofi
   [[nodiscard]] int ranks_on_my_host(int rank) const;
 };
 

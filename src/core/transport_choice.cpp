@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <array>
+#include <map>
+#include <optional>
 
 #include "log/log.hpp"
 
@@ -88,6 +90,19 @@ std::string format_transport_list(const std::vector<TransportKind>& kinds) {
   return s;
 }
 
+namespace {
+
+// The transport between two ranks: the first in the lower rank's list that the higher rank's
+// list also allows and that can reach the peer; none when they share nothing usable.
+std::optional<TransportKind> pair_choice(const std::vector<TransportKind>& lo,
+                                         const std::vector<TransportKind>& hi, bool same_host) {
+  for (TransportKind k : lo)
+    if (allows(hi, k) && (k != TransportKind::Shm || same_host)) return k;
+  return std::nullopt;
+}
+
+}  // namespace
+
 Result<std::vector<TransportKind>> choose_transports(
     int rank, const std::vector<std::string>& host_ids,
     const std::vector<std::vector<TransportKind>>& allowed) {
@@ -99,21 +114,34 @@ Result<std::vector<TransportKind>> choose_transports(
     const auto& hi = allowed[static_cast<std::size_t>(std::max(rank, p))];
     bool same_host =
         host_ids[static_cast<std::size_t>(rank)] == host_ids[static_cast<std::size_t>(p)];
-    bool found = false;
-    for (TransportKind k : lo) {
-      if (!allows(hi, k) || (k == TransportKind::Shm && !same_host)) continue;
-      out[static_cast<std::size_t>(p)] = k;
-      found = true;
-      break;
-    }
-    if (!found)
+    std::optional<TransportKind> k = pair_choice(lo, hi, same_host);
+    if (!k)
       return make_error(ErrorCode::InvalidUsage,
                         "rank {} and rank {} share no usable transport (LOOM_TRANSPORTS: rank {} "
                         "allows {}, rank {} allows {}; shm needs the same host)",
                         rank, p, std::min(rank, p), format_transport_list(lo), std::max(rank, p),
                         format_transport_list(hi));
+    out[static_cast<std::size_t>(p)] = *k;
   }
   return out;
+}
+
+bool any_pair_uses(TransportKind kind, const std::vector<std::string>& host_ids,
+                   const std::vector<std::vector<TransportKind>>& allowed) {
+  // Ranks with the same host and list choose alike: compare one member of each such class
+  // (rank order within a pair only matters between different lists, so try both orders).
+  std::map<std::pair<std::string, std::vector<TransportKind>>, int> members;
+  for (std::size_t r = 0; r < host_ids.size(); ++r) ++members[{host_ids[r], allowed[r]}];
+  for (auto a = members.begin(); a != members.end(); ++a)
+    for (auto b = a; b != members.end(); ++b) {
+      if (a == b && a->second < 2) continue;
+      const bool same_host = a->first.first == b->first.first;
+      const auto& la = a->first.second;
+      const auto& lb = b->first.second;
+      if (pair_choice(la, lb, same_host) == kind || pair_choice(lb, la, same_host) == kind)
+        return true;
+    }
+  return false;
 }
 
 Result<std::vector<TransportKind>> resolve_transport_list(int rank, std::string_view text,

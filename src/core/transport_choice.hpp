@@ -31,6 +31,11 @@ Result<std::vector<TransportKind>> choose_transports(
     int rank, const std::vector<std::string>& host_ids,
     const std::vector<std::vector<TransportKind>>& allowed);
 
+/// Whether any two ranks would talk over `kind` (the same rule as choose_transports). Every rank
+/// computes the same answer from the same cards.
+bool any_pair_uses(TransportKind kind, const std::vector<std::string>& host_ids,
+                   const std::vector<std::vector<TransportKind>>& allowed);
+
 /// Whether the ofi transport can run here, and the provider it would use (see
 /// resolve_transport_list).
 struct OfiAvailability {

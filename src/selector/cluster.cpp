@@ -17,6 +17,7 @@ Result<Cluster> preset(std::string_view name, const Tuning& local, int local_cor
   if (name == "8gpu-4efa") {
     c.description = "8 ranks per host on NVLink-class links; 4 x 100 Gb/s EFA per host";
     c.per_host = 8;
+    c.ofi = true;
     c.tuning.intra = {3, 120};
     c.tuning.inter = {18, 12.5};
     c.tuning.nic_gbps = 50;

@@ -19,6 +19,7 @@ struct Cluster {
   std::string description;
   int per_host = 1;  // ranks per host (0: all ranks on one host)
   int cores = 0;     // CPUs per host (0: unlimited)
+  bool ofi = false;  // hosts talk over libfabric (LOOM_CHUNK_SIZE=auto then means 512K)
   Tuning tuning;
 };
 

@@ -73,8 +73,18 @@ struct Shape {
   int tree_depth = 0;  // edges from the root to the deepest rank (0: computed from nranks)
 };
 
+/// LOOM_CHUNK_SIZE=auto: 128 KiB, whose pipelines keep their chunks in the CPU caches (on the
+/// 2-CPU VM 1.1-1.4x the busbw of 512 KiB over shm and tcp from 4 MiB up), or 512 KiB when any
+/// two ranks talk over ofi, where each large message pays a rendezvous round trip (tcp;ofi_rxm
+/// at 128 KiB: 0.5-0.65x of 512 KiB).
+constexpr std::size_t kChunkBytes = std::size_t{128} * 1024;
+constexpr std::size_t kOfiChunkBytes = std::size_t{512} * 1024;
+constexpr std::size_t auto_chunk_bytes(bool uses_ofi) {
+  return uses_ofi ? kOfiChunkBytes : kChunkBytes;
+}
+
 struct Pipeline {
-  std::size_t chunk_bytes = std::size_t{512} * 1024;
+  std::size_t chunk_bytes = kChunkBytes;
   std::size_t depth = 4;
 };
 

@@ -63,6 +63,18 @@ Result<Policy> Policy::parse(std::string_view text) {
   return p;
 }
 
+Result<std::size_t> chunk_from(const config::Config& cfg) {
+  const std::string text = cfg.get_string("LOOM_CHUNK_SIZE");
+  if (text == "auto") return std::size_t{0};
+  auto bytes = config::parse_size(text);
+  if (!bytes)
+    return make_error(ErrorCode::InvalidUsage, "LOOM_CHUNK_SIZE='{}' is not auto or a size ({})",
+                      text, bytes.status().message());
+  if (*bytes < 64 || *bytes > (1ull << 30))
+    return make_error(ErrorCode::InvalidUsage, "LOOM_CHUNK_SIZE={} is outside [64, 1G]", *bytes);
+  return static_cast<std::size_t>(*bytes);
+}
+
 Result<Tuning> tuning_from(const config::Config& cfg) {
   Tuning t;
   std::string base = fmt::format(

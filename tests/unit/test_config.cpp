@@ -40,11 +40,11 @@ TEST_CASE("config: every setting is declared once with a description", "[config]
 }
 
 TEST_CASE("config: overrides win and are validated", "[config]") {
-  auto cfg = config::Config::load({{"LOOM_TIMEOUT", "45s"}, {"LOOM_CHUNK_SIZE", "1M"}});
+  auto cfg = config::Config::load({{"LOOM_TIMEOUT", "45s"}, {"LOOM_SOCKET_BUFFER", "1M"}});
   REQUIRE(cfg.is_ok());
   CHECK(cfg->get_duration("LOOM_TIMEOUT").count() == 45000);
   CHECK(cfg->source("LOOM_TIMEOUT") == config::Source::Override);
-  CHECK(cfg->get_size("LOOM_CHUNK_SIZE") == 1 << 20);
+  CHECK(cfg->get_size("LOOM_SOCKET_BUFFER") == 1 << 20);
   CHECK(cfg->source("LOOM_SPIN_US") == config::Source::Default);
   auto bad = config::Config::load({{"LOOM_TIMEOUT", "soon"}});
   REQUIRE_FALSE(bad.is_ok());

@@ -6,6 +6,7 @@
 #include "selector/cluster.hpp"
 #include "selector/replay.hpp"
 #include "selector/selector.hpp"
+#include "transports/ofi/ofi_fabric.hpp"
 
 using namespace loom;
 using namespace loom::select;
@@ -246,6 +247,67 @@ TEST_CASE("selector: ranks with different LOOM_ALGO refuse to build a communicat
   REQUIRE(errors[1].find("LOOM_ALGO=allreduce:tree here but LOOM_ALGO=auto on rank 0") !=
           std::string::npos);
   REQUIRE(!errors[0].empty());  // rank 0 times out waiting for rank 1
+}
+
+TEST_CASE("selector: LOOM_CHUNK_SIZE parses auto or a size in [64, 1G]", "[selector]") {
+  auto chunk = [](const char* text) {
+    auto cfg = config::Config::load({{"LOOM_CHUNK_SIZE", text}});
+    REQUIRE(cfg.is_ok());
+    return chunk_from(*cfg);
+  };
+  CHECK(chunk("auto").value() == 0);
+  CHECK(chunk("1M").value() == std::size_t{1} << 20);
+  CHECK(chunk("64").value() == 64);
+  CHECK_FALSE(chunk("32").is_ok());
+  CHECK_FALSE(chunk("2G").is_ok());
+  auto bad = chunk("big");
+  REQUIRE_FALSE(bad.is_ok());
+  CHECK(bad.status().message().find("LOOM_CHUNK_SIZE='big'") != std::string::npos);
+  CHECK(auto_chunk_bytes(false) == std::size_t{128} << 10);
+  CHECK(auto_chunk_bytes(true) == std::size_t{512} << 10);
+}
+
+// Two ranks build a communicator, rank 1 with an explicit LOOM_CHUNK_SIZE, rank 0 with auto:
+// rank 1's error ("" when both agree), after both have finished.
+std::string chunk_disagreement(const char* rank1_chunk,
+                               const std::map<std::string, std::string>& extra) {
+  auto store = std::make_shared<bootstrap::InMemoryStore>();
+  std::string errors[2];
+  std::vector<std::thread> threads;
+  threads.reserve(2);
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] {
+      std::map<std::string, std::string> s = extra;
+      s["LOOM_TIMEOUT"] = "3s";
+      s["LOOM_CHUNK_SIZE"] = r == 0 ? "auto" : rank1_chunk;
+      try {
+        Communicator comm = test::make_comm(store, r, 2, 0xc4c4, s);
+        std::vector<std::int32_t> buf(300'000, r + 1);  // several chunks
+        comm.allreduce(std::span<std::int32_t>(buf), RedOp::Sum).wait();
+        CHECK(std::count(buf.begin(), buf.end(), 3) == static_cast<std::ptrdiff_t>(buf.size()));
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  return errors[1];
+}
+
+TEST_CASE("selector: LOOM_CHUNK_SIZE=auto is 128K over shm and tcp, 512K over ofi", "[selector]") {
+  CHECK(chunk_disagreement("128K", {}).empty());
+  CHECK(chunk_disagreement("128K", {{"LOOM_TRANSPORTS", "tcp"}}).empty());
+  CHECK_THAT(chunk_disagreement("512K", {}),
+             Catch::Matchers::Contains("LOOM_CHUNK_SIZE=524288 here but LOOM_CHUNK_SIZE=131072 "
+                                       "on rank 0"));
+  if (!transport::ofi::probe_provider({"tcp;ofi_rxm", "127.0.0.1"}).is_ok()) {
+    WARN("libfabric provider tcp;ofi_rxm is not available: the ofi case is skipped");
+    return;
+  }
+  const std::map<std::string, std::string> ofi = {{"LOOM_TRANSPORTS", "ofi"},
+                                                  {"LOOM_OFI_PROVIDER", "tcp;ofi_rxm"},
+                                                  {"LOOM_OFI_FALLBACK", "false"}};
+  CHECK(chunk_disagreement("512K", ofi).empty());
+  CHECK_FALSE(chunk_disagreement("128K", ofi).empty());
 }
 
 TEST_CASE("selector: replaying the real plans completes and matches the model on simple cases",

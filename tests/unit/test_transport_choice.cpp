@@ -53,6 +53,42 @@ TEST_CASE("transport choice: differing allow lists still agree or fail naming bo
   CHECK_THAT(none.status().message(), Contains("rank 0") && Contains("rank 1"));
 }
 
+TEST_CASE("transport choice: any_pair_uses matches the per-pair choices", "[transports]") {
+  using K = TransportKind;
+  // Brute force over every pair of choose_transports' answers.
+  auto brute = [](K kind, const std::vector<std::string>& hosts,
+                  const std::vector<std::vector<K>>& allowed) {
+    for (int r = 0; r < static_cast<int>(hosts.size()); ++r) {
+      auto c = choose_transports(r, hosts, allowed).value();
+      for (int p = 0; p < static_cast<int>(hosts.size()); ++p)
+        if (p != r && c[static_cast<std::size_t>(p)] == kind) return true;
+    }
+    return false;
+  };
+  struct Case {
+    std::vector<std::string> hosts;
+    std::vector<std::vector<K>> allowed;
+    bool ofi;
+  };
+  const std::vector<Case> cases = {
+      {{"a", "a", "a"},
+       {{K::Shm, K::Ofi, K::Tcp}, {K::Shm, K::Ofi, K::Tcp}, {K::Shm, K::Ofi, K::Tcp}},
+       false},  // one host: shm everywhere
+      {{"a", "b"}, {{K::Shm, K::Ofi, K::Tcp}, {K::Shm, K::Ofi, K::Tcp}}, true},
+      {{"a", "b"}, {{K::Shm, K::Tcp}, {K::Shm, K::Ofi, K::Tcp}}, false},  // rank 0 has no ofi
+      {{"a", "a"}, {{K::Ofi}, {K::Ofi, K::Shm}}, true},  // ofi named first on one host
+      {{"a", "a", "b"}, {{K::Tcp, K::Ofi}, {K::Ofi}, {K::Ofi}}, true},
+      {{"a", "a"}, {{K::Tcp}, {K::Tcp}}, false},
+      {{"a"}, {{K::Ofi}}, false},  // one rank: no pair at all
+  };
+  for (const Case& c : cases) {
+    CHECK(any_pair_uses(K::Ofi, c.hosts, c.allowed) == c.ofi);
+    CHECK(brute(K::Ofi, c.hosts, c.allowed) == c.ofi);
+    CHECK(any_pair_uses(K::Shm, c.hosts, c.allowed) == brute(K::Shm, c.hosts, c.allowed));
+    CHECK(any_pair_uses(K::Tcp, c.hosts, c.allowed) == brute(K::Tcp, c.hosts, c.allowed));
+  }
+}
+
 TEST_CASE("transport choice: ofi is resolved against what libfabric offers", "[transports]") {
   using K = TransportKind;
   OfiAvailability efa{true, true, "efa", ""};

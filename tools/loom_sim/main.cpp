@@ -152,10 +152,13 @@ int run(int argc, char** argv) {
   if (a.per_host > 0) cluster->per_host = a.per_host;
   if (a.cores >= 0) cluster->cores = a.cores;
   if (auto st = cluster->tuning.apply(a.tuning); !st.is_ok()) fail(st.message());
-  loom::select::Pipeline pipe{
-      a.chunk ? a.chunk : cfg->get_size("LOOM_CHUNK_SIZE"),
-      a.depth ? a.depth : static_cast<std::size_t>(cfg->get_int("LOOM_PIPELINE_DEPTH"))};
   const loom::select::Shape shape = loom::select::shape_of(*cluster, a.nranks);
+  auto chunk = loom::select::chunk_from(*cfg);
+  if (!chunk.is_ok()) fail(chunk.status().message());
+  if (*chunk == 0) *chunk = loom::select::auto_chunk_bytes(cluster->ofi && shape.nhosts > 1);
+  loom::select::Pipeline pipe{
+      a.chunk ? a.chunk : *chunk,
+      a.depth ? a.depth : static_cast<std::size_t>(cfg->get_int("LOOM_PIPELINE_DEPTH"))};
   fmt::print("# loom-sim (loom {}): {} on {} ranks ({} hosts x {} ranks), preset {}\n",
              loom::kVersionString, to_string(a.coll), a.nranks, shape.nhosts, shape.per_host,
              cluster->name);
