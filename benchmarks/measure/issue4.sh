@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 4 measurements (double binary tree, selector, deterministic mode, loom-sim validation).
 # Run on a quiet machine from the repository root after scripts/build.sh:
-#   bash benchmarks/measure/issue4.sh [BIN_DIR]        (about 5 minutes)
+#   bash benchmarks/measure/issue4.sh [BIN_DIR]        (about 4 minutes; ROUNDS=3 repeats)
 # Prints, as markdown tables for docs/performance.md:
 #  1. allreduce at 8 ranks, 8 B..64 KiB and 1..64 MiB: forced ring, tree, rd (small only), auto side by
 #     side, with auto's slowdown against the best forced choice (target: <= 10%);
@@ -21,6 +21,10 @@ perf() {  # perf N OUT ARGS...: rank 0's loom-perf table
   shift 2
   timeout 600 "$BIN/loomrun" -n "$n" --only-rank 0 --no-prefix -- "$BIN/loom-perf" "$@" >"$out"
 }
+# Identical runs on this VM differ by up to 2x, and slow phases of the machine last seconds:
+# every comparison below runs its variants in turn, ROUNDS times, and takes the median per size.
+ROUNDS=${ROUNDS:-3}
+MEDIAN="python3 $(dirname "$0")/median_table.py"
 
 # Joins loom-perf tables (out-of-place time, column 6) by size.
 join_times() {
@@ -48,15 +52,22 @@ PY
 
 echo
 echo "## 0. calibration (loom-perf --calibrate at 2 and 8 ranks); every run below uses it"
-perf 2 "$TMP/cal2" --calibrate -n 200 -e 32M
-perf 8 "$TMP/cal8" --calibrate -n 100 -e 32M
-sed 's/^/    /' "$TMP/cal2" "$TMP/cal8"
-tuning=$(python3 - "$TMP/cal2" "$TMP/cal8" "$(nproc)" <<'PY'
-import sys
+for r in $(seq "$ROUNDS"); do
+  perf 2 "$TMP/cal2.$r" --calibrate -n 200 -e 32M
+  perf 8 "$TMP/cal8.$r" --calibrate -n 100 -e 32M
+done
+sed 's/^/    /' "$TMP/cal2.1" "$TMP/cal8.1"  # the first of the runs; LOOM_TUNING takes the medians
+tuning=$(python3 - "$(nproc)" "$ROUNDS" "$TMP" <<'PY'
+import statistics, sys
+cores, rounds, tmp = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 def kv(f):
     line = [l for l in open(f) if l.startswith("LOOM_TUNING=")][0].strip()[len("LOOM_TUNING="):]
     return dict(x.split("=") for x in line.split(","))
-two, eight, cores = kv(sys.argv[1]), kv(sys.argv[2]), int(sys.argv[3])
+def median_kv(prefix):  # each constant's median over the runs that printed it (most of them)
+    runs = [kv(f"{tmp}/{prefix}.{r}") for r in range(1, rounds + 1)]
+    keys = [k for k in dict.fromkeys(k for r in runs for k in r) if 2 * sum(k in r for r in runs) > len(runs)]
+    return {k: f"{statistics.median(float(r[k]) for r in runs if k in r):.4g}" for k in keys}
+two, eight = median_kv("cal2"), median_kv("cal8")
 # Oversubscription (8 ranks > cores): ranks block instead of spinning; the extra latency per
 # message is the difference of the two calibrations' alpha.
 # The model scales it by 1 - cores/ranks (the chance a receiver is descheduled): undo that.
@@ -69,12 +80,16 @@ echo "Calibrated: LOOM_TUNING=$tuning"
 export LOOM_TUNING=$tuning
 echo
 echo "## 1. allreduce at 8 ranks: ring vs tree vs rd vs auto (out-of-place time, float sum)"
-for algo in ring tree rd auto; do
-  perf 8 "$TMP/small.$algo" allreduce --algo $algo -b 8 -e 64K -f 2 -n 300 -w 30 -c 0 --outofplace-only
+for r in $(seq "$ROUNDS"); do
+  for algo in ring tree rd auto; do
+    perf 8 "$TMP/small.$algo.$r" allreduce --algo $algo -b 8 -e 64K -f 2 -n 300 -w 30 -c 0 --outofplace-only
+  done
+  for algo in ring tree auto; do  # recursive doubling is for small buffers only
+    perf 8 "$TMP/large.$algo.$r" allreduce --algo $algo -b 1M -e 64M -f 4 -n 5 -w 2 -c 0 --outofplace-only
+  done
 done
-for algo in ring tree auto; do  # recursive doubling is for small buffers only
-  perf 8 "$TMP/large.$algo" allreduce --algo $algo -b 1M -e 64M -f 4 -n 5 -w 2 -c 0 --outofplace-only
-done
+for algo in ring tree rd auto; do $MEDIAN "$TMP"/small.$algo.* >"$TMP/small.$algo"; done
+for algo in ring tree auto; do $MEDIAN "$TMP"/large.$algo.* >"$TMP/large.$algo"; done
 join_times ring,tree,rd,auto "$TMP/small.ring" "$TMP/small.tree" "$TMP/small.rd" "$TMP/small.auto"
 echo
 join_times ring,tree,auto "$TMP/large.ring" "$TMP/large.tree" "$TMP/large.auto"
@@ -84,8 +99,13 @@ echo "## 2. deterministic vs default allreduce (busbw, out-of-place)"
 echo "| ranks | size (B) | default busbw | deterministic busbw | ratio |"
 echo "|---:|---:|---:|---:|---:|"
 for n in 4 8; do
-  perf $n "$TMP/def" allreduce -b 16M -e 128M -f 2 -n 5 -w 2 -c 0 --outofplace-only
-  perf $n "$TMP/det" allreduce --deterministic -b 16M -e 128M -f 2 -n 5 -w 2 -c 0 --outofplace-only
+  for r in $(seq "$ROUNDS"); do
+    perf $n "$TMP/def.$r" allreduce -b 16M -e 128M -f 2 -n 5 -w 2 -c 0 --outofplace-only
+    perf $n "$TMP/det.$r" allreduce --deterministic -b 16M -e 128M -f 2 -n 5 -w 2 -c 0 --outofplace-only
+  done
+  $MEDIAN "$TMP"/def.? >"$TMP/def"
+  $MEDIAN "$TMP"/det.? >"$TMP/det"
+  rm -f "$TMP"/def.? "$TMP"/det.?
   python3 - "$n" "$TMP/def" "$TMP/det" <<'PY'
 import sys
 n = sys.argv[1]
@@ -103,9 +123,12 @@ echo "| ranks | size (B) | pick | model (us) | replay (us) | loom-perf auto (us)
 echo "|---:|---:|---|---:|---:|---:|---:|---:|"
 for n in 2 3 4 5 6 7 8; do
   # Small sizes vary run to run on 2 shared CPUs: average over many more calls than the large.
-  perf $n "$TMP/meas.small" allreduce -b 8 -e 32K -f 16 -n 300 -w 30 -c 0 --outofplace-only
-  perf $n "$TMP/meas.large" allreduce -b 512K -e 16M -f 16 -n 10 -w 3 -c 0 --outofplace-only
-  cat "$TMP/meas.small" "$TMP/meas.large" >"$TMP/meas"
+  for r in $(seq "$ROUNDS"); do
+    perf $n "$TMP/meas.small.$r" allreduce -b 8 -e 32K -f 16 -n 300 -w 30 -c 0 --outofplace-only
+    perf $n "$TMP/meas.large.$r" allreduce -b 512K -e 16M -f 16 -n 10 -w 3 -c 0 --outofplace-only
+  done
+  { $MEDIAN "$TMP"/meas.small.?; $MEDIAN "$TMP"/meas.large.?; } >"$TMP/meas"
+  rm -f "$TMP"/meas.small.? "$TMP"/meas.large.?
   "$BIN/loom-sim" allreduce -n $n --preset local -b 8 -e 16M -f 16 >"$TMP/sim"
   "$BIN/loom-sim" allreduce -n $n --preset local -b 8 -e 16M -f 16 --replay >"$TMP/replay"
   python3 - "$n" "$TMP/meas" "$TMP/sim" "$TMP/replay" <<'PY'

@@ -134,9 +134,13 @@ struct Links {
 };
 
 // Bandwidth between ranks of one host for a buffer of `bytes`: the cache plateau up to
-// cache_bytes, memory bandwidth from dram_bytes, log-linear in between.
-double intra_gbps_at(const Tuning& t, double bytes) {
-  if (t.intra_cache_gbps <= 0) return t.intra.gbps;
+// cache_bytes, memory bandwidth from dram_bytes, log-linear in between. On an oversubscribed
+// host there is no plateau: ranks time-share the CPUs, and each one's buffers are evicted by the
+// others' between its turns (measured: 3-8 ranks on 2 CPUs move 512 KiB at memory bandwidth
+// divided by their CPU share, where 2 ranks run at the cache plateau).
+double intra_gbps_at(const Shape& s, const Tuning& t, double bytes) {
+  const bool oversubscribed = s.cores > 0 && s.per_host > s.cores;
+  if (t.intra_cache_gbps <= 0 || oversubscribed) return t.intra.gbps;
   if (bytes <= t.cache_bytes) return t.intra_cache_gbps;
   if (t.dram_bytes <= t.cache_bytes || bytes >= t.dram_bytes) return t.intra.gbps;
   const double f = std::log2(bytes / t.cache_bytes) / std::log2(t.dram_bytes / t.cache_bytes);
@@ -152,7 +156,7 @@ Links links(const Shape& s, const Tuning& t, int streams, double bytes) {
   const double extra = oversub_extra_us(s, t);
   l.alpha_intra = t.intra.alpha_us + extra;
   l.alpha_inter = t.inter.alpha_us + extra;
-  l.bw_intra = intra_gbps_at(t, bytes) / load;
+  l.bw_intra = intra_gbps_at(s, t, bytes) / load;
   double nic = t.nic_gbps > 0 ? t.nic_gbps / std::max(1, streams) : t.inter.gbps;
   l.bw_inter = std::min(t.inter.gbps, nic);
   const bool multi = s.nhosts > 1;

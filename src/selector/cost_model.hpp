@@ -41,6 +41,7 @@ struct Tuning {
   double oversub_alpha_us = 0;
   /// Bandwidth between ranks on one host while a rank's buffer fits in `cache_bytes` (0: the
   /// same as intra.gbps). Small and medium messages move between caches, not through DRAM.
+  /// Not on an oversubscribed host, where ranks evict each other's buffers (see Shape).
   double intra_cache_gbps = 0;
   double cache_bytes = 1 << 20;
   /// From this buffer size on, intra.gbps applies; between cache_bytes and dram_bytes the

@@ -206,6 +206,12 @@ TEST_CASE("selector: bandwidth falls log-linearly from the cache plateau to memo
   REQUIRE(gbps_at(8 << 20) == Approx(1.75));  // three quarters
   REQUIRE(gbps_at(16 << 20) == Approx(1));
   REQUIRE(gbps_at(64 << 20) == Approx(1));
+  // More ranks than CPUs: no cache plateau, memory bandwidth divided by each rank's CPU share.
+  s.cores = 2;
+  REQUIRE(gbps_at(1 << 20) == Approx(0.5));
+  REQUIRE(gbps_at(64 << 20) == Approx(0.5));
+  s.cores = 4;
+  REQUIRE(gbps_at(1 << 20) == Approx(4));
 }
 
 TEST_CASE("selector: a fused receive-reduce costs no separate pass on one host", "[selector]") {
