@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <functional>
 #include <string>
@@ -28,16 +29,22 @@ void issue_and_wait(int count, const std::function<Work()>& fn) {
 
 // Seconds per call of `fn` (after `warmup` calls), the slowest rank's. Calls are issued back to
 // back and waited for at the end, exactly as the loom-perf sweep times them, so the constants
-// predict loom-perf's numbers (a wait per call would add a wake-up to every message).
+// predict loom-perf's numbers (a wait per call would add a wake-up to every message). Timed in
+// kBatches batches, the median batch counts: on shared VMs a slow phase of the machine can
+// last longer than a batch, and one such batch would skew a mean.
+constexpr int kBatches = 3;
 double time_per_call(Communicator& comm, int warmup, int iters, const std::function<Work()>& fn) {
   issue_and_wait(warmup, fn);
-  comm.barrier().wait();
-  auto t0 = Clock::now();
-  issue_and_wait(iters, fn);
-  double local = std::chrono::duration<double>(Clock::now() - t0).count() / iters;
-  double slowest = 0;
-  comm.allreduce(&local, &slowest, 1, DataType::Float64, RedOp::Max).wait();
-  return slowest;
+  std::array<double, kBatches> local{}, slowest{};
+  for (double& t : local) {
+    comm.barrier().wait();
+    auto t0 = Clock::now();
+    issue_and_wait(iters, fn);
+    t = std::chrono::duration<double>(Clock::now() - t0).count() / iters;
+  }
+  comm.allreduce(local.data(), slowest.data(), kBatches, DataType::Float64, RedOp::Max).wait();
+  std::sort(slowest.begin(), slowest.end());
+  return slowest[kBatches / 2];
 }
 
 // Bytes of reduction output per second of the host kernel (fp32 sum, 8 MiB operands).

@@ -17,38 +17,45 @@ cd "$(dirname "$0")/../.."
 BUILD=${1:-build}
 BIN=$BUILD/bin
 SIZES="-b 8 -e 256M -f 8"
+ROUNDS=${ROUNDS:-3}  # compare.py runs loom and the baselines in turn ROUNDS times: medians
 export LOOM_OFI_PROVIDER="tcp;ofi_rxm"
 
-echo "== 1. loopback ceiling: one TCP stream each way at once, 4 MiB writes, 3 s"
-python3 - <<'PY'
-import socket, threading, time
-def pair():
-    l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(1)
-    c = socket.create_connection(l.getsockname()); s, _ = l.accept()
-    return c, s
-buf = bytearray(4 << 20)
-def send(sock, stop):
-    n = 0
-    while not stop[0]:
-        sock.sendall(buf); n += len(buf)
-    sock.shutdown(socket.SHUT_WR)
-def recv(sock, out):
-    n, view = 0, bytearray(4 << 20)
-    while True:
-        k = sock.recv_into(view)
-        if k == 0: break
-        n += k
-    out.append(n)
-(a1, b1), (a2, b2) = pair(), pair()
-stop, got = [False], []
-ts = [threading.Thread(target=send, args=(a1, stop)), threading.Thread(target=send, args=(b2, stop)),
-      threading.Thread(target=recv, args=(b1, got)), threading.Thread(target=recv, args=(a2, got))]
-t0 = time.time(); [t.start() for t in ts]; time.sleep(3); stop[0] = True; [t.join() for t in ts]
-dt = time.time() - t0
-print(f"per direction: {got[0]/dt/1e9:.2f} and {got[1]/dt/1e9:.2f} GB/s (both at once; Python "
-      f"sockets, a lower bound of the kernel's ceiling)")
-open("/tmp/issue5-ceiling", "w").write(f"{min(got) / dt / 1e9:.3f}\n")
+echo "== 1. loopback ceilings: N processes in a TCP ring, each sending and receiving at once"
+# A ring allreduce on N ranks can move no more per link than N loopback streams carry when all
+# run at once on this machine's CPUs (N = 2: both directions of one pair). 4 MiB writes, 3 s,
+# Python sockets: a lower bound of the kernel's ceiling. Writes "N GB/s" lines.
+: >/tmp/issue5-ceiling
+for n in 2 4; do
+python3 - "$n" <<'PY'
+import multiprocessing as mp, socket, sys, threading, time
+N, SECS = int(sys.argv[1]), 3.0
+def member(lsock, next_addr, q):
+    buf, view = bytearray(4 << 20), bytearray(4 << 20)
+    out = socket.create_connection(next_addr)
+    inc, _ = lsock.accept()
+    stop, got = [False], [0]
+    def send():
+        while not stop[0]:
+            out.sendall(buf)
+        out.shutdown(socket.SHUT_WR)
+    def recv():
+        while (k := inc.recv_into(view)) > 0:
+            got[0] += k
+    ts = [threading.Thread(target=send), threading.Thread(target=recv)]
+    t0 = time.time(); [t.start() for t in ts]; time.sleep(SECS); stop[0] = True
+    [t.join() for t in ts]
+    q.put(got[0] / (time.time() - t0) / 1e9)
+listeners = []
+for _ in range(N):
+    l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(1); listeners.append(l)
+q = mp.Queue()
+ps = [mp.Process(target=member, args=(listeners[i], listeners[(i + 1) % N].getsockname(), q))
+      for i in range(N)]
+[p.start() for p in ps]; rates = [q.get() for _ in ps]; [p.join() for p in ps]
+print(f"{N} processes: per stream {min(rates):.2f}-{max(rates):.2f} GB/s, all at once")
+open("/tmp/issue5-ceiling", "a").write(f"{N} {min(rates):.3f}\n")
 PY
+done
 
 for n in 2 4; do
   echo
@@ -60,12 +67,12 @@ done
 
 echo
 echo "== 3. loom over tcp vs Open MPI TCP BTL vs Gloo (ratios: loom / baseline)"
-python3 benchmarks/compare.py --bin-dir "$BIN" --ranks 2,4 --sizes "$SIZES" --iters 10 \
+python3 benchmarks/compare.py --bin-dir "$BIN" --ranks 2,4 --sizes "$SIZES" --iters 10 --repeat "$ROUNDS" \
   --loom-env "LOOM_TRANSPORTS=tcp" --baselines mpi-tcp,gloo --out /tmp/issue5-tcp.md
 
 echo
 echo "== 4. loom over ofi (tcp;ofi_rxm) vs Open MPI TCP BTL vs Gloo"
-python3 benchmarks/compare.py --bin-dir "$BIN" --ranks 2,4 --sizes "$SIZES" --iters 10 \
+python3 benchmarks/compare.py --bin-dir "$BIN" --ranks 2,4 --sizes "$SIZES" --iters 10 --repeat "$ROUNDS" \
   --loom-env "LOOM_TRANSPORTS=ofi LOOM_OFI_FALLBACK=false" --baselines mpi-tcp,gloo \
   --out /tmp/issue5-ofi.md
 

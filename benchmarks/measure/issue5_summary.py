@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Summary of benchmarks/measure/issue5.sh: reads the loopback ceiling and the markdown tables
-benchmarks/compare.py wrote for loom over tcp and over ofi, and prints each issue-5 target with
-the measured value (PASS / MISS) and every busbw from 16 MiB as a fraction of the ceiling.
+"""Summary of benchmarks/measure/issue5.sh: reads the loopback ceilings (per rank count: what N
+loopback streams in a ring carry each, all at once) and the markdown tables benchmarks/compare.py
+wrote for loom over tcp and over ofi, and prints each issue-5 target with the measured value
+(PASS / MISS) and every busbw from 16 MiB, loom's and Open MPI's, as a fraction of the ceiling.
 Usage: issue5_summary.py CEILING_FILE TCP_MD OFI_MD"""
 import re
 import sys
@@ -43,19 +44,25 @@ def verdict(ok):
 
 
 def main(argv):
-    ceiling = float(open(argv[1], encoding="utf-8").read())
+    ceilings = {}
+    for line in open(argv[1], encoding="utf-8"):
+        n, gbs = line.split()
+        ceilings[int(n)] = float(gbs)
     tcp, ofi = parse(argv[2]), parse(argv[3])
     big = 16 << 20
-    print(f"loopback ceiling (both directions at once, per direction): {ceiling:.2f} GB/s")
     for n in sorted(tcp):
         rows = tcp[n]
-        print(f"\n{n} ranks, loom over tcp:")
+        ceiling = ceilings.get(n, ceilings[max(ceilings)])
+        print(f"\n{n} ranks, loom over tcp (ceiling: {n} loopback streams at once carry "
+              f"{ceiling:.2f} GB/s each):")
         for size in sorted(s for s in rows if s >= big):
             r = rows[size]
             ratio = r.get("loom/MPI-tcp", 0.0)
+            mpi = r.get("MPI-tcp busbw", 0.0)
             print(f"  {size >> 20:>4} MiB  busbw {r['loom busbw (GB/s)']:.2f} GB/s = "
                   f"{r['loom busbw (GB/s)'] / ceiling:.2f} of the ceiling; "
-                  f"vs Open MPI TCP {ratio:.2f}x (target 1.5x: {verdict(ratio >= 1.5)})")
+                  f"vs Open MPI TCP {ratio:.2f}x (target 1.5x: {verdict(ratio >= 1.5)}; "
+                  f"Open MPI = {mpi / ceiling:.2f} of the ceiling)")
         behind = [s for s, r in rows.items() if r.get("loom/Gloo", 0.0) < 1.0]
         print(f"  ahead of Gloo at every size: {verdict(not behind)}"
               + (f" (behind at {sorted(behind)})" if behind else ""))

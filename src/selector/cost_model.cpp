@@ -263,12 +263,7 @@ double deterministic_us(Coll c, double S, const Shape& s, const Tuning& t, const
   }
 }
 
-}  // namespace
-
-double predict_us(Coll c, Algo a, std::size_t bytes, const Shape& s, const Tuning& t,
-                  const Pipeline& p) {
-  if (s.nranks <= 1) return xfer_us(static_cast<double>(bytes), t.intra.gbps * 4);
-  const double S = static_cast<double>(bytes);
+double schedule_us(Coll c, Algo a, double S, const Shape& s, const Tuning& t, const Pipeline& p) {
   switch (a) {
     case Algo::Ring: return ring_us(c, S, s, t, p);
     case Algo::Tree: return tree_us(c, S, s, t, p);
@@ -276,6 +271,29 @@ double predict_us(Coll c, Algo a, std::size_t bytes, const Shape& s, const Tunin
     case Algo::Rd: return rd_us(c, S, s, t);
   }
   return 1e30;
+}
+
+}  // namespace
+
+double predict_us(Coll c, Algo a, std::size_t bytes, const Shape& s, const Tuning& t,
+                  const Pipeline& p) {
+  if (s.nranks <= 1) return xfer_us(static_cast<double>(bytes), t.intra.gbps * 4);
+  const double S = static_cast<double>(bytes);
+  const double full = schedule_us(c, a, S, s, t, p);
+  if (oversub_extra_us(s, t) <= 0 || full >= 1e29) return full;
+  // On an oversubscribed host, while a message waits for its receiver to be scheduled the CPUs
+  // run the other ranks' copies and reductions: the waits overlap the data movement instead of
+  // adding to it. Split the prediction into its base latency, its oversubscription waits and its
+  // data movement (the formulas are sums of those), and charge the larger of the last two.
+  Tuning no_wait = t;
+  no_wait.oversub_alpha_us = 0;
+  Tuning latency_only = t;
+  for (Link* l : {&latency_only.intra, &latency_only.inter}) l->gbps = 1e12;
+  latency_only.nic_gbps = latency_only.reduce_gbps = latency_only.intra_cache_gbps = 1e12;
+  const double waits = full - schedule_us(c, a, S, s, no_wait, p);
+  const double base = schedule_us(c, a, S, s, latency_only, p) - waits;
+  const double data = full - waits - base;
+  return base + std::max(waits, data);
 }
 
 }  // namespace loom::select

@@ -188,6 +188,24 @@ TEST_CASE("selector: cache bandwidth applies up to cache_bytes, oversubscription
           Approx(predict_us(Coll::AllGather, Algo::Ring, 8, s, t, {}) + 262.5).margin(0.1));
 }
 
+TEST_CASE("selector: on an oversubscribed host, waits for descheduled ranks overlap the copies",
+          "[selector]") {
+  Shape s;
+  s.nranks = s.per_host = 4;
+  s.cores = 2;
+  Tuning t;
+  REQUIRE(t.apply("intra_alpha_us=1,intra_gbps=1,reduce_gbps=1000,oversub_alpha_us=50").is_ok());
+  // Allgather: 3 messages, each waiting 50 x (1 - 2/4) = 25 us; 3/4 of the buffer per link at
+  // 1 GB/s over a CPU share of 1/2.
+  const double data_1m = 0.75 * (1 << 20) * 1e-3 * 2;
+  CHECK(predict_us(Coll::AllGather, Algo::Ring, 1 << 20, s, t, {}) == Approx(3 + data_1m));
+  const double data_8k = 0.75 * 8192 * 1e-3 * 2;  // 12.3 us: less than the 75 us of waits
+  CHECK(predict_us(Coll::AllGather, Algo::Ring, 8192, s, t, {}) == Approx(3 + 75));
+  CHECK(data_8k < 75);
+  s.cores = 4;  // no oversubscription: latency and data add up
+  CHECK(predict_us(Coll::AllGather, Algo::Ring, 1 << 20, s, t, {}) == Approx(3 + data_1m / 2));
+}
+
 TEST_CASE("selector: bandwidth falls log-linearly from the cache plateau to memory bandwidth",
           "[selector]") {
   Shape s;
