@@ -26,11 +26,16 @@ perf() {  # perf N OUT ARGS...: rank 0's loom-perf table
 ROUNDS=${ROUNDS:-3}
 MEDIAN="python3 $(dirname "$0")/median_table.py"
 
-# Joins loom-perf tables (out-of-place time, column 6) by size.
+# Joins loom-perf tables (out-of-place time, column 6) by size; the first argument is loom-sim's
+# table for the same rank count and LOOM_TUNING, whose "algo" column is the selector's pick (the
+# library runs the same choose() on the same constants). "pick vs best" compares the forced runs
+# of the picked algorithm and of the fastest one: the selector's choice, free of the noise
+# between two runs of one algorithm that "auto vs best" also contains.
 join_times() {
   python3 - "$@" <<'PY'
 import sys
-names, files = sys.argv[1].split(","), sys.argv[2:]
+sim, names, files = sys.argv[1], sys.argv[2].split(","), sys.argv[3:]
+picks = {int(p[0]): p[8] for p in (l.split() for l in open(sim)) if p and p[0].isdigit()}
 tables = []
 for f in files:
     t = {}
@@ -39,14 +44,18 @@ for f in files:
         if len(p) == 13 and p[0].isdigit():
             t[int(p[0])] = (float(p[5]), float(p[7]))
     tables.append(t)
-print("| size (B) | " + " | ".join(f"{n} time (us)" for n in names) + " | best | auto vs best |")
-print("|---:|" + "---:|" * len(names) + "---|---:|")
+print("| size (B) | " + " | ".join(f"{n} time (us)" for n in names) +
+      " | best | pick | pick vs best | auto vs best |")
+print("|---:|" + "---:|" * len(names) + "---|---|---:|---:|")
 for size in sorted(tables[0]):
     ts = [t.get(size, (float("nan"), 0))[0] for t in tables]
     forced = ts[:-1]
     best = min(range(len(forced)), key=lambda i: forced[i])
+    pick = picks.get(size, "?")
+    pick_ratio = forced[names.index(pick)] / forced[best] - 1 if pick in names[:-1] else float("nan")
     ratio = ts[-1] / forced[best] - 1
-    print(f"| {size} | " + " | ".join(f"{x:.1f}" for x in ts) + f" | {names[best]} | {ratio*100:+.1f}% |")
+    print(f"| {size} | " + " | ".join(f"{x:.1f}" for x in ts) +
+          f" | {names[best]} | {pick} | {pick_ratio*100:+.1f}% | {ratio*100:+.1f}% |")
 PY
 }
 
@@ -90,9 +99,10 @@ for r in $(seq "$ROUNDS"); do
 done
 for algo in ring tree rd auto; do $MEDIAN "$TMP"/small.$algo.* >"$TMP/small.$algo"; done
 for algo in ring tree auto; do $MEDIAN "$TMP"/large.$algo.* >"$TMP/large.$algo"; done
-join_times ring,tree,rd,auto "$TMP/small.ring" "$TMP/small.tree" "$TMP/small.rd" "$TMP/small.auto"
+"$BIN/loom-sim" allreduce -n 8 --preset local -b 8 -e 64M -f 2 >"$TMP/sim8"
+join_times "$TMP/sim8" ring,tree,rd,auto "$TMP/small.ring" "$TMP/small.tree" "$TMP/small.rd" "$TMP/small.auto"
 echo
-join_times ring,tree,auto "$TMP/large.ring" "$TMP/large.tree" "$TMP/large.auto"
+join_times "$TMP/sim8" ring,tree,auto "$TMP/large.ring" "$TMP/large.tree" "$TMP/large.auto"
 
 echo
 echo "## 2. deterministic vs default allreduce (busbw, out-of-place)"
