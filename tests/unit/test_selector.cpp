@@ -1,6 +1,10 @@
 // The selector: LOOM_ALGO parsing, tuning constants, the cost model's choices, and loom-sim's
 // modelled clusters.
+#include <array>
 #include <catch2/catch.hpp>
+#include <functional>
+#include <map>
+#include <string>
 
 #include "comm_harness.hpp"
 #include "selector/cluster.hpp"
@@ -251,22 +255,34 @@ TEST_CASE("selector: a fused receive-reduce costs no separate pass on one host",
   REQUIRE(predict_us(Coll::AllReduce, Algo::Ring, 1 << 20, s, t, {}) == Approx(two_hosts));
 }
 
-TEST_CASE("selector: ranks with different LOOM_ALGO refuse to build a communicator", "[selector]") {
+using Settings = std::map<std::string, std::string>;
+
+// Two ranks (threads) build a communicator, each with its own settings, and run `body` on it:
+// each rank's error message ("" when it succeeded), after both have finished.
+std::array<std::string, 2> on_two_ranks(std::uint64_t comm_id,
+                                        const std::function<Settings(int)>& settings,
+                                        const std::function<void(Communicator&)>& body = {}) {
   auto store = std::make_shared<bootstrap::InMemoryStore>();
-  std::string errors[2];
+  std::array<std::string, 2> errors;
   std::vector<std::thread> threads;
   threads.reserve(2);
   for (int r = 0; r < 2; ++r)
     threads.emplace_back([&, r] {
       try {
-        Communicator comm = test::make_comm(
-            store, r, 2, 0x5e1ec7,
-            {{"LOOM_TIMEOUT", "3s"}, {"LOOM_ALGO", r == 0 ? "auto" : "allreduce:tree"}});
+        Communicator comm = test::make_comm(store, r, 2, comm_id, settings(r));
+        if (body) body(comm);
       } catch (const std::exception& e) {
-        errors[r] = e.what();
+        errors[static_cast<std::size_t>(r)] = e.what();
       }
     });
   for (auto& t : threads) t.join();
+  return errors;
+}
+
+TEST_CASE("selector: ranks with different LOOM_ALGO refuse to build a communicator", "[selector]") {
+  auto errors = on_two_ranks(0x5e1ec7, [](int r) {
+    return Settings{{"LOOM_TIMEOUT", "3s"}, {"LOOM_ALGO", r == 0 ? "auto" : "allreduce:tree"}};
+  });
   INFO(errors[1]);
   REQUIRE(errors[1].find("LOOM_ALGO=allreduce:tree here but LOOM_ALGO=auto on rank 0") !=
           std::string::npos);
@@ -291,29 +307,22 @@ TEST_CASE("selector: LOOM_CHUNK_SIZE parses auto or a size in [64, 1G]", "[selec
   CHECK(auto_chunk_bytes(true) == std::size_t{512} << 10);
 }
 
-// Two ranks build a communicator, rank 1 with an explicit LOOM_CHUNK_SIZE, rank 0 with auto:
-// rank 1's error ("" when both agree), after both have finished.
-std::string chunk_disagreement(const char* rank1_chunk,
-                               const std::map<std::string, std::string>& extra) {
-  auto store = std::make_shared<bootstrap::InMemoryStore>();
-  std::string errors[2];
-  std::vector<std::thread> threads;
-  threads.reserve(2);
-  for (int r = 0; r < 2; ++r)
-    threads.emplace_back([&, r] {
-      std::map<std::string, std::string> s = extra;
-      s["LOOM_TIMEOUT"] = "3s";
-      s["LOOM_CHUNK_SIZE"] = r == 0 ? "auto" : rank1_chunk;
-      try {
-        Communicator comm = test::make_comm(store, r, 2, 0xc4c4, s);
-        std::vector<std::int32_t> buf(300'000, r + 1);  // several chunks
+// Rank 1 with an explicit LOOM_CHUNK_SIZE, rank 0 with auto: rank 1's error ("" when they
+// agree; then an allreduce of several chunks must be exact).
+std::string chunk_disagreement(const char* rank1_chunk, const Settings& extra) {
+  auto errors = on_two_ranks(
+      0xc4c4,
+      [&](int r) {
+        Settings s = extra;
+        s["LOOM_TIMEOUT"] = "3s";
+        s["LOOM_CHUNK_SIZE"] = r == 0 ? "auto" : rank1_chunk;
+        return s;
+      },
+      [](Communicator& comm) {
+        std::vector<std::int32_t> buf(300'000, comm.rank() + 1);
         comm.allreduce(std::span<std::int32_t>(buf), RedOp::Sum).wait();
         CHECK(std::count(buf.begin(), buf.end(), 3) == static_cast<std::ptrdiff_t>(buf.size()));
-      } catch (const std::exception& e) {
-        errors[r] = e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
+      });
   return errors[1];
 }
 
@@ -327,9 +336,9 @@ TEST_CASE("selector: LOOM_CHUNK_SIZE=auto is 128K over shm and tcp, 512K over of
     WARN("libfabric provider tcp;ofi_rxm is not available: the ofi case is skipped");
     return;
   }
-  const std::map<std::string, std::string> ofi = {{"LOOM_TRANSPORTS", "ofi"},
-                                                  {"LOOM_OFI_PROVIDER", "tcp;ofi_rxm"},
-                                                  {"LOOM_OFI_FALLBACK", "false"}};
+  const Settings ofi = {{"LOOM_TRANSPORTS", "ofi"},
+                        {"LOOM_OFI_PROVIDER", "tcp;ofi_rxm"},
+                        {"LOOM_OFI_FALLBACK", "false"}};
   CHECK(chunk_disagreement("512K", ofi).empty());
   CHECK_FALSE(chunk_disagreement("128K", ofi).empty());
 }
