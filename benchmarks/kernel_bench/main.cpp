@@ -25,7 +25,8 @@ struct Args {
   std::size_t bytes = std::size_t{64} << 20;
   int iters = 20;
   std::vector<loom::DataType> dtypes{loom::DataType::Float32, loom::DataType::BFloat16,
-                                     loom::DataType::Float16};
+                                     loom::DataType::Float16, loom::DataType::Float8E4M3,
+                                     loom::DataType::Float8E5M2};
   std::vector<loom::RedOp> ops{loom::RedOp::Sum};
 };
 

@@ -44,14 +44,15 @@ constexpr std::array<FlagSpec, 22> kFlags = {{
 }};
 
 constexpr std::array<std::string_view, kNumDataTypes> kDtypeNames = {
-    "int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "bfloat16", "float", "double"};
+    "int8", "uint8",    "int32", "uint32", "int64",  "uint64",
+    "half", "bfloat16", "float", "double", "f8e4m3", "f8e5m2"};
 constexpr std::array<std::string_view, kNumRedOps> kOpNames = {"sum", "prod", "min", "max", "avg"};
 
 struct Alias {
   std::string_view name;
   DataType dtype;
 };
-constexpr std::array<Alias, 12> kDtypeAliases = {{
+constexpr std::array<Alias, 16> kDtypeAliases = {{
     {"char", DataType::Int8},
     {"int", DataType::Int32},
     {"uint", DataType::Uint32},
@@ -64,6 +65,10 @@ constexpr std::array<Alias, 12> kDtypeAliases = {{
     {"fp64", DataType::Float64},
     {"float64", DataType::Float64},
     {"f64", DataType::Float64},
+    {"fp8_e4m3", DataType::Float8E4M3},
+    {"e4m3", DataType::Float8E4M3},
+    {"fp8_e5m2", DataType::Float8E5M2},
+    {"e5m2", DataType::Float8E5M2},
 }};
 
 std::string lower(std::string_view s) {
@@ -343,7 +348,7 @@ std::string usage_text(std::string_view program) {
       "  -w, --warmup_iters N      warmup iterations (default 5)\n"
       "  -c, --check 0/1           verify results (default 1)\n"
       "  -d, --datatype TYPE       int8 uint8 int32 uint32 int64 uint64 half bfloat16 float\n"
-      "                            double, a comma list, or all (default float)\n"
+      "                            double f8e4m3 f8e5m2, a comma list, or all (default float)\n"
       "  -o, --op OP               sum prod min max avg, a comma list, or all (default sum)\n"
       "  -r, --root N              root of broadcast and reduce (default 0)\n"
       "  -a, --average 0/1/2/3     time reported: 0 rank 0, 1 average (default), 2 min, 3 max\n"
@@ -351,7 +356,8 @@ std::string usage_text(std::string_view program) {
       "                            issue all timed calls, then wait for them)\n"
       "      --inplace-only        run only the in-place variant\n"
       "      --outofplace-only     run only the out-of-place variant\n"
-      "      --algo NAME           LOOM_ALGO for this run: auto, ring, tree, rd, or per collective\n"
+      "      --algo NAME           LOOM_ALGO for this run: auto, ring, tree, rd, or per "
+      "collective\n"
       "                            (allreduce:tree,broadcast:ring)\n"
       "      --deterministic       LOOM_DETERMINISTIC=1 for this run\n"
       "      --calibrate           measure the cost model's constants on this machine and\n"

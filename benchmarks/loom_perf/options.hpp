@@ -17,12 +17,13 @@ enum class Coll { AllReduce, AllGather, Broadcast, Reduce, ReduceScatter };
 
 // Names, in nccl-tests spelling.
 
-/// "int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "bfloat16", "float", "double".
+/// "int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "bfloat16", "float", "double",
+/// "f8e4m3", "f8e5m2".
 std::string_view dtype_name(DataType dtype) noexcept;
 /// "sum", "prod", "min", "max", "avg".
 std::string_view op_name(RedOp op) noexcept;
 /// Accepts the names above and the aliases fp16, float16, bf16, fp32, float32, f32, fp64,
-/// float64, f64, int, char, uint.
+/// float64, f64, int, char, uint, fp8_e4m3, e4m3, fp8_e5m2, e5m2.
 std::optional<DataType> dtype_from_name(std::string_view name) noexcept;
 std::optional<RedOp> op_from_name(std::string_view name) noexcept;
 /// "allreduce", "allgather", "broadcast", "reduce", "reducescatter" (also "reduce_scatter").

@@ -63,13 +63,16 @@ std::uint64_t encode_float(DataType dtype, float f) {
   switch (dtype) {
     case DataType::Float16: return float_to_half(f);
     case DataType::BFloat16: return float_to_bf16(f);
+    case DataType::Float8E4M3: return float_to_f8e4m3(f);
+    case DataType::Float8E5M2: return float_to_f8e5m2(f);
     default: return std::bit_cast<std::uint32_t>(f);
   }
 }
 
 std::uint64_t float_reduce(DataType dtype, RedOp op, const int* values, int nranks) {
   double sum = 0;
-  double prod = 1;  // products of 1s and 2s: exact powers of two (inf past the double range)
+  double prod = 1;  // products of 1s and 2s: exact powers of two (inf past the double range;
+                    // fp8 e4m3 saturates and e5m2 overflows at the end, as partial products do)
   int lo = values[0];
   int hi = values[0];
   for (int r = 0; r < nranks; ++r) {
@@ -163,7 +166,75 @@ std::size_t count_diff(const unsigned char* a, const unsigned char* b, std::size
   }
 }
 
+// One fp8 format: `mant` stored mantissa bits, exponent bias, and whether it is "finite" (e4m3: no
+// infinity, only S.1111.111 is NaN, the top exponent holds normal numbers, overflow saturates).
+struct F8 {
+  int mant;
+  int bias;
+  bool finite;
+  [[nodiscard]] int top_exp() const { return (1 << (7 - mant)) - 1; }  // the all-ones field
+  [[nodiscard]] double max_finite() const {
+    return finite ? std::ldexp((2 << mant) - 2, top_exp() - bias - mant)
+                  : std::ldexp((2 << mant) - 1, top_exp() - 1 - bias - mant);
+  }
+};
+constexpr F8 kE4M3{3, 7, true};
+constexpr F8 kE5M2{2, 15, false};
+
+float f8_to_float(F8 f, std::uint8_t bits) {
+  const bool neg = (bits & 0x80U) != 0;
+  const int e = (bits & 0x7f) >> f.mant;
+  const int m = bits & ((1 << f.mant) - 1);
+  float mag = 0;
+  if (f.finite ? (bits & 0x7f) == 0x7f : (e == f.top_exp() && m != 0)) {
+    mag = std::numeric_limits<float>::quiet_NaN();
+  } else if (!f.finite && e == f.top_exp()) {
+    mag = std::numeric_limits<float>::infinity();
+  } else if (e == 0) {
+    mag = std::ldexp(static_cast<float>(m), 1 - f.bias - f.mant);
+  } else {
+    mag = std::ldexp(static_cast<float>((1 << f.mant) + m), e - f.bias - f.mant);
+  }
+  return neg ? -mag : mag;
+}
+
+std::uint8_t float_to_f8(F8 f, float value) {
+  const auto sign = static_cast<std::uint8_t>(std::signbit(value) ? 0x80 : 0);
+  const auto overflow = static_cast<std::uint8_t>(f.finite ? 0x7e : 0x7c);  // 448 or inf
+  if (std::isnan(value)) {  // quiet; e5m2 keeps the payload bit below the quiet bit
+    const std::uint32_t payload = (std::bit_cast<std::uint32_t>(value) >> 21) & 1U;
+    return static_cast<std::uint8_t>(sign | (f.finite ? 0x7fU : 0x7eU | payload));
+  }
+  const double a = std::fabs(static_cast<double>(value));
+  if (std::isinf(a)) return sign | overflow;
+  if (a == 0) return sign;
+  const int exp = std::max(std::ilogb(a), 1 - f.bias);  // exponent of the ulp grid
+  const double ulp = std::ldexp(1.0, exp - f.mant);
+  const double r = std::nearbyint(a / ulp) * ulp;  // default rounding: nearest, ties to even
+  if (r > f.max_finite()) return sign | overflow;
+  if (r < std::ldexp(1.0, 1 - f.bias)) {  // subnormal
+    return static_cast<std::uint8_t>(sign |
+                                     static_cast<int>(r / std::ldexp(1.0, 1 - f.bias - f.mant)));
+  }
+  const int e = std::ilogb(r);
+  const int m = static_cast<int>(r / std::ldexp(1.0, e - f.mant)) - (1 << f.mant);
+  return static_cast<std::uint8_t>(sign | ((e + f.bias) << f.mant) | m);
+}
+
 }  // namespace
+
+float f8e4m3_to_float(std::uint8_t bits) noexcept {
+  return f8_to_float(kE4M3, bits);
+}
+std::uint8_t float_to_f8e4m3(float value) noexcept {
+  return float_to_f8(kE4M3, value);
+}
+float f8e5m2_to_float(std::uint8_t bits) noexcept {
+  return f8_to_float(kE5M2, bits);
+}
+std::uint8_t float_to_f8e5m2(float value) noexcept {
+  return float_to_f8(kE5M2, value);
+}
 
 float half_to_float(std::uint16_t bits) noexcept {
   const std::uint32_t sign = static_cast<std::uint32_t>(bits & 0x8000U) << 16;
@@ -239,12 +310,19 @@ Pattern::Pattern(DataType dtype, RedOp op, int nranks, int root)
       base_(kPeriod),
       input_(kPeriod * elem_),
       reduced_(kPeriod * elem_) {
-  // Sums of up to nranks values <= max_value stay <= 256: exact in bf16 (and every other type).
-  const int max_value = std::clamp(256 / nranks_, 1, 6);
+  // Sums of up to nranks values <= max_value stay <= `exact`, the largest integer up to which all
+  // integers are exact in the dtype: then every partial sum, in whatever order the collective
+  // adds, is exact too. 256 covers bf16 (and every wider type); fp8 has 16 (e4m3) or 8 (e5m2).
+  const int exact = dtype == DataType::Float8E4M3 ? 16 : dtype == DataType::Float8E5M2 ? 8 : 256;
+  const int max_value = std::clamp(exact / nranks_, 1, 6);
+  // More ranks than that (fp8): 1 at only `exact` evenly spaced positions of the period, 0
+  // elsewhere, so no element's sum over the ranks can exceed `exact`.
+  const bool sparse = nranks_ > exact && op != RedOp::Prod;
   const std::uint64_t seed = op == RedOp::Prod ? 0x5eedULL : 0x10adULL;
   for (std::size_t j = 0; j < kPeriod; ++j) {
     const std::uint64_t h = splitmix64(seed * kPeriod + j) >> 32;
-    const int v = op == RedOp::Prod ? (h % 3 == 0 ? 2 : 1) : static_cast<int>(h % (max_value + 1));
+    int v = op == RedOp::Prod ? (h % 3 == 0 ? 2 : 1) : static_cast<int>(h % (max_value + 1));
+    if (sparse) v = j % (kPeriod / static_cast<std::size_t>(exact) + 1) == 0 ? 1 : 0;
     base_[j] = static_cast<std::uint8_t>(v);
     store_bits(&input_[j * elem_], elem_, value_bits(dtype, v));
   }

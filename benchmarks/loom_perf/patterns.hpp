@@ -18,12 +18,22 @@ std::uint16_t float_to_half(float value) noexcept;
 float bf16_to_float(std::uint16_t bits) noexcept;
 std::uint16_t float_to_bf16(float value) noexcept;
 
+// --- fp8 (OCP e4m3 / e5m2) conversions, round to nearest even -----------------------------------
+// As loom defines them: e4m3 saturates to +-448 (it has no infinity; 0x7f/0xff are NaN), e5m2
+// overflows to infinity like fp16.
+
+float f8e4m3_to_float(std::uint8_t bits) noexcept;
+std::uint8_t float_to_f8e4m3(float value) noexcept;
+float f8e5m2_to_float(std::uint8_t bits) noexcept;
+std::uint8_t float_to_f8e5m2(float value) noexcept;
+
 // --- Expected values -----------------------------------------------------------------------------
 
 /// The exact result of reducing the small integers `values` (one per rank) with `op` in `dtype`,
 /// as loom defines it: integers wrap (two's complement); avg divides the wrapped sum by the rank
-/// count at the end (truncating for integers; fp16/bf16/fp32 as float(sum) / float(n) rounded to
-/// nearest even; fp64 in double). Returned as the element's bit pattern, zero-extended.
+/// count at the end (truncating for integers; fp8/fp16/bf16/fp32 as float(sum) / float(n) rounded
+/// to nearest even; fp64 in double). Exact only while every partial sum is exact in `dtype` (the
+/// Pattern's values are chosen so). Returned as the element's bit pattern, zero-extended.
 std::uint64_t reduce_bits(DataType dtype, RedOp op, const int* values, int nranks);
 /// The bit pattern of the small integer `value` stored as `dtype`.
 std::uint64_t value_bits(DataType dtype, int value);
@@ -32,7 +42,8 @@ std::uint64_t value_bits(DataType dtype, int value);
 
 /// Inputs and results of one (dtype, op, nranks, root) combination. Rank r's input element i is a
 /// small integer that depends on r, i and root (values 0..6 shrinking for large jobs so sums stay
-/// exact in bf16; for prod values 1 and 2, so products are powers of two). The pattern repeats
+/// exact: <= 256 in bf16, <= 16 in fp8 e4m3, <= 8 in e5m2; fp8 jobs larger than that get sparse
+/// 0/1 inputs; for prod values 1 and 2, so products are powers of two). The pattern repeats
 /// with period kPeriod (a prime), which lets fill and verify run as memcpy/memcmp over tables.
 class Pattern {
  public:

@@ -19,8 +19,10 @@ enum class DataType : std::uint8_t {
   BFloat16,
   Float32,
   Float64,
+  Float8E4M3,  // OCP FP8 E4M3 ("fn": no infinity, NaN = S.1111.111), bias 7, max 448
+  Float8E5M2,  // OCP FP8 E5M2 (IEEE-like: infinities and NaNs), bias 15, max 57344
 };
-inline constexpr int kNumDataTypes = 10;
+inline constexpr int kNumDataTypes = 12;
 
 enum class RedOp : std::uint8_t { Sum = 0, Prod, Min, Max, Avg };
 inline constexpr int kNumRedOps = 5;
@@ -29,7 +31,9 @@ inline constexpr int kNumRedOps = 5;
 constexpr std::size_t dtype_size(DataType t) noexcept {
   switch (t) {
     case DataType::Int8:
-    case DataType::Uint8: return 1;
+    case DataType::Uint8:
+    case DataType::Float8E4M3:
+    case DataType::Float8E5M2: return 1;
     case DataType::Float16:
     case DataType::BFloat16: return 2;
     case DataType::Int32:
@@ -50,13 +54,15 @@ constexpr bool is_valid(RedOp op) noexcept {
 }
 constexpr bool is_floating(DataType t) noexcept {
   return t == DataType::Float16 || t == DataType::BFloat16 || t == DataType::Float32 ||
-         t == DataType::Float64;
+         t == DataType::Float64 || t == DataType::Float8E4M3 || t == DataType::Float8E5M2;
 }
 
-/// nccl-tests style names: "int8", "uint8", "int32", ..., "half", "bfloat16", "float", "double".
+/// nccl-tests style names: "int8", "uint8", "int32", ..., "half", "bfloat16", "float", "double",
+/// "f8e4m3", "f8e5m2".
 std::string_view to_string(DataType t) noexcept;
 std::string_view to_string(RedOp op) noexcept;
-/// Accepts the names above plus common aliases ("fp16", "bf16", "fp32", "f32", "fp64", "int", ...).
+/// Accepts the names above plus common aliases ("fp16", "bf16", "fp32", "f32", "fp64", "int",
+/// "fp8_e4m3", "e5m2", ...).
 std::optional<DataType> parse_dtype(std::string_view name) noexcept;
 std::optional<RedOp> parse_redop(std::string_view name) noexcept;
 
@@ -67,6 +73,17 @@ struct half {
 /// bfloat16 storage type (bit pattern only; loom converts with round-to-nearest-even).
 struct bfloat16 {
   std::uint16_t bits;
+};
+
+/// OCP FP8 E4M3 storage type, as CUDA's __nv_fp8_e4m3 (bit pattern only; loom converts with
+/// round-to-nearest-even, saturating to +-448: the format has no infinity).
+struct float8_e4m3 {
+  std::uint8_t bits;
+};
+/// OCP FP8 E5M2 storage type, as CUDA's __nv_fp8_e5m2 (bit pattern only; loom converts with
+/// round-to-nearest-even, overflowing to infinity like fp16).
+struct float8_e5m2 {
+  std::uint8_t bits;
 };
 
 /// Maps a C++ element type to its DataType, for the typed std::span overloads.
@@ -111,6 +128,14 @@ struct dtype_of<float> {
 template <>
 struct dtype_of<double> {
   static constexpr DataType value = DataType::Float64;
+};
+template <>
+struct dtype_of<float8_e4m3> {
+  static constexpr DataType value = DataType::Float8E4M3;
+};
+template <>
+struct dtype_of<float8_e5m2> {
+  static constexpr DataType value = DataType::Float8E5M2;
 };
 template <typename T>
 inline constexpr DataType dtype_of_v = dtype_of<std::remove_cv_t<T>>::value;

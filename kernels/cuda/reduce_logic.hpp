@@ -6,8 +6,9 @@
 // thread of an emulated grid, for every dtype x op, size and alignment.
 //
 // Semantics are those of the host kernels (kernels/host/reduce.hpp), bit for bit: integers wrap,
-// fp16/bf16 compute in fp32 and round to nearest even (the same conversion code, half.hpp), float
-// min/max propagate NaN, Avg reduces as Sum and is divided once at the end.
+// fp16/bf16/fp8 compute in fp32 and round to nearest even (the same conversion code, half.hpp and
+// fp8.hpp: fp8 e4m3 saturates to +-448, e5m2 overflows to infinity), float min/max propagate NaN,
+// Avg reduces as Sum and is divided once at the end.
 #pragma once
 
 #include <cstddef>
@@ -15,6 +16,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "kernels/host/fp8.hpp"
 #include "kernels/host/half.hpp"
 
 #if defined(__CUDACC__)
@@ -49,6 +51,20 @@ struct BFloat16Codec {
   using C = float;
   LOOM_HD static constexpr C load(S v) noexcept { return detail::bf16_bits_widen(v); }
   LOOM_HD static constexpr S store(C v) noexcept { return detail::float_to_bf16_bits(v); }
+};
+
+struct Fp8E4M3Codec {
+  using S = std::uint8_t;
+  using C = float;
+  LOOM_HD static constexpr C load(S v) noexcept { return detail::fp8_e4m3_bits_to_float(v); }
+  LOOM_HD static constexpr S store(C v) noexcept { return detail::float_to_fp8_e4m3_bits(v); }
+};
+
+struct Fp8E5M2Codec {
+  using S = std::uint8_t;
+  using C = float;
+  LOOM_HD static constexpr C load(S v) noexcept { return detail::fp8_e5m2_bits_widen(v); }
+  LOOM_HD static constexpr S store(C v) noexcept { return detail::float_to_fp8_e5m2_bits(v); }
 };
 
 // ---- Operators on the compute type. ----

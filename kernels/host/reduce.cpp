@@ -8,6 +8,8 @@
 //  * fp16/bf16: both inputs widen exactly to fp32, the op runs in fp32, the result is rounded back
 //    to nearest even. (fp32 holds >= 2p+2 bits of a 16-bit format, so this equals the correctly
 //    rounded 16-bit result for Sum/Prod.)
+//  * fp8 (e4m3/e5m2): the same, through fp32 (exact for Sum/Prod of two fp8 values, see
+//    fp8.hpp); rounding to nearest even; e4m3 saturates to +-448, e5m2 overflows to infinity.
 //  * fp32/fp64: native arithmetic.
 //  * Min/Max on floating types: equal to std::min(a, b) / std::max(a, b) on NaN-free data (so
 //    min(+0, -0) returns a). NaN PROPAGATES: if exactly one input is NaN the result is that NaN;
@@ -23,6 +25,7 @@
 #include <type_traits>
 
 #include "kernels/host/f16c.hpp"
+#include "kernels/host/fp8.hpp"
 #include "kernels/host/half.hpp"
 
 // Hot loops are compiled twice, for AVX2-class CPUs (x86-64-v3) and for the baseline, and picked
@@ -63,6 +66,20 @@ struct BFloat16Codec {
   using C = float;
   static constexpr C load(S v) noexcept { return detail::bf16_bits_widen(v); }
   static constexpr S store(C v) noexcept { return detail::float_to_bf16_bits(v); }
+};
+
+struct Fp8E4M3Codec {
+  using S = std::uint8_t;
+  using C = float;
+  static constexpr C load(S v) noexcept { return detail::fp8_e4m3_bits_to_float(v); }
+  static constexpr S store(C v) noexcept { return detail::float_to_fp8_e4m3_bits(v); }
+};
+
+struct Fp8E5M2Codec {
+  using S = std::uint8_t;
+  using C = float;
+  static constexpr C load(S v) noexcept { return detail::fp8_e5m2_bits_widen(v); }
+  static constexpr S store(C v) noexcept { return detail::float_to_fp8_e5m2_bits(v); }
 };
 
 // ---- Operators (on the compute type). ----
@@ -243,6 +260,8 @@ bool visit_dtype(DataType t, F&& f) {
     case DataType::BFloat16: f(Tag<BFloat16Codec>{}); return true;
     case DataType::Float32: f(Tag<NativeCodec<float>>{}); return true;
     case DataType::Float64: f(Tag<NativeCodec<double>>{}); return true;
+    case DataType::Float8E4M3: f(Tag<Fp8E4M3Codec>{}); return true;
+    case DataType::Float8E5M2: f(Tag<Fp8E5M2Codec>{}); return true;
   }
   return false;
 }
@@ -316,6 +335,18 @@ float bfloat16_to_float(std::uint16_t b) noexcept {
 }
 std::uint16_t float_to_bfloat16(float f) noexcept {
   return detail::float_to_bf16_bits(f);
+}
+float fp8_e4m3_to_float(std::uint8_t b) noexcept {
+  return detail::fp8_e4m3_bits_to_float(b);
+}
+std::uint8_t float_to_fp8_e4m3(float f) noexcept {
+  return detail::float_to_fp8_e4m3_bits(f);
+}
+float fp8_e5m2_to_float(std::uint8_t b) noexcept {
+  return detail::fp8_e5m2_bits_to_float(b);
+}
+std::uint8_t float_to_fp8_e5m2(float f) noexcept {
+  return detail::float_to_fp8_e5m2_bits(f);
 }
 
 }  // namespace loom::kernels

@@ -9,12 +9,13 @@
 namespace loom::kernels {
 
 /// dst[i] = a[i] OP b[i] for i < count. `dst` may be exactly `a` or `b` (no partial overlap).
-/// Integer arithmetic wraps (two's complement); fp16/bf16 compute in fp32 and round to nearest
-/// even; min/max of floats follow std::fmin/fmax semantics on NaN-free data. RedOp::Avg reduces
-/// as Sum here: call finalize_avg once on the final result.
+/// Integer arithmetic wraps (two's complement); fp16/bf16/fp8 compute in fp32 and round to nearest
+/// even (fp8 e4m3 saturates to +-448, see fp8.hpp); min/max of floats follow std::fmin/fmax
+/// semantics on NaN-free data. RedOp::Avg reduces as Sum here: call finalize_avg once on the final
+/// result.
 void reduce(DataType dtype, RedOp op, void* dst, const void* a, const void* b, std::size_t count);
 
-/// In place: x[i] = x[i] / n. Integers: truncating division. fp16/bf16/fp32: computed in fp32,
+/// In place: x[i] = x[i] / n. Integers: truncating division. fp16/bf16/fp8/fp32: computed in fp32,
 /// rounded to nearest even. fp64: in fp64.
 void finalize_avg(DataType dtype, void* data, std::size_t count, int n);
 
@@ -31,5 +32,11 @@ float half_to_float(std::uint16_t h) noexcept;
 std::uint16_t float_to_half(float f) noexcept;
 float bfloat16_to_float(std::uint16_t b) noexcept;
 std::uint16_t float_to_bfloat16(float f) noexcept;
+/// FP8 conversions (kernels/host/fp8.hpp): exact decode (NaN quiet); encode rounds to nearest
+/// even, e4m3 saturating to +-448 (NaN -> S.1111.111), e5m2 overflowing to infinity.
+float fp8_e4m3_to_float(std::uint8_t b) noexcept;
+std::uint8_t float_to_fp8_e4m3(float f) noexcept;
+float fp8_e5m2_to_float(std::uint8_t b) noexcept;
+std::uint8_t float_to_fp8_e5m2(float f) noexcept;
 
 }  // namespace loom::kernels

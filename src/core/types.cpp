@@ -9,7 +9,8 @@ namespace loom {
 namespace {
 
 constexpr std::array<std::string_view, kNumDataTypes> kDtypeNames = {
-    "int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "bfloat16", "float", "double"};
+    "int8", "uint8",    "int32", "uint32", "int64",  "uint64",
+    "half", "bfloat16", "float", "double", "f8e4m3", "f8e5m2"};
 constexpr std::array<std::string_view, kNumRedOps> kOpNames = {"sum", "prod", "min", "max", "avg"};
 
 struct Alias {
@@ -17,15 +18,32 @@ struct Alias {
   DataType dtype;
 };
 constexpr std::array kDtypeAliases = {
-    Alias{"char", DataType::Int8},       Alias{"i8", DataType::Int8},
-    Alias{"u8", DataType::Uint8},        Alias{"int", DataType::Int32},
-    Alias{"i32", DataType::Int32},       Alias{"u32", DataType::Uint32},
-    Alias{"i64", DataType::Int64},       Alias{"u64", DataType::Uint64},
-    Alias{"fp16", DataType::Float16},    Alias{"float16", DataType::Float16},
-    Alias{"f16", DataType::Float16},     Alias{"bf16", DataType::BFloat16},
-    Alias{"fp32", DataType::Float32},    Alias{"float32", DataType::Float32},
-    Alias{"f32", DataType::Float32},     Alias{"fp64", DataType::Float64},
-    Alias{"float64", DataType::Float64}, Alias{"f64", DataType::Float64},
+    Alias{"char", DataType::Int8},
+    Alias{"i8", DataType::Int8},
+    Alias{"u8", DataType::Uint8},
+    Alias{"int", DataType::Int32},
+    Alias{"i32", DataType::Int32},
+    Alias{"u32", DataType::Uint32},
+    Alias{"i64", DataType::Int64},
+    Alias{"u64", DataType::Uint64},
+    Alias{"fp16", DataType::Float16},
+    Alias{"float16", DataType::Float16},
+    Alias{"f16", DataType::Float16},
+    Alias{"bf16", DataType::BFloat16},
+    Alias{"fp32", DataType::Float32},
+    Alias{"float32", DataType::Float32},
+    Alias{"f32", DataType::Float32},
+    Alias{"fp64", DataType::Float64},
+    Alias{"float64", DataType::Float64},
+    Alias{"f64", DataType::Float64},
+    Alias{"fp8_e4m3", DataType::Float8E4M3},
+    Alias{"fp8e4m3", DataType::Float8E4M3},
+    Alias{"float8_e4m3", DataType::Float8E4M3},
+    Alias{"e4m3", DataType::Float8E4M3},
+    Alias{"fp8_e5m2", DataType::Float8E5M2},
+    Alias{"fp8e5m2", DataType::Float8E5M2},
+    Alias{"float8_e5m2", DataType::Float8E5M2},
+    Alias{"e5m2", DataType::Float8E5M2},
 };
 
 std::string lower(std::string_view s) {

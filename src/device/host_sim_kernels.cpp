@@ -67,6 +67,8 @@ void reduce(DataType dtype, RedOp op, void* dst, const void* a, const void* b, s
     case DataType::BFloat16: return emulate_op<kc::BFloat16Codec>(op, dst, a, b, count, sms);
     case DataType::Float32: return emulate_op<kc::NativeCodec<float>>(op, dst, a, b, count, sms);
     case DataType::Float64: return emulate_op<kc::NativeCodec<double>>(op, dst, a, b, count, sms);
+    case DataType::Float8E4M3: return emulate_op<kc::Fp8E4M3Codec>(op, dst, a, b, count, sms);
+    case DataType::Float8E5M2: return emulate_op<kc::Fp8E5M2Codec>(op, dst, a, b, count, sms);
   }
 }
 
@@ -83,6 +85,8 @@ void divide(DataType dtype, void* x, std::size_t count, int n, int sms) {
     case DataType::BFloat16: return emulate_divide<kc::BFloat16Codec>(x, count, n, sms);
     case DataType::Float32: return emulate_divide<kc::NativeCodec<float>>(x, count, n, sms);
     case DataType::Float64: return emulate_divide<kc::NativeCodec<double>>(x, count, n, sms);
+    case DataType::Float8E4M3: return emulate_divide<kc::Fp8E4M3Codec>(x, count, n, sms);
+    case DataType::Float8E5M2: return emulate_divide<kc::Fp8E5M2Codec>(x, count, n, sms);
   }
 }
 

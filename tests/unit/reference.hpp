@@ -1,10 +1,12 @@
 // Exact expected values for collective tests: small-integer inputs whose reductions are exactly
 // representable, and a reference that follows loom's documented semantics (integers wrap, avg
-// divides the sum at the end: truncating for integers, in fp32 for 16/32-bit floats).
+// divides the sum at the end: truncating for integers, in fp32 for 8/16/32-bit floats).
 #pragma once
 
 #include <cstdint>
 #include <cstring>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "kernels/host/reduce.hpp"
@@ -12,10 +14,25 @@
 
 namespace loom::test {
 
-inline std::int64_t input_value(RedOp op, int rank, std::size_t i) {
+/// Largest n such that every integer 0..n is exact in `dtype` (fp8: 16 for e4m3, 8 for e5m2;
+/// the others hold far more than the tests' sums).
+inline std::int64_t exact_integer_limit(DataType dtype) {
+  if (dtype == DataType::Float8E4M3) return 16;
+  if (dtype == DataType::Float8E5M2) return 8;
+  return 256;
+}
+
+/// Rank `rank`'s input element i. Prod: 1 or 2, so products over up to 8 ranks are powers of two
+/// <= 256 (exact in every dtype, fp8 included). Otherwise 0..6, so sums over up to 8 ranks stay
+/// <= 48, except fp8: 0..2 for e4m3 and 0..1 for e5m2, so that sums over up to 8 ranks stay within
+/// exact_integer_limit (store_expected checks it) and every partial sum, in any order, is exact.
+inline std::int64_t input_value(DataType dtype, RedOp op, int rank, std::size_t i) {
   if (op == RedOp::Prod)
     return 1 + static_cast<std::int64_t>((static_cast<std::size_t>(rank) + i) % 2);
-  return static_cast<std::int64_t>((static_cast<std::size_t>(rank + 1) * 3 + i * 5) % 7);
+  const auto v = static_cast<std::int64_t>((static_cast<std::size_t>(rank + 1) * 3 + i * 5) % 7);
+  if (dtype == DataType::Float8E4M3) return v % 3;
+  if (dtype == DataType::Float8E5M2) return v % 2;
+  return v;
 }
 
 /// Writes integer `v` as one element of `dtype` (integers truncated to the type's width).
@@ -32,6 +49,8 @@ inline void store_value(DataType dtype, void* dst, std::int64_t v) {
     case DataType::BFloat16: put(kernels::float_to_bfloat16(static_cast<float>(v))); break;
     case DataType::Float32: put(static_cast<float>(v)); break;
     case DataType::Float64: put(static_cast<double>(v)); break;
+    case DataType::Float8E4M3: put(kernels::float_to_fp8_e4m3(static_cast<float>(v))); break;
+    case DataType::Float8E5M2: put(kernels::float_to_fp8_e5m2(static_cast<float>(v))); break;
   }
 }
 
@@ -46,11 +65,13 @@ inline std::int64_t wrap(DataType dtype, std::int64_t v) {
   }
 }
 
-/// The expected reduction of input_value(op, r, i) over ranks 0..n-1, as one `dtype` element.
+/// The expected reduction of input_value(dtype, op, r, i) over ranks 0..n-1, as one `dtype`
+/// element. Throws if a floating-point sum is not exact in `dtype` (the expectation would be
+/// wrong: the collective rounds partial sums in an order of its choosing).
 inline void store_expected(DataType dtype, RedOp op, int n, std::size_t i, void* dst) {
-  std::int64_t acc = input_value(op, 0, i);
+  std::int64_t acc = input_value(dtype, op, 0, i);
   for (int r = 1; r < n; ++r) {
-    std::int64_t v = input_value(op, r, i);
+    std::int64_t v = input_value(dtype, op, r, i);
     switch (op) {
       case RedOp::Sum:
       case RedOp::Avg: acc += v; break;
@@ -62,6 +83,10 @@ inline void store_expected(DataType dtype, RedOp op, int n, std::size_t i, void*
       case RedOp::Max: acc = std::max(acc, v); break;
     }
   }
+  if (is_floating(dtype) && (op == RedOp::Sum || op == RedOp::Avg) &&
+      acc > exact_integer_limit(dtype))
+    throw std::logic_error("reference: a sum of " + std::to_string(n) +
+                           " ranks' inputs is not exact in this dtype");
   if (op != RedOp::Avg) {
     store_value(dtype, dst, acc);
     return;
@@ -71,6 +96,8 @@ inline void store_expected(DataType dtype, RedOp op, int n, std::size_t i, void*
   switch (dtype) {
     case DataType::Float16: put(kernels::float_to_half(f)); break;
     case DataType::BFloat16: put(kernels::float_to_bfloat16(f)); break;
+    case DataType::Float8E4M3: put(kernels::float_to_fp8_e4m3(f)); break;
+    case DataType::Float8E5M2: put(kernels::float_to_fp8_e5m2(f)); break;
     case DataType::Float32: put(f); break;
     case DataType::Float64: put(static_cast<double>(acc) / n); break;
     default: store_value(dtype, dst, wrap(dtype, acc) / n); break;
@@ -82,7 +109,7 @@ inline void fill_input(DataType dtype, RedOp op, int rank, void* buf, std::size_
                        std::size_t first = 0) {
   auto* p = static_cast<std::uint8_t*>(buf);
   for (std::size_t i = 0; i < count; ++i)
-    store_value(dtype, p + i * dtype_size(dtype), input_value(op, rank, first + i));
+    store_value(dtype, p + i * dtype_size(dtype), input_value(dtype, op, rank, first + i));
 }
 
 }  // namespace loom::test

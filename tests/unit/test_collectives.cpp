@@ -16,9 +16,10 @@ using loom::test::store_value;
 
 namespace {
 
-constexpr DataType kAllTypes[] = {
-    DataType::Int8,   DataType::Uint8,   DataType::Int32,    DataType::Uint32,  DataType::Int64,
-    DataType::Uint64, DataType::Float16, DataType::BFloat16, DataType::Float32, DataType::Float64};
+constexpr DataType kAllTypes[] = {DataType::Int8,    DataType::Uint8,      DataType::Int32,
+                                  DataType::Uint32,  DataType::Int64,      DataType::Uint64,
+                                  DataType::Float16, DataType::BFloat16,   DataType::Float32,
+                                  DataType::Float64, DataType::Float8E4M3, DataType::Float8E5M2};
 constexpr RedOp kAllOps[] = {RedOp::Sum, RedOp::Prod, RedOp::Min, RedOp::Max, RedOp::Avg};
 
 std::vector<std::size_t> counts_for(int n) {
@@ -72,7 +73,7 @@ void check_reductions(Communicator& comm, Checker& chk) {
               chk.element(static_cast<std::uint8_t*>(out) + i * es, want.data(), es,
                           where("reduce", t, op, count, ip, r, i));
             }
-          // reduce_scatter: rank q's input block b holds input_value(q, b * count + i)
+          // reduce_scatter: rank q's input block b holds input_value(t, op, q, b * count + i)
           send.assign(count * es * static_cast<std::size_t>(n) + 1, 0);
           fill_input(t, op, r, send.data(), count * static_cast<std::size_t>(n));
           recv.assign(count * es + 1, 0xee);
@@ -95,7 +96,7 @@ void check_data_movement(Communicator& comm, Checker& chk) {
       for (bool ip : {false, true}) {
         const std::size_t es = dtype_size(t);
         const int root = static_cast<int>((count + 1) % un);
-        // allgather: rank q contributes input_value(Sum, q, i)
+        // allgather: rank q contributes input_value(t, Sum, q, i)
         recv.assign(count * es * un + 1, 0xee);
         send.assign(count * es + 1, 0);
         void* in = ip ? recv.data() + ur * count * es : send.data();
@@ -103,7 +104,7 @@ void check_data_movement(Communicator& comm, Checker& chk) {
         comm.allgather(in, recv.data(), count, t).wait();
         for (std::size_t q = 0; q < un; ++q)
           for (std::size_t i = 0; i < count; ++i) {
-            store_value(t, want.data(), input_value(RedOp::Sum, static_cast<int>(q), i));
+            store_value(t, want.data(), input_value(t, RedOp::Sum, static_cast<int>(q), i));
             chk.element(recv.data() + (q * count + i) * es, want.data(), es,
                         where("allgather", t, RedOp::Sum, count, ip, r, q * count + i));
           }
@@ -114,7 +115,7 @@ void check_data_movement(Communicator& comm, Checker& chk) {
         void* out = ip ? send.data() : recv.data();
         comm.broadcast(send.data(), out, count, t, root).wait();
         for (std::size_t i = 0; i < count; ++i) {
-          store_value(t, want.data(), input_value(RedOp::Sum, root, i));
+          store_value(t, want.data(), input_value(t, RedOp::Sum, root, i));
           chk.element(static_cast<std::uint8_t*>(out) + i * es, want.data(), es,
                       where("broadcast", t, RedOp::Sum, count, ip, r, i));
         }

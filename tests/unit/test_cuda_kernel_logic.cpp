@@ -2,7 +2,9 @@
 // __host__ __device__ functions the kernels run, executed here for every thread of an emulated
 // grid, for every dtype x op, many sizes, alignments (shared and mismatched) and aliasing modes,
 // and compared bit for bit with the host kernels.
+#include <bit>
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -21,7 +23,9 @@ constexpr std::size_t kSizes[] = {0, 1, 2, 3, 7, 8, 15, 16, 17, 31, 32, 33, 63, 
 constexpr std::size_t kThreadCounts[] = {1, 5, 64};
 
 /// Random storage elements: any bit pattern for integers, finite values in [-100, 100) for
-/// floating types (so every path computes the same result, NaN payloads aside).
+/// 16/32/64-bit floating types, any non-NaN code for fp8 (infinities, subnormals and values that
+/// saturate or overflow included): NaN-free, so every path computes the same result (the sign and
+/// payload of a NaN made from two NaNs depend on the instruction's operand order).
 template <typename E>
 std::vector<typename E::S> random_elems(std::size_t n, std::mt19937_64& rng) {
   using S = typename E::S;
@@ -32,6 +36,12 @@ std::vector<typename E::S> random_elems(std::size_t n, std::mt19937_64& rng) {
       x = loom::kernels::float_to_half(real(rng));
     } else if constexpr (std::is_same_v<E, kc::BFloat16Codec>) {
       x = loom::kernels::float_to_bfloat16(real(rng));
+    } else if constexpr (std::is_same_v<E, kc::Fp8E4M3Codec>) {
+      do x = static_cast<S>(rng());
+      while ((x & 0x7fu) == 0x7fu);
+    } else if constexpr (std::is_same_v<E, kc::Fp8E5M2Codec>) {
+      do x = static_cast<S>(rng());
+      while ((x & 0x7fu) > 0x7cu);
     } else if constexpr (std::is_floating_point_v<S>) {
       x = static_cast<S>(real(rng));
     } else {
@@ -193,6 +203,42 @@ TEST_CASE("cuda kernel logic: every dtype x op matches the host kernels", "[cuda
   check_dtype<kc::BFloat16Codec>(DataType::BFloat16);
   check_dtype<kc::NativeCodec<float>>(DataType::Float32);
   check_dtype<kc::NativeCodec<double>>(DataType::Float64);
+  check_dtype<kc::Fp8E4M3Codec>(DataType::Float8E4M3);
+  check_dtype<kc::Fp8E5M2Codec>(DataType::Float8E5M2);
+}
+
+// The fp8 codecs are constexpr, so the device code's conversions can be pinned at compile time.
+static_assert(kc::Fp8E4M3Codec::store(448.0f) == 0x7e);
+static_assert(kc::Fp8E4M3Codec::store(1e9f) == 0x7e);  // saturates
+static_assert(kc::Fp8E4M3Codec::load(0x7e) == 448.0f);
+static_assert(kc::Fp8E5M2Codec::store(61440.0f) == 0x7c);  // overflows to infinity
+static_assert(kc::Fp8E5M2Codec::load(0x01) == 0x1p-16f);
+
+TEST_CASE("cuda kernel logic: fp8 codecs are the host kernels' conversions", "[cuda][kernels]") {
+  namespace k = loom::kernels;
+  std::size_t bad = 0;
+  for (std::uint32_t c = 0; c <= 0xff; ++c) {  // every code decodes alike (NaN: both NaN)
+    const auto code = static_cast<std::uint8_t>(c);
+    const float e4 = kc::Fp8E4M3Codec::load(code), e5 = kc::Fp8E5M2Codec::load(code);
+    const float h4 = k::fp8_e4m3_to_float(code), h5 = k::fp8_e5m2_to_float(code);
+    bad += (std::isnan(e4) && std::isnan(h4)) ||
+                   std::bit_cast<std::uint32_t>(e4) == std::bit_cast<std::uint32_t>(h4)
+               ? 0
+               : 1;
+    bad += (std::isnan(e5) && std::isnan(h5)) ||
+                   std::bit_cast<std::uint32_t>(e5) == std::bit_cast<std::uint32_t>(h5)
+               ? 0
+               : 1;
+  }
+  for (std::uint64_t b = 0; b <= 0xffffffffull; b += 65521) {  // floats of every range, NaNs too
+    const float f = std::bit_cast<float>(static_cast<std::uint32_t>(b));
+    bad += kc::Fp8E4M3Codec::store(f) == k::float_to_fp8_e4m3(f) ? 0 : 1;
+    bad += kc::Fp8E5M2Codec::store(f) == k::float_to_fp8_e5m2(f) ? 0 : 1;
+  }
+  CHECK(bad == 0);
+  CHECK(kc::combine<kc::Fp8E4M3Codec, kc::SumOp>(0x38, 0x38) == 0x40);   // 1 + 1 = 2
+  CHECK(kc::combine<kc::Fp8E5M2Codec, kc::ProdOp>(0x40, 0x42) == 0x46);  // 2 * 3 = 6
+  CHECK(kc::divide<kc::Fp8E4M3Codec>(0x7e, 3) == 0x71);                  // 448 / 3 -> 144
 }
 
 TEST_CASE("cuda kernel logic: float min/max propagate NaN like the host kernels",

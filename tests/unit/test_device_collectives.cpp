@@ -21,9 +21,10 @@ using loom::test::store_value;
 
 namespace {
 
-constexpr DataType kAllTypes[] = {
-    DataType::Int8,   DataType::Uint8,   DataType::Int32,    DataType::Uint32,  DataType::Int64,
-    DataType::Uint64, DataType::Float16, DataType::BFloat16, DataType::Float32, DataType::Float64};
+constexpr DataType kAllTypes[] = {DataType::Int8,    DataType::Uint8,      DataType::Int32,
+                                  DataType::Uint32,  DataType::Int64,      DataType::Uint64,
+                                  DataType::Float16, DataType::BFloat16,   DataType::Float32,
+                                  DataType::Float64, DataType::Float8E4M3, DataType::Float8E5M2};
 constexpr RedOp kAllOps[] = {RedOp::Sum, RedOp::Prod, RedOp::Min, RedOp::Max, RedOp::Avg};
 const std::map<std::string, std::string> kSim = {{"LOOM_DEVICE", "host-sim"}};
 
@@ -158,7 +159,7 @@ void check_data_movement(Communicator& comm, Rank& dev, Checker& chk) {
         dev.read_back(d_recv, host);
         for (std::size_t q = 0; q < un; ++q)
           for (std::size_t i = 0; i < count; ++i) {
-            store_value(t, want.data(), input_value(RedOp::Sum, static_cast<int>(q), i));
+            store_value(t, want.data(), input_value(t, RedOp::Sum, static_cast<int>(q), i));
             chk.element(host.data() + (q * count + i) * es, want.data(), es,
                         where("allgather", t, RedOp::Sum, count, ip, r, q * count + i));
           }
@@ -172,7 +173,7 @@ void check_data_movement(Communicator& comm, Rank& dev, Checker& chk) {
         host.assign(count * es, 0);
         dev.read_back(d_out, host);
         for (std::size_t i = 0; i < count; ++i) {
-          store_value(t, want.data(), input_value(RedOp::Sum, root, i));
+          store_value(t, want.data(), input_value(t, RedOp::Sum, root, i));
           chk.element(host.data() + i * es, want.data(), es,
                       where("broadcast", t, RedOp::Sum, count, ip, r, i));
         }

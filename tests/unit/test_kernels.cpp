@@ -24,15 +24,17 @@ using loom::DataType;
 using loom::RedOp;
 namespace k = loom::kernels;
 
-constexpr std::array<DataType, 10> kAllTypes = {
-    DataType::Int8,   DataType::Uint8,   DataType::Int32,    DataType::Uint32,  DataType::Int64,
-    DataType::Uint64, DataType::Float16, DataType::BFloat16, DataType::Float32, DataType::Float64};
+constexpr std::array<DataType, 12> kAllTypes = {
+    DataType::Int8,    DataType::Uint8,   DataType::Int32,      DataType::Uint32,
+    DataType::Int64,   DataType::Uint64,  DataType::Float16,    DataType::BFloat16,
+    DataType::Float32, DataType::Float64, DataType::Float8E4M3, DataType::Float8E5M2};
 constexpr std::array<RedOp, 5> kAllOps = {RedOp::Sum, RedOp::Prod, RedOp::Min, RedOp::Max,
                                           RedOp::Avg};
 constexpr std::array<std::size_t, 8> kCounts = {0, 1, 7, 8, 9, 33, 1000, 4099};
 
-constexpr std::array<const char*, 10> kTypeNames = {"int8",   "uint8", "int32", "uint32", "int64",
-                                                    "uint64", "fp16",  "bf16",  "fp32",   "fp64"};
+constexpr std::array<const char*, 12> kTypeNames = {"int8",  "uint8",  "int32",  "uint32",
+                                                    "int64", "uint64", "fp16",   "bf16",
+                                                    "fp32",  "fp64",   "f8e4m3", "f8e5m2"};
 constexpr std::array<const char*, 5> kOpNames = {"sum", "prod", "min", "max", "avg"};
 constexpr auto tname = [](DataType t) { return kTypeNames[static_cast<int>(t)]; };
 constexpr auto oname = [](RedOp op) { return kOpNames[static_cast<int>(op)]; };
@@ -49,26 +51,38 @@ constexpr auto from_bits = [](std::uint32_t b) { return std::bit_cast<float>(b);
 using Rng = std::mt19937_64;  // fully specified by the standard: same sequence everywhere
 
 struct Format {
-  int mant_bits, exp_bits, emax;  // stored fraction bits, exponent bits, max exponent (= bias)
+  int mant_bits, exp_bits, emax;  // stored fraction bits, exponent bits, bias (= max exponent)
+  // "Finite" formats (fp8 e4m3): no infinity, only the all-ones pattern is NaN, so the top
+  // exponent field holds normal numbers (max exponent emax + 1), and overflow saturates.
+  bool finite = false;
   int emin() const { return 1 - emax; }
 };
 constexpr Format kHalf{10, 5, 15};
 constexpr Format kBf16{7, 8, 127};
 constexpr Format kF32{23, 8, 127};
 constexpr Format kF64{52, 11, 1023};
+constexpr Format kE4M3{3, 4, 7, true};
+constexpr Format kE5M2{2, 5, 15};
 
 const auto sign_bit = [](Format f) { return std::uint64_t{1} << (f.mant_bits + f.exp_bits); };
+/// 65504 for fp16, 448 for e4m3, 57344 for e5m2, ...
+double max_finite(Format f) {
+  return f.finite ? std::ldexp(2.0 - std::ldexp(1.0, 1 - f.mant_bits), f.emax + 1)
+                  : std::ldexp(2.0 - std::ldexp(1.0, -f.mant_bits), f.emax);
+}
 
 /// Rounds x to the nearest value of `fmt` (ties to even), with gradual underflow and overflow to
-/// infinity. Returns a double that is exactly representable in `fmt` (or inf/NaN).
+/// infinity (finite formats: saturation to the largest finite value, infinities included).
+/// Returns a double that is exactly representable in `fmt` (or inf/NaN).
 double ref_round(double x, Format fmt) {
-  if (std::isnan(x) || std::isinf(x) || x == 0) return x;
+  if (std::isnan(x) || x == 0) return x;
+  if (std::isinf(x)) return fmt.finite ? std::copysign(max_finite(fmt), x) : x;
   const double mag = std::fabs(x);
   const int exponent = std::max(std::ilogb(mag), fmt.emin());  // of the target's ulp grid
   const double ulp = std::ldexp(1.0, exponent - fmt.mant_bits);
   double r = std::nearbyint(mag / ulp) * ulp;  // default rounding mode: nearest, ties to even
-  const double max_finite = std::ldexp(2.0 - std::ldexp(1.0, -fmt.mant_bits), fmt.emax);
-  if (r > max_finite) r = std::numeric_limits<double>::infinity();
+  if (r > max_finite(fmt))
+    r = fmt.finite ? max_finite(fmt) : std::numeric_limits<double>::infinity();
   return std::copysign(r, x);
 }
 
@@ -76,12 +90,13 @@ double ref_decode(std::uint64_t bits, Format fmt) {
   const std::uint64_t mant = bits & ((std::uint64_t{1} << fmt.mant_bits) - 1);
   const int field = static_cast<int>((bits >> fmt.mant_bits) & ((1u << fmt.exp_bits) - 1));
   const int max_field = (1 << fmt.exp_bits) - 1;
+  const std::uint64_t max_mant = (std::uint64_t{1} << fmt.mant_bits) - 1;
   const auto sig =
       static_cast<double>(field == 0 ? mant : mant | std::uint64_t{1} << fmt.mant_bits);
-  const double v = field < max_field
-                       ? std::ldexp(sig, std::max(field, 1) - fmt.emax - fmt.mant_bits)
-                   : mant == 0 ? std::numeric_limits<double>::infinity()
-                               : std::numeric_limits<double>::quiet_NaN();
+  const bool finite = field < max_field || (fmt.finite && mant < max_mant);
+  const double v = finite ? std::ldexp(sig, std::max(field, 1) - fmt.emax - fmt.mant_bits)
+                   : mant == 0 && !fmt.finite ? std::numeric_limits<double>::infinity()
+                                              : std::numeric_limits<double>::quiet_NaN();
   return (bits & sign_bit(fmt)) != 0 ? -v : v;
 }
 
@@ -102,11 +117,14 @@ std::uint64_t ref_encode(double v, Format fmt) {
 
 Format format_of(DataType t) {
   if (t == DataType::Float16) return kHalf;
+  if (t == DataType::Float8E4M3) return kE4M3;
+  if (t == DataType::Float8E5M2) return kE5M2;
   return t == DataType::BFloat16 ? kBf16 : t == DataType::Float32 ? kF32 : kF64;
 }
 const auto ref_to_double = [](DataType t, std::uint64_t b) { return ref_decode(b, format_of(t)); };
-/// A quiet NaN with the given sign and payload.
+/// A quiet NaN with the given sign and payload (finite formats: their one NaN of that sign).
 std::uint64_t qnan(Format f, bool neg, std::uint64_t payload) {
+  if (f.finite) return (sign_bit(f) - 1) | (neg ? sign_bit(f) : 0);
   const std::uint64_t inf = ((std::uint64_t{1} << f.exp_bits) - 1) << f.mant_bits;
   return inf | (std::uint64_t{1} << (f.mant_bits - 1)) | payload | (neg ? sign_bit(f) : 0);
 }
@@ -142,17 +160,18 @@ std::uint64_t ref_int_op(DataType t, RedOp op, std::uint64_t a, std::uint64_t b)
 
 std::uint64_t quiet_nan_bits(DataType t, std::uint64_t nan) {
   const Format f = format_of(t);
-  return t == DataType::Float16 || t == DataType::BFloat16 ? nan | qnan(f, false, 0) : nan;
+  return t == DataType::Float32 || t == DataType::Float64 ? nan : nan | qnan(f, false, 0);
 }
 
-/// fp16/bf16/fp32: the double result is exact for Sum/Prod of fp16 and for Prod of fp32/bf16;
-/// otherwise double has >= 2p+2 bits, so rounding it again to the p-bit format is innocuous and the
-/// result is the correctly rounded one, as computed by the kernels. fp64: plain double arithmetic.
+/// fp16/bf16/fp8/fp32: the double result is exact for Sum/Prod of fp16/fp8 and for Prod of
+/// fp32/bf16; otherwise double has >= 2p+2 bits, so rounding it again to the p-bit format is
+/// innocuous and the result is the correctly rounded one, as computed by the kernels. fp64: plain
+/// double arithmetic.
 Expected ref_float_op(DataType t, RedOp op, std::uint64_t a, std::uint64_t b) {
   const double x = ref_to_double(t, a);
   const double y = ref_to_double(t, b);
   if (op == RedOp::Min || op == RedOp::Max) {
-    // Documented kernel semantics: NaN propagates (a's NaN if both are NaN; the 16-bit types
+    // Documented kernel semantics: NaN propagates (a's NaN if both are NaN; the 8/16-bit types
     // return it quiet, since they go through fp32), else std::min/max.
     if (std::isnan(x)) return {quiet_nan_bits(t, a), false};
     if (std::isnan(y)) return {quiet_nan_bits(t, b), false};
@@ -208,16 +227,15 @@ class Buffer {
   std::vector<unsigned char> bytes_;
 };
 
-/// Special floating values: +-0, +-inf, a quiet NaN of each sign (with a payload), the smallest
-/// subnormal and the largest finite value.
+/// Special floating values: +-0, +-inf (+-max for finite formats), a quiet NaN of each sign
+/// (with a payload), the smallest subnormal and the largest finite value.
 std::uint64_t special_element(DataType t, std::uint64_t pick) {
   const Format f = format_of(t);
   const bool neg = (pick & 8) != 0;
   if (pick % 5 == 4) return qnan(f, neg, 1);
-  const double max_finite = std::ldexp(2.0 - std::ldexp(1.0, -f.mant_bits), f.emax);
   const std::array<double, 4> values = {0.0, std::numeric_limits<double>::infinity(),
-                                        std::ldexp(1.0, f.emin() - f.mant_bits), max_finite};
-  return ref_encode(neg ? -values[pick % 5] : values[pick % 5], f);
+                                        std::ldexp(1.0, f.emin() - f.mant_bits), max_finite(f)};
+  return ref_encode(ref_round(neg ? -values[pick % 5] : values[pick % 5], f), f);
 }
 
 /// Random element: for floats, 1/8 special values, 1/8 raw bit patterns (inf, NaN, subnormals,
@@ -384,14 +402,157 @@ TEST_CASE("kernels: float_to_half/bfloat16 rounding cases", "[kernels]") {
   }
 }
 
-TEST_CASE("kernels: float_to_half/bfloat16 agree with the reference rounder", "[kernels]") {
+namespace {
+
+struct Fp8 {
+  Format fmt;
+  float (*widen)(std::uint8_t);
+  std::uint8_t (*narrow)(float);
+  const char* name;
+};
+const std::array<Fp8, 2> kFp8 = {Fp8{kE4M3, &k::fp8_e4m3_to_float, &k::float_to_fp8_e4m3, "e4m3"},
+                                 Fp8{kE5M2, &k::fp8_e5m2_to_float, &k::float_to_fp8_e5m2, "e5m2"}};
+
+}  // namespace
+
+TEST_CASE("kernels: fp8 conversions decode all 256 codes exactly and round-trip", "[kernels]") {
+  for (const Fp8& f8 : kFp8) {
+    INFO(f8.name);
+    std::size_t bad = 0, nans = 0, finite = 0;
+    for (std::uint32_t c = 0; c <= 0xff; ++c) {
+      const auto code = static_cast<std::uint8_t>(c);
+      const float f = f8.widen(code);
+      const double want = ref_decode(c, f8.fmt);
+      if (std::isnan(want)) {  // NaN in -> NaN out: quiet, sign kept (e5m2: payload bit kept)
+        ++nans;
+        bad += std::isnan(f) && (fbits(f) & 0x00400000u) != 0 ? 0 : 1;
+        bad += std::signbit(f) == ((c & 0x80u) != 0) ? 0 : 1;
+        bad += f8.narrow(f) == (c | qnan(f8.fmt, false, 0)) ? 0 : 1;
+        continue;
+      }
+      finite += std::isinf(want) ? 0 : 1;
+      bad += static_cast<double>(f) == want && std::signbit(f) == std::signbit(want) ? 0 : 1;
+      bad += f8.narrow(f) == code ? 0 : 1;
+    }
+    CHECK(bad == 0);
+    // e4m3: 2 NaNs, 254 finite values; e5m2: 6 NaNs, 2 infinities, 248 finite values.
+    CHECK(nans == (f8.fmt.finite ? 2u : 6u));
+    CHECK(finite == (f8.fmt.finite ? 254u : 248u));
+  }
+  // A few decoded values, to pin the reference itself.
+  CHECK(k::fp8_e4m3_to_float(0x7e) == 448.0f);
+  CHECK(k::fp8_e4m3_to_float(0x78) == 256.0f);  // exponent field 15 is finite in e4m3
+  CHECK(k::fp8_e4m3_to_float(0x38) == 1.0f);
+  CHECK(k::fp8_e4m3_to_float(0x08) == 0x1p-6f);
+  CHECK(k::fp8_e4m3_to_float(0x01) == 0x1p-9f);
+  CHECK(k::fp8_e4m3_to_float(0x87) == -0x7p-9f);
+  CHECK(k::fp8_e5m2_to_float(0x7b) == 57344.0f);
+  CHECK(k::fp8_e5m2_to_float(0x7c) == std::numeric_limits<float>::infinity());
+  CHECK(k::fp8_e5m2_to_float(0x3c) == 1.0f);
+  CHECK(k::fp8_e5m2_to_float(0x04) == 0x1p-14f);
+  CHECK(k::fp8_e5m2_to_float(0x01) == 0x1p-16f);
+  CHECK(k::fp8_e5m2_to_float(0x83) == -0x3p-16f);
+}
+
+TEST_CASE("kernels: fp8 midpoints between adjacent codes round to even", "[kernels]") {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  for (const Fp8& f8 : kFp8) {
+    INFO(f8.name);
+    const std::uint32_t last = f8.fmt.finite ? 0x7eu : 0x7bu;  // largest finite code
+    std::size_t bad = 0;
+    for (std::uint32_t c = 0; c < last; ++c) {  // c and c + 1: zero, subnormals, normals
+      for (std::uint32_t sign : {0x00u, 0x80u}) {
+        const float lo = f8.widen(static_cast<std::uint8_t>(sign | c));
+        const float hi = f8.widen(static_cast<std::uint8_t>(sign | (c + 1)));
+        const float mid = (lo + hi) / 2;  // exact in fp32
+        const std::uint32_t even = sign | ((c & 1u) == 0 ? c : c + 1);
+        INFO("codes " << c << ", " << c + 1 << " sign " << sign);
+        bad += f8.narrow(mid) == even ? 0 : 1;
+        bad += f8.narrow(std::nextafter(mid, 0.0f)) == (sign | c) ? 0 : 1;
+        bad += f8.narrow(std::nextafter(mid, sign ? -kInf : kInf)) == (sign | (c + 1)) ? 0 : 1;
+      }
+    }
+    CHECK(bad == 0);
+  }
+}
+
+TEST_CASE("kernels: fp8 rounding, subnormal, saturation and NaN cases", "[kernels]") {
+  using Case = std::pair<float, std::uint8_t>;  // input, expected bits
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  const float kFltMax = std::numeric_limits<float>::max();
+  // e4m3, per line: ties to even (1 + 1/16 down to 1, 1 + 3/16 up to 1.25) and just above a tie;
+  // 448 is the largest finite value and everything beyond it saturates (the tie 464 with the
+  // would-be 480, 480, 1e6, FLT_MAX, infinity), with the sign kept; subnormals: smallest,
+  // ties (2^-10 to 0, 3 * 2^-10 to 2 * 2^-9), the tie 7.5 * 2^-9 up into the normals,
+  // underflow to -0, a float subnormal; zeros; NaNs of both signs.
+  // clang-format off
+  const Case e4m3_cases[] = {
+      {1.0f + 0x1p-4f, 0x38}, {1.0f + 0x3p-4f, 0x3a}, {from_bits(0x3f880001u), 0x39},
+      {448.0f, 0x7e}, {447.0f, 0x7e}, {464.0f, 0x7e}, {480.0f, 0x7e}, {1e6f, 0x7e},
+      {kFltMax, 0x7e}, {kInf, 0x7e}, {-464.0f, 0xfe}, {-kInf, 0xfe}, {416.0f, 0x7d},
+      {0x1p-9f, 0x01}, {0x1p-10f, 0x00}, {0x3p-10f, 0x02}, {0x1.000002p-10f, 0x01},
+      {0xfp-10f, 0x08}, {0x7p-9f, 0x07}, {-0x1p-11f, 0x80}, {0x1p-149f, 0x00},
+      {0.0f, 0x00}, {-0.0f, 0x80}, {from_bits(0x7fc00000u), 0x7f}, {from_bits(0xff800001u), 0xff},
+      {from_bits(0x7f800001u), 0x7f}};
+  // e5m2: ties to even; 57344 is the largest finite value, just below the overflow tie stays
+  // there, the tie 61440 (even = 2^16) and beyond overflow to infinity, infinities stay;
+  // subnormals: smallest, ties (2^-17 to 0, 3 * 2^-17 to 2 * 2^-16), the tie 3.5 * 2^-16 up
+  // into the normals, underflow to -0; NaNs quieted, payload bit kept.
+  const Case e5m2_cases[] = {
+      {1.0f + 0x1p-3f, 0x3c}, {1.0f + 0x3p-3f, 0x3e}, {from_bits(0x3f900001u), 0x3d},
+      {57344.0f, 0x7b}, {61439.996f, 0x7b}, {61440.0f, 0x7c}, {1e6f, 0x7c}, {kFltMax, 0x7c},
+      {kInf, 0x7c}, {-kInf, 0xfc}, {-61440.0f, 0xfc},
+      {0x1p-16f, 0x01}, {0x1p-17f, 0x00}, {0x3p-17f, 0x02}, {0x7p-17f, 0x04},
+      {-0x1p-18f, 0x80}, {0x1p-149f, 0x00}, {0.0f, 0x00}, {-0.0f, 0x80},
+      {from_bits(0x7fc00000u), 0x7e}, {from_bits(0xffe00000u), 0xff},
+      {from_bits(0x7f800001u), 0x7e}, {from_bits(0x7fa00000u), 0x7f}};
+  // clang-format on
+  for (const auto& [f, want] : e4m3_cases) {
+    INFO("e4m3 of float bits " << fbits(f));
+    CHECK(static_cast<int>(k::float_to_fp8_e4m3(f)) == static_cast<int>(want));
+  }
+  for (const auto& [f, want] : e5m2_cases) {
+    INFO("e5m2 of float bits " << fbits(f));
+    CHECK(static_cast<int>(k::float_to_fp8_e5m2(f)) == static_cast<int>(want));
+  }
+}
+
+TEST_CASE("kernels: fp8 sums saturate (e4m3) or overflow to infinity (e5m2)", "[kernels]") {
+  // 448 + 448 and 448 * 2 saturate in e4m3; 57344 + 57344 overflows to inf in e5m2; inf
+  // inputs stay inf in e5m2; e4m3's NaN propagates through every op.
+  auto one = [](DataType t, RedOp op, std::uint8_t a, std::uint8_t b) {
+    std::uint8_t d = 0;
+    k::reduce(t, op, &d, &a, &b, 1);
+    return static_cast<int>(d);
+  };
+  using enum DataType;
+  using enum RedOp;
+  CHECK(one(Float8E4M3, Sum, 0x7e, 0x7e) == 0x7e);
+  CHECK(one(Float8E4M3, Sum, 0xfe, 0xfe) == 0xfe);
+  CHECK(one(Float8E4M3, Prod, 0x7e, 0x40) == 0x7e);  // 448 * 2
+  CHECK(one(Float8E4M3, Sum, 0x7e, 0xfe) == 0x00);   // 448 - 448
+  CHECK(one(Float8E4M3, Sum, 0x7f, 0x38) == 0x7f);   // NaN + 1
+  CHECK(one(Float8E4M3, Max, 0x38, 0xff) == 0xff);   // max(1, -NaN): the NaN
+  CHECK(one(Float8E4M3, Min, 0x7f, 0x38) == 0x7f);
+  CHECK(one(Float8E5M2, Sum, 0x7b, 0x7b) == 0x7c);
+  CHECK(one(Float8E5M2, Sum, 0x7c, 0x3c) == 0x7c);           // inf + 1
+  CHECK((one(Float8E5M2, Sum, 0x7c, 0xfc) & 0x7f) == 0x7e);  // inf - inf: a quiet NaN
+  CHECK(one(Float8E5M2, Max, 0x7c, 0x3c) == 0x7c);
+  CHECK(one(Float8E5M2, Min, 0x3c, 0x7d) == 0x7f);  // min(1, sNaN): the NaN, quieted
+  std::uint8_t x = 0x7e;                            // e4m3 448 / 3 = 149.33 -> 144
+  k::finalize_avg(Float8E4M3, &x, 1, 3);
+  CHECK(static_cast<int>(x) == 0x71);
+}
+
+TEST_CASE("kernels: float_to_half/bfloat16/fp8 agree with the reference rounder", "[kernels]") {
   constexpr float kInf = std::numeric_limits<float>::infinity();
   std::vector<float> inputs;
   for (std::uint64_t b = 0; b <= 0xffffffffull; b += 4093) {
     inputs.push_back(from_bits(static_cast<std::uint32_t>(b)));
   }
-  // Every fp16/bf16 midpoint between finite neighbours, and its two float neighbours.
-  for (const auto& [fmt, last] : {std::pair{kHalf, 0x7bffu}, std::pair{kBf16, 0x7f7fu}}) {
+  // Every fp16/bf16/fp8 midpoint between finite neighbours, and its two float neighbours.
+  for (const auto& [fmt, last] : {std::pair{kHalf, 0x7bffu}, std::pair{kBf16, 0x7f7fu},
+                                  std::pair{kE4M3, 0x7eu}, std::pair{kE5M2, 0x7bu}}) {
     for (std::uint32_t h = 0; h < last; ++h) {
       const auto mid = static_cast<float>((ref_decode(h, fmt) + ref_decode(h + 1, fmt)) / 2);
       for (float f : {mid, std::nextafter(mid, 0.0f), std::nextafter(mid, kInf)}) {
@@ -405,6 +566,8 @@ TEST_CASE("kernels: float_to_half/bfloat16 agree with the reference rounder", "[
     if (std::isnan(f)) continue;
     bad += k::float_to_half(f) == ref_encode(ref_round(f, kHalf), kHalf) ? 0 : 1;
     bad += k::float_to_bfloat16(f) == ref_encode(ref_round(f, kBf16), kBf16) ? 0 : 1;
+    bad += k::float_to_fp8_e4m3(f) == ref_encode(ref_round(f, kE4M3), kE4M3) ? 0 : 1;
+    bad += k::float_to_fp8_e5m2(f) == ref_encode(ref_round(f, kE5M2), kE5M2) ? 0 : 1;
   }
   CHECK(bad == 0);
 }
@@ -472,7 +635,8 @@ TEST_CASE("kernels: float min/max keep the operand order and propagate NaN", "[k
   // operand wins, a's if both are NaN. An implementation that swaps the operands (e.g. for
   // dst == b) fails here; the random tests check the same with exact NaN expectations.
   constexpr std::size_t kN = 37;  // vector body and scalar tail
-  for (DataType t : {DataType::Float16, DataType::BFloat16, DataType::Float32, DataType::Float64}) {
+  for (DataType t : {DataType::Float16, DataType::BFloat16, DataType::Float32, DataType::Float64,
+                     DataType::Float8E4M3, DataType::Float8E5M2}) {
     const Format f = format_of(t);
     const std::uint64_t nan_a = qnan(f, false, 1), nan_b = qnan(f, true, 2);
     for (RedOp op : {RedOp::Min, RedOp::Max}) {

@@ -1,6 +1,6 @@
 // loom-perf pattern and expected-value code (benchmarks/loom_perf/patterns.cpp) against an
 // independent brute-force reference: reductions simulated step by step in the element type, with
-// fp16/bf16 rounding done by searching the sorted table of all representable values.
+// fp8/fp16/bf16 rounding done by searching the sorted table of all representable values.
 #include <algorithm>
 #include <bit>
 #include <catch2/catch.hpp>
@@ -21,18 +21,22 @@ using loom::perf::Pattern;
 
 constexpr int kRankCounts[] = {1, 2, 3, 5, 8};
 
-// --- Reference fp16 / bf16: all non-negative finite values by bit pattern, plus the first
-// pattern past the largest (the infinity pattern, standing for 2^16 resp. 2^128). ------------
+// --- Reference fp16 / bf16 / fp8: all non-negative finite values by bit pattern, plus the first
+// pattern past the largest (the infinity pattern, standing for 2^16 resp. 2^128; for fp8 e4m3,
+// which has no infinity, its NaN pattern 0x7f standing for 480). ------------------------------
 
 struct SmallFloat {
-  int mant_bits;  // 10 for fp16, 7 for bf16
-  int bias;       // 15, 127
+  int mant_bits;  // 10 for fp16, 7 for bf16, 3 for e4m3, 2 for e5m2
+  int bias;       // 15, 127, 7, 15
   std::uint16_t inf_bits;
+  std::uint16_t sign_bit;      // 0x8000, or 0x80 for fp8
+  bool saturate;               // e4m3: overflow gives the largest finite value
   std::vector<double> values;  // values[bits] for bits in [0, inf_bits]
 };
 
-SmallFloat make_small_float(int mant_bits, int bias, std::uint16_t inf_bits) {
-  SmallFloat f{mant_bits, bias, inf_bits, {}};
+SmallFloat make_small_float(int mant_bits, int bias, std::uint16_t inf_bits,
+                            std::uint16_t sign_bit = 0x8000, bool saturate = false) {
+  SmallFloat f{mant_bits, bias, inf_bits, sign_bit, saturate, {}};
   for (int bits = 0; bits <= inf_bits; ++bits) {
     const int e = bits >> mant_bits;
     const int m = bits & ((1 << mant_bits) - 1);
@@ -51,12 +55,22 @@ const SmallFloat& ref_bf16() {
   static const SmallFloat f = make_small_float(7, 127, 0x7f80);
   return f;
 }
+const SmallFloat& ref_e4m3() {
+  static const SmallFloat f = make_small_float(3, 7, 0x7f, 0x80, true);
+  return f;
+}
+const SmallFloat& ref_e5m2() {
+  static const SmallFloat f = make_small_float(2, 15, 0x7c, 0x80);
+  return f;
+}
 
-// Round to nearest, ties to the even bit pattern, by search.
+// Round to nearest, ties to the even bit pattern, by search; overflow gives inf_bits, or the
+// largest finite pattern when the format saturates.
 std::uint16_t ref_round(const SmallFloat& f, double x) {
-  const std::uint16_t sign = std::signbit(x) ? 0x8000 : 0;
+  const std::uint16_t sign = std::signbit(x) ? f.sign_bit : 0;
+  const auto top = static_cast<std::uint16_t>(f.saturate ? f.inf_bits - 1 : f.inf_bits);
   const double a = std::fabs(x);
-  if (a >= f.values.back()) return sign | f.inf_bits;
+  if (a >= f.values.back()) return sign | top;
   const auto it = std::lower_bound(f.values.begin(), f.values.end(), a);
   auto hi = static_cast<std::uint16_t>(it - f.values.begin());
   if (f.values[hi] == a || hi == 0) return sign | hi;
@@ -64,13 +78,14 @@ std::uint16_t ref_round(const SmallFloat& f, double x) {
   const double dlo = a - f.values[lo];
   const double dhi = f.values[hi] - a;
   if (dlo < dhi || (dlo == dhi && lo % 2 == 0)) hi = lo;
-  return sign | hi;
+  return sign | std::min(hi, top);
 }
 
 double ref_value(const SmallFloat& f, std::uint16_t bits) {
-  const double mag = (bits & 0x7fff) >= f.inf_bits ? std::numeric_limits<double>::infinity()
-                                                   : f.values[bits & 0x7fff];
-  return (bits & 0x8000) != 0 ? -mag : mag;
+  const int mask = f.sign_bit - 1;
+  const double mag =
+      (bits & mask) >= f.inf_bits ? std::numeric_limits<double>::infinity() : f.values[bits & mask];
+  return (bits & f.sign_bit) != 0 ? -mag : mag;
 }
 
 float ref_to_float(double x) {  // our values: exact in float, or powers of two (inf from 2^128)
@@ -106,6 +121,8 @@ double ref_decode(DataType t, std::uint64_t bits) {
   switch (t) {
     case DataType::Float16: return ref_value(ref_half(), static_cast<std::uint16_t>(bits));
     case DataType::BFloat16: return ref_value(ref_bf16(), static_cast<std::uint16_t>(bits));
+    case DataType::Float8E4M3: return ref_value(ref_e4m3(), static_cast<std::uint16_t>(bits));
+    case DataType::Float8E5M2: return ref_value(ref_e5m2(), static_cast<std::uint16_t>(bits));
     case DataType::Float32: return std::bit_cast<float>(static_cast<std::uint32_t>(bits));
     default: return std::bit_cast<double>(bits);
   }
@@ -114,6 +131,8 @@ std::uint64_t ref_encode(DataType t, double x) {
   switch (t) {
     case DataType::Float16: return ref_round(ref_half(), x);
     case DataType::BFloat16: return ref_round(ref_bf16(), x);
+    case DataType::Float8E4M3: return ref_round(ref_e4m3(), x);
+    case DataType::Float8E5M2: return ref_round(ref_e5m2(), x);
     case DataType::Float32: return std::bit_cast<std::uint32_t>(ref_to_float(x));
     default: return std::bit_cast<std::uint64_t>(x);
   }
@@ -173,6 +192,26 @@ std::vector<std::vector<int>> corner_cases() {
   for (int r = 0; r < 36; ++r) cycle.push_back(r % 7);
   cases.push_back(cycle);
   return cases;
+}
+
+// fp8 keeps integers exact only up to 16 (e4m3) / 8 (e5m2). A corner case with larger values,
+// sums, or non-power-of-two products beyond that does not reduce exactly in fp8 (reduce_bits
+// describes no real collective there, and Pattern never produces one): skipped for fp8.
+bool exact_enough(DataType t, RedOp op, const std::vector<int>& v) {
+  const int limit = t == DataType::Float8E4M3   ? 16
+                    : t == DataType::Float8E5M2 ? 8
+                                                : std::numeric_limits<int>::max();
+  double sum = 0;
+  double prod = 1;
+  bool small = true;  // all values 0, 1 or 2: products are powers of two (or 0)
+  for (const int x : v) {
+    if (x > limit) return false;
+    sum += x;
+    prod *= x;
+    small = small && x <= 2;
+  }
+  if (op == RedOp::Prod) return small || prod <= limit;
+  return op == RedOp::Min || op == RedOp::Max || sum <= limit;
 }
 
 DataType dtype_at(int i) {
@@ -263,6 +302,7 @@ TEST_CASE("perf: wrapping, avg and overflow corner cases", "[perf]") {
   for (int t = 0; t < loom::kNumDataTypes; ++t) {
     for (int o = 0; o < loom::kNumRedOps; ++o) {
       for (const std::vector<int>& v : corner_cases()) {
+        if (!exact_enough(dtype_at(t), op_at(o), v)) continue;
         INFO("dtype " << t << " op " << o << " nranks " << v.size() << " v0 " << v[0]);
         const auto n = static_cast<int>(v.size());
         CHECK(reduce_bits(dtype_at(t), op_at(o), v.data(), n) ==
@@ -278,6 +318,12 @@ TEST_CASE("perf: wrapping, avg and overflow corner cases", "[perf]") {
   CHECK(reduce_bits(DataType::BFloat16, RedOp::Avg, thirds, 3) == 0x3F2B);
   const std::vector<int> twos(16, 2);
   CHECK(reduce_bits(DataType::Float16, RedOp::Prod, twos.data(), 16) == 0x7c00);
+  CHECK(reduce_bits(DataType::Float8E4M3, RedOp::Avg, thirds, 3) == 0x33);         // 2/3 -> 0.6875
+  CHECK(reduce_bits(DataType::Float8E5M2, RedOp::Avg, thirds, 3) == 0x39);         // 2/3 -> 0.625
+  CHECK(reduce_bits(DataType::Float8E4M3, RedOp::Prod, twos.data(), 8) == 0x78);   // 256
+  CHECK(reduce_bits(DataType::Float8E4M3, RedOp::Prod, twos.data(), 16) == 0x7e);  // saturated
+  CHECK(reduce_bits(DataType::Float8E5M2, RedOp::Prod, twos.data(), 15) == 0x78);  // 2^15
+  CHECK(reduce_bits(DataType::Float8E5M2, RedOp::Prod, twos.data(), 16) == 0x7c);  // inf
   CHECK(reduce_bits(DataType::Int8, RedOp::Prod, twos.data(), 7) == 0x80);
   CHECK(reduce_bits(DataType::Int8, RedOp::Prod, twos.data(), 8) == 0);
 }
@@ -347,4 +393,81 @@ TEST_CASE("perf: inputs depend on rank, index and root", "[perf]") {
     }
     CHECK(worst <= 256);
   }
+  // fp8: sums stay exact (<= 16 in e4m3, <= 8 in e5m2) for any rank count, and still vary.
+  for (const auto& [t, limit] :
+       {std::pair{DataType::Float8E4M3, 16}, std::pair{DataType::Float8E5M2, 8}}) {
+    for (const int n : {2, 5, 8, 9, 16, 17, 64, 256}) {
+      const Pattern p(t, RedOp::Sum, n, 1);
+      int worst = 0;
+      int nonzero = 0;
+      for (std::size_t i = 0; i < Pattern::kPeriod; i += (n > 16 ? 1 : 37)) {
+        int sum = 0;
+        for (int r = 0; r < n; ++r) sum += p.input_value(r, i);
+        worst = std::max(worst, sum);
+        nonzero += sum > 0;
+      }
+      INFO("dtype " << static_cast<int>(t) << " nranks " << n);
+      CHECK(worst <= limit);
+      CHECK(nonzero > 0);
+    }
+  }
+}
+
+TEST_CASE("perf: fp8 conversions round to nearest even", "[perf]") {
+  int bad = 0;
+  for (std::uint32_t b = 0; b < 0x100; ++b) {
+    const auto bits = static_cast<std::uint8_t>(b);
+    const bool nan_e4 = (bits & 0x7f) == 0x7f;
+    const bool nan_e5 = (bits & 0x7c) == 0x7c && (bits & 0x03) != 0;
+    const float e4 = loom::perf::f8e4m3_to_float(bits);
+    const float e5 = loom::perf::f8e5m2_to_float(bits);
+    if (nan_e4 != std::isnan(e4) || nan_e5 != std::isnan(e5)) ++bad;
+    if (!nan_e4 &&
+        (loom::perf::float_to_f8e4m3(e4) != bits || e4 != ref_decode(DataType::Float8E4M3, b))) {
+      ++bad;
+    }
+    if (!nan_e5 &&
+        (loom::perf::float_to_f8e5m2(e5) != bits || e5 != ref_decode(DataType::Float8E5M2, b))) {
+      ++bad;
+    }
+  }
+  CHECK(bad == 0);
+  CHECK(loom::perf::f8e4m3_to_float(0x7e) == 448.0f);
+  CHECK(loom::perf::f8e5m2_to_float(0x7b) == 57344.0f);
+
+  std::mt19937_64 rng(8);
+  std::vector<float> samples = {0.0f,
+                                -0.0f,
+                                448.0f,
+                                464.0f,
+                                480.0f,
+                                1e6f,
+                                57344.0f,
+                                61439.99f,
+                                61440.0f,
+                                0x1p-9f,
+                                0x1p-10f,
+                                0x3p-10f,
+                                0x1p-16f,
+                                0x1p-17f,
+                                0x3p-17f,
+                                0x7p-17f,
+                                -500.0f,
+                                std::numeric_limits<float>::max(),
+                                std::numeric_limits<float>::infinity(),
+                                -std::numeric_limits<float>::infinity()};
+  for (int i = 0; i < 100000; ++i) {
+    // Random signs, exponents around the fp8 ranges, random mantissas.
+    const auto r = static_cast<std::uint32_t>(rng());
+    const std::uint32_t exp = 127 - 20 + (r >> 24) % 40;
+    samples.push_back(std::bit_cast<float>((r & 0x807fffffU) | (exp << 23)));
+  }
+  for (const float x : samples) {
+    bad += loom::perf::float_to_f8e4m3(x) != ref_round(ref_e4m3(), x);
+    bad += loom::perf::float_to_f8e5m2(x) != ref_round(ref_e5m2(), x);
+  }
+  CHECK(bad == 0);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  CHECK(loom::perf::float_to_f8e4m3(nan) == 0x7f);
+  CHECK(loom::perf::float_to_f8e5m2(-nan) == 0xfe);
 }
