@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <chrono>
 #include <functional>
 #include <string>
@@ -103,6 +104,27 @@ std::vector<Point> bandwidth_curve(Communicator& comm, const Options& options, d
   return bw;
 }
 
+double median_gbps(std::vector<Point> bw) {
+  std::sort(bw.begin(), bw.end(),
+            [](const Point& a, const Point& b) { return a.second < b.second; });
+  return bw[bw.size() / 2].second;
+}
+
+// Microseconds per round of a recursive-doubling allreduce of 8 B, where every rank sends and
+// receives in every round (log2 of the largest power of two <= n rounds, plus a fold and a
+// return message when n is not a power of two).
+double rd_round_us(Communicator& comm, const Options& options) {
+  CollOptions rd;
+  rd.algorithm = Algorithm::RecursiveDoubling;
+  float small[2] = {1, 2}, small_out[2];
+  const double t = time_per_call(comm, options.warmup, std::max(options.iters, 50), [&] {
+    return comm.allreduce(small, small_out, 2, DataType::Float32, RedOp::Sum, rd);
+  });
+  const auto n = static_cast<unsigned>(comm.size());
+  const int rounds = std::bit_width(n) - 1 + (std::has_single_bit(n) ? 0 : 2);
+  return t * 1e6 / rounds;
+}
+
 }  // namespace
 
 int calibrate(Communicator& comm, const Options& options) {
@@ -123,6 +145,7 @@ int calibrate(Communicator& comm, const Options& options) {
     return comm.allreduce(small, small_out, 2, DataType::Float32, RedOp::Sum, ring);
   });
   const double alpha_us = t_small * 1e6 / (2.0 * (n - 1));
+  const double round_us = rd_round_us(comm, options);
   const bool intra = one_host(comm);
   const std::vector<Point> bw = bandwidth_curve(comm, options, alpha_us, intra);
   // The cache plateau (sizes within 10% of the best) and where memory bandwidth starts (within
@@ -144,12 +167,20 @@ int calibrate(Communicator& comm, const Options& options) {
       fmt::print("#   ring {} of {} B: {:.3f} GB/s per link\n", intra ? "allreduce" : "allgather",
                  bytes, g);
     fmt::print("#   host reduction (fp32 sum): {:.3f} GB/s\n", red);
-    std::string cache;
+    fmt::print(
+        "#   recursive-doubling allreduce of 8 B: {:.2f} us per round\n# rd_round_us={:.3g}\n",
+        round_us, round_us);
+    std::string extra;
     if (intra && cache_gbps > 1.1 * gbps)
-      cache = fmt::format(",intra_cache_gbps={:.3g},cache_bytes={},dram_bytes={}", cache_gbps,
+      extra = fmt::format(",intra_cache_gbps={:.3g},cache_bytes={},dram_bytes={}", cache_gbps,
                           cache_bytes, dram_bytes);
+    // More ranks than CPUs: what they move between them in total is the host's shared rate.
+    // It varies with the size less than an unshared host's (no cache plateau; 0.8-1.7 GB/s per
+    // link at 8 ranks on 2 CPUs here) and from run to run: the median of the curve.
+    if (intra && n > ::sysconf(_SC_NPROCESSORS_ONLN))
+      extra += fmt::format(",oversub_gbps={:.3g}", median_gbps(bw) * n);
     fmt::print("LOOM_TUNING={0}_alpha_us={1:.3g},{0}_gbps={2:.3g},reduce_gbps={3:.3g}{4}\n", link,
-               alpha_us, gbps, red, cache);
+               alpha_us, gbps, red, extra);
   }
   return 0;
 }

@@ -70,8 +70,11 @@ tuning=$(python3 - "$(nproc)" "$ROUNDS" "$TMP" <<'PY'
 import statistics, sys
 cores, rounds, tmp = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 def kv(f):
-    line = [l for l in open(f) if l.startswith("LOOM_TUNING=")][0].strip()[len("LOOM_TUNING="):]
-    return dict(x.split("=") for x in line.split(","))
+    lines = open(f).readlines()
+    line = [l for l in lines if l.startswith("LOOM_TUNING=")][0].strip()[len("LOOM_TUNING="):]
+    out = dict(x.split("=") for x in line.split(","))
+    out["rd_round_us"] = [l for l in lines if l.startswith("# rd_round_us=")][0].split("=")[1].strip()
+    return out
 def median_kv(prefix):  # each constant's median over the runs that printed it (most of them)
     runs = [kv(f"{tmp}/{prefix}.{r}") for r in range(1, rounds + 1)]
     keys = [k for k in dict.fromkeys(k for r in runs for k in r) if 2 * sum(k in r for r in runs) > len(runs)]
@@ -82,6 +85,13 @@ two, eight = median_kv("cal2"), median_kv("cal8")
 # The model scales it by 1 - cores/ranks (the chance a receiver is descheduled): undo that.
 extra = (float(eight["intra_alpha_us"]) - float(two["intra_alpha_us"])) / (1 - cores / 8) if 8 > cores else 0
 two["oversub_alpha_us"] = f"{max(extra, 0):.3g}"
+# What 8 ranks on fewer CPUs move between them in total; and the extra time of a recursive-
+# doubling round per rank beyond one per CPU (each CPU runs its ranks in turn).
+if 8 > cores:
+    two["oversub_gbps"] = eight["oversub_gbps"]
+    turn = (float(eight["rd_round_us"]) - float(two["rd_round_us"])) / (8 / cores - 1)
+    two["oversub_turn_us"] = f"{max(turn, 0):.3g}"
+del two["rd_round_us"]
 print(",".join(f"{k}={v}" for k, v in two.items()))
 PY
 )
@@ -131,14 +141,18 @@ echo
 echo "## 3. loom-sim (local preset, calibrated) vs loom-perf, 2..8 ranks"
 echo "| ranks | size (B) | pick | model (us) | replay (us) | loom-perf auto (us) | model error | replay error |"
 echo "|---:|---:|---|---:|---:|---:|---:|---:|"
-for n in 2 3 4 5 6 7 8; do
-  # Small sizes vary run to run on 2 shared CPUs: average over many more calls than the large.
-  for r in $(seq "$ROUNDS"); do
-    perf $n "$TMP/meas.small.$r" allreduce -b 8 -e 32K -f 16 -n 300 -w 30 -c 0 --outofplace-only
-    perf $n "$TMP/meas.large.$r" allreduce -b 512K -e 16M -f 16 -n 10 -w 3 -c 0 --outofplace-only
+# Rounds outermost: a slow phase of the machine (seconds long) then hits one round of several
+# rank counts, which the per-cell median drops, not every round of one rank count.
+for r in $(seq "$ROUNDS"); do
+  for n in 2 3 4 5 6 7 8; do
+    # Calls of tens of microseconds vary run to run on 2 shared CPUs: average over 1000 of them,
+    # and over 40 of the large ones (one hiccup in 10 calls of 512 KiB doubled a median before).
+    perf $n "$TMP/meas.$n.small.$r" allreduce -b 8 -e 32K -f 16 -n 1000 -w 50 -c 0 --outofplace-only
+    perf $n "$TMP/meas.$n.large.$r" allreduce -b 512K -e 16M -f 16 -n 40 -w 5 -c 0 --outofplace-only
   done
-  { $MEDIAN "$TMP"/meas.small.?; $MEDIAN "$TMP"/meas.large.?; } >"$TMP/meas"
-  rm -f "$TMP"/meas.small.? "$TMP"/meas.large.?
+done
+for n in 2 3 4 5 6 7 8; do
+  { $MEDIAN "$TMP"/meas.$n.small.*; $MEDIAN "$TMP"/meas.$n.large.*; } >"$TMP/meas"
   "$BIN/loom-sim" allreduce -n $n --preset local -b 8 -e 16M -f 16 >"$TMP/sim"
   "$BIN/loom-sim" allreduce -n $n --preset local -b 8 -e 16M -f 16 --replay >"$TMP/replay"
   python3 - "$n" "$TMP/meas" "$TMP/sim" "$TMP/replay" <<'PY'

@@ -173,6 +173,15 @@ constexpr std::array kSettings = {
          "block instead of spinning), scaled by 1 - CPUs/ranks (the chance the receiver is "
          "descheduled).",
          "coll"},
+    Spec{"LOOM_TUNE_OVERSUB_GBPS", Type::String, "0",
+         "Cost model: total copy bandwidth of a host running more ranks than CPUs, shared by "
+         "its ranks (GB/s; 0: LOOM_TUNE_INTRA_GBPS x CPUs).",
+         "coll"},
+    Spec{"LOOM_TUNE_OVERSUB_TURN_US", Type::String, "5",
+         "Cost model: extra time per round of recursive doubling for each rank beyond one per "
+         "CPU on a host running more ranks than CPUs (every rank communicates in every round, "
+         "so each CPU runs its ranks in turn).",
+         "coll"},
     Spec{"LOOM_TUNE_INTRA_CACHE_GBPS", Type::String, "5",
          "Cost model: bandwidth on one host while buffers fit in LOOM_TUNE_CACHE_BYTES (GB/s; "
          "0: LOOM_TUNE_INTRA_GBPS).",

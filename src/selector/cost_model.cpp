@@ -49,6 +49,8 @@ const std::vector<Field>& fields() {
       {"nic_gbps", &Tuning::nic_gbps, nullptr, nullptr},
       {"reduce_gbps", &Tuning::reduce_gbps, nullptr, nullptr},
       {"oversub_alpha_us", &Tuning::oversub_alpha_us, nullptr, nullptr},
+      {"oversub_gbps", &Tuning::oversub_gbps, nullptr, nullptr},
+      {"oversub_turn_us", &Tuning::oversub_turn_us, nullptr, nullptr},
       {"intra_cache_gbps", &Tuning::intra_cache_gbps, nullptr, nullptr},
       {"cache_bytes", &Tuning::cache_bytes, nullptr, nullptr},
       {"dram_bytes", &Tuning::dram_bytes, nullptr, nullptr},
@@ -120,6 +122,28 @@ int flat_tree_depth(int nranks) {
 }
 
 namespace {
+// The host's CPU share of one rank: P / cores on an oversubscribed host, else 1.
+double cpu_load(const Shape& s) {
+  return s.cores > 0 && s.per_host > s.cores ? static_cast<double>(s.per_host) / s.cores : 1.0;
+}
+}  // namespace
+
+// The cache plateau up to cache_bytes, memory bandwidth from dram_bytes, log-linear in between.
+// On an oversubscribed host there is no plateau: ranks time-share the CPUs, and each one's
+// buffers are evicted by the others' between its turns (measured: 3-8 ranks on 2 CPUs move
+// 512 KiB at memory bandwidth over their share, where 2 ranks run at the cache plateau); the
+// ranks share oversub_gbps (or their CPU share of intra.gbps).
+double intra_link_gbps(const Shape& s, const Tuning& t, double bytes) {
+  const double load = cpu_load(s);
+  if (load > 1) return t.oversub_gbps > 0 ? t.oversub_gbps / s.per_host : t.intra.gbps / load;
+  if (t.intra_cache_gbps <= 0) return t.intra.gbps;
+  if (bytes <= t.cache_bytes) return t.intra_cache_gbps;
+  if (t.dram_bytes <= t.cache_bytes || bytes >= t.dram_bytes) return t.intra.gbps;
+  const double f = std::log2(bytes / t.cache_bytes) / std::log2(t.dram_bytes / t.cache_bytes);
+  return t.intra_cache_gbps + f * (t.intra.gbps - t.intra_cache_gbps);
+}
+
+namespace {
 
 constexpr double kUsPerByteAtOneGBps = 1e-3;  // 1 GB/s moves 1 byte in 1e-3 us
 
@@ -133,30 +157,15 @@ struct Links {
   double alpha_inter, alpha_intra, bw_inter, bw_intra, bw_slow, alpha_slow, red;
 };
 
-// Bandwidth between ranks of one host for a buffer of `bytes`: the cache plateau up to
-// cache_bytes, memory bandwidth from dram_bytes, log-linear in between. On an oversubscribed
-// host there is no plateau: ranks time-share the CPUs, and each one's buffers are evicted by the
-// others' between its turns (measured: 3-8 ranks on 2 CPUs move 512 KiB at memory bandwidth
-// divided by their CPU share, where 2 ranks run at the cache plateau).
-double intra_gbps_at(const Shape& s, const Tuning& t, double bytes) {
-  const bool oversubscribed = s.cores > 0 && s.per_host > s.cores;
-  if (t.intra_cache_gbps <= 0 || oversubscribed) return t.intra.gbps;
-  if (bytes <= t.cache_bytes) return t.intra_cache_gbps;
-  if (t.dram_bytes <= t.cache_bytes || bytes >= t.dram_bytes) return t.intra.gbps;
-  const double f = std::log2(bytes / t.cache_bytes) / std::log2(t.dram_bytes / t.cache_bytes);
-  return t.intra_cache_gbps + f * (t.intra.gbps - t.intra_cache_gbps);
-}
-
 Links links(const Shape& s, const Tuning& t, int streams, double bytes) {
   Links l{};
-  // CPU sharing on an oversubscribed host: copies and reductions get cores/per_host of a CPU
-  // each, and every message waits for its receiver to be woken.
-  const double load =
-      s.cores > 0 && s.per_host > s.cores ? static_cast<double>(s.per_host) / s.cores : 1.0;
+  // CPU sharing on an oversubscribed host: copies share the host's bandwidth, reductions get
+  // cores/per_host of a CPU each, and every message waits for its receiver to be woken.
+  const double load = cpu_load(s);
   const double extra = oversub_extra_us(s, t);
   l.alpha_intra = t.intra.alpha_us + extra;
   l.alpha_inter = t.inter.alpha_us + extra;
-  l.bw_intra = intra_gbps_at(s, t, bytes) / load;
+  l.bw_intra = intra_link_gbps(s, t, bytes);
   double nic = t.nic_gbps > 0 ? t.nic_gbps / std::max(1, streams) : t.inter.gbps;
   l.bw_inter = std::min(t.inter.gbps, nic);
   const bool multi = s.nhosts > 1;
@@ -227,6 +236,19 @@ double tree_us(Coll c, double S, const Shape& s, const Tuning& t, const Pipeline
 // message of the whole buffer each way over the slowest link and a reduction of it (fused into
 // the receive on one host for the lower rank of each pair only: counted in full); ranks beyond p
 // add a fold and a return message. Above rd_max_bytes it is not a candidate.
+// The latency of one round of recursive doubling: its message, plus the reduction of what
+// arrived, a step of its own on the receiver (the buffer lands in scratch first; measured at 2
+// ranks here: 1.45 us per round where the ring's fused steps took 1.01 us each). Every rank of a
+// host sends and receives in every round: on an oversubscribed host each CPU runs its ranks in
+// turn (oversub_turn_us per extra rank) instead of one wake-up per message (with
+// oversub_turn_us=0: the per-message rule).
+double rd_round_alpha(const Shape& s, const Tuning& t, const Links& l) {
+  const double load = cpu_load(s);
+  if (load <= 1 || t.oversub_turn_us <= 0) return l.alpha_slow + t.intra.alpha_us;
+  const double message = s.nhosts > 1 ? t.inter.alpha_us : t.intra.alpha_us;
+  return message + t.intra.alpha_us + t.oversub_turn_us * (load - 1);
+}
+
 double rd_us(Coll c, double S, const Shape& s, const Tuning& t) {
   if (c != Coll::AllReduce || S > t.rd_max_bytes) return 1e30;
   const auto n = static_cast<unsigned>(std::max(1, s.nranks));
@@ -234,7 +256,7 @@ double rd_us(Coll c, double S, const Shape& s, const Tuning& t) {
   const int rounds = std::bit_width(n) - 1;
   const Links l = links(s, t, s.per_host, S);  // every rank of a host talks at once
   const double red = xfer_us(S, t.reduce_gbps);
-  const double round = l.alpha_slow + xfer_us(S, l.bw_slow) + red;
+  const double round = rd_round_alpha(s, t, l) + xfer_us(S, l.bw_slow) + red;
   const double fold = pow2 < s.nranks ? 2 * (l.alpha_slow + xfer_us(S, l.bw_slow)) + red : 0;
   return rounds * round + fold;
 }
@@ -280,16 +302,17 @@ double predict_us(Coll c, Algo a, std::size_t bytes, const Shape& s, const Tunin
   if (s.nranks <= 1) return xfer_us(static_cast<double>(bytes), t.intra.gbps * 4);
   const double S = static_cast<double>(bytes);
   const double full = schedule_us(c, a, S, s, t, p);
-  if (oversub_extra_us(s, t) <= 0 || full >= 1e29) return full;
+  if (cpu_load(s) <= 1 || full >= 1e29) return full;
   // On an oversubscribed host, while a message waits for its receiver to be scheduled the CPUs
   // run the other ranks' copies and reductions: the waits overlap the data movement instead of
   // adding to it. Split the prediction into its base latency, its oversubscription waits and its
   // data movement (the formulas are sums of those), and charge the larger of the last two.
   Tuning no_wait = t;
-  no_wait.oversub_alpha_us = 0;
+  no_wait.oversub_alpha_us = no_wait.oversub_turn_us = 0;
   Tuning latency_only = t;
   for (Link* l : {&latency_only.intra, &latency_only.inter}) l->gbps = 1e12;
   latency_only.nic_gbps = latency_only.reduce_gbps = latency_only.intra_cache_gbps = 1e12;
+  latency_only.oversub_gbps = 1e12;
   const double waits = full - schedule_us(c, a, S, s, no_wait, p);
   const double base = schedule_us(c, a, S, s, latency_only, p) - waits;
   const double data = full - waits - base;

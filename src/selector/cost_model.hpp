@@ -39,6 +39,16 @@ struct Tuning {
   /// cost when the receiver is never running; a message finds it descheduled with probability
   /// about 1 - cores/ranks, so P ranks on C cores add oversub_alpha_us x (1 - C/P).
   double oversub_alpha_us = 0;
+  /// Total copy bandwidth of an oversubscribed host, shared by its ranks (each gets
+  /// oversub_gbps / P). 0: intra.gbps x cores (each rank's CPU share of the unshared rate).
+  /// Time-shared CPUs move more in total than that rule says (measured here: 3-8 ranks on 2
+  /// CPUs moved 11.6-15.4 GB/s between them where 2 ranks moved 10.8 through memory).
+  double oversub_gbps = 0;
+  /// Extra time per round of a schedule in which every rank of an oversubscribed host sends
+  /// and receives at once (recursive doubling): each CPU runs its P / cores ranks in turn, so a
+  /// round costs oversub_turn_us x (P / cores - 1) more than on an unshared host. Schedules
+  /// where one message wakes one rank (rings, trees) pay oversub_alpha_us instead.
+  double oversub_turn_us = 0;
   /// Bandwidth between ranks on one host while a rank's buffer fits in `cache_bytes` (0: the
   /// same as intra.gbps). Small and medium messages move between caches, not through DRAM.
   /// Not on an oversubscribed host, where ranks evict each other's buffers (see Shape).
@@ -95,6 +105,10 @@ double predict_us(Coll c, Algo a, std::size_t bytes, const Shape& s, const Tunin
                   const Pipeline& p);
 /// Extra latency per message on an oversubscribed host (see Tuning::oversub_alpha_us).
 double oversub_extra_us(const Shape& s, const Tuning& t);
+/// Bandwidth (GB/s) of one rank's copies to a rank of its host, for a collective of `bytes`:
+/// the cache plateau, the fall to memory bandwidth, and the CPU sharing of an oversubscribed
+/// host (see Tuning).
+double intra_link_gbps(const Shape& s, const Tuning& t, double bytes);
 /// True when `a` has a schedule for `c` (tree: allreduce, broadcast, reduce; rd: allreduce).
 bool supports(Coll c, Algo a);
 /// Depth in edges of the deeper of the two trees for `nranks` flat ranks.

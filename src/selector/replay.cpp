@@ -73,7 +73,8 @@ struct RankState {
 
 class Replay {
  public:
-  Replay(const Shape& s, const Tuning& t) : s_(s), t_(t) {
+  Replay(const Shape& s, const Tuning& t, double bytes)
+      : s_(s), t_(t), intra_gbps_(intra_link_gbps(s, t, bytes)) {
     const double load =
         s.cores > 0 && s.per_host > s.cores ? static_cast<double>(s.per_host) / s.cores : 1.0;
     extra_alpha_ = oversub_extra_us(s, t);
@@ -189,7 +190,7 @@ class Replay {
       const Link& link = cross ? t_.inter : t_.intra;
       const double bytes = static_cast<double>(step.src.bytes);
       double start = std::max(st.ready[s], st.port_free);
-      double dur = us(bytes, cross ? link.gbps : link.gbps / share_);
+      double dur = us(bytes, cross ? link.gbps : intra_gbps_);
       if (cross && t_.nic_gbps > 0) {
         double& nic = nic_free_[static_cast<std::size_t>(host(r))];
         start = std::max(start, nic);
@@ -209,6 +210,7 @@ class Replay {
 
   Shape s_;
   Tuning t_;
+  double intra_gbps_;  // the model's, for the whole collective's buffer
   double extra_alpha_ = 0, share_ = 1;
   std::vector<double> nic_free_;
   std::vector<RankState> ranks_;
@@ -226,7 +228,7 @@ Result<ReplayResult> replay(Coll coll, Algo algo, std::size_t bytes, const Shape
   std::vector<std::vector<int>> hosts(static_cast<std::size_t>(shape.nhosts));
   for (int r = 0; r < shape.nranks; ++r)
     hosts[static_cast<std::size_t>(r / std::max(1, shape.per_host))].push_back(r);
-  Replay sim(shape, t);
+  Replay sim(shape, t, static_cast<double>(bytes));
   ReplayResult out;
   for (int r = 0; r < shape.nranks; ++r) {
     algo::Plan plan = build(coll, algo, r, bytes, shape, hosts, p);

@@ -79,12 +79,14 @@ Result<Tuning> tuning_from(const config::Config& cfg) {
   Tuning t;
   std::string base = fmt::format(
       "intra_alpha_us={},intra_gbps={},inter_alpha_us={},inter_gbps={},nic_gbps={},"
-      "reduce_gbps={},oversub_alpha_us={},intra_cache_gbps={},cache_bytes={},dram_bytes={},"
+      "reduce_gbps={},oversub_alpha_us={},oversub_gbps={},oversub_turn_us={},"
+      "intra_cache_gbps={},cache_bytes={},dram_bytes={},"
       "fused_reduce={},rd_max_bytes={}",
       cfg.get_string("LOOM_TUNE_INTRA_ALPHA_US"), cfg.get_string("LOOM_TUNE_INTRA_GBPS"),
       cfg.get_string("LOOM_TUNE_INTER_ALPHA_US"), cfg.get_string("LOOM_TUNE_INTER_GBPS"),
       cfg.get_string("LOOM_TUNE_NIC_GBPS"), cfg.get_string("LOOM_TUNE_REDUCE_GBPS"),
-      cfg.get_string("LOOM_TUNE_OVERSUB_ALPHA_US"), cfg.get_string("LOOM_TUNE_INTRA_CACHE_GBPS"),
+      cfg.get_string("LOOM_TUNE_OVERSUB_ALPHA_US"), cfg.get_string("LOOM_TUNE_OVERSUB_GBPS"),
+      cfg.get_string("LOOM_TUNE_OVERSUB_TURN_US"), cfg.get_string("LOOM_TUNE_INTRA_CACHE_GBPS"),
       cfg.get_string("LOOM_TUNE_CACHE_BYTES"), cfg.get_string("LOOM_TUNE_DRAM_BYTES"),
       cfg.get_string("LOOM_TUNE_FUSED_REDUCE"), cfg.get_string("LOOM_TUNE_RD_MAX_BYTES"));
   LOOM_RETURN_IF_ERROR(t.apply(base));

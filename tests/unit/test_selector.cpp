@@ -58,9 +58,13 @@ TEST_CASE("selector: LOOM_ALGO forces algorithms, also per collective", "[select
 
 TEST_CASE("selector: tuning constants parse, print and come from the registry", "[selector]") {
   Tuning t;
-  REQUIRE(t.apply("intra_alpha_us=3.5,inter_gbps=12.5,oversub_alpha_us=7").is_ok());
+  REQUIRE(t.apply("intra_alpha_us=3.5,inter_gbps=12.5,oversub_alpha_us=7,oversub_gbps=13,"
+                  "oversub_turn_us=4.5")
+              .is_ok());
   REQUIRE(t.intra.alpha_us == 3.5);
   REQUIRE(t.inter.gbps == 12.5);
+  REQUIRE(t.oversub_gbps == 13);
+  REQUIRE(t.oversub_turn_us == 4.5);
   Tuning u;
   REQUIRE(u.apply(t.to_string()).is_ok());
   REQUIRE(u.to_string() == t.to_string());
@@ -234,6 +238,51 @@ TEST_CASE("selector: bandwidth falls log-linearly from the cache plateau to memo
   REQUIRE(gbps_at(64 << 20) == Approx(0.5));
   s.cores = 4;
   REQUIRE(gbps_at(1 << 20) == Approx(4));
+}
+
+TEST_CASE("selector: an oversubscribed host shares oversub_gbps between its ranks", "[selector]") {
+  Shape s;
+  s.nranks = s.per_host = 4;
+  s.cores = 2;
+  Tuning t;
+  REQUIRE(t.apply("intra_alpha_us=0,intra_gbps=3,intra_cache_gbps=9,reduce_gbps=1000,"
+                  "oversub_alpha_us=0")
+              .is_ok());
+  CHECK(intra_link_gbps(s, t, 1 << 20) == Approx(1.5));  // 0: the CPU share of intra_gbps
+  REQUIRE(t.apply("oversub_gbps=10").is_ok());
+  CHECK(intra_link_gbps(s, t, 1 << 20) == Approx(2.5));  // 10 GB/s over 4 ranks
+  CHECK(intra_link_gbps(s, t, 64 << 20) == Approx(2.5));
+  // Allgather moves 3/4 of the buffer through each link at that rate.
+  CHECK(predict_us(Coll::AllGather, Algo::Ring, 1 << 20, s, t, {}) ==
+        Approx(0.75 * (1 << 20) * 1e-3 / 2.5));
+  s.nranks = s.per_host = 8;
+  CHECK(intra_link_gbps(s, t, 1 << 20) == Approx(1.25));
+  s.cores = 8;  // not oversubscribed: the cache plateau, oversub_gbps plays no part
+  CHECK(intra_link_gbps(s, t, 1 << 20) == Approx(9));
+}
+
+TEST_CASE("selector: recursive doubling on an oversubscribed host pays a turn per extra rank",
+          "[selector]") {
+  Shape s;
+  s.nranks = s.per_host = 8;
+  s.cores = 2;
+  Tuning t;
+  REQUIRE(t.apply("intra_alpha_us=1,intra_gbps=1000,reduce_gbps=1e6,oversub_alpha_us=40,"
+                  "oversub_turn_us=0")
+              .is_ok());
+  // A round is a message and the reduction step on arrival (1 us each here). Without a turn
+  // cost: the per-message rule, 3 rounds x (1 + 40 x (1 - 2/8) + 1).
+  CHECK(predict_us(Coll::AllReduce, Algo::Rd, 8, s, t, {}) == Approx(3 * 32).margin(0.01));
+  REQUIRE(t.apply("oversub_turn_us=4").is_ok());
+  // Each CPU runs 4 ranks per round: 3 extra turns of 4 us.
+  CHECK(predict_us(Coll::AllReduce, Algo::Rd, 8, s, t, {}) == Approx(3 * 14).margin(0.01));
+  s.nranks = s.per_host = 4;  // 2 ranks per CPU: 2 rounds x (1 + 1 + 4)
+  CHECK(predict_us(Coll::AllReduce, Algo::Rd, 8, s, t, {}) == Approx(2 * 6).margin(0.01));
+  s.cores = 4;  // not oversubscribed: 2 rounds x 2 us
+  CHECK(predict_us(Coll::AllReduce, Algo::Rd, 8, s, t, {}) == Approx(4).margin(0.01));
+  // Rings still pay the per-message wake-up: 3 messages x 40 x (1 - 2/4) on 2 CPUs.
+  s.cores = 2;
+  CHECK(predict_us(Coll::AllGather, Algo::Ring, 8, s, t, {}) == Approx(3 + 60).margin(0.01));
 }
 
 TEST_CASE("selector: a fused receive-reduce costs no separate pass on one host", "[selector]") {
