@@ -49,16 +49,11 @@ constexpr std::uint8_t float_to_fp8_e4m3_bits(float f) noexcept {
   const std::uint32_t bits = std::bit_cast<std::uint32_t>(f);
   const std::uint32_t sign = (bits >> 24) & 0x80u;
   const std::uint32_t mag = bits & 0x7fffffffu;
-  // Normal results (|f| >= 2^-6): rebias by 120 and round off the low 20 mantissa bits to nearest
-  // even; a carry out of the mantissa increments the exponent. (Wraps harmlessly for small |f|;
-  // that lane is not selected.)
-  const std::uint32_t round_bias = 0x7ffffu + ((mag >> 20) & 1u);
-  const std::uint32_t normal = (mag - (120u << 23) + round_bias) >> 20;
-  // Subnormal results (|f| < 2^-6): adding 2^14, whose ulp is 2^-9, makes the hardware add round
-  // |f| to the subnormal grid; the low bits are then the mantissa (8 when rounding up to the
-  // smallest normal, which is also its encoding).
-  const float aligned = std::bit_cast<float>(mag) + 0x1p14f;
-  const std::uint32_t sub = std::bit_cast<std::uint32_t>(aligned) - 0x46800000u;  // - bits(2^14)
+  // Normal results (|f| >= 2^-6): rebias by 120, round off the low 20 mantissa bits.
+  const std::uint32_t normal = narrow_normal(mag, 120, 20);
+  // Subnormal results (|f| < 2^-6): 2^14 has ulp 2^-9, the subnormal step (8 when rounding up
+  // to the smallest normal, which is also its encoding).
+  const std::uint32_t sub = narrow_subnormal(mag, 0x1p14f);
   std::uint32_t out = select_bits(mag < 0x3c800000u, sub, normal);
   // Above 448 (0x43e00000), infinity included: saturate. (Anything above 448 rounds to >= 448.)
   out = select_bits(mag > 0x43e00000u, 0x7eu, out);
@@ -82,11 +77,9 @@ constexpr std::uint8_t float_to_fp8_e5m2_bits(float f) noexcept {
   const std::uint32_t sign = (bits >> 24) & 0x80u;
   const std::uint32_t mag = bits & 0x7fffffffu;
   // Normal results (|f| >= 2^-14): rebias by 112, round off the low 21 mantissa bits.
-  const std::uint32_t round_bias = 0xfffffu + ((mag >> 21) & 1u);
-  const std::uint32_t normal = (mag - (112u << 23) + round_bias) >> 21;
+  const std::uint32_t normal = narrow_normal(mag, 112, 21);
   // Subnormal results (|f| < 2^-14): 2^7 has ulp 2^-16, the subnormal step.
-  const float aligned = std::bit_cast<float>(mag) + 0x1p7f;
-  const std::uint32_t sub = std::bit_cast<std::uint32_t>(aligned) - 0x43000000u;  // - bits(2^7)
+  const std::uint32_t sub = narrow_subnormal(mag, 0x1p7f);
   std::uint32_t out = select_bits(mag < 0x38800000u, sub, normal);
   // |f| >= 61440 (halfway between 57344 and 2^16; the tie goes to the even 2^16) is infinity.
   out = select_bits(mag >= 0x47700000u, 0x7cu, out);

@@ -21,6 +21,24 @@ constexpr std::uint32_t select_bits(bool cond, std::uint32_t x, std::uint32_t y)
   return (x & mask) | (y & ~mask);
 }
 
+/// The nearest-even encoding of a normal-range magnitude `mag` (binary32 bits without the sign)
+/// in a narrower binary format: the exponent rebiased by `rebias`, the low `drop` mantissa bits
+/// rounded off (a carry out of the mantissa increments the exponent, as it should). Wraps
+/// harmlessly below the format's normal range, where callers select the subnormal lane.
+constexpr std::uint32_t narrow_normal(std::uint32_t mag, std::uint32_t rebias, int drop) noexcept {
+  const std::uint32_t round_bias = ((1u << (drop - 1)) - 1u) + ((mag >> drop) & 1u);
+  return (mag - (rebias << 23) + round_bias) >> drop;
+}
+
+/// The subnormal encoding of a magnitude below a narrower format's normal range: adding `align`,
+/// a power of two whose ulp is the format's subnormal step, makes the hardware add round |f| to
+/// nearest even on that grid; the low bits are then the mantissa (the smallest normal's
+/// encoding when it rounds up to it).
+constexpr std::uint32_t narrow_subnormal(std::uint32_t mag, float align) noexcept {
+  const float aligned = std::bit_cast<float>(mag) + align;
+  return std::bit_cast<std::uint32_t>(aligned) - std::bit_cast<std::uint32_t>(align);
+}
+
 /// Sets the quiet bit of a binary32 NaN; other values pass unchanged.
 constexpr float quiet_nan(float f) noexcept {
   const std::uint32_t bits = std::bit_cast<std::uint32_t>(f);
@@ -56,16 +74,11 @@ constexpr std::uint16_t float_to_half_bits(float f) noexcept {
   const std::uint32_t bits = std::bit_cast<std::uint32_t>(f);
   const std::uint32_t sign = (bits >> 16) & 0x8000u;
   const std::uint32_t mag = bits & 0x7fffffffu;
-  // Normal halves (|f| >= 2^-14): rebias by 112 and round off the low 13 mantissa bits to
-  // nearest even; a carry out of the mantissa correctly increments the exponent. (Wraps
-  // harmlessly for small |f|; that lane is not selected.)
-  const std::uint32_t round_bias = 0x0fffu + ((mag >> 13) & 1u);
-  const std::uint32_t normal = (mag - (112u << 23) + round_bias) >> 13;
-  // Subnormal halves (|f| < 2^-14): adding 0.5f aligns |f| to the 2^-24 grid, i.e. the hardware
-  // add performs the RNE rounding; the low bits are then the half mantissa (0x400 when rounding
+  // Normal halves (|f| >= 2^-14): rebias by 112, round off the low 13 mantissa bits.
+  const std::uint32_t normal = narrow_normal(mag, 112, 13);
+  // Subnormal halves (|f| < 2^-14): 0.5f has ulp 2^-24, the subnormal step (0x400 when rounding
   // up to the smallest normal, which is also the right encoding).
-  const float aligned = std::bit_cast<float>(mag) + 0.5f;
-  const std::uint32_t sub = std::bit_cast<std::uint32_t>(aligned) - 0x3f000000u;
+  const std::uint32_t sub = narrow_subnormal(mag, 0.5f);
   std::uint32_t out = select_bits(mag < 0x38800000u, sub, normal);
   // |f| >= 65520 (halfway between 65504, the largest finite half, and 2^16) rounds to infinity.
   out = select_bits(mag >= 0x477ff000u, 0x7c00u, out);

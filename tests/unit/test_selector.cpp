@@ -240,10 +240,18 @@ TEST_CASE("selector: bandwidth falls log-linearly from the cache plateau to memo
   REQUIRE(gbps_at(1 << 20) == Approx(4));
 }
 
-TEST_CASE("selector: an oversubscribed host shares oversub_gbps between its ranks", "[selector]") {
+namespace {
+// One host of `ranks` ranks on `cores` CPUs.
+Shape one_host(int ranks, int cores) {
   Shape s;
-  s.nranks = s.per_host = 4;
-  s.cores = 2;
+  s.nranks = s.per_host = ranks;
+  s.cores = cores;
+  return s;
+}
+}  // namespace
+
+TEST_CASE("selector: an oversubscribed host shares oversub_gbps between its ranks", "[selector]") {
+  Shape s = one_host(4, 2);
   Tuning t;
   REQUIRE(t.apply("intra_alpha_us=0,intra_gbps=3,intra_cache_gbps=9,reduce_gbps=1000,"
                   "oversub_alpha_us=0")
@@ -263,9 +271,7 @@ TEST_CASE("selector: an oversubscribed host shares oversub_gbps between its rank
 
 TEST_CASE("selector: recursive doubling on an oversubscribed host pays a turn per extra rank",
           "[selector]") {
-  Shape s;
-  s.nranks = s.per_host = 8;
-  s.cores = 2;
+  Shape s = one_host(8, 2);
   Tuning t;
   REQUIRE(t.apply("intra_alpha_us=1,intra_gbps=1000,reduce_gbps=1e6,oversub_alpha_us=40,"
                   "oversub_turn_us=0")
