@@ -1,20 +1,25 @@
-// loom-kernel-bench: bandwidth of the device reduction kernels (kernels/cuda) through the device
-// seam, for the issue-6 target "90% of device memory bandwidth at 64 MiB, counting bytes read +
-// written" (a reduce of N bytes moves 3N: two inputs read, one output written).
+// loom-kernel-bench: bandwidth of the reduction kernels. With --device cuda, the device kernels
+// (kernels/cuda) through the device seam, for the issue-6 target "90% of device memory bandwidth
+// at 64 MiB, counting bytes read + written" (a reduce of N bytes moves 3N: two inputs read, one
+// output written); with --device host, the vectorised host kernels (kernels/host) that every
+// host-memory collective reduces with.
 //
-//   loom-kernel-bench [--device cuda|host-sim] [-e SIZE] [-n ITERS] [-d TYPE,...] [-o OP,...]
+//   loom-kernel-bench [--device cuda|host|host-sim] [-e SIZE] [-n ITERS] [-d TYPE,...] [-o OP,...]
 //
 // Prints one row per (dtype, op): size, time per kernel, GB/s of 3N bytes. --device host-sim
-// runs the kernels' logic on the host over an emulated grid: a smoke test, not a speed figure.
+// runs the device kernels' logic on the host over an emulated grid: a smoke test, not a speed
+// figure.
 #include <fmt/format.h>
 
 #include <chrono>
 #include <cstdlib>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "device/device.hpp"
+#include "kernels/host/reduce.hpp"
 #include "loom/error.hpp"
 #include "loom/types.hpp"
 
@@ -59,7 +64,7 @@ Args parse_args(int argc, char** argv) {
     const std::string_view f = argv[i];
     if (f == "-h" || f == "--help") {
       fmt::print(
-          "usage: loom-kernel-bench [--device cuda|host-sim] [-e SIZE] [-n ITERS] "
+          "usage: loom-kernel-bench [--device cuda|host|host-sim] [-e SIZE] [-n ITERS] "
           "[-d TYPE,...] [-o OP,...]\n");
       std::exit(0);
     }
@@ -82,28 +87,26 @@ Args parse_args(int argc, char** argv) {
   return a;
 }
 
-int run(const Args& a) {
-  loom::device::Device* dev = loom::value_or_throw(loom::device::device_by_name(a.device));
-  if (!dev) throw std::invalid_argument("no device runtime");
-  loom::device::Stream s = loom::value_or_throw(dev->create_stream());
-  void* x = loom::value_or_throw(dev->alloc(a.bytes));
-  void* y = loom::value_or_throw(dev->alloc(a.bytes));
-  void* z = loom::value_or_throw(dev->alloc(a.bytes));
-  const auto deadline = [] { return loom::Deadline::after(std::chrono::minutes(5)); };
+// Issues one reduce of (dtype, op, out, in, in, count); `finish` waits for those issued.
+using ReduceFn =
+    std::function<void(loom::DataType, loom::RedOp, void*, const void*, const void*, std::size_t)>;
+
+// Times every (dtype, op) of `a` on the buffers x, y -> z and prints its row.
+void sweep(const Args& a, std::string_view where, void* x, void* y, void* z, const ReduceFn& reduce,
+           const std::function<void()>& finish) {
   fmt::print(
       "# loom-kernel-bench on {}: {} bytes per buffer, {} iterations; GB/s counts 3 x "
       "bytes (two inputs read, one output written)\n",
-      dev->name(), a.bytes, a.iters);
+      where, a.bytes, a.iters);
   fmt::print("{:>12}  {:>9}  {:>5}  {:>10}  {:>8}\n", "bytes", "type", "op", "time(us)", "GB/s");
   for (loom::DataType t : a.dtypes) {
     const std::size_t count = a.bytes / loom::dtype_size(t);
     for (loom::RedOp op : a.ops) {
-      loom::throw_if_error(dev->reduce_async(t, op, z, x, y, count, s));  // warm-up
-      loom::throw_if_error(dev->synchronize(s, deadline()));
+      reduce(t, op, z, x, y, count);  // warm-up
+      finish();
       const auto start = std::chrono::steady_clock::now();
-      for (int i = 0; i < a.iters; ++i)
-        loom::throw_if_error(dev->reduce_async(t, op, z, x, y, count, s));
-      loom::throw_if_error(dev->synchronize(s, deadline()));
+      for (int i = 0; i < a.iters; ++i) reduce(t, op, z, x, y, count);
+      finish();
       const std::chrono::duration<double> el = std::chrono::steady_clock::now() - start;
       const double sec = el.count() / a.iters;
       const double bytes = 3.0 * static_cast<double>(count * loom::dtype_size(t));
@@ -111,11 +114,44 @@ int run(const Args& a) {
                  loom::to_string(t), loom::to_string(op), sec * 1e6, bytes / sec / 1e9);
     }
   }
+}
+
+// The host kernels on zeroed buffers (no subnormal or NaN lanes to slow any dtype down).
+int run_host(const Args& a) {
+  std::vector<std::byte> x(a.bytes), y(a.bytes), z(a.bytes);
+  for (std::vector<std::byte>* v : {&x, &y}) std::fill(v->begin(), v->end(), std::byte{0});
+  sweep(
+      a, "host (kernels/host)", x.data(), y.data(), z.data(),
+      [](loom::DataType t, loom::RedOp op, void* d, const void* p, const void* q, std::size_t n) {
+        loom::kernels::reduce(t, op, d, p, q, n);
+      },
+      [] {});
+  return 0;
+}
+
+int run_device(const Args& a) {
+  loom::device::Device* dev = loom::value_or_throw(loom::device::device_by_name(a.device));
+  if (!dev) throw std::invalid_argument("no device runtime");
+  loom::device::Stream s = loom::value_or_throw(dev->create_stream());
+  void* x = loom::value_or_throw(dev->alloc(a.bytes));
+  void* y = loom::value_or_throw(dev->alloc(a.bytes));
+  void* z = loom::value_or_throw(dev->alloc(a.bytes));
+  const auto deadline = [] { return loom::Deadline::after(std::chrono::minutes(5)); };
+  sweep(
+      a, dev->name(), x, y, z,
+      [&](loom::DataType t, loom::RedOp op, void* d, const void* p, const void* q, std::size_t n) {
+        loom::throw_if_error(dev->reduce_async(t, op, d, p, q, n, s));
+      },
+      [&] { loom::throw_if_error(dev->synchronize(s, deadline())); });
   dev->free(x);
   dev->free(y);
   dev->free(z);
   dev->destroy_stream(s);
   return 0;
+}
+
+int run(const Args& a) {
+  return a.device == "host" ? run_host(a) : run_device(a);
 }
 
 }  // namespace
