@@ -197,7 +197,7 @@ constexpr std::array kSettings = {
          "(shared memory's fused receive-reduce), so the intra-host bandwidth already includes "
          "them; 0 adds a separate reduction pass at LOOM_TUNE_REDUCE_GBPS.",
          "coll"},
-    Spec{"LOOM_TUNE_RD_MAX_BYTES", Type::String, "32768",
+    Spec{"LOOM_TUNE_RD_MAX_BYTES", Type::String, "262144",
          "Cost model: largest allreduce buffer (bytes) for which recursive doubling is a "
          "candidate (it sends and reduces the whole buffer log2(ranks) times; 0: never).",
          "coll"},

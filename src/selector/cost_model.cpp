@@ -135,7 +135,13 @@ double cpu_load(const Shape& s) {
 // ranks share oversub_gbps (or their CPU share of intra.gbps).
 double intra_link_gbps(const Shape& s, const Tuning& t, double bytes) {
   const double load = cpu_load(s);
-  if (load > 1) return t.oversub_gbps > 0 ? t.oversub_gbps / s.per_host : t.intra.gbps / load;
+  if (load > 1) {
+    // While every rank's input and output fit in the cache at once, time-sharing evicts
+    // nothing: the ranks share the cache rate by their CPU share.
+    if (t.intra_cache_gbps > 0 && 2 * bytes * s.per_host <= t.cache_bytes)
+      return t.intra_cache_gbps / load;
+    return t.oversub_gbps > 0 ? t.oversub_gbps / s.per_host : t.intra.gbps / load;
+  }
   if (t.intra_cache_gbps <= 0) return t.intra.gbps;
   if (bytes <= t.cache_bytes) return t.intra_cache_gbps;
   if (t.dram_bytes <= t.cache_bytes || bytes >= t.dram_bytes) return t.intra.gbps;

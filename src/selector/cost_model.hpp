@@ -64,7 +64,7 @@ struct Tuning {
   double fused_reduce = 1;
   /// Recursive doubling (allreduce) is considered only for buffers up to this size: it sends
   /// and reduces the whole buffer log2(n) times and needs that much scratch (0: never).
-  double rd_max_bytes = 32768;
+  double rd_max_bytes = 262144;
 
   /// "intra_alpha_us=8,intra_gbps=2,inter_alpha_us=30,inter_gbps=1,reduce_gbps=4,..."
   [[nodiscard]] std::string to_string() const;

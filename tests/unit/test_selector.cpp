@@ -98,9 +98,10 @@ TEST_CASE("selector: small allreduces take recursive doubling (else the tree), l
   REQUIRE(tiny.rd_us < tiny.tree_us);
   REQUIRE(tiny.pick_us() == tiny.rd_us);
   REQUIRE(tiny.describe(Coll::AllReduce, 8, s).find("-> rd (auto)") != std::string::npos);
-  auto above_cap = choose(Coll::AllReduce, std::size_t{64} << 10, s, t, p, std::nullopt);
+  auto above_cap = choose(Coll::AllReduce, std::size_t{512} << 10, s, t, p, std::nullopt);
   REQUIRE(above_cap.algo != Algo::Rd);
-  auto forced_rd = choose(Coll::AllReduce, std::size_t{64} << 10, s, t, p, Algo::Rd);
+  REQUIRE(above_cap.rd_us >= 1e29);  // beyond rd_max_bytes (256 KiB): not a candidate
+  auto forced_rd = choose(Coll::AllReduce, std::size_t{512} << 10, s, t, p, Algo::Rd);
   REQUIRE(forced_rd.algo == Algo::Rd);  // forcing ignores the size cap
   auto rd_for_bcast = choose(Coll::Broadcast, 8, s, t, p, Algo::Rd);
   REQUIRE(rd_for_bcast.algo != Algo::Rd);
@@ -257,6 +258,9 @@ TEST_CASE("selector: an oversubscribed host shares oversub_gbps between its rank
                   "oversub_alpha_us=0")
               .is_ok());
   CHECK(intra_link_gbps(s, t, 1 << 20) == Approx(1.5));  // 0: the CPU share of intra_gbps
+  // 4 ranks x (input + output) of 64 KiB fit in the 1 MiB cache: its rate, by CPU share.
+  CHECK(intra_link_gbps(s, t, 64 << 10) == Approx(4.5));
+  CHECK(intra_link_gbps(s, t, 256 << 10) == Approx(1.5));  // 2 MiB in all: no longer
   REQUIRE(t.apply("oversub_gbps=10").is_ok());
   CHECK(intra_link_gbps(s, t, 1 << 20) == Approx(2.5));  // 10 GB/s over 4 ranks
   CHECK(intra_link_gbps(s, t, 64 << 20) == Approx(2.5));
