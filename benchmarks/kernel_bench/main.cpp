@@ -118,8 +118,7 @@ void sweep(const Args& a, std::string_view where, void* x, void* y, void* z, con
 
 // The host kernels on zeroed buffers (no subnormal or NaN lanes to slow any dtype down).
 int run_host(const Args& a) {
-  std::vector<std::byte> x(a.bytes), y(a.bytes), z(a.bytes);
-  for (std::vector<std::byte>* v : {&x, &y}) std::fill(v->begin(), v->end(), std::byte{0});
+  std::vector<std::byte> x(a.bytes), y(a.bytes), z(a.bytes);  // value-initialised: zeros
   sweep(
       a, "host (kernels/host)", x.data(), y.data(), z.data(),
       [](loom::DataType t, loom::RedOp op, void* d, const void* p, const void* q, std::size_t n) {

@@ -66,6 +66,12 @@ double& field_ref(Tuning& t, const Field& f) {
 
 }  // namespace
 
+std::vector<std::string_view> tuning_keys() {
+  std::vector<std::string_view> keys;
+  for (const Field& f : fields()) keys.push_back(f.key);
+  return keys;
+}
+
 std::string Tuning::to_string() const {
   std::string out;
   Tuning copy = *this;
@@ -121,12 +127,9 @@ int flat_tree_depth(int nranks) {
   return levels - 1;
 }
 
-namespace {
-// The host's CPU share of one rank: P / cores on an oversubscribed host, else 1.
 double cpu_load(const Shape& s) {
   return s.cores > 0 && s.per_host > s.cores ? static_cast<double>(s.per_host) / s.cores : 1.0;
 }
-}  // namespace
 
 // The cache plateau up to cache_bytes, memory bandwidth from dram_bytes, log-linear in between.
 // On an oversubscribed host there is no plateau: ranks time-share the CPUs, and each one's

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/status.hpp"
 
@@ -105,6 +106,11 @@ double predict_us(Coll c, Algo a, std::size_t bytes, const Shape& s, const Tunin
                   const Pipeline& p);
 /// Extra latency per message on an oversubscribed host (see Tuning::oversub_alpha_us).
 double oversub_extra_us(const Shape& s, const Tuning& t);
+/// Ranks per CPU on an oversubscribed host (per_host / cores), else 1: each rank's CPU share.
+double cpu_load(const Shape& s);
+/// The tuning keys, in the order Tuning::to_string prints them (each has a LOOM_TUNE_<KEY>
+/// setting).
+std::vector<std::string_view> tuning_keys();
 /// Bandwidth (GB/s) of one rank's copies to a rank of its host, for a collective of `bytes`:
 /// the cache plateau, the fall to memory bandwidth, and the CPU sharing of an oversubscribed
 /// host (see Tuning).

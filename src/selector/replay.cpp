@@ -75,10 +75,8 @@ class Replay {
  public:
   Replay(const Shape& s, const Tuning& t, double bytes)
       : s_(s), t_(t), intra_gbps_(intra_link_gbps(s, t, bytes)) {
-    const double load =
-        s.cores > 0 && s.per_host > s.cores ? static_cast<double>(s.per_host) / s.cores : 1.0;
     extra_alpha_ = oversub_extra_us(s, t);
-    share_ = load;
+    share_ = cpu_load(s);
     nic_free_.assign(static_cast<std::size_t>(s.nhosts), 0);
   }
 

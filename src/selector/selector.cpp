@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cctype>
 #include <cstdlib>
 
 namespace loom::select {
@@ -77,18 +78,13 @@ Result<std::size_t> chunk_from(const config::Config& cfg) {
 
 Result<Tuning> tuning_from(const config::Config& cfg) {
   Tuning t;
-  std::string base = fmt::format(
-      "intra_alpha_us={},intra_gbps={},inter_alpha_us={},inter_gbps={},nic_gbps={},"
-      "reduce_gbps={},oversub_alpha_us={},oversub_gbps={},oversub_turn_us={},"
-      "intra_cache_gbps={},cache_bytes={},dram_bytes={},"
-      "fused_reduce={},rd_max_bytes={}",
-      cfg.get_string("LOOM_TUNE_INTRA_ALPHA_US"), cfg.get_string("LOOM_TUNE_INTRA_GBPS"),
-      cfg.get_string("LOOM_TUNE_INTER_ALPHA_US"), cfg.get_string("LOOM_TUNE_INTER_GBPS"),
-      cfg.get_string("LOOM_TUNE_NIC_GBPS"), cfg.get_string("LOOM_TUNE_REDUCE_GBPS"),
-      cfg.get_string("LOOM_TUNE_OVERSUB_ALPHA_US"), cfg.get_string("LOOM_TUNE_OVERSUB_GBPS"),
-      cfg.get_string("LOOM_TUNE_OVERSUB_TURN_US"), cfg.get_string("LOOM_TUNE_INTRA_CACHE_GBPS"),
-      cfg.get_string("LOOM_TUNE_CACHE_BYTES"), cfg.get_string("LOOM_TUNE_DRAM_BYTES"),
-      cfg.get_string("LOOM_TUNE_FUSED_REDUCE"), cfg.get_string("LOOM_TUNE_RD_MAX_BYTES"));
+  // Every key's default is the setting LOOM_TUNE_<KEY>.
+  std::string base;
+  for (std::string_view key : tuning_keys()) {
+    std::string name = "LOOM_TUNE_";
+    for (char c : key) name += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    base += fmt::format("{}{}={}", base.empty() ? "" : ",", key, cfg.get_string(name));
+  }
   LOOM_RETURN_IF_ERROR(t.apply(base));
   LOOM_RETURN_IF_ERROR(t.apply(cfg.get_string("LOOM_TUNING")));
   return t;
