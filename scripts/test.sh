@@ -12,6 +12,6 @@ if [[ ${LOOM_TEST_HARDENING:-0} == 1 ]]; then
   LOOM_FUZZ_SECONDS=${LOOM_FUZZ_SECONDS:-20} scripts/fuzz.sh
   LOOM_SANITIZE_SUBSET='^(errors|reliability|bootstrap|conformance: (caps|messages|tag|a peer))' \
     scripts/sanitize.sh tsan
-  LOOM_SANITIZE_SUBSET='errors|reliability|bootstrap|over tcp with (2|3) ranks|process.fault_tolerance' \
+  LOOM_SANITIZE_SUBSET='errors|reliability|bootstrap|over tcp with (2|3) ranks|process.fault_tolerance|host-sim: |fences: ' \
     scripts/sanitize.sh asan
 fi

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "common/deadline.hpp"
 #include "common/status.hpp"
 #include "loom/types.hpp"
 
@@ -19,14 +20,24 @@ struct Caps {
   bool host_memory = true;
   bool device_memory = false;
   bool direct_load_store = false;  // peer memory can be read/written with plain loads/stores
+  /// Requests complete once their device work is queued on the stream the executor's local
+  /// steps use (cuda_ipc): the stream's order is their order. A connection without it reads and
+  /// writes memory itself (a NIC), so device work queued before must have run first (a fence).
+  bool stream_ordered = false;
 };
 
-/// A buffer the executor sends from or receives into. Transports that need registration keep
-/// their handle in `handle`.
+enum class MemSpace : std::uint8_t { Host, Device };
+
+/// A buffer the executor sends from or receives into: the whole buffer, of which a request uses
+/// [off, off + len). Transports that need registration keep their handle in `handle`, and
+/// register device memory as a whole (`alloc_id` tells a reallocation at the same address).
 struct MemRegion {
   void* base = nullptr;
   std::size_t size = 0;
   void* handle = nullptr;
+  MemSpace space = MemSpace::Host;
+  int device = -1;             // Device: the device ordinal
+  std::uint64_t alloc_id = 0;  // Device: the allocation's process-wide id (0: unknown)
 };
 
 /// Identity of one message, carried in its header and checked by the receiver before any payload
@@ -100,6 +111,16 @@ class Connection {
   /// when progress is possible right now, so the executor must not block. A connection that has
   /// no descriptor to offer while it waits (CUDA IPC: a peer's stream) adds want_timed_wakeup().
   virtual bool prepare_wait(std::vector<pollfd>& fds) = 0;
+};
+
+/// Connections by peer, established on demand (a transport, or a router over several).
+class ConnectionSet {
+ public:
+  virtual ~ConnectionSet() = default;
+  /// Connections to every peer in `peers`, establishing missing ones.
+  virtual Status ensure(const std::vector<int>& peers, Deadline deadline) = 0;
+  /// The connection to `peer`, or null before ensure().
+  [[nodiscard]] virtual Connection* get(int peer) const = 0;
 };
 
 /// A pollfd of -1 (poll(2) skips it): the waiter wakes up on a short, backing-off timer.

@@ -106,6 +106,12 @@ constexpr std::array kSettings = {
          "such as tcp;ofi_rxm and efa) while the executor computes or sleeps: 1 on, 0 off, -1 "
          "chooses: on when every rank of this host has two CPUs or more.",
          "net"},
+    Spec{"LOOM_OFI_HMEM", Type::String, "auto",
+         "Device buffers across hosts: auto sends them from GPU memory over ofi with FI_HMEM "
+         "(GPUDirect RDMA) when every rank's provider registers device memory, else stages "
+         "them through pinned host memory; off always stages; simulate registers host-sim "
+         "device memory as FI_HMEM_SYSTEM, to test that path without a GPU.",
+         "net"},
     Spec{"LOOM_OFI_FALLBACK", Type::Bool, "true",
          "When the ofi transport was asked for but its provider is missing, warn and use tcp "
          "instead; false makes that an init error.",

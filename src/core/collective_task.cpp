@@ -19,6 +19,9 @@ Status CollectiveTask::start(Deadline deadline) {
   bufs.send = static_cast<std::uint8_t*>(const_cast<void*>(op_.send));
   bufs.recv = static_cast<std::uint8_t*>(op_.recv);
   bufs.scratch = comm_.scratch(plan_->scratch_bytes);
+  bufs.send_bytes = op_.send_bytes(comm_.size());
+  bufs.recv_bytes = op_.recv_bytes(comm_.size());
+  bufs.scratch_bytes = plan_->scratch_bytes;
   run_.emplace(*plan_, bufs, op_, comm_.rank(), std::move(conns), 2 * comm_.settings().depth);
   return Status::ok();
 }

@@ -34,6 +34,7 @@ Result<CommSettings> CommSettings::from(const config::Config& cfg) {
   s.shm.single_copy_min = cfg.get_size("LOOM_SHM_SINGLE_COPY_MIN");
   s.algo = cfg.get_string("LOOM_ALGO");
   s.device = cfg.get_string("LOOM_DEVICE");
+  LOOM_ASSIGN_OR_RETURN(s.ofi_hmem, parse_ofi_hmem(cfg.get_string("LOOM_OFI_HMEM")));
   if (s.timeout.count() <= 0)
     return make_error(ErrorCode::InvalidUsage, "LOOM_TIMEOUT must be positive");
   if (s.depth < 1 || s.depth > 64)
@@ -130,8 +131,8 @@ Status CommImpl::init(std::unique_ptr<transport::tcp::TcpTransport> tcp, Deadlin
         transports_->ensure({ring_[(pos + 1) % n], ring_[(pos + n - 1) % n]}, deadline));
   }
   if (settings_.chunk_bytes == 0) settings_.chunk_bytes = select::auto_chunk_bytes(layout.any_ofi);
-  LOOM_RETURN_IF_ERROR(agree_on_plan_settings(prefix, deadline));
   LOOM_ASSIGN_OR_RETURN(device::Device * dev, device::device_by_name(settings_.device));
+  LOOM_RETURN_IF_ERROR(agree_on_plan_settings(prefix, dev, deadline));
   LOOM_RETURN_IF_ERROR(init_direct_path(dev, layout, prefix, deadline));
   LOOM_RETURN_IF_ERROR(finish_rendezvous(*store_, prefix, rank_, nranks_, deadline));
   if (dev) stream_path_ = std::make_unique<device::StreamPath>(*dev, settings_.timeout);
@@ -150,14 +151,24 @@ Status CommImpl::init(std::unique_ptr<transport::tcp::TcpTransport> tcp, Deadlin
   return Status::ok();
 }
 
-// Device buffers of ranks on one host go over cuda_ipc (see device/direct_path.hpp).
+// Device buffers go over cuda_ipc inside a host and, when every rank can send them from device
+// memory, over ofi across hosts (see device/direct_path.hpp); otherwise they are staged.
 Status CommImpl::init_direct_path(device::Device* dev, const JobLayout& layout,
                                   const std::string& prefix, Deadline deadline) {
+  if (!dev) return Status::ok();
   std::vector<std::string> hosts;
   for (const auto& ri : layout.topology.ranks) hosts.push_back(ri.host_id);
   LOOM_ASSIGN_OR_RETURN(bool allowed, cuda_ipc_allowed(config_.get_string("LOOM_TRANSPORTS")));
+  transport::ConnectionSet* network = nullptr;
+  if (std::any_of(hosts.begin(), hosts.end(), [&](const auto& h) { return h != hosts.front(); })) {
+    NetDeviceVote mine = vote_network_device(*dev, *transports_, hosts, rank_, settings_.ofi_hmem);
+    LOOM_ASSIGN_OR_RETURN(bool all,
+                          agree_network_device(*store_, prefix, rank_, nranks_, mine, deadline));
+    if (!all) return Status::ok();  // staged
+    network = transports_.get();
+  }
   LOOM_ASSIGN_OR_RETURN(direct_, device::DirectPath::create(dev, store_, prefix, comm_id_, rank_,
-                                                            hosts, allowed, deadline));
+                                                            hosts, allowed, network, deadline));
   return Status::ok();
 }
 
@@ -180,8 +191,11 @@ std::uint8_t* CommImpl::scratch(std::size_t bytes) {
 
 // Every rank must build matching plans, so the settings that shape them must be equal: rank 0
 // publishes its values and every other rank compares (one store read per rank).
-Status CommImpl::agree_on_plan_settings(const std::string& prefix, Deadline deadline) {
+Status CommImpl::agree_on_plan_settings(const std::string& prefix, const device::Device* dev,
+                                        Deadline deadline) {
   const std::vector<std::string> mine = {
+      // Device setup is collective: a rank without the others' runtime would wait for them.
+      fmt::format("device runtime (LOOM_DEVICE)={}", dev ? dev->name() : "none"),
       fmt::format("LOOM_ALGO={}", settings_.algo),
       fmt::format("LOOM_DETERMINISTIC={}", settings_.deterministic ? 1 : 0),
       fmt::format("LOOM_CHUNK_SIZE={}", settings_.chunk_bytes),

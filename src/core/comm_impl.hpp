@@ -17,6 +17,7 @@
 #include "bootstrap/store.hpp"
 #include "bootstrap/tcp_store.hpp"
 #include "config/config.hpp"
+#include "core/device_network.hpp"
 #include "core/failure_monitor.hpp"
 #include "core/op.hpp"
 #include "core/peer_transports.hpp"
@@ -46,6 +47,7 @@ struct CommSettings {
   select::Tuning tuning;  // LOOM_TUNE_*, LOOM_TUNING
   bool deterministic = false;
   std::string device = "auto";  // LOOM_DEVICE
+  OfiHmemMode ofi_hmem = OfiHmemMode::Auto;
 
   static Result<CommSettings> from(const config::Config& cfg);
 };
@@ -114,7 +116,9 @@ class CommImpl {
   Result<std::unique_ptr<CommImpl>> shrink_rerooted(std::uint64_t comm_id, int new_rank,
                                                     int new_size, const std::vector<int>& out);
   void describe_shape(const JobLayout& layout);
-  Status agree_on_plan_settings(const std::string& prefix, Deadline deadline);
+  /// Also checks that every rank has the same device runtime (`dev`, may be null).
+  Status agree_on_plan_settings(const std::string& prefix, const device::Device* dev,
+                                Deadline deadline);
   algo::Plan make_plan(const core::OpDesc& op, const CollOptions& opts);
   /// make_plan() through a small cache: plans depend only on the call's shape (and algorithm
   /// hint), and repeated calls of one shape (every training step) should not rebuild them.

@@ -14,7 +14,7 @@
 
 namespace loom::detail {
 
-class PeerTransports {
+class PeerTransports final : public transport::ConnectionSet {
  public:
   PeerTransports(int rank, std::vector<TransportKind> choice,
                  std::unique_ptr<transport::tcp::TcpTransport> tcp,
@@ -22,11 +22,13 @@ class PeerTransports {
                  std::unique_ptr<transport::ofi::OfiTransport> ofi = nullptr);
 
   /// Connections to every peer in `peers`, each over its transport.
-  Status ensure(const std::vector<int>& peers, Deadline deadline);
-  [[nodiscard]] transport::Connection* get(int peer) const;
+  Status ensure(const std::vector<int>& peers, Deadline deadline) override;
+  [[nodiscard]] transport::Connection* get(int peer) const override;
   [[nodiscard]] TransportKind kind(int peer) const {
     return choice_[static_cast<std::size_t>(peer)];
   }
+  /// The ofi transport (null when no peer uses it).
+  [[nodiscard]] transport::ofi::OfiTransport* ofi() const { return ofi_.get(); }
 
  private:
   int rank_;

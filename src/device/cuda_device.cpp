@@ -2,6 +2,8 @@
 // kernels of kernels/cuda. Plain C++ (no nvcc): only kernels/cuda/*.cu go through nvcc.
 #if defined(LOOM_HAVE_CUDA)
 
+#include <cuda.h>  // driver API types only: its functions are reached through the runtime
+#include <cudaTypedefs.h>
 #include <cuda_runtime_api.h>
 
 #include <cstring>
@@ -18,6 +20,28 @@ Status cuda_status(cudaError_t err, std::string_view what) {
   if (err == cudaSuccess) return Status::ok();
   return make_error(ErrorCode::SystemError, "CUDA {} failed: {} ({})", what,
                     cudaGetErrorString(err), cudaGetErrorName(err));
+}
+
+// cuPointerGetAttribute through the runtime's driver entry point (linking libcuda would make
+// the library unloadable on hosts without a driver).
+PFN_cuPointerGetAttribute_v4000 pointer_get_attribute() {
+  static const PFN_cuPointerGetAttribute_v4000 fn = []() -> PFN_cuPointerGetAttribute_v4000 {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+#if CUDART_VERSION >= 12050
+    cudaError_t err = cudaGetDriverEntryPointByVersion("cuPointerGetAttribute", &f, 12000,
+                                                       cudaEnableDefault, &found);
+#else
+    cudaError_t err =
+        cudaGetDriverEntryPoint("cuPointerGetAttribute", &f, cudaEnableDefault, &found);
+#endif
+    if (err != cudaSuccess || found != cudaDriverEntryPointSuccess) {
+      (void)cudaGetLastError();
+      return nullptr;
+    }
+    return reinterpret_cast<PFN_cuPointerGetAttribute_v4000>(f);
+  }();
+  return fn;
 }
 
 class CudaDevice final : public Device {
@@ -52,6 +76,14 @@ class CudaDevice final : public Device {
     return p;
   }
   void free(void* p) override { (void)cudaFree(p); }
+  std::uint64_t allocation_id(const void* p) override {
+    PFN_cuPointerGetAttribute_v4000 get = pointer_get_attribute();
+    unsigned long long id = 0;
+    if (get == nullptr ||
+        get(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, reinterpret_cast<CUdeviceptr>(p)) != CUDA_SUCCESS)
+      return 0;
+    return id;
+  }
   Result<void*> alloc_pinned(std::size_t bytes) override {
     void* p = nullptr;
     LOOM_RETURN_IF_ERROR(
@@ -159,6 +191,15 @@ class CudaDevice final : public Device {
     return dp;
   }
   void host_unregister(void* p) override { (void)cudaHostUnregister(p); }
+  Status flush_remote_writes() override {
+    cudaError_t err = cudaDeviceFlushGPUDirectRDMAWrites(
+        cudaFlushGPUDirectRDMAWritesTargetCurrentDevice, cudaFlushGPUDirectRDMAWritesToOwner);
+    if (err == cudaErrorNotSupported) {  // the device orders remote writes without a flush
+      (void)cudaGetLastError();
+      return Status::ok();
+    }
+    return cuda_status(err, "cudaDeviceFlushGPUDirectRDMAWrites");
+  }
 
  private:
   static cudaStream_t as_stream(Stream s) { return static_cast<cudaStream_t>(s); }

@@ -51,6 +51,11 @@ class Device {
   virtual Result<MemoryKind> pointer_kind(const void* p) = 0;
   virtual Result<void*> alloc(std::size_t bytes) = 0;  // device memory
   virtual void free(void* p) = 0;
+  /// The process-wide unique id of the device allocation holding `p` (CUDA's
+  /// CU_POINTER_ATTRIBUTE_BUFFER_ID): a buffer freed and reallocated at the same address gets a
+  /// new one, so a registration cache never hands out a stale registration. 0 when the runtime
+  /// cannot tell (then nothing may be cached for it).
+  virtual std::uint64_t allocation_id(const void* p) = 0;
   virtual Result<void*> alloc_pinned(std::size_t bytes) = 0;  // page-locked host memory
   virtual void free_pinned(void* p) = 0;
 
@@ -90,6 +95,12 @@ class Device {
   /// copies and kernels (cudaHostRegister, mapped); returns the address kernels use.
   virtual Result<void*> host_register(void* p, std::size_t bytes) = 0;
   virtual void host_unregister(void* p) = 0;
+
+  // Network (GPUDirect RDMA).
+  /// Makes the writes a NIC has made into this device's memory visible to work queued after
+  /// this call (cudaDeviceFlushGPUDirectRDMAWrites); called after a network receive into device
+  /// memory completes, before a kernel reads it.
+  virtual Status flush_remote_writes() = 0;
 };
 
 /// The process-wide device runtime by LOOM_DEVICE name: "cuda", "host-sim", or "auto" (cuda
@@ -103,6 +114,9 @@ Device& host_sim();
 /// Reduction kernels the host simulation has launched so far (reduce_async calls): lets tests
 /// tell a collective reduced on the device from one that reduced on the host.
 std::uint64_t host_sim_reduce_launches();
+/// flush_remote_writes() calls the host simulation has had (tests check the network path
+/// flushes before its reductions read what a NIC wrote).
+std::uint64_t host_sim_remote_write_flushes();
 
 #if defined(LOOM_HAVE_CUDA)
 /// The CUDA runtime (nullptr when no GPU is visible).

@@ -9,10 +9,17 @@
 namespace loom::device {
 namespace {
 
-/// The plan's local steps as kernels on the transport's stream.
+/// The plan's local steps as kernels on the transport's stream, and the fences that keep the
+/// network (which reads and writes device memory itself) behind them.
 class DeviceLocalOps final : public exec::LocalOps {
  public:
   DeviceLocalOps(Device& dev, Stream s) : dev_(dev), stream_(s) {}
+  ~DeviceLocalOps() override {
+    if (fence_) dev_.destroy_event(fence_);
+  }
+  DeviceLocalOps(const DeviceLocalOps&) = delete;
+  DeviceLocalOps& operator=(const DeviceLocalOps&) = delete;
+
   Status copy(void* dst, const void* src, std::size_t bytes) override {
     return dev_.copy_async(dst, src, bytes, stream_);
   }
@@ -20,10 +27,20 @@ class DeviceLocalOps final : public exec::LocalOps {
                 std::size_t count) override {
     return dev_.reduce_async(dtype, op, dst, a, b, count, stream_);
   }
+  [[nodiscard]] bool queues_on_stream() const override { return true; }
+  Status record_fence() override {
+    if (!fence_) {
+      LOOM_ASSIGN_OR_RETURN(fence_, dev_.create_event());
+    }
+    return dev_.record(fence_, stream_);
+  }
+  Result<bool> fence_passed() override { return fence_ ? dev_.query(fence_) : true; }
+  Status remote_write_landed() override { return dev_.flush_remote_writes(); }
 
  private:
   Device& dev_;
   Stream stream_;
+  Event fence_ = nullptr;
 };
 
 class DirectTask final : public exec::Task {
@@ -50,25 +67,22 @@ class DirectTask final : public exec::Task {
     auto ctx = [&](const Status& st) { return st.with_context(describe()); };
     Status st = dev_.set_device(ipc_.device_ordinal());
     if (!st.is_ok()) return ctx(st);
-    const std::vector<int> peers = plan_->peers();
-    st = ipc_.ensure(peers, deadline);
-    if (!st.is_ok()) return ctx(st);
-    std::vector<transport::Connection*> conns(static_cast<std::size_t>(nranks_), nullptr);
-    for (int p : peers) conns[static_cast<std::size_t>(p)] = ipc_.get(p);
+    auto conns = path_.connect(plan_->peers(), nranks_, deadline);
+    if (!conns.is_ok()) return ctx(conns.status());
     auto scratch = path_.scratch(plan_->scratch_bytes);
     if (!scratch.is_ok()) return ctx(scratch.status());
     auto ev = dev_.create_event();
     if (!ev.is_ok()) return ctx(ev.status());
     done_event_ = *ev;
-    exec::PlanBuffers bufs;
-    bufs.send = static_cast<std::uint8_t*>(const_cast<void*>(op_.send));
-    bufs.recv = static_cast<std::uint8_t*>(op_.recv);
-    bufs.scratch = *scratch;
-    run_.emplace(*plan_, bufs, op_, rank(), std::move(conns), window_, &local_);
+    run_.emplace(*plan_, buffers(*scratch), op_, rank(), std::move(*conns), window_, &local_);
     return Status::ok();
   }
 
   Result<exec::Progress> progress() override {
+    // Whichever thread drives this (the caller's, the engine's) launches kernels on the
+    // communicator's device: CUDA refuses launches on a stream of another device.
+    if (Status st = dev_.set_device(ipc_.device_ordinal()); !st.is_ok())
+      return st.with_context(describe());
     if (!plan_done_) {
       auto r = run_->progress();
       if (!r.is_ok()) return r.status().with_context(describe());
@@ -89,8 +103,9 @@ class DirectTask final : public exec::Task {
     return run_ && run_->prepare_wait(fds);
   }
   [[nodiscard]] std::string describe() const override {
-    return fmt::format("rank {}: {} [{}, device buffers over cuda_ipc]", rank(),
-                       core::describe(op_), plan_->algorithm);
+    return fmt::format("rank {}: {} [{}, device buffers over cuda_ipc{}]", rank(),
+                       core::describe(op_), plan_->algorithm,
+                       path_.spans_hosts() ? " and the network" : "");
   }
   [[nodiscard]] std::string pending() const override {
     if (!run_) return "not started";
@@ -101,6 +116,25 @@ class DirectTask final : public exec::Task {
 
  private:
   [[nodiscard]] int rank() const { return ipc_.rank(); }
+
+  // Device buffers, whole, with their allocation ids when the network registers them.
+  exec::PlanBuffers buffers(std::uint8_t* scratch) const {
+    exec::PlanBuffers b;
+    b.send = static_cast<std::uint8_t*>(const_cast<void*>(op_.send));
+    b.recv = static_cast<std::uint8_t*>(op_.recv);
+    b.scratch = scratch;
+    b.send_bytes = op_.send_bytes(nranks_);
+    b.recv_bytes = op_.recv_bytes(nranks_);
+    b.scratch_bytes = plan_->scratch_bytes;
+    b.space = transport::MemSpace::Device;
+    b.device = ipc_.device_ordinal();
+    if (path_.spans_hosts()) {
+      if (b.send) b.send_id = dev_.allocation_id(b.send);
+      if (b.recv) b.recv_id = dev_.allocation_id(b.recv);
+      if (b.scratch) b.scratch_id = dev_.allocation_id(b.scratch);
+    }
+    return b;
+  }
 
   // Avg is a sum until here; every rank that holds a result divides its own copy on the device.
   Status finalize() {
@@ -127,16 +161,20 @@ class DirectTask final : public exec::Task {
 
 }  // namespace
 
-Result<std::unique_ptr<DirectPath>> DirectPath::create(Device* dev,
-                                                       std::shared_ptr<bootstrap::Store> store,
-                                                       const std::string& prefix,
-                                                       std::uint64_t comm_id, int rank,
-                                                       const std::vector<std::string>& host_ids,
-                                                       bool allowed, Deadline deadline) {
+Result<std::unique_ptr<DirectPath>> DirectPath::create(
+    Device* dev, std::shared_ptr<bootstrap::Store> store, const std::string& prefix,
+    std::uint64_t comm_id, int rank, const std::vector<std::string>& host_ids, bool allowed,
+    transport::ConnectionSet* network, Deadline deadline) {
   std::unique_ptr<DirectPath> none;
   if (!dev || host_ids.empty()) return none;
-  for (const auto& h : host_ids)
-    if (h != host_ids.front()) return none;  // across hosts: staged through the host transports
+  const std::string& mine = host_ids[static_cast<std::size_t>(rank)];
+  std::vector<bool> local;
+  bool one_host = true;
+  for (const auto& h : host_ids) {
+    local.push_back(h == mine);
+    one_host = one_host && h == mine;
+  }
+  if (!one_host && !network) return none;  // across hosts: staged through the host transports
   transport::cuda_ipc::CudaIpcSetup s;
   s.dev = dev;
   s.store = std::move(store);
@@ -144,13 +182,27 @@ Result<std::unique_ptr<DirectPath>> DirectPath::create(Device* dev,
   s.comm_id = comm_id;
   s.rank = rank;
   s.nranks = static_cast<int>(host_ids.size());
-  s.host_id = host_ids.front();
+  s.host_id = mine;
   s.allowed = allowed;
+  if (!one_host) s.host_ids = host_ids;
   auto t = transport::cuda_ipc::CudaIpcTransport::create(s, deadline);
   if (!t.is_ok())
     return t.status().with_context(fmt::format("rank {}: setting up the cuda_ipc transport", rank));
   if (!*t) return none;
-  return std::make_unique<DirectPath>(std::move(*t));
+  return std::make_unique<DirectPath>(std::move(*t), one_host ? nullptr : network,
+                                      std::move(local));
+}
+
+Result<std::vector<transport::Connection*>> DirectPath::connect(const std::vector<int>& peers,
+                                                                int nranks, Deadline deadline) {
+  std::vector<int> here, there;
+  for (int p : peers) (local_[static_cast<std::size_t>(p)] ? here : there).push_back(p);
+  LOOM_RETURN_IF_ERROR(transport_->ensure(here, deadline));
+  if (!there.empty()) LOOM_RETURN_IF_ERROR(network_->ensure(there, deadline));
+  std::vector<transport::Connection*> conns(static_cast<std::size_t>(nranks), nullptr);
+  for (int p : here) conns[static_cast<std::size_t>(p)] = transport_->get(p);
+  for (int p : there) conns[static_cast<std::size_t>(p)] = network_->get(p);
+  return conns;
 }
 
 DirectPath::~DirectPath() {

@@ -1,9 +1,12 @@
-// Collectives on device buffers of ranks on one host, without host staging: the plan runs on the
-// device buffers themselves, messages go over the cuda_ipc transport (read straight from the
-// peer's GPU with peer access, through pinned host shared memory without), and every local copy
-// and reduction is a kernel of kernels/cuda launched through the device seam. All of it is
-// ordered on the transport's one device stream; the caller's stream is joined by the same
-// inputs-ready event and gate as the staged path (stream_path.hpp).
+// Collectives on device buffers without host staging: the plan runs on the device buffers
+// themselves. Messages to ranks on this host go over the cuda_ipc transport (read straight from
+// the peer's GPU with peer access, through pinned host shared memory without); messages to other
+// hosts, when the ranks span hosts, over the network transport straight from device memory (ofi
+// with FI_HMEM: see core/device_network.hpp). Every local copy and reduction is a kernel of
+// kernels/cuda launched through the device seam. All of it is ordered on the cuda_ipc
+// transport's one device stream; the network reads and writes device memory itself, so the
+// executor fences it against that stream (exec::LocalOps). The caller's stream is joined by the
+// same inputs-ready event and gate as the staged path (stream_path.hpp).
 #pragma once
 
 #include <functional>
@@ -18,22 +21,28 @@ namespace loom::device {
 
 class DirectPath {
  public:
-  /// Collective over the store when `dev` is set and every rank is on one host (`host_ids` by
-  /// rank): creates the cuda_ipc transport. Null when the ranks span hosts, when `dev` is null,
-  /// or when some rank's LOOM_TRANSPORTS excludes cuda_ipc (`allowed` is this rank's say).
-  static Result<std::unique_ptr<DirectPath>> create(Device* dev,
-                                                    std::shared_ptr<bootstrap::Store> store,
-                                                    const std::string& prefix,
-                                                    std::uint64_t comm_id, int rank,
-                                                    const std::vector<std::string>& host_ids,
-                                                    bool allowed, Deadline deadline);
-  explicit DirectPath(std::unique_ptr<transport::cuda_ipc::CudaIpcTransport> transport)
-      : transport_(std::move(transport)) {}
+  /// Collective over the store when `dev` is set: creates the cuda_ipc transport. `host_ids`
+  /// are every rank's; when they differ, `network` (every rank agreed it carries device memory)
+  /// reaches the other hosts. Null when `dev` is null, when the ranks span hosts without a
+  /// `network`, or when some rank's LOOM_TRANSPORTS excludes cuda_ipc (`allowed` is this
+  /// rank's say).
+  static Result<std::unique_ptr<DirectPath>> create(
+      Device* dev, std::shared_ptr<bootstrap::Store> store, const std::string& prefix,
+      std::uint64_t comm_id, int rank, const std::vector<std::string>& host_ids, bool allowed,
+      transport::ConnectionSet* network, Deadline deadline);
+  DirectPath(std::unique_ptr<transport::cuda_ipc::CudaIpcTransport> transport,
+             transport::ConnectionSet* network, std::vector<bool> local)
+      : transport_(std::move(transport)), network_(network), local_(std::move(local)) {}
   ~DirectPath();
   DirectPath(const DirectPath&) = delete;
   DirectPath& operator=(const DirectPath&) = delete;
 
   [[nodiscard]] transport::cuda_ipc::CudaIpcTransport& transport() const { return *transport_; }
+  /// Connections to `peers`: cuda_ipc on this host, the network elsewhere.
+  Result<std::vector<transport::Connection*>> connect(const std::vector<int>& peers, int nranks,
+                                                      Deadline deadline);
+  /// Whether some peer is reached over the network (the buffers need allocation ids then).
+  [[nodiscard]] bool spans_hosts() const { return network_ != nullptr; }
   /// The collective `op` (device pointers) as an engine task; `on_done` runs once it has
   /// completed, results in place. `window` as for exec::PlanRun.
   std::unique_ptr<exec::Task> task(const core::OpDesc& op, std::shared_ptr<const algo::Plan> plan,
@@ -44,6 +53,8 @@ class DirectPath {
 
  private:
   std::unique_ptr<transport::cuda_ipc::CudaIpcTransport> transport_;
+  transport::ConnectionSet* network_;  // other hosts (null: every rank on this host)
+  std::vector<bool> local_;            // by rank: on this host
   void* scratch_ = nullptr;
   std::size_t scratch_bytes_ = 0;
 };

@@ -28,11 +28,13 @@ constexpr int kSimDevices = 8;
 constexpr int kSimSms = 4;                        // grid shape of the emulated launches
 constexpr std::uint32_t kIpcMagic = 0x4c4d5349;   // "LMSI"
 std::atomic<std::uint64_t> g_reduce_launches{0};  // diagnostics for tests (see device.hpp)
+std::atomic<std::uint64_t> g_flushes{0};
 
 /// One in-order stream: a queue of closures run by a worker thread.
 class SimStream {
  public:
-  SimStream() : worker_([this] { loop(); }) {}
+  explicit SimStream(int device) : device_(device), worker_([this] { loop(); }) {}
+  [[nodiscard]] int device() const { return device_; }
   ~SimStream() {
     {
       std::lock_guard lk(mu_);
@@ -78,6 +80,7 @@ class SimStream {
   std::uint64_t enqueued_ = 0;
   std::uint64_t finished_ = 0;
   bool stop_ = false;
+  int device_;  // the device current when it was created
   std::thread worker_;
 };
 
@@ -102,18 +105,19 @@ class HostSimDevice final : public Device {
 
   Result<MemoryKind> pointer_kind(const void* p) override {
     std::lock_guard lk(mu_);
-    const auto addr = reinterpret_cast<std::uintptr_t>(p);
-    auto it = allocations_.upper_bound(addr);
-    if (it == allocations_.begin()) return MemoryKind::Host;
-    --it;
-    return addr < it->first + it->second ? MemoryKind::Device : MemoryKind::Host;
+    return find(p) != nullptr ? MemoryKind::Device : MemoryKind::Host;
   }
   Result<void*> alloc(std::size_t bytes) override {
     void* p = std::aligned_alloc(256, round_up(bytes));
     if (!p) return make_error(ErrorCode::SystemError, "host-sim: cannot allocate {} bytes", bytes);
     std::lock_guard lk(mu_);
-    allocations_[reinterpret_cast<std::uintptr_t>(p)] = bytes;
+    allocations_[reinterpret_cast<std::uintptr_t>(p)] = Allocation{bytes, ++next_id_};
     return p;
+  }
+  std::uint64_t allocation_id(const void* p) override {
+    std::lock_guard lk(mu_);
+    const Allocation* a = find(p);
+    return a != nullptr ? a->id : 0;
   }
   void free(void* p) override {
     if (!p) return;
@@ -130,7 +134,7 @@ class HostSimDevice final : public Device {
   }
   void free_pinned(void* p) override { std::free(p); }
 
-  Result<Stream> create_stream() override { return static_cast<Stream>(new SimStream()); }
+  Result<Stream> create_stream() override { return static_cast<Stream>(new SimStream(current_)); }
   void destroy_stream(Stream s) override { delete static_cast<SimStream*>(s); }
   Status copy_async(void* dst, const void* src, std::size_t bytes, Stream s) override {
     if (bytes) stream(s).enqueue([=] { std::memmove(dst, src, bytes); });
@@ -140,10 +144,14 @@ class HostSimDevice final : public Device {
     stream(s).enqueue([=] { fn(arg); });
     return Status::ok();
   }
-  Result<Event> create_event() override { return static_cast<Event>(new SimEvent()); }
-  void destroy_event(Event e) override { delete static_cast<SimEvent*>(e); }
+  // An event handle owns a reference; a record() queued on a stream holds another, so an event
+  // may be destroyed while its record is pending (as cudaEventDestroy allows).
+  Result<Event> create_event() override {
+    return static_cast<Event>(new std::shared_ptr<SimEvent>(std::make_shared<SimEvent>()));
+  }
+  void destroy_event(Event e) override { delete static_cast<std::shared_ptr<SimEvent>*>(e); }
   Status record(Event e, Stream s) override {
-    auto* ev = static_cast<SimEvent*>(e);
+    std::shared_ptr<SimEvent> ev = *static_cast<std::shared_ptr<SimEvent>*>(e);
     std::uint64_t mark = 0;
     {
       std::lock_guard lk(ev->mu);
@@ -156,7 +164,7 @@ class HostSimDevice final : public Device {
     return Status::ok();
   }
   Result<bool> query(Event e) override {
-    auto* ev = static_cast<SimEvent*>(e);
+    SimEvent* ev = static_cast<std::shared_ptr<SimEvent>*>(e)->get();
     std::lock_guard lk(ev->mu);
     return ev->reached >= ev->recorded;
   }
@@ -167,11 +175,13 @@ class HostSimDevice final : public Device {
 
   Status reduce_async(DataType dtype, RedOp op, void* dst, const void* a, const void* b,
                       std::size_t count, Stream s) override {
+    LOOM_RETURN_IF_ERROR(check_launch(s));
     g_reduce_launches.fetch_add(1, std::memory_order_relaxed);
     stream(s).enqueue([=] { sim::reduce(dtype, op, dst, a, b, count, kSimSms); });
     return Status::ok();
   }
   Status divide_async(DataType dtype, void* x, std::size_t count, int n, Stream s) override {
+    LOOM_RETURN_IF_ERROR(check_launch(s));
     stream(s).enqueue([=] { sim::divide(dtype, x, count, n, kSimSms); });
     return Status::ok();
   }
@@ -220,18 +230,43 @@ class HostSimDevice final : public Device {
   }
   Result<void*> host_register(void* p, std::size_t) override { return p; }
   void host_unregister(void*) override {}
+  Status flush_remote_writes() override {
+    g_flushes.fetch_add(1, std::memory_order_relaxed);
+    return Status::ok();
+  }
 
  private:
+  struct Allocation {
+    std::size_t bytes = 0;
+    std::uint64_t id = 0;
+  };
+  // The allocation holding `p` (mu_ held), or null.
+  const Allocation* find(const void* p) const {
+    const auto addr = reinterpret_cast<std::uintptr_t>(p);
+    auto it = allocations_.upper_bound(addr);
+    if (it == allocations_.begin()) return nullptr;
+    --it;
+    return addr < it->first + it->second.bytes ? &it->second : nullptr;
+  }
   static std::size_t round_up(std::size_t bytes) { return (bytes + 255) & ~std::size_t{255}; }
+  // As CUDA: a kernel launches on a stream of the calling thread's current device only.
+  Status check_launch(Stream s) {
+    if (s == nullptr || stream(s).device() == current_) return Status::ok();
+    return make_error(ErrorCode::InvalidUsage,
+                      "host-sim: kernel launched on a stream of device {} while device {} is "
+                      "current on this thread",
+                      stream(s).device(), current_);
+  }
   SimStream& stream(Stream s) {
     if (s) return *static_cast<SimStream*>(s);
-    std::call_once(default_once_, [&] { default_stream_ = std::make_unique<SimStream>(); });
+    std::call_once(default_once_, [&] { default_stream_ = std::make_unique<SimStream>(0); });
     return *default_stream_;
   }
 
   static thread_local int current_;
   std::mutex mu_;
-  std::map<std::uintptr_t, std::size_t> allocations_;  // base -> bytes
+  std::map<std::uintptr_t, Allocation> allocations_;  // by base address
+  std::uint64_t next_id_ = 0;
   std::once_flag default_once_;
   std::unique_ptr<SimStream> default_stream_;
 };
@@ -246,6 +281,10 @@ std::string_view to_string(MemoryKind k) noexcept {
 
 std::uint64_t host_sim_reduce_launches() {
   return g_reduce_launches.load(std::memory_order_relaxed);
+}
+
+std::uint64_t host_sim_remote_write_flushes() {
+  return g_flushes.load(std::memory_order_relaxed);
 }
 
 Device& host_sim() {

@@ -17,7 +17,8 @@ PlanRun::PlanRun(const algo::Plan& plan, PlanBuffers bufs, const core::OpDesc& o
       rank_(rank),
       conns_(std::move(conns)),
       window_(std::max<std::size_t>(1, window)),
-      local_(local) {
+      local_(local),
+      stream_local_(local != nullptr && local->queues_on_stream()) {
   const std::size_t n = plan.steps.size();
   remaining_.resize(n);
   dep_offsets_.assign(n + 1, 0);
@@ -43,14 +44,17 @@ PlanRun::PlanRun(const algo::Plan& plan, PlanBuffers bufs, const core::OpDesc& o
         return l.peer == st.peer && l.is_send == is_send;
       });
       if (it == lanes_.end()) {
-        it = lanes_.insert(lanes_.end(), Lane{st.peer, is_send, {}, 0, {}});
+        it = lanes_.insert(lanes_.end(), Lane{st.peer, is_send, {}, 0, {}, false});
         it->inflight.reserve(window_);
+        it->fenced =
+            stream_local_ && !conns_[static_cast<std::size_t>(st.peer)]->caps().stream_ordered;
       }
       it->steps.push_back(static_cast<std::uint32_t>(i));
     } else if (remaining_[i] == 0) {
       local_ready_.push_back(static_cast<std::uint32_t>(i));
     }
   }
+  settle_gen_.assign(n, 0);
   find_fusable_reduces();
 }
 
@@ -76,7 +80,7 @@ void PlanRun::find_fusable_reduces() {
 Result<Progress> PlanRun::progress() {
   bool advanced = false;
   for (bool changed = true; changed;) {
-    changed = false;
+    LOOM_ASSIGN_OR_RETURN(changed, poll_fence());
     for (Lane& lane : lanes_) {
       LOOM_ASSIGN_OR_RETURN(bool posted, post_ready(lane));
       LOOM_ASSIGN_OR_RETURN(bool completed, test_inflight(lane));
@@ -86,7 +90,7 @@ Result<Progress> PlanRun::progress() {
       std::uint32_t s = local_ready_.back();
       local_ready_.pop_back();
       LOOM_RETURN_IF_ERROR(run_local(s));
-      complete(s);
+      complete(s, stream_local_);
       changed = true;
     }
     advanced = advanced || changed;
@@ -100,6 +104,10 @@ Result<bool> PlanRun::post_ready(Lane& lane) {
   while (lane.next < lane.steps.size() && lane.inflight.size() < window_) {
     std::uint32_t s = lane.steps[lane.next];
     if (remaining_[s] != 0) break;
+    if (lane.fenced) {
+      LOOM_ASSIGN_OR_RETURN(bool allowed, fence_allows(s));
+      if (!allowed) break;
+    }
     auto inflight = post(lane, s);
     if (!inflight.is_ok()) return inflight.status().with_peer(lane.peer);
     lane.inflight.push_back(*inflight);
@@ -109,12 +117,33 @@ Result<bool> PlanRun::post_ready(Lane& lane) {
   return posted;
 }
 
+Result<bool> PlanRun::fence_allows(std::uint32_t s) {
+  const algo::Step& st = plan_.steps[s];
+  std::uint32_t need = 0;
+  for (std::uint32_t d = 0; d < st.dep_count; ++d)
+    need = std::max(need, settle_gen_[plan_.deps[st.dep_begin + d]]);
+  if (need <= fences_passed_) return true;
+  if (fences_recorded_ == fences_passed_) {  // none in flight: this one covers `need`
+    LOOM_RETURN_IF_ERROR(local_->record_fence());
+    ++fences_recorded_;
+  }
+  return false;
+}
+
+Result<bool> PlanRun::poll_fence() {
+  if (fences_recorded_ == fences_passed_) return false;
+  LOOM_ASSIGN_OR_RETURN(bool passed, local_->fence_passed());
+  if (passed) fences_passed_ = fences_recorded_;
+  return passed;
+}
+
 Result<PlanRun::Inflight> PlanRun::post(const Lane& lane, std::uint32_t s) {
   const algo::Step& st = plan_.steps[s];
   transport::Connection* c = conns_[static_cast<std::size_t>(st.peer)];
   auto tag = core::make_tag(op_, static_cast<std::uint32_t>(lane.next));
   if (lane.is_send) {
-    LOOM_ASSIGN_OR_RETURN(auto req, c->isend(region(st.src), 0, st.src.bytes, tag));
+    auto [reg, off] = region(st.src);
+    LOOM_ASSIGN_OR_RETURN(auto req, c->isend(reg, off, st.src.bytes, tag));
     return Inflight{s, req, algo::kNoStep};
   }
   std::uint32_t r = fusable_[s];
@@ -125,7 +154,8 @@ Result<PlanRun::Inflight> PlanRun::post(const Lane& lane, std::uint32_t s) {
     fused_[r] = true;
     return Inflight{s, req, r};
   }
-  LOOM_ASSIGN_OR_RETURN(auto req, c->irecv(region(st.dst), 0, st.dst.bytes, tag));
+  auto [reg, off] = region(st.dst);
+  LOOM_ASSIGN_OR_RETURN(auto req, c->irecv(reg, off, st.dst.bytes, tag));
   return Inflight{s, req, algo::kNoStep};
 }
 
@@ -139,8 +169,10 @@ Result<bool> PlanRun::test_inflight(Lane& lane) {
       ++it;
       continue;
     }
-    complete(it->step);
-    if (it->fused_reduce != algo::kNoStep) complete(it->fused_reduce);
+    if (lane.fenced && !lane.is_send) LOOM_RETURN_IF_ERROR(local_->remote_write_landed());
+    const bool queued = stream_local_ && !lane.fenced;
+    complete(it->step, queued);
+    if (it->fused_reduce != algo::kNoStep) complete(it->fused_reduce, queued);
     it = lane.inflight.erase(it);
     completed = true;
   }
@@ -164,8 +196,10 @@ Status PlanRun::run_local(std::uint32_t step) {
   return Status::ok();
 }
 
-void PlanRun::complete(std::uint32_t step) {
+void PlanRun::complete(std::uint32_t step, bool queued_only) {
   ++done_;
+  // Work queued now is covered by the next fence recorded, not by one already in flight.
+  if (queued_only) settle_gen_[step] = fences_recorded_ + 1;
   for (std::uint32_t i = dep_offsets_[step]; i < dep_offsets_[step + 1]; ++i) {
     std::uint32_t d = dependents_[i];
     if (--remaining_[d] == 0) {
@@ -182,12 +216,32 @@ std::uint8_t* PlanRun::address(const algo::Span& s) const {
   return base == nullptr ? nullptr : base + s.offset;
 }
 
-transport::MemRegion PlanRun::region(const algo::Span& s) const {
-  return {address(s), s.bytes, nullptr};
+std::pair<transport::MemRegion, std::size_t> PlanRun::region(const algo::Span& s) const {
+  transport::MemRegion r;
+  r.space = bufs_.space;
+  r.device = bufs_.device;
+  switch (s.buf) {
+    case algo::BufId::Send:
+      r = {bufs_.send, bufs_.send_bytes, nullptr, r.space, r.device, bufs_.send_id};
+      break;
+    case algo::BufId::Recv:
+      r = {bufs_.recv, bufs_.recv_bytes, nullptr, r.space, r.device, bufs_.recv_id};
+      break;
+    case algo::BufId::Scratch:
+      r = {bufs_.scratch, bufs_.scratch_bytes, nullptr, r.space, r.device, bufs_.scratch_id};
+      break;
+  }
+  if (r.base != nullptr && s.offset <= r.size && s.bytes <= r.size - s.offset) return {r, s.offset};
+  r.base = address(s);  // size unknown: the span alone
+  r.size = s.bytes;
+  r.alloc_id = 0;
+  return {r, 0};
 }
 
 bool PlanRun::prepare_wait(std::vector<pollfd>& fds) {
   bool may_block = true;
+  // A fence in flight signals nothing: nap and look again.
+  if (fences_recorded_ != fences_passed_) transport::want_timed_wakeup(fds);
   for (const Lane& lane : lanes_) {
     if (lane.inflight.empty()) continue;
     auto* c = conns_[static_cast<std::size_t>(lane.peer)];
@@ -206,6 +260,11 @@ std::string PlanRun::pending() const {
                        lane.is_send ? "send" : "receive", first, lane.steps.size(),
                        lane.is_send ? "to" : "from", lane.peer);
   }
+  if (fences_recorded_ != fences_passed_)
+    out += fmt::format(
+        "{}rank {} waits for its device stream to pass a fence before the "
+        "network may touch the memory",
+        out.empty() ? "" : "; ", rank_);
   return out.empty() ? "nothing pending" : out;
 }
 

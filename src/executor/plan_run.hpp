@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "algorithms/plan.hpp"
@@ -12,10 +13,20 @@
 
 namespace loom::exec {
 
+/// The collective's three buffers. Sizes are the whole buffers' (0: unknown; a request's
+/// region is then only its span); transports register device memory a whole buffer at a time.
 struct PlanBuffers {
   std::uint8_t* send = nullptr;
   std::uint8_t* recv = nullptr;
   std::uint8_t* scratch = nullptr;
+  std::size_t send_bytes = 0;
+  std::size_t recv_bytes = 0;
+  std::size_t scratch_bytes = 0;
+  transport::MemSpace space = transport::MemSpace::Host;
+  int device = -1;            // Device: the ordinal
+  std::uint64_t send_id = 0;  // Device: allocation ids (see transport::MemRegion)
+  std::uint64_t recv_id = 0;
+  std::uint64_t scratch_id = 0;
 };
 
 /// Where the local steps (Copy, Reduce) run. By default on the host, synchronously; device
@@ -27,6 +38,17 @@ class LocalOps {
   virtual Status copy(void* dst, const void* src, std::size_t bytes) = 0;
   virtual Status reduce(DataType dtype, RedOp op, void* dst, const void* a, const void* b,
                         std::size_t count) = 0;
+  /// True when copy() and reduce() only queue work on a device stream: a step counts as done
+  /// once queued, which is right for connections ordered on that stream and wrong for one that
+  /// touches memory itself (a NIC): those wait for a fence the stream has passed.
+  [[nodiscard]] virtual bool queues_on_stream() const { return false; }
+  /// Marks everything queued on the stream so far.
+  virtual Status record_fence() { return Status::ok(); }
+  /// Non-blocking: whether the stream has run everything before the last record_fence().
+  virtual Result<bool> fence_passed() { return true; }
+  /// A connection without stream order has written device memory that work queued next will
+  /// read (GPUDirect RDMA writes are flushed here).
+  virtual Status remote_write_landed() { return Status::ok(); }
 };
 
 class PlanRun {
@@ -55,16 +77,23 @@ class PlanRun {
     std::vector<std::uint32_t> steps;
     std::size_t next = 0;            // next step to post
     std::vector<Inflight> inflight;  // at most `window` entries: a vector, no deque nodes
+    bool fenced = false;             // its connection is not ordered on the local steps' stream
   };
 
   Result<bool> post_ready(Lane& lane);
+  /// For a fenced lane: whether step `s` may be posted (its stream-queued dependencies have
+  /// run), recording a fence when one is needed.
+  Result<bool> fence_allows(std::uint32_t s);
+  Result<bool> poll_fence();
   Result<Inflight> post(const Lane& lane, std::uint32_t step);
   void find_fusable_reduces();
   Result<bool> test_inflight(Lane& lane);
   Status run_local(std::uint32_t step);
-  void complete(std::uint32_t step);
+  /// `queued_only`: the step's work is only queued on the device stream (see settle_gen_).
+  void complete(std::uint32_t step, bool queued_only);
   std::uint8_t* address(const algo::Span& s) const;
-  transport::MemRegion region(const algo::Span& s) const;
+  /// The buffer `s` lies in, and the offset of `s` in it.
+  std::pair<transport::MemRegion, std::size_t> region(const algo::Span& s) const;
 
   const algo::Plan& plan_;
   PlanBuffers bufs_;
@@ -73,6 +102,7 @@ class PlanRun {
   std::vector<transport::Connection*> conns_;
   std::size_t window_;
   LocalOps* local_;
+  bool stream_local_;                       // local_->queues_on_stream()
   std::vector<std::uint32_t> remaining_;    // unmet dependencies per step
   std::vector<std::uint32_t> dep_offsets_;  // CSR: dependents of each step
   std::vector<std::uint32_t> dependents_;
@@ -81,6 +111,12 @@ class PlanRun {
   std::vector<std::uint32_t> fusable_;  // per Recv step: the Reduce it can be fused with
   std::vector<bool> fused_;             // per Reduce step: done by the transport
   std::size_t done_ = 0;
+  // Fences (LocalOps::queues_on_stream): a step that completed when its work was queued needs
+  // fence number settle_gen_[step] to have passed before a fenced lane may use what it wrote
+  // or read (0: nothing to wait for). One fence is in flight at a time.
+  std::vector<std::uint32_t> settle_gen_;
+  std::uint32_t fences_recorded_ = 0;
+  std::uint32_t fences_passed_ = 0;
 };
 
 }  // namespace loom::exec

@@ -38,6 +38,25 @@ inline Communicator make_comm(std::shared_ptr<bootstrap::Store> store, int rank,
       detail::join_store(std::move(store), rank, n, comm_id, "127.0.0.1", std::move(cfg))));
 }
 
+/// Runs `body(r)` for r in [0, n) on n threads; rethrows the first failure (as a
+/// std::runtime_error naming the rank) after every thread has finished.
+inline void on_rank_threads(int n, const std::function<void(int)>& body) {
+  std::mutex mu;
+  std::string first_error;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        body(r);
+      } catch (const std::exception& e) {
+        std::lock_guard lock(mu);
+        if (first_error.empty()) first_error = "rank " + std::to_string(r) + ": " + e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  if (!first_error.empty()) throw std::runtime_error(first_error);
+}
+
 /// Runs `body(comm)` on n threads, one communicator each; rethrows the first failure (as a
 /// std::runtime_error naming the rank) after every thread has finished.
 inline void run_ranks(int n, const std::function<void(Communicator&)>& body,
@@ -46,21 +65,10 @@ inline void run_ranks(int n, const std::function<void(Communicator&)>& body,
   auto store = std::make_shared<bootstrap::InMemoryStore>();
   static std::uint64_t next_id = 0x1000;
   std::uint64_t comm_id = ++next_id;
-  std::mutex mu;
-  std::string first_error;
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        Communicator comm = make_comm(store, r, n, comm_id, settings);
-        body(comm);
-      } catch (const std::exception& e) {
-        std::lock_guard lock(mu);
-        if (first_error.empty()) first_error = "rank " + std::to_string(r) + ": " + e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
-  if (!first_error.empty()) throw std::runtime_error(first_error);
+  on_rank_threads(n, [&](int r) {
+    Communicator comm = make_comm(store, r, n, comm_id, settings);
+    body(comm);
+  });
 }
 
 }  // namespace loom::test

@@ -240,7 +240,7 @@ TEST_CASE("cuda_ipc transport: routes from peer access, messages over both route
       try {
         device::Device& dev = device::host_sim();
         throw_if_error(dev.set_device(devices[r]));
-        CudaIpcSetup s{&dev, store, "t/", 0x77, r, kRanks, "host-a", true};
+        CudaIpcSetup s{&dev, store, "t/", 0x77, r, kRanks, "host-a", true, {}};
         auto t = value_or_throw(CudaIpcTransport::create(s, soon()));
         if (!t) {
           err = "not created";
@@ -295,7 +295,7 @@ TEST_CASE("cuda_ipc transport: one rank excluding it turns it off on every rank"
   std::vector<std::thread> threads;
   for (int r = 0; r < 2; ++r)
     threads.emplace_back([&, r] {
-      CudaIpcSetup s{&device::host_sim(), store, "x/", 0x78, r, 2, "host-a", r == 0};
+      CudaIpcSetup s{&device::host_sim(), store, "x/", 0x78, r, 2, "host-a", r == 0, {}};
       auto t = CudaIpcTransport::create(s, soon());
       created[static_cast<std::size_t>(r)] = !t.is_ok() ? -2 : *t ? 1 : 0;
     });

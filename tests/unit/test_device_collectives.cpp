@@ -12,6 +12,7 @@
 #include "comm_harness.hpp"
 #include "device/device.hpp"
 #include "reference.hpp"
+#include "transports/ofi/ofi_fabric.hpp"
 
 using namespace loom;
 using loom::test::fill_input;
@@ -185,9 +186,11 @@ void check_data_movement(Communicator& comm, Rank& dev, Checker& chk) {
 
 /// The matrix on n ranks (threads); rank r runs on simulated device devices[r] (host-sim: peer
 /// access within {0..3} and {4..7}, none on one device), so the cuda_ipc routes are chosen
-/// from real probing: p2p, host staging, or both in one communicator.
+/// from real probing: p2p, host staging, or both in one communicator. `hosts[r]`, when given,
+/// is rank r's LOOM_HOST_ID (ranks on several fake hosts).
 void run_device_matrix(int n, std::vector<int> devices = {},
-                       std::map<std::string, std::string> settings = kSim) {
+                       std::map<std::string, std::string> settings = kSim,
+                       std::vector<std::string> hosts = {}) {
   if (devices.empty()) devices.assign(static_cast<std::size_t>(n), 0);
   settings["LOOM_TIMEOUT"] = "60s";
   auto store = std::make_shared<bootstrap::InMemoryStore>();
@@ -195,26 +198,25 @@ void run_device_matrix(int n, std::vector<int> devices = {},
   const std::uint64_t comm_id = ++next_id;
   std::mutex mu;
   std::size_t wrong = 0;
-  std::string first, error;
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        throw_if_error(device::host_sim().set_device(devices[static_cast<std::size_t>(r)]));
-        Communicator comm = loom::test::make_comm(store, r, n, comm_id, settings);
-        Rank dev;
-        Checker chk;
-        check_reductions(comm, dev, chk);
-        check_data_movement(comm, dev, chk);
-        std::lock_guard lock(mu);
-        wrong += chk.wrong;
-        if (first.empty()) first = chk.first;
-      } catch (const std::exception& e) {
-        std::lock_guard lock(mu);
-        if (error.empty()) error = fmt::format("rank {}: {}", r, e.what());
-      }
+  std::string first;
+  std::string error;
+  try {
+    loom::test::on_rank_threads(n, [&](int r) {
+      throw_if_error(device::host_sim().set_device(devices[static_cast<std::size_t>(r)]));
+      auto mine = settings;
+      if (!hosts.empty()) mine["LOOM_HOST_ID"] = hosts[static_cast<std::size_t>(r)];
+      Communicator comm = loom::test::make_comm(store, r, n, comm_id, mine);
+      Rank dev;
+      Checker chk;
+      check_reductions(comm, dev, chk);
+      check_data_movement(comm, dev, chk);
+      std::lock_guard lock(mu);
+      wrong += chk.wrong;
+      if (first.empty()) first = chk.first;
     });
-  for (auto& t : threads) t.join();
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
   INFO("error: " << error);
   REQUIRE(error.empty());
   INFO("first wrong: " << first);
@@ -279,4 +281,159 @@ TEST_CASE("device collectives: one host reduces with device kernels, the staged 
     INFO((direct ? "cuda_ipc" : "staged"));
     CHECK((device::host_sim_reduce_launches() > before) == direct);
   }
+}
+
+// ---- Across hosts: ofi straight from device memory (FI_HMEM), simulated ----
+
+namespace {
+
+// Two fake hosts; peers on the other host over ofi (libfabric's shm provider, which offers
+// FI_HMEM) with host-sim device memory registered as FI_HMEM_SYSTEM; cuda_ipc inside a host.
+std::map<std::string, std::string> hmem_settings() {
+  auto s = kSim;
+  s["LOOM_TRANSPORTS"] = "shm,ofi,cuda_ipc";
+  s["LOOM_OFI_PROVIDER"] = "shm";
+  s["LOOM_OFI_FALLBACK"] = "false";
+  s["LOOM_OFI_HMEM"] = "simulate";
+  return s;
+}
+
+bool shm_provider_has_hmem() {
+  auto p = loom::transport::ofi::probe_provider({"shm", ""});
+  return p.is_ok() && p->hmem;
+}
+
+// One float allreduce (sum) on device buffers with per-rank settings; checks every element.
+void device_allreduce(int n, std::size_t count, const std::vector<std::string>& hosts,
+                      const std::function<std::map<std::string, std::string>(int)>& settings) {
+  auto store = std::make_shared<bootstrap::InMemoryStore>();
+  static std::uint64_t next_id = 0x6800;
+  const std::uint64_t comm_id = ++next_id;
+  std::string error;
+  try {
+    loom::test::on_rank_threads(n, [&](int r) {
+      auto s = settings(r);
+      s["LOOM_HOST_ID"] = hosts[static_cast<std::size_t>(r)];
+      s["LOOM_TIMEOUT"] = "60s";
+      Communicator comm = loom::test::make_comm(store, r, n, comm_id, s);
+      Rank dev;
+      std::vector<std::uint8_t> host(4 * count);
+      fill_input(DataType::Float32, RedOp::Sum, r, host.data(), count);
+      std::uint8_t* d = dev.device_copy_of(host);
+      comm.allreduce(d, d, count, DataType::Float32, RedOp::Sum, dev.opts());
+      dev.read_back(d, host);
+      std::vector<std::uint8_t> want(4);
+      for (std::size_t i = 0; i < count; ++i) {
+        store_expected(DataType::Float32, RedOp::Sum, n, i, want.data());
+        if (std::memcmp(host.data() + 4 * i, want.data(), 4) != 0)
+          throw std::runtime_error(fmt::format("element {} is wrong", i));
+      }
+      dev.free_all();
+    });
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  INFO("error: " << error);
+  REQUIRE(error.empty());
+}
+
+}  // namespace
+
+TEST_CASE("device collectives across hosts (host-sim, ofi FI_HMEM simulated): 2 x 2 ranks",
+          "[device][ofi]") {
+  if (!shm_provider_has_hmem()) {
+    WARN("libfabric's shm provider with FI_HMEM is not available: skipped");
+    return;
+  }
+  const std::uint64_t flushes = device::host_sim_remote_write_flushes();
+  const std::uint64_t kernels = device::host_sim_reduce_launches();
+  // Devices 0 and 1 on each host: cuda_ipc p2p inside a host, ofi across.
+  run_device_matrix(4, {0, 1, 0, 1}, hmem_settings(), {"hostA", "hostA", "hostB", "hostB"});
+  CHECK(device::host_sim_remote_write_flushes() > flushes);  // NIC receives into device memory
+  CHECK(device::host_sim_reduce_launches() > kernels);       // reductions as device kernels
+}
+
+TEST_CASE("device collectives across hosts (host-sim, ofi FI_HMEM simulated): 1 + 2 ranks",
+          "[device][ofi]") {
+  if (!shm_provider_has_hmem()) {
+    WARN("libfabric's shm provider with FI_HMEM is not available: skipped");
+    return;
+  }
+  const std::uint64_t flushes = device::host_sim_remote_write_flushes();
+  // One rank alone on its host, and a host whose two ranks share a device (host staging).
+  run_device_matrix(3, {0, 0, 0}, hmem_settings(), {"hostA", "hostB", "hostB"});
+  CHECK(device::host_sim_remote_write_flushes() > flushes);
+}
+
+TEST_CASE("device buffers across hosts: one rank that cannot send device memory stages everyone",
+          "[device][ofi]") {
+  if (!shm_provider_has_hmem()) {
+    WARN("libfabric's shm provider with FI_HMEM is not available: skipped");
+    return;
+  }
+  const std::vector<std::string> hosts = {"hostA", "hostA", "hostB"};
+  struct Case {
+    const char* what;
+    std::function<std::map<std::string, std::string>(int)> settings;
+    bool direct;
+  };
+  const std::vector<Case> cases = {
+      {"all simulate", [](int) { return hmem_settings(); }, true},
+      {"rank 2 says off",
+       [](int r) {
+         auto s = hmem_settings();
+         if (r == 2) s["LOOM_OFI_HMEM"] = "off";
+         return s;
+       },
+       false},
+      {"auto on host-sim (no CUDA, nothing to register)",
+       [](int) {
+         auto s = hmem_settings();
+         s["LOOM_OFI_HMEM"] = "auto";
+         return s;
+       },
+       false},
+      {"across hosts over tcp",
+       [](int) {
+         auto s = kSim;
+         s["LOOM_OFI_HMEM"] = "simulate";
+         return s;
+       },
+       false},
+  };
+  for (const Case& c : cases) {
+    INFO(c.what);
+    const std::uint64_t flushes = device::host_sim_remote_write_flushes();
+    device_allreduce(3, 1031, hosts, c.settings);
+    CHECK((device::host_sim_remote_write_flushes() > flushes) == c.direct);
+  }
+}
+
+TEST_CASE("LOOM_OFI_HMEM rejects unknown values", "[device][ofi]") {
+  auto e = loom::test::catch_error([&] {
+    auto store = std::make_shared<bootstrap::InMemoryStore>();
+    loom::test::make_comm(store, 0, 1, 0x6900, {{"LOOM_OFI_HMEM", "maybe"}});
+  });
+  CHECK_THAT(std::string(e.what()), Catch::Matchers::Contains("LOOM_OFI_HMEM='maybe'"));
+}
+
+TEST_CASE("ranks with different device runtimes fail at init naming the setting", "[device]") {
+  auto store = std::make_shared<bootstrap::InMemoryStore>();
+  std::string errors[2];
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        loom::test::make_comm(
+            store, r, 2, 0x6a00,
+            {{"LOOM_DEVICE", r == 0 ? "host-sim" : "none"}, {"LOOM_TIMEOUT", "3s"}});
+      } catch (const loom::Error& e) {
+        errors[r] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  CHECK_THAT(errors[1], Catch::Matchers::Contains("rank 1") &&
+                            Catch::Matchers::Contains("device runtime (LOOM_DEVICE)=none here") &&
+                            Catch::Matchers::Contains("host-sim on rank 0"));
+  CHECK_FALSE(errors[0].empty());  // rank 0 times out waiting for rank 1's device setup
 }

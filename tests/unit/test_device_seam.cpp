@@ -92,6 +92,56 @@ TEST_CASE("host-sim: memory kinds, in-order streams, events", "[device]") {
   CHECK(value_or_throw(dev.pointer_kind(d)) == device::MemoryKind::Host);
 }
 
+TEST_CASE("host-sim: an event may be destroyed while its record is queued (as in CUDA)",
+          "[device]") {
+  device::Device& dev = device::host_sim();
+  device::Stream s = value_or_throw(dev.create_stream());
+  Hold hold;
+  throw_if_error(dev.launch_host_fn(s, &Hold::fn, &hold));
+  for (int i = 0; i < 8; ++i) {
+    device::Event e = value_or_throw(dev.create_event());
+    throw_if_error(dev.record(e, s));
+    dev.destroy_event(e);  // a failed collective drops its events with work still queued
+  }
+  hold.release();
+  throw_if_error(dev.synchronize(s, soon()));  // the stream drains; nothing touches freed events
+  dev.destroy_stream(s);
+}
+
+TEST_CASE("host-sim: allocation ids tell a reallocation at the same address apart", "[device]") {
+  device::Device& dev = device::host_sim();
+  void* a = value_or_throw(dev.alloc(4096));
+  const std::uint64_t id = dev.allocation_id(a);
+  CHECK(id != 0);
+  CHECK(dev.allocation_id(static_cast<char*>(a) + 4095) == id);
+  std::vector<int> host(4);
+  CHECK(dev.allocation_id(host.data()) == 0);
+  dev.free(a);
+  CHECK(dev.allocation_id(a) == 0);
+  void* b = value_or_throw(dev.alloc(4096));
+  CHECK(dev.allocation_id(b) != id);  // even where b == a
+  dev.free(b);
+}
+
+TEST_CASE("host-sim: kernels launch on a stream of the current device only (as in CUDA)",
+          "[device]") {
+  device::Device& dev = device::host_sim();
+  throw_if_error(dev.set_device(2));
+  device::Stream s = value_or_throw(dev.create_stream());
+  std::vector<float> x(16, 1.0f);
+  throw_if_error(
+      dev.reduce_async(DataType::Float32, RedOp::Sum, x.data(), x.data(), x.data(), x.size(), s));
+  throw_if_error(dev.set_device(0));
+  Status st =
+      dev.reduce_async(DataType::Float32, RedOp::Sum, x.data(), x.data(), x.data(), x.size(), s);
+  CHECK(st.code() == ErrorCode::InvalidUsage);
+  CHECK_THAT(st.message(), Catch::Matchers::Contains("device 2") &&
+                               Catch::Matchers::Contains("device 0 is current"));
+  throw_if_error(dev.synchronize(s, soon()));
+  CHECK(x[0] == 2.0f);
+  dev.destroy_stream(s);
+}
+
 TEST_CASE("device collectives: the call returns once enqueued, later stream work sees the result",
           "[device]") {
   loom::test::run_ranks(

@@ -35,7 +35,13 @@ class CudaIpcConnection final : public Connection {
   CudaIpcConnection(const CudaIpcConnection&) = delete;
   CudaIpcConnection& operator=(const CudaIpcConnection&) = delete;
 
-  [[nodiscard]] Caps caps() const override { return {false, true, false}; }
+  [[nodiscard]] Caps caps() const override {
+    Caps c;
+    c.host_memory = false;
+    c.device_memory = true;
+    c.stream_ordered = true;
+    return c;
+  }
   [[nodiscard]] int peer() const override { return peer_; }
   [[nodiscard]] std::string name() const override { return "cuda_ipc"; }
   [[nodiscard]] device::PeerRoute route() const { return route_; }

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <new>
 
 #include "log/log.hpp"
@@ -36,6 +37,25 @@ std::string describe_route(int rank, int peer, const device::PeerBuffer& p, int 
                      device::to_string(p.route));
 }
 
+CudaIpcTransport::CudaIpcTransport(const CudaIpcSetup& setup, int my_device)
+    : dev_(*setup.dev),
+      store_(setup.store),
+      prefix_(setup.prefix),
+      comm_id_(setup.comm_id),
+      rank_(setup.rank),
+      nranks_(setup.nranks),
+      my_device_(my_device),
+      local_index_(static_cast<std::size_t>(setup.nranks), -1),
+      peers_(static_cast<std::size_t>(setup.nranks)) {
+  int next = 0;
+  for (std::size_t r = 0; r < local_index_.size(); ++r)
+    if (setup.host_ids.empty() || setup.host_ids[r] == setup.host_id) local_index_[r] = next++;
+}
+
+std::size_t CudaIpcTransport::fifo_offset(int to) const {
+  return static_cast<std::size_t>(local_index_[static_cast<std::size_t>(to)]) * kFifoBytes;
+}
+
 Result<std::unique_ptr<CudaIpcTransport>> CudaIpcTransport::create(const CudaIpcSetup& setup,
                                                                    Deadline deadline) {
   device::Device& dev = *setup.dev;
@@ -43,7 +63,9 @@ Result<std::unique_ptr<CudaIpcTransport>> CudaIpcTransport::create(const CudaIpc
   std::unique_ptr<CudaIpcTransport> t(new CudaIpcTransport(setup, my_device));
   LOOM_ASSIGN_OR_RETURN(t->stream_, dev.create_stream());
   if (setup.nranks == 1) return t;
-  const std::size_t bytes = static_cast<std::size_t>(setup.nranks) * kFifoBytes;
+  const std::size_t local = static_cast<std::size_t>(
+      std::count_if(t->local_index_.begin(), t->local_index_.end(), [](int i) { return i >= 0; }));
+  const std::size_t bytes = local * kFifoBytes;
   LOOM_ASSIGN_OR_RETURN(t->fifo_memory_, dev.alloc(bytes));
   LOOM_ASSIGN_OR_RETURN(
       auto peers, device::IpcPeers::exchange(dev, *setup.store, setup.prefix + "cuda_ipc/",
@@ -58,8 +80,8 @@ Result<std::unique_ptr<CudaIpcTransport>> CudaIpcTransport::create(const CudaIpc
     return std::unique_ptr<CudaIpcTransport>();
   }
   for (int r = 0; r < setup.nranks; ++r) {
-    if (r == setup.rank) continue;
     const device::PeerBuffer& p = peers.peer(r);
+    if (r == setup.rank || p.route == device::PeerRoute::Remote) continue;
     LOOM_LOG_INFO(Cuda, "{}",
                   describe_route(setup.rank, r, p, my_device, dev.peer_link(my_device, p.device)));
   }
@@ -154,10 +176,8 @@ Status CudaIpcTransport::open_incoming(int peer, Deadline deadline) {
     f.out_data = static_cast<std::uint8_t*>(p.out_registered);
     f.in_data = static_cast<const std::uint8_t*>(p.in_registered);
   } else {
-    f.out_data =
-        static_cast<std::uint8_t*>(fifo_memory_) + static_cast<std::size_t>(peer) * kFifoBytes;
-    f.in_data = static_cast<const std::uint8_t*>(ipc_->peer(peer).mapped) +
-                static_cast<std::size_t>(rank_) * kFifoBytes;
+    f.out_data = static_cast<std::uint8_t*>(fifo_memory_) + fifo_offset(peer);
+    f.in_data = static_cast<const std::uint8_t*>(ipc_->peer(peer).mapped) + fifo_offset(rank_);
   }
   LOOM_ASSIGN_OR_RETURN(p.conn,
                         CudaIpcConnection::create(dev_, stream_, rank_, peer, route(peer), f));

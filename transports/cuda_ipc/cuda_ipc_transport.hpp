@@ -1,6 +1,7 @@
 // The cuda_ipc transport: connections between device buffers of ranks on one host (see fifo.hpp
-// for the wire format). Created when a device runtime is active and every rank of the
-// communicator is on one host; each rank allocates one device FIFO region per peer, exports it
+// for the wire format). Created when a device runtime is active (for a communicator that spans
+// hosts, only when the network carries device buffers too: see device/direct_path.hpp); each
+// rank allocates one device FIFO region per peer on its host, exports it
 // with a CUDA IPC handle through the bootstrap store (device::IpcPeers) and learns, per peer,
 // whether peer access holds both ways (route p2p: read the peer's FIFO straight from its GPU) or
 // not (route host-staging: the FIFO data sits in pinned host shared memory instead).
@@ -28,6 +29,9 @@ struct CudaIpcSetup {
   int nranks = 1;
   std::string host_id;  // equal on ranks that share a host
   bool allowed = true;  // this rank's LOOM_TRANSPORTS lets device buffers use cuda_ipc
+  /// Every rank's host id when the ranks span hosts (empty: all on `host_id`). FIFOs exist only
+  /// between ranks of one host; the others are the network's.
+  std::vector<std::string> host_ids;
 };
 
 class CudaIpcTransport {
@@ -58,18 +62,12 @@ class CudaIpcTransport {
     void* in_registered = nullptr;
     std::unique_ptr<CudaIpcConnection> conn;
   };
-  CudaIpcTransport(const CudaIpcSetup& setup, int my_device)
-      : dev_(*setup.dev),
-        store_(setup.store),
-        prefix_(setup.prefix),
-        comm_id_(setup.comm_id),
-        rank_(setup.rank),
-        nranks_(setup.nranks),
-        my_device_(my_device),
-        peers_(static_cast<std::size_t>(setup.nranks)) {}
+  CudaIpcTransport(const CudaIpcSetup& setup, int my_device);
   Status publish(int peer);
   Status open_incoming(int peer, Deadline deadline);
   [[nodiscard]] std::string key(int from, int to) const;
+  /// Offset of the FIFO to `to` in `from`'s FIFO region (both on this host).
+  [[nodiscard]] std::size_t fifo_offset(int to) const;
 
   device::Device& dev_;
   std::shared_ptr<bootstrap::Store> store_;
@@ -79,7 +77,8 @@ class CudaIpcTransport {
   int nranks_;
   int my_device_;
   device::Stream stream_ = nullptr;
-  void* fifo_memory_ = nullptr;  // nranks * kFifoBytes of device memory: our FIFO to each peer
+  std::vector<int> local_index_;  // by rank: position among this host's ranks (-1: elsewhere)
+  void* fifo_memory_ = nullptr;   // kFifoBytes per rank of this host: our FIFO to each
   std::optional<device::IpcPeers> ipc_;
   std::vector<Peer> peers_;
 };

@@ -4,6 +4,7 @@
 #include <rdma/fi_tagged.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -22,13 +23,15 @@ constexpr auto kGoneGrace = 300ms;
 }  // namespace
 
 OfiConnection::OfiConnection(int self_rank, int peer, std::uint64_t comm_id, Fabric& fabric,
-                             MrCache& mrs, fi_addr_t addr, net::Fd liveness, OfiProgress* progress,
+                             MrCache& mrs, fi_addr_t addr, net::Fd liveness,
+                             const DeviceMemoryMode& device, OfiProgress* progress,
                              std::mutex* lock)
     : self_(self_rank),
       peer_(peer),
       comm_id_(comm_id),
       fabric_(fabric),
       mrs_(mrs),
+      device_(device),
       addr_(addr),
       liveness_(std::move(liveness)),
       headers_(kTable),
@@ -44,7 +47,7 @@ OfiConnection::~OfiConnection() = default;
 
 Caps OfiConnection::caps() const {
   Caps c;
-  c.device_memory = fabric_.info().hmem;
+  c.device_memory = device_.enabled;
   return c;
 }
 
@@ -74,11 +77,17 @@ Result<Request> OfiConnection::post(bool is_send, const MemRegion& region, std::
                                     std::size_t len, const Tag& tag) {
   auto lk = lock();
   if (!broken_.is_ok()) return broken_;
+  if (region.space == MemSpace::Device && !device_.enabled)
+    return make_error(ErrorCode::Internal,
+                      "{}: {} {} on device memory, but this transport does not register device "
+                      "memory (FI_HMEM)",
+                      who(), is_send ? "sending" : "receiving", describe_tag(tag));
   LOOM_ASSIGN_OR_RETURN(Op * op, ops_.allocate(who()));
   if (progress_ != nullptr) progress_->posted();
   op->is_send = is_send;
   op->data = static_cast<std::uint8_t*>(region.base) + off;
   op->len = len;
+  op->region = region;
   op->tag = tag;
   op->ctx.base.complete = &OfiConnection::on_complete;
   op->ctx.conn = this;
@@ -112,7 +121,7 @@ Result<bool> OfiConnection::try_post(Op& op) {
   std::size_t n = 1;
   if (op.len > 0) {
     iov[1] = {op.data, op.len};
-    LOOM_ASSIGN_OR_RETURN(desc[1], mrs_.desc(op.data, op.len));
+    LOOM_ASSIGN_OR_RETURN(desc[1], payload_desc(op));
     n = 2;
   }
   ssize_t rc = 0;
@@ -129,6 +138,22 @@ Result<bool> OfiConnection::try_post(Op& op) {
                       fi_error(op.is_send ? "fi_tsendv" : "fi_trecvv", static_cast<int>(rc)));
   op.posted = true;
   return true;
+}
+
+// Host payloads: pages around the message, when the provider asks for registration. Device
+// payloads: the whole allocation, always (FI_MR_HMEM), keyed by its allocation id.
+Result<void*> OfiConnection::payload_desc(const Op& op) {
+  if (op.region.space != MemSpace::Device) return mrs_.desc(op.data, op.len);
+  if (op.region.alloc_id == 0)
+    return make_error(ErrorCode::Internal, "{}: device buffer {} without an allocation id", who(),
+                      op.region.base);
+  MemoryKind kind{device_.iface, static_cast<std::uint64_t>(std::max(op.region.device, 0))};
+  auto d = mrs_.device_desc(op.region.base, op.region.size, kind, op.region.alloc_id);
+  if (!d.is_ok())
+    return d.status().with_context(
+        fmt::format("{}: registering device buffer {} ({} bytes, device {}) for {}", who(),
+                    op.region.base, op.region.size, op.region.device, describe_tag(op.tag)));
+  return d;
 }
 
 Status OfiConnection::flush_pending() {

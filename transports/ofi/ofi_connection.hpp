@@ -21,13 +21,20 @@
 
 namespace loom::transport::ofi {
 
+/// How device buffers (MemSpace::Device) are registered: off until the transport has checked
+/// that the provider takes them (OfiTransport::enable_device_memory).
+struct DeviceMemoryMode {
+  bool enabled = false;
+  fi_hmem_iface iface = FI_HMEM_SYSTEM;  // FI_HMEM_CUDA; FI_HMEM_SYSTEM when simulated
+};
+
 class OfiConnection final : public Connection {
  public:
   /// With `progress` (a progress thread), every call takes `lock` (the fabric's lock, shared
-  /// with the thread); without, `lock` is not used.
+  /// with the thread); without, `lock` is not used. `device` outlives the connection.
   OfiConnection(int self_rank, int peer, std::uint64_t comm_id, Fabric& fabric, MrCache& mrs,
-                fi_addr_t addr, net::Fd liveness, OfiProgress* progress = nullptr,
-                std::mutex* lock = nullptr);
+                fi_addr_t addr, net::Fd liveness, const DeviceMemoryMode& device,
+                OfiProgress* progress = nullptr, std::mutex* lock = nullptr);
   ~OfiConnection() override;
   OfiConnection(const OfiConnection&) = delete;
   OfiConnection& operator=(const OfiConnection&) = delete;
@@ -57,7 +64,8 @@ class OfiConnection final : public Connection {
     bool complete = false;
     std::uint8_t* data = nullptr;
     std::size_t len = 0;
-    Tag tag;  // send: the tag sent; recv: the tag expected
+    MemRegion region;  // the buffer `data` lies in (device memory is registered as a whole)
+    Tag tag;           // send: the tag sent; recv: the tag expected
     Status error;
     Ctx ctx;
   };
@@ -66,6 +74,7 @@ class OfiConnection final : public Connection {
   Result<Request> post(bool is_send, const MemRegion& region, std::size_t off, std::size_t len,
                        const Tag& tag);
   Result<bool> try_post(Op& op);
+  Result<void*> payload_desc(const Op& op);
   std::unique_lock<std::mutex> lock();
   Status flush_pending();
   Status progress();
@@ -82,6 +91,7 @@ class OfiConnection final : public Connection {
   std::uint64_t comm_id_;
   Fabric& fabric_;
   MrCache& mrs_;
+  const DeviceMemoryMode& device_;
   fi_addr_t addr_;
   net::Fd liveness_;
   RequestTable<Op, kTable> ops_;

@@ -36,7 +36,6 @@ void put(bootstrap::Bytes& out, const T& v) {
 OfiTransport::OfiTransport(int rank, int nranks, std::uint64_t comm_id,
                            std::shared_ptr<bootstrap::Store> store)
     : rank_(rank),
-      nranks_(nranks),
       comm_id_(comm_id),
       store_(std::move(store)),
       conns_(static_cast<std::size_t>(nranks)) {}
@@ -65,6 +64,21 @@ Result<std::unique_ptr<OfiTransport>> OfiTransport::create(int rank, int nranks,
   LOOM_LOG_INFO(Net, "rank {}: ofi endpoint up: {}{}", rank, info.describe(),
                 t->mrs_->enabled() ? " (registering buffers)" : "");
   return t;
+}
+
+Status OfiTransport::enable_device_memory(fi_hmem_iface iface, const void* probe, std::size_t bytes,
+                                          int device) {
+  std::lock_guard lk(lock_);  // the domain is shared with the progress thread
+  MemoryKind kind{iface, static_cast<std::uint64_t>(std::max(device, 0))};
+  Status st = mrs_->probe(probe, bytes, kind);
+  if (!st.is_ok())
+    return st.with_context(
+        fmt::format("rank {}: ofi provider {} refused to register device "
+                    "memory (iface {})",
+                    rank_, fabric_->info().provider, static_cast<int>(iface)));
+  device_.iface = iface;
+  device_.enabled = true;
+  return Status::ok();
 }
 
 std::string OfiTransport::key(int rank) const {
@@ -204,8 +218,9 @@ Status OfiTransport::add_connection(int peer, const Card& card, net::Fd liveness
   LOOM_ASSIGN_OR_RETURN(fi_addr_t addr, fabric_->insert(card.name));
   LOOM_LOG_INFO(Net, "rank {}: connected to rank {} over ofi ({})", rank_, peer,
                 fabric_->info().describe());
-  conns_[static_cast<std::size_t>(peer)] = std::make_unique<OfiConnection>(
-      rank_, peer, comm_id_, *fabric_, *mrs_, addr, std::move(liveness), progress_.get(), &lock_);
+  conns_[static_cast<std::size_t>(peer)] =
+      std::make_unique<OfiConnection>(rank_, peer, comm_id_, *fabric_, *mrs_, addr,
+                                      std::move(liveness), device_, progress_.get(), &lock_);
   return Status::ok();
 }
 

@@ -43,6 +43,12 @@ class OfiTransport {
   [[nodiscard]] const ProviderInfo& provider() const { return fabric_->info(); }
   [[nodiscard]] const MrCache& registrations() const { return *mrs_; }
   [[nodiscard]] bool has_progress_thread() const { return progress_ != nullptr; }
+  /// Lets connections carry device buffers registered as `iface` (FI_HMEM_CUDA, or
+  /// FI_HMEM_SYSTEM to simulate it on host memory), after checking that the provider registers
+  /// `probe` (`bytes` of device memory on `device`). Call before the first device-buffer request.
+  Status enable_device_memory(fi_hmem_iface iface, const void* probe, std::size_t bytes,
+                              int device);
+  [[nodiscard]] const DeviceMemoryMode& device_memory() const { return device_; }
   /// Connections to `peers`, establishing missing ones.
   Status ensure(const std::vector<int>& peers, Deadline deadline);
   [[nodiscard]] Connection* get(int peer) const;
@@ -64,13 +70,13 @@ class OfiTransport {
   [[nodiscard]] std::string key(int rank) const;
 
   int rank_;
-  int nranks_;
   std::uint64_t comm_id_;
   crypto::Secret secret_{};
   std::shared_ptr<bootstrap::Store> store_;
   std::vector<std::unique_ptr<OfiConnection>> conns_;  // destroyed last
   std::unique_ptr<Fabric> fabric_;
   std::unique_ptr<MrCache> mrs_;  // destroyed before the fabric's domain
+  DeviceMemoryMode device_;
   net::Fd listener_;
   net::SocketAddress liveness_address_;
   std::map<int, net::Fd> accepted_;        // liveness sockets by peer, awaiting ensure()
