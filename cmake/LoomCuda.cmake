@@ -83,6 +83,29 @@ if(LOOM_HAVE_CUDA)
   list(APPEND LOOM_PACKAGE_FIND_DEPS "CUDAToolkit")
   list(APPEND LOOM_PACKAGE_PC_LIBS_PRIVATE "-L${CUDAToolkit_LIBRARY_DIR}" "-lcudart_static" "-ldl" "-lrt")
   target_compile_definitions(loom_internal INTERFACE LOOM_HAVE_CUDA=1)
+  # NVML's header tells NVLink from PCIe (src/device/nvml_reader.cpp); the library itself is
+  # loaded at run time. Debian has no NVML header: the toolkit's, or PyPI's nvidia-nvml-dev-cu12
+  # (scripts/install-deps.sh installs it).
+  find_package(Python3 COMPONENTS Interpreter QUIET)
+  set(_loom_purelib "")
+  if(Python3_Interpreter_FOUND)
+    execute_process(COMMAND ${Python3_EXECUTABLE} -c
+                            "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+                    OUTPUT_VARIABLE _loom_purelib OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+  endif()
+  find_path(LOOM_NVML_INCLUDE_DIR nvml.h
+            HINTS ${CUDAToolkit_INCLUDE_DIRS} ${_loom_purelib}/nvidia/nvml_dev/include)
+  if(LOOM_NVML_INCLUDE_DIR)
+    message(STATUS "loom: NVML header ${LOOM_NVML_INCLUDE_DIR}/nvml.h (NVLink detection on)")
+    target_include_directories(loom SYSTEM PRIVATE ${LOOM_NVML_INCLUDE_DIR})
+    target_compile_definitions(loom PRIVATE LOOM_HAVE_NVML=1)
+    target_link_libraries(loom PRIVATE ${CMAKE_DL_LIBS})
+    set(LOOM_NVML_BUILT ON CACHE INTERNAL "Whether this build reads NVLinks through NVML")
+  else()
+    message(STATUS "loom: no nvml.h found; NVLinks show as unknown "
+                   "(pip install nvidia-nvml-dev-cu12 and reconfigure)")
+    set(LOOM_NVML_BUILT OFF CACHE INTERNAL "Whether this build reads NVLinks through NVML")
+  endif()
 else()
   message(STATUS "loom: CUDA path OFF (LOOM_CUDA=${LOOM_CUDA}); device buffers via LOOM_DEVICE=host-sim only")
 endif()

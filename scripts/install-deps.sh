@@ -22,12 +22,22 @@ install_cuobjdump() {
   pip3 install -q --break-system-packages nvidia-cuda-cuobjdump >/dev/null 2>&1 ||
     echo "install-deps: could not pip-install nvidia-cuda-cuobjdump (cuobjdump test will skip)" >&2
 }
+# NVML's header (PyPI's nvidia-nvml-dev-cu12; Debian packages none) lets the CUDA path tell NVLink
+# from PCIe; libnvidia-ml itself comes with the GPU driver and is loaded at run time.
+install_nvml_header() {
+  command -v nvcc >/dev/null || return 0
+  command -v pip3 >/dev/null || return 0
+  pip3 show -q nvidia-nvml-dev-cu12 >/dev/null 2>&1 && return 0
+  pip3 install -q --break-system-packages nvidia-nvml-dev-cu12 >/dev/null 2>&1 ||
+    echo "install-deps: could not pip-install nvidia-nvml-dev-cu12 (NVLink shows as unknown)" >&2
+}
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ ${#missing[@]} -eq 0 ]; then
   install_cuobjdump
+  install_nvml_header
   exit 0
 fi
 
@@ -41,3 +51,4 @@ export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -qq
 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 install_cuobjdump
+install_nvml_header

@@ -220,6 +220,11 @@ constexpr std::array kSettings = {
          "CUDA and a GPU is visible, else none), cuda, host-sim (a host-memory simulation of "
          "the device seam for tests; shows the logic, not the hardware), none.",
          "device"},
+    Spec{"LOOM_NVML_LIBRARY", Type::String, "libnvidia-ml.so.1",
+         "NVML library (installed with the GPU driver) read at device setup to tell NVLink "
+         "from PCIe between GPUs, for the logs and loom-info; a path where the driver's "
+         "library is not on the loader's path.",
+         "device"},
 
     // Reliability: on-demand status (docs/reliability.md).
     Spec{"LOOM_STATUS_SIGNAL", Type::Bool, "0",

@@ -167,8 +167,16 @@ Status CommImpl::init_direct_path(device::Device* dev, const JobLayout& layout,
     if (!all) return Status::ok();  // staged
     network = transports_.get();
   }
-  LOOM_ASSIGN_OR_RETURN(direct_, device::DirectPath::create(dev, store_, prefix, comm_id_, rank_,
-                                                            hosts, allowed, network, deadline));
+  transport::cuda_ipc::CudaIpcSetup setup;
+  setup.dev = dev;
+  setup.store = store_;
+  setup.prefix = prefix;
+  setup.comm_id = comm_id_;
+  setup.rank = rank_;
+  setup.allowed = allowed;
+  setup.host_ids = std::move(hosts);
+  setup.nvml_library = config_.get_string("LOOM_NVML_LIBRARY");
+  LOOM_ASSIGN_OR_RETURN(direct_, device::DirectPath::create(std::move(setup), network, deadline));
   return Status::ok();
 }
 

@@ -5,12 +5,14 @@
 #include <cuda.h>  // driver API types only: its functions are reached through the runtime
 #include <cudaTypedefs.h>
 #include <cuda_runtime_api.h>
+#include <fmt/format.h>
 
 #include <cstring>
 #include <mutex>
 #include <thread>
 
 #include "device/device.hpp"
+#include "device/nvlink.hpp"
 #include "kernels/cuda/reduce_cuda.hpp"
 
 namespace loom::device {
@@ -175,9 +177,29 @@ class CudaDevice final : public Device {
         cuda_status(cudaDeviceCanAccessPeer(&ok, dev, peer), "cudaDeviceCanAccessPeer"));
     return ok != 0;
   }
-  // NVLink is told by NVML (nvmlDeviceGetNvLinkRemotePciInfo), which Debian does not package
-  // and Debian's hwloc is built without: say so rather than guess.
-  std::string peer_link(int, int) override { return "unknown"; }
+  Result<std::string> pci_bus_id(int dev) override {
+    char id[32] = {};
+    LOOM_RETURN_IF_ERROR(
+        cuda_status(cudaDeviceGetPCIBusId(id, sizeof id, dev), "cudaDeviceGetPCIBusId"));
+    return canonical_bus_id(id);
+  }
+  int device_of_bus_id(std::string_view bus_id) override {
+    const std::string id(bus_id);
+    int dev = -1;
+    if (cudaDeviceGetByPCIBusId(&dev, id.c_str()) != cudaSuccess) {
+      (void)cudaGetLastError();  // not visible to this process
+      return -1;
+    }
+    return dev;
+  }
+  // NVML's NVLink table (device/nvlink.hpp); PCI addresses work whatever is visible.
+  std::string peer_link(std::string_view bus_id, std::string_view peer_bus_id,
+                        std::string_view nvml_library) override {
+    auto mine = nvml_links(nvml_library, bus_id);
+    auto theirs = mine.is_ok() ? nvml_links(nvml_library, peer_bus_id) : mine;
+    if (!theirs.is_ok()) return fmt::format("unknown ({})", theirs.status().message());
+    return classify_link(*mine, peer_bus_id, *theirs);
+  }
   Result<void*> host_register(void* p, std::size_t bytes) override {
     LOOM_RETURN_IF_ERROR(
         cuda_status(cudaHostRegister(p, bytes, cudaHostRegisterPortable | cudaHostRegisterMapped),

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/deadline.hpp"
 #include "common/status.hpp"
@@ -88,9 +89,17 @@ class Device {
   [[nodiscard]] virtual bool ipc_opens(bool same_process) const = 0;
   /// cudaDeviceCanAccessPeer(dev, peer).
   virtual Result<bool> can_access_peer(int dev, int peer) = 0;
-  /// What joins two devices, for the logs: "nvlink", "pcie", or "unknown" when this build cannot
-  /// tell (no NVML).
-  virtual std::string peer_link(int dev, int peer) = 0;
+  /// The PCI address of device `dev` in canonical form ("0000:3b:00.0", see nvlink.hpp): it
+  /// names a GPU alike in every process of a host, whatever each one's CUDA_VISIBLE_DEVICES,
+  /// where ordinals do not.
+  virtual Result<std::string> pci_bus_id(int dev) = 0;
+  /// This process's ordinal for the GPU at `bus_id`, or -1 when it is not visible here.
+  virtual int device_of_bus_id(std::string_view bus_id) = 0;
+  /// What joins the GPUs at two PCI addresses, for the logs: "nvlink x<N>", "nvlink
+  /// (nvswitch)", "pcie", or "unknown (<why>)" when NVML (loaded from `nvml_library`) cannot
+  /// tell.
+  virtual std::string peer_link(std::string_view bus_id, std::string_view peer_bus_id,
+                                std::string_view nvml_library) = 0;
   /// Makes host memory this process did not allocate (a shared-memory segment) usable by device
   /// copies and kernels (cudaHostRegister, mapped); returns the address kernels use.
   virtual Result<void*> host_register(void* p, std::size_t bytes) = 0;
@@ -117,6 +126,10 @@ std::uint64_t host_sim_reduce_launches();
 /// flush_remote_writes() calls the host simulation has had (tests check the network path
 /// flushes before its reductions read what a NIC wrote).
 std::uint64_t host_sim_remote_write_flushes();
+/// Restricts the calling thread's view of host-sim's 8 devices to `physical` (in that order),
+/// as CUDA_VISIBLE_DEVICES does a process's: ordinal i is then physical[i]; empty shows all.
+/// Lets tests run ranks that each see only "their" GPU as device 0.
+void host_sim_set_visible_devices(std::vector<int> physical);
 
 #if defined(LOOM_HAVE_CUDA)
 /// The CUDA runtime (nullptr when no GPU is visible).

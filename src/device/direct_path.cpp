@@ -161,30 +161,22 @@ class DirectTask final : public exec::Task {
 
 }  // namespace
 
-Result<std::unique_ptr<DirectPath>> DirectPath::create(
-    Device* dev, std::shared_ptr<bootstrap::Store> store, const std::string& prefix,
-    std::uint64_t comm_id, int rank, const std::vector<std::string>& host_ids, bool allowed,
-    transport::ConnectionSet* network, Deadline deadline) {
+Result<std::unique_ptr<DirectPath>> DirectPath::create(transport::cuda_ipc::CudaIpcSetup s,
+                                                       transport::ConnectionSet* network,
+                                                       Deadline deadline) {
   std::unique_ptr<DirectPath> none;
-  if (!dev || host_ids.empty()) return none;
-  const std::string& mine = host_ids[static_cast<std::size_t>(rank)];
+  if (!s.dev || s.host_ids.empty()) return none;
+  const int rank = s.rank;
+  s.host_id = s.host_ids[static_cast<std::size_t>(rank)];
+  s.nranks = static_cast<int>(s.host_ids.size());
   std::vector<bool> local;
   bool one_host = true;
-  for (const auto& h : host_ids) {
-    local.push_back(h == mine);
-    one_host = one_host && h == mine;
+  for (const auto& h : s.host_ids) {
+    local.push_back(h == s.host_id);
+    one_host = one_host && h == s.host_id;
   }
   if (!one_host && !network) return none;  // across hosts: staged through the host transports
-  transport::cuda_ipc::CudaIpcSetup s;
-  s.dev = dev;
-  s.store = std::move(store);
-  s.prefix = prefix;
-  s.comm_id = comm_id;
-  s.rank = rank;
-  s.nranks = static_cast<int>(host_ids.size());
-  s.host_id = mine;
-  s.allowed = allowed;
-  if (!one_host) s.host_ids = host_ids;
+  if (one_host) s.host_ids.clear();
   auto t = transport::cuda_ipc::CudaIpcTransport::create(s, deadline);
   if (!t.is_ok())
     return t.status().with_context(fmt::format("rank {}: setting up the cuda_ipc transport", rank));

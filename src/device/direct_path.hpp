@@ -21,15 +21,14 @@ namespace loom::device {
 
 class DirectPath {
  public:
-  /// Collective over the store when `dev` is set: creates the cuda_ipc transport. `host_ids`
-  /// are every rank's; when they differ, `network` (every rank agreed it carries device memory)
-  /// reaches the other hosts. Null when `dev` is null, when the ranks span hosts without a
-  /// `network`, or when some rank's LOOM_TRANSPORTS excludes cuda_ipc (`allowed` is this
-  /// rank's say).
-  static Result<std::unique_ptr<DirectPath>> create(
-      Device* dev, std::shared_ptr<bootstrap::Store> store, const std::string& prefix,
-      std::uint64_t comm_id, int rank, const std::vector<std::string>& host_ids, bool allowed,
-      transport::ConnectionSet* network, Deadline deadline);
+  /// Collective over the store when `setup.dev` is set: creates the cuda_ipc transport.
+  /// `setup.host_ids` are every rank's; when they differ, `network` (every rank agreed it
+  /// carries device memory) reaches the other hosts. Null when there is no device, when the
+  /// ranks span hosts without a `network`, or when some rank's LOOM_TRANSPORTS excludes
+  /// cuda_ipc (`setup.allowed` is this rank's say).
+  static Result<std::unique_ptr<DirectPath>> create(transport::cuda_ipc::CudaIpcSetup setup,
+                                                    transport::ConnectionSet* network,
+                                                    Deadline deadline);
   DirectPath(std::unique_ptr<transport::cuda_ipc::CudaIpcTransport> transport,
              transport::ConnectionSet* network, std::vector<bool> local)
       : transport_(std::move(transport)), network_(network), local_(std::move(local)) {}

@@ -5,6 +5,7 @@
 // the CUDA kernels' logic over an emulated grid. Eight simulated GPUs: peer access between
 // devices of the same group of four ("NVLink island"), none across, so peer probing has both
 // answers. IPC handles open only inside the exporting process (ranks as threads).
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -20,6 +21,7 @@
 
 #include "device/device.hpp"
 #include "device/host_sim_kernels.hpp"
+#include "device/nvlink.hpp"
 
 namespace loom::device {
 namespace {
@@ -29,6 +31,27 @@ constexpr int kSimSms = 4;                        // grid shape of the emulated 
 constexpr std::uint32_t kIpcMagic = 0x4c4d5349;   // "LMSI"
 std::atomic<std::uint64_t> g_reduce_launches{0};  // diagnostics for tests (see device.hpp)
 std::atomic<std::uint64_t> g_flushes{0};
+// The calling thread's visible devices (host_sim_set_visible_devices); empty: all, in order.
+thread_local std::vector<int> t_visible;
+
+int physical(int ordinal) {
+  return t_visible.empty() ? ordinal : t_visible[static_cast<std::size_t>(ordinal)];
+}
+int visible_count() {
+  return t_visible.empty() ? kSimDevices : static_cast<int>(t_visible.size());
+}
+// host-sim's GPUs sit at PCI buses 0x10..0x17 (one per physical device).
+std::string sim_bus_id(int phys) {
+  return fmt::format("0000:{:02x}:00.0", 0x10 + phys);
+}
+int sim_physical_of(std::string_view bus_id) {
+  for (int d = 0; d < kSimDevices; ++d)
+    if (canonical_bus_id(bus_id) == sim_bus_id(d)) return d;
+  return -1;
+}
+bool sim_peers(int a, int b) {
+  return a >= 0 && b >= 0 && a != b && a / 4 == b / 4;
+}
 
 /// One in-order stream: a queue of closures run by a worker thread.
 class SimStream {
@@ -93,11 +116,11 @@ struct SimEvent {
 class HostSimDevice final : public Device {
  public:
   std::string_view name() const override { return "host-sim"; }
-  int device_count() const override { return kSimDevices; }
+  int device_count() const override { return visible_count(); }
   // Like CUDA, the current device belongs to the calling thread (ranks as threads pick theirs).
   Result<int> current_device() override { return current_; }
   Status set_device(int dev) override {
-    if (dev < 0 || dev >= kSimDevices)
+    if (dev < 0 || dev >= visible_count())
       return make_error(ErrorCode::InvalidArgument, "host-sim: no device {}", dev);
     current_ = dev;
     return Status::ok();
@@ -221,12 +244,25 @@ class HostSimDevice final : public Device {
   void ipc_close(void*) override {}
   bool ipc_opens(bool same_process) const override { return same_process; }
   Result<bool> can_access_peer(int dev, int peer) override {
-    if (dev < 0 || dev >= kSimDevices || peer < 0 || peer >= kSimDevices)
+    if (dev < 0 || dev >= visible_count() || peer < 0 || peer >= visible_count())
       return make_error(ErrorCode::InvalidArgument, "host-sim: no device pair ({}, {})", dev, peer);
-    return dev != peer && dev / 4 == peer / 4;
+    return sim_peers(physical(dev), physical(peer));
   }
-  std::string peer_link(int dev, int peer) override {
-    return dev != peer && dev / 4 == peer / 4 ? "nvlink (simulated)" : "pcie (simulated)";
+  Result<std::string> pci_bus_id(int dev) override {
+    if (dev < 0 || dev >= visible_count())
+      return make_error(ErrorCode::InvalidArgument, "host-sim: no device {}", dev);
+    return sim_bus_id(physical(dev));
+  }
+  int device_of_bus_id(std::string_view bus_id) override {
+    const int phys = sim_physical_of(bus_id);
+    for (int d = 0; phys >= 0 && d < visible_count(); ++d)
+      if (physical(d) == phys) return d;
+    return -1;
+  }
+  std::string peer_link(std::string_view bus_id, std::string_view peer_bus_id,
+                        std::string_view) override {
+    return sim_peers(sim_physical_of(bus_id), sim_physical_of(peer_bus_id)) ? "nvlink (simulated)"
+                                                                            : "pcie (simulated)";
   }
   Result<void*> host_register(void* p, std::size_t) override { return p; }
   void host_unregister(void*) override {}
@@ -285,6 +321,10 @@ std::uint64_t host_sim_reduce_launches() {
 
 std::uint64_t host_sim_remote_write_flushes() {
   return g_flushes.load(std::memory_order_relaxed);
+}
+
+void host_sim_set_visible_devices(std::vector<int> physical) {
+  t_visible = std::move(physical);
 }
 
 Device& host_sim() {

@@ -3,48 +3,97 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 
 namespace loom::device {
 namespace {
 
-// Wire record: u32 pid, i32 device, 64-byte handle, u8 flags, then the host name.
+// Wire record: u32 pid, i32 device, 64-byte handle, u8 flags, then three strings each behind a
+// u16 length: host, bus id, the visible bus ids joined by ','.
 constexpr std::size_t kFixed = 4 + 4 + 64 + 1;
 constexpr std::uint8_t kAllowsDirect = 1;
 
-bootstrap::Bytes encode(std::uint32_t pid, std::int32_t device, const IpcHandle& h,
-                        std::uint8_t flags, const std::string& host) {
-  bootstrap::Bytes b(kFixed + host.size());
-  std::memcpy(b.data(), &pid, 4);
-  std::memcpy(b.data() + 4, &device, 4);
-  std::memcpy(b.data() + 8, h.bytes.data(), 64);
-  b[72] = flags;
-  std::memcpy(b.data() + kFixed, host.data(), host.size());
-  return b;
+void put_string(bootstrap::Bytes& b, const std::string& s) {
+  const auto n = static_cast<std::uint16_t>(std::min<std::size_t>(s.size(), 0xffff));
+  const std::size_t at = b.size();
+  b.resize(at + 2 + n);
+  std::memcpy(b.data() + at, &n, 2);
+  std::memcpy(b.data() + at + 2, s.data(), n);
 }
 
-struct Record {
-  std::uint32_t pid = 0;
-  std::int32_t device = -1;
-  IpcHandle handle;
-  std::uint8_t flags = 0;
-  std::string host;
-};
+bool get_string(const bootstrap::Bytes& b, std::size_t& at, std::string& out) {
+  std::uint16_t n = 0;
+  if (b.size() < at + 2) return false;
+  std::memcpy(&n, b.data() + at, 2);
+  if (b.size() < at + 2 + n) return false;
+  out.assign(reinterpret_cast<const char*>(b.data() + at + 2), n);
+  at += 2 + n;
+  return true;
+}
 
-Result<Record> decode(const bootstrap::Bytes& b, int rank) {
-  if (b.size() < kFixed)
-    return make_error(ErrorCode::Internal, "IPC record of rank {} is {} bytes, too short", rank,
-                      b.size());
-  Record r;
-  std::memcpy(&r.pid, b.data(), 4);
-  std::memcpy(&r.device, b.data() + 4, 4);
-  std::memcpy(r.handle.bytes.data(), b.data() + 8, 64);
-  r.flags = b[72];
-  r.host.assign(reinterpret_cast<const char*>(b.data() + kFixed), b.size() - kFixed);
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::size_t at = 0;
+  while (at < s.size()) {
+    std::size_t end = std::min(s.find(',', at), s.size());
+    out.push_back(s.substr(at, end - at));
+    at = end + 1;
+  }
+  return out;
+}
+
+bool contains(const std::vector<std::string>& v, const std::string& x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+Result<IpcRecord> my_record(Device& dev, const std::string& host, int my_device, void* buffer,
+                            bool allows_direct) {
+  IpcRecord r;
+  r.pid = static_cast<std::uint32_t>(::getpid());
+  r.device = my_device;
+  LOOM_ASSIGN_OR_RETURN(r.handle, dev.ipc_handle(buffer));
+  r.allows_direct = allows_direct;
+  r.host = host;
+  LOOM_ASSIGN_OR_RETURN(r.bus_id, dev.pci_bus_id(my_device));
+  for (int d = 0; d < dev.device_count(); ++d) {
+    LOOM_ASSIGN_OR_RETURN(std::string id, dev.pci_bus_id(d));
+    r.visible.push_back(std::move(id));
+  }
   return r;
 }
 
 }  // namespace
+
+bootstrap::Bytes encode(const IpcRecord& r) {
+  bootstrap::Bytes b(kFixed);
+  std::memcpy(b.data(), &r.pid, 4);
+  std::memcpy(b.data() + 4, &r.device, 4);
+  std::memcpy(b.data() + 8, r.handle.bytes.data(), 64);
+  b[72] = r.allows_direct ? kAllowsDirect : 0;
+  std::string visible;
+  for (const auto& v : r.visible) visible += (visible.empty() ? "" : ",") + v;
+  put_string(b, r.host);
+  put_string(b, r.bus_id);
+  put_string(b, visible);
+  return b;
+}
+
+Result<IpcRecord> decode_ipc_record(const bootstrap::Bytes& b, int rank) {
+  IpcRecord r;
+  std::string visible;
+  std::size_t at = kFixed;
+  if (b.size() < kFixed || !get_string(b, at, r.host) || !get_string(b, at, r.bus_id) ||
+      !get_string(b, at, visible) || at != b.size())
+    return make_error(ErrorCode::Internal, "IPC record of rank {} is malformed ({} bytes)", rank,
+                      b.size());
+  std::memcpy(&r.pid, b.data(), 4);
+  std::memcpy(&r.device, b.data() + 4, 4);
+  std::memcpy(r.handle.bytes.data(), b.data() + 8, 64);
+  r.allows_direct = (b[72] & kAllowsDirect) != 0;
+  r.visible = split(visible);
+  return r;
+}
 
 std::string_view to_string(PeerRoute r) noexcept {
   switch (r) {
@@ -56,66 +105,87 @@ std::string_view to_string(PeerRoute r) noexcept {
   return "?";
 }
 
+namespace {
+
+// The route to a peer on this host, alike on both ranks of the pair: both compare the same two
+// pids, bus ids and visibility lists, and probe peer access of the same two GPUs.
+Status choose_route(Device& dev, const IpcRecord& mine, const IpcRecord& rec, PeerBuffer& p) {
+  // A handle this runtime cannot open (CUDA: our own process's, ranks as threads; host-sim:
+  // another process's): stage.
+  const bool same_process = rec.pid == mine.pid;
+  p.route = PeerRoute::HostStaging;
+  if (!dev.ipc_opens(same_process)) {
+    p.why = fmt::format("{} cannot open IPC handles of {} process", dev.name(),
+                        same_process ? "its own" : "another");
+    return Status::ok();
+  }
+  if (rec.bus_id == mine.bus_id) {
+    p.why = fmt::format("both on GPU {}", mine.bus_id);
+    return Status::ok();
+  }
+  if (!contains(mine.visible, rec.bus_id) || !contains(rec.visible, mine.bus_id)) {
+    p.why = fmt::format(
+        "GPUs {} and {} do not both see each other (CUDA_VISIBLE_DEVICES differs), so peer "
+        "access cannot be set up",
+        mine.bus_id, rec.bus_id);
+    return Status::ok();
+  }
+  const int peer_device = dev.device_of_bus_id(rec.bus_id);
+  auto can = dev.can_access_peer(mine.device, peer_device);
+  if (can.is_ok() && *can) can = dev.can_access_peer(peer_device, mine.device);
+  if (!can.is_ok()) return can.status();
+  if (!*can) {
+    p.why = fmt::format("no peer access between GPUs {} and {}", mine.bus_id, rec.bus_id);
+    return Status::ok();
+  }
+  p.route = PeerRoute::PeerToPeer;
+  return Status::ok();
+}
+
+}  // namespace
+
 Result<IpcPeers> IpcPeers::exchange(Device& dev, bootstrap::Store& store, const std::string& prefix,
                                     int rank, int nranks, const std::string& host, int my_device,
                                     void* buffer, Deadline deadline, bool allows_direct) {
   auto ctx = [&](const Status& st) {
     return st.with_context(fmt::format("rank {}: CUDA IPC handle exchange", rank));
   };
-  auto handle = dev.ipc_handle(buffer);
-  if (!handle.is_ok()) return ctx(handle.status());
-  const auto mine = encode(static_cast<std::uint32_t>(::getpid()), my_device, *handle,
-                           allows_direct ? kAllowsDirect : 0, host);
-  auto all = bootstrap::store_allgather(store, prefix + "ipc/", rank, nranks, mine, deadline);
+  auto mine = my_record(dev, host, my_device, buffer, allows_direct);
+  if (!mine.is_ok()) return ctx(mine.status());
+  auto all =
+      bootstrap::store_allgather(store, prefix + "ipc/", rank, nranks, encode(*mine), deadline);
   if (!all.is_ok()) return ctx(all.status());
-  std::vector<Record> records;
+  std::vector<IpcRecord> records;
   bool everyone_allows = true;
   for (int r = 0; r < nranks; ++r) {
-    auto rec = decode((*all)[static_cast<std::size_t>(r)], r);
+    auto rec = decode_ipc_record((*all)[static_cast<std::size_t>(r)], r);
     if (!rec.is_ok()) return ctx(rec.status());
-    everyone_allows = everyone_allows && (rec->flags & kAllowsDirect) != 0;
+    everyone_allows = everyone_allows && rec->allows_direct;
     records.push_back(std::move(*rec));
   }
   std::vector<PeerBuffer> peers(static_cast<std::size_t>(nranks));
   IpcPeers out(dev, {});
   for (int r = 0; r < nranks; ++r) {
-    const Record* rec = &records[static_cast<std::size_t>(r)];
+    const IpcRecord& rec = records[static_cast<std::size_t>(r)];
     PeerBuffer& p = peers[static_cast<std::size_t>(r)];
     p.rank = r;
-    p.device = rec->device;
-    p.allows_direct = (rec->flags & kAllowsDirect) != 0;
+    p.device = rec.device;
+    p.bus_id = rec.bus_id;
+    p.allows_direct = rec.allows_direct;
     if (r == rank) {
       p.route = PeerRoute::Self;
       p.mapped = buffer;
       continue;
     }
-    if (rec->host != host) continue;  // Remote
-    // A handle this runtime cannot open (CUDA: our own process's, ranks as threads; host-sim:
-    // another process's): stage. Both ranks of the pair compare the same two pids, so both
-    // decide alike.
-    const bool same_process = rec->pid == static_cast<std::uint32_t>(::getpid());
-    if (!dev.ipc_opens(same_process)) {
-      p.route = PeerRoute::HostStaging;
-      p.why = fmt::format("{} cannot open IPC handles of {} process", dev.name(),
-                          same_process ? "its own" : "another");
-      continue;
-    }
-    auto can = dev.can_access_peer(my_device, rec->device);
-    if (can.is_ok() && *can) can = dev.can_access_peer(rec->device, my_device);
-    if (!can.is_ok()) return ctx(can.status().with_context(fmt::format("peer {}", r)));
-    if (!*can) {
-      p.route = PeerRoute::HostStaging;
-      p.why = my_device == rec->device
-                  ? fmt::format("both on device {}", my_device)
-                  : fmt::format("no peer access between devices {} and {}", my_device, rec->device);
-      continue;
-    }
-    p.route = PeerRoute::PeerToPeer;
-    if (!everyone_allows) continue;  // not mapped: the peers may free their buffers at once
-    auto mapped = dev.ipc_open(rec->handle);
+    if (rec.host != host) continue;  // Remote
+    if (Status st = choose_route(dev, *mine, rec, p); !st.is_ok())
+      return ctx(st.with_context(fmt::format("peer {}", r)));
+    if (p.route != PeerRoute::PeerToPeer || !everyone_allows)
+      continue;  // not mapped: the peers may free their buffers at once
+    auto mapped = dev.ipc_open(rec.handle);
     if (!mapped.is_ok())
       return ctx(mapped.status().with_context(
-          fmt::format("peer {} (device {}): opening its IPC handle", r, rec->device)));
+          fmt::format("peer {} (GPU {}): opening its IPC handle", r, rec.bus_id)));
     p.mapped = *mapped;
     out.peers_ = peers;  // keep what is mapped so far owned (closed on an early return)
   }

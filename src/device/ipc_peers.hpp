@@ -21,9 +21,23 @@ enum class PeerRoute : std::uint8_t {
 };
 std::string_view to_string(PeerRoute r) noexcept;
 
+/// What each rank publishes in the exchange.
+struct IpcRecord {
+  std::uint32_t pid = 0;
+  std::int32_t device = -1;  // the ordinal in its own process (for the logs)
+  IpcHandle handle;
+  bool allows_direct = true;  // its LOOM_TRANSPORTS lets device buffers use cuda_ipc
+  std::string host;
+  std::string bus_id;                // its GPU's PCI address: names the GPU across processes
+  std::vector<std::string> visible;  // PCI addresses of every GPU its process can see
+};
+bootstrap::Bytes encode(const IpcRecord& r);
+Result<IpcRecord> decode_ipc_record(const bootstrap::Bytes& b, int rank);
+
 struct PeerBuffer {
   int rank = 0;
-  int device = -1;  // the peer's device ordinal on its host
+  int device = -1;     // the peer's device ordinal in its own process
+  std::string bus_id;  // the peer's GPU (PCI address)
   PeerRoute route = PeerRoute::Remote;
   void* mapped = nullptr;  // Self and PeerToPeer only
   bool allows_direct = true;
@@ -33,11 +47,13 @@ struct PeerBuffer {
 
 class IpcPeers {
  public:
-  /// Publishes (host, pid, device, IPC handle of `buffer`, `allows_direct`) under `prefix`,
-  /// reads every other rank's, probes peer access and maps the peer buffers that can be reached
-  /// directly. Peer access must hold both ways (cudaDeviceCanAccessPeer both ways), so that
-  /// both ranks of a pair reach the same route. When some rank does not allow direct access,
-  /// routes are still reported but nothing is mapped (that rank may free its buffer at once).
+  /// Publishes this rank's IpcRecord (IPC handle of `buffer`) under `prefix`, reads every
+  /// other rank's, probes peer access and maps the peer buffers that can be reached directly.
+  /// GPUs are matched by PCI address, not ordinal (processes may see different GPUs). Peer
+  /// access needs each GPU visible to the other's process and cudaDeviceCanAccessPeer both
+  /// ways, so that both ranks of a pair reach the same route. When some rank does not allow direct
+  /// access, routes are still reported but nothing is mapped (that rank may free its buffer at
+  /// once).
   static Result<IpcPeers> exchange(Device& dev, bootstrap::Store& store, const std::string& prefix,
                                    int rank, int nranks, const std::string& host, int my_device,
                                    void* buffer, Deadline deadline, bool allows_direct = true);

@@ -138,6 +138,17 @@ info "$INFO" --json --topology
 expect_rc 0
 expect_text "$OUT" '^  "version": 1,$'
 
+current="--transports: GPUs, peer access and links (host-sim)"
+info LOOM_DEVICE=host-sim "$INFO" --transports
+expect_rc 0
+expect_text "$OUT" '^  cuda_ipc available +host-sim \(host-sim\), 8 GPU\(s\)'
+expect_text "$OUT" '^    GPU 3 at 0000:13:00.0$'
+expect_text "$OUT" '^    GPU 0 <-> GPU 3: peer access, link nvlink \(simulated\)$'
+expect_text "$OUT" '^    GPU 3 <-> GPU 4: no peer access, link pcie \(simulated\)$'
+info LOOM_DEVICE=none "$INFO" --transports
+expect_rc 0
+expect_text "$OUT" '^  cuda_ipc unavailable +no device runtime \(LOOM_DEVICE=none'
+
 current="--json and --topology usage"
 info "$INFO" --json
 expect_rc 2

@@ -435,5 +435,6 @@ TEST_CASE("ranks with different device runtimes fail at init naming the setting"
   CHECK_THAT(errors[1], Catch::Matchers::Contains("rank 1") &&
                             Catch::Matchers::Contains("device runtime (LOOM_DEVICE)=none here") &&
                             Catch::Matchers::Contains("host-sim on rank 0"));
+  INFO("rank 0: " << errors[0]);
   CHECK_FALSE(errors[0].empty());  // rank 0 times out waiting for rank 1's device setup
 }

@@ -1,6 +1,7 @@
 // The device seam and its host simulation: memory kinds, stream ordering, events, kernel
 // launches, the NCCL-style enqueue semantics of stream-ordered collectives, buffer-mixing
 // errors, and the CUDA IPC handle exchange with peer-access probing.
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -321,14 +322,15 @@ TEST_CASE("CUDA IPC exchange: a handle that cannot be opened fails naming the pe
   CHECK(dev.ipc_open(h).status().code() == ErrorCode::InvalidArgument);
   // Rank 1's record (this process, device 1, same host, peer access) carries that handle.
   auto record = [&](std::uint32_t pid) {
-    bootstrap::Bytes rec(72 + 1 + 1);
-    std::int32_t devno = 1;
-    std::memcpy(rec.data(), &pid, 4);
-    std::memcpy(rec.data() + 4, &devno, 4);
-    std::memcpy(rec.data() + 8, h.bytes.data(), 64);
-    rec[72] = 1;  // allows cuda_ipc
-    rec[73] = 'a';
-    return rec;
+    device::IpcRecord rec;
+    rec.pid = pid;
+    rec.device = 1;
+    rec.handle = h;
+    rec.host = "a";
+    rec.bus_id = value_or_throw(dev.pci_bus_id(1));
+    for (int d = 0; d < dev.device_count(); ++d)
+      rec.visible.push_back(value_or_throw(dev.pci_bus_id(d)));
+    return device::encode(rec);
   };
   auto store = std::make_shared<bootstrap::InMemoryStore>();
   const bootstrap::Bytes rec = record(static_cast<std::uint32_t>(::getpid()));
@@ -349,4 +351,89 @@ TEST_CASE("CUDA IPC exchange: a handle that cannot be opened fails naming the pe
   CHECK(r2->peer(1).allows_direct);
   CHECK_THAT(r2->peer(1).why, Catch::Contains("another process"));
   dev.free(mine);
+}
+
+TEST_CASE("CUDA IPC records round-trip and reject truncation", "[device]") {
+  device::IpcRecord r;
+  r.pid = 4242;
+  r.device = 3;
+  r.handle.bytes[0] = 7;
+  r.allows_direct = false;
+  r.host = "node-a";
+  r.bus_id = "0000:3b:00.0";
+  r.visible = {"0000:3b:00.0", "0000:5e:00.0"};
+  const bootstrap::Bytes b = device::encode(r);
+  device::IpcRecord back = value_or_throw(device::decode_ipc_record(b, 1));
+  CHECK(back.pid == 4242);
+  CHECK(back.device == 3);
+  CHECK(back.handle.bytes[0] == 7);
+  CHECK_FALSE(back.allows_direct);
+  CHECK(back.host == "node-a");
+  CHECK(back.bus_id == "0000:3b:00.0");
+  CHECK(back.visible == r.visible);
+  bootstrap::Bytes cut(b.begin(), b.end() - 1);
+  auto bad = device::decode_ipc_record(cut, 5);
+  REQUIRE_FALSE(bad.is_ok());
+  CHECK_THAT(bad.status().message(), Catch::Contains("rank 5"));
+}
+
+namespace {
+
+// Routes seen by each of 4 ranks on one host when rank r's thread sees visible(r) as its GPUs
+// and uses its ordinal 0 (as with CUDA_VISIBLE_DEVICES set per rank); rank r's GPU is
+// physical r (peer access within {0..3} on host-sim).
+std::vector<std::vector<device::PeerBuffer>> routes_with_visibility(
+    const std::function<std::vector<int>(int)>& visible) {
+  device::Device& dev = device::host_sim();
+  constexpr int kRanks = 4;
+  auto store = std::make_shared<bootstrap::InMemoryStore>();
+  std::vector<void*> bufs(kRanks);
+  for (auto& b : bufs) b = value_or_throw(dev.alloc(64));
+  std::vector<std::vector<device::PeerBuffer>> out(kRanks);
+  loom::test::on_rank_threads(kRanks, [&](int r) {
+    device::host_sim_set_visible_devices(visible(r));
+    auto peers = value_or_throw(device::IpcPeers::exchange(
+        dev, *store, "vis/", r, kRanks, "a", 0, bufs[static_cast<std::size_t>(r)], soon()));
+    for (int q = 0; q < kRanks; ++q) out[static_cast<std::size_t>(r)].push_back(peers.peer(q));
+    device::host_sim_set_visible_devices({});
+  });
+  for (void* b : bufs) dev.free(b);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("CUDA IPC exchange: GPUs are matched by PCI address, not by ordinal", "[device]") {
+  device::Device& dev = device::host_sim();
+  CHECK(value_or_throw(dev.pci_bus_id(2)) == "0000:12:00.0");
+  CHECK(dev.device_of_bus_id("00000000:12:00.0") == 2);
+  CHECK(dev.device_of_bus_id("0000:99:00.0") == -1);
+  // Every rank sees all 4 GPUs, its own first: each uses "device 0", yet the GPUs differ and
+  // peer access holds, so every pair is p2p (ordinals alone would say "same device").
+  auto rotated = routes_with_visibility([](int r) {
+    std::vector<int> v;
+    for (int i = 0; i < 4; ++i) v.push_back((r + i) % 4);
+    return v;
+  });
+  for (int r = 0; r < 4; ++r)
+    for (int q = 0; q < 4; ++q) {
+      const auto& p = rotated[static_cast<std::size_t>(r)][static_cast<std::size_t>(q)];
+      INFO("rank " << r << " peer " << q << ": " << p.why);
+      CHECK(p.device == 0);
+      CHECK(p.bus_id == fmt::format("0000:{:02x}:00.0", 0x10 + q));
+      CHECK(p.route == (q == r ? device::PeerRoute::Self : device::PeerRoute::PeerToPeer));
+    }
+  // Each rank sees only its own GPU: no peer access can be set up; both sides stage.
+  auto isolated = routes_with_visibility([](int r) { return std::vector<int>{r}; });
+  for (int r = 0; r < 4; ++r)
+    for (int q = 0; q < 4; ++q) {
+      if (q == r) continue;
+      const auto& p = isolated[static_cast<std::size_t>(r)][static_cast<std::size_t>(q)];
+      CHECK(p.route == device::PeerRoute::HostStaging);
+      CHECK_THAT(p.why, Catch::Contains("CUDA_VISIBLE_DEVICES"));
+    }
+  // Ranks 0 and 1 share GPU 0 (both see only it): "both on GPU", whatever the ordinals.
+  auto shared = routes_with_visibility([](int r) { return std::vector<int>{r < 2 ? 0 : r}; });
+  CHECK(shared[0][1].route == device::PeerRoute::HostStaging);
+  CHECK_THAT(shared[0][1].why, Catch::Contains("both on GPU 0000:10:00.0"));
 }

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "core/peer_transports.hpp"
+#include "device/device.hpp"
 #include "transports/ofi/ofi_fabric.hpp"
 
 namespace loom::info {
@@ -65,6 +66,40 @@ std::string ofi_section(const config::Config& cfg) {
   return out;
 }
 
+// GPUs of the device runtime LOOM_DEVICE names, and for each pair peer access and the link.
+std::string cuda_ipc_section(const config::Config& cfg) {
+  const std::string name = cfg.get_string("LOOM_DEVICE");
+  auto dev = device::device_by_name(name);
+  if (!dev.is_ok() || *dev == nullptr)
+    return fmt::format("  {:<9}{:<13}{}\n", "cuda_ipc", "unavailable",
+                       dev.is_ok()
+                           ? fmt::format("no device runtime (LOOM_DEVICE={}: no GPU visible "
+                                         "or loom built without CUDA)",
+                                         name)
+                           : dev.status().message());
+  device::Device& d = **dev;
+  std::string out = fmt::format("  {:<9}{:<13}{} ({}), {} GPU(s); device buffers on this host\n",
+                                "cuda_ipc", "available", d.name(), name, d.device_count());
+  std::vector<std::string> bus(static_cast<std::size_t>(d.device_count()));
+  for (int i = 0; i < d.device_count(); ++i) {
+    auto id = d.pci_bus_id(i);
+    bus[static_cast<std::size_t>(i)] = id.is_ok() ? *id : "?";
+    out += fmt::format("    GPU {} at {}\n", i, bus[static_cast<std::size_t>(i)]);
+  }
+  const std::string nvml = cfg.get_string("LOOM_NVML_LIBRARY");
+  for (int i = 0; i < d.device_count(); ++i)
+    for (int j = i + 1; j < d.device_count(); ++j) {
+      auto can = d.can_access_peer(i, j);
+      out += fmt::format(
+          "    GPU {} <-> GPU {}: {}, link {}\n", i, j,
+          !can.is_ok() ? can.status().message()
+          : *can       ? "peer access"
+                       : "no peer access",
+          d.peer_link(bus[static_cast<std::size_t>(i)], bus[static_cast<std::size_t>(j)], nvml));
+    }
+  return out;
+}
+
 }  // namespace
 
 std::string transports_report(const config::Config& config) {
@@ -72,6 +107,8 @@ std::string transports_report(const config::Config& config) {
   out += shm_line();
   out += tcp_line(config);
   out += ofi_section(config);
+  out += "\nDevice memory (LOOM_DEVICE):\n";
+  out += cuda_ipc_section(config);
   net::SocketAddress any;
   auto local = net::resolve("127.0.0.1:0");
   if (local.is_ok()) any = *local;

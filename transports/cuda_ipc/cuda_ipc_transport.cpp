@@ -23,8 +23,9 @@ std::string describe_route(int rank, int peer, const device::PeerBuffer& p, int 
   switch (p.route) {
     case device::PeerRoute::PeerToPeer:
       return fmt::format(
-          "rank {}: device buffers to rank {} via cuda_ipc (p2p: devices {} -> {}, link {})", rank,
-          peer, my_device, p.device, link);
+          "rank {}: device buffers to rank {} via cuda_ipc (p2p: device {} -> rank {}'s device "
+          "{} (GPU {}), link {})",
+          rank, peer, my_device, peer, p.device, p.bus_id, link);
     case device::PeerRoute::HostStaging:
       return fmt::format(
           "rank {}: device buffers to rank {} via cuda_ipc (host-staging: {}; pinned host "
@@ -82,8 +83,11 @@ Result<std::unique_ptr<CudaIpcTransport>> CudaIpcTransport::create(const CudaIpc
   for (int r = 0; r < setup.nranks; ++r) {
     const device::PeerBuffer& p = peers.peer(r);
     if (r == setup.rank || p.route == device::PeerRoute::Remote) continue;
-    LOOM_LOG_INFO(Cuda, "{}",
-                  describe_route(setup.rank, r, p, my_device, dev.peer_link(my_device, p.device)));
+    const std::string link =
+        p.route == device::PeerRoute::PeerToPeer
+            ? dev.peer_link(peers.peer(setup.rank).bus_id, p.bus_id, setup.nvml_library)
+            : std::string();
+    LOOM_LOG_INFO(Cuda, "{}", describe_route(setup.rank, r, p, my_device, link));
   }
   t->ipc_.emplace(std::move(peers));
   return t;

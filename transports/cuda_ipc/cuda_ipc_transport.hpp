@@ -32,6 +32,7 @@ struct CudaIpcSetup {
   /// Every rank's host id when the ranks span hosts (empty: all on `host_id`). FIFOs exist only
   /// between ranks of one host; the others are the network's.
   std::vector<std::string> host_ids;
+  std::string nvml_library = "libnvidia-ml.so.1";  // LOOM_NVML_LIBRARY: labels the links in logs
 };
 
 class CudaIpcTransport {
