@@ -209,13 +209,28 @@ double ring_us(Coll c, double S, const Shape& s, const Tuning& t, const Pipeline
   return 0;
 }
 
+// The latency of a tree's hops: `chain` over shared memory, `across` over the slowest link. On
+// an oversubscribed host with a turn cost, a hop's receiver runs once its CPU's other ranks have
+// had their turns (oversub_turn_us each, as in a round of recursive doubling): in the double
+// tree every rank serves both trees, so a hop waits for a CPU's whole turn, not for one wake-up
+// (measured on 8 ranks over 2 CPUs, 8 B: 58 us at a 2.98 us turn, where the per-message rule
+// gave 30). With oversub_turn_us=0: the per-message rule.
+double tree_hop_alpha(const Shape& s, const Tuning& t, const Links& l, double chain,
+                      double across) {
+  const double load = cpu_load(s);
+  if (load <= 1 || t.oversub_turn_us <= 0) return chain * l.alpha_intra + across * l.alpha_slow;
+  const double turn = t.oversub_turn_us * (load - 1);
+  const double slow = s.nhosts > 1 ? t.inter.alpha_us : t.intra.alpha_us;
+  return chain * (t.intra.alpha_us + turn) + across * (slow + turn);
+}
+
 double tree_us(Coll c, double S, const Shape& s, const Tuning& t, const Pipeline& p) {
   const bool per_host = s.nhosts > 1 && s.per_host > 1;
   const Links l = links(s, t, per_host ? 2 : s.per_host, S);  // leaders (or all) share the NIC
   const double chain = per_host ? s.per_host - 1 : 0;
   double across = per_host ? flat_tree_depth(s.nhosts) : flat_tree_depth(s.nranks);
   if (s.tree_depth > 0) across = std::max(1.0, s.tree_depth - chain);
-  const double hop_alpha = chain * l.alpha_intra + across * l.alpha_slow;
+  const double hop_alpha = tree_hop_alpha(s, t, l, chain, across);
   const double hops = chain + across;
   const double chunk = std::min<double>(static_cast<double>(p.chunk_bytes), S / 2);
   const double bw = per_host ? std::min(l.bw_inter, l.bw_intra) : l.bw_slow;
@@ -244,7 +259,18 @@ double tree_us(Coll c, double S, const Shape& s, const Tuning& t, const Pipeline
 // Recursive doubling allreduce: log2(p) rounds (p the largest power of two <= n), each one
 // message of the whole buffer each way over the slowest link and a reduction of it (fused into
 // the receive on one host for the lower rank of each pair only: counted in full); ranks beyond p
-// add a fold and a return message. Above rd_max_bytes it is not a candidate.
+// fold into a partner first and get the result back at the end. Above rd_max_bytes it is not a
+// candidate.
+//
+// The ranks that take part in the rounds: on one host the n - p folded ranks wait for their
+// result meanwhile (blocked, off the CPUs), so p ranks share the CPUs, not n. Across hosts the
+// folded ranks are the last hosts' and the busiest host keeps all its ranks.
+Shape rd_round_shape(const Shape& s, int pow2) {
+  Shape active = s;
+  if (s.nhosts <= 1) active.nranks = active.per_host = pow2;
+  return active;
+}
+
 // The latency of one round of recursive doubling: its message, plus the reduction of what
 // arrived, a step of its own on the receiver (the buffer lands in scratch first; measured at 2
 // ranks here: 1.45 us per round where the ring's fused steps took 1.01 us each). Every rank of a
@@ -258,15 +284,28 @@ double rd_round_alpha(const Shape& s, const Tuning& t, const Links& l) {
   return message + t.intra.alpha_us + t.oversub_turn_us * (load - 1);
 }
 
+// The fold's two messages (into the partner, and the result back). Each needs the folded ranks
+// to run: on an oversubscribed host with a turn cost, the CPUs run the host's n - p folded ranks
+// in turn (oversub_turn_us each, spread over the cores) instead of a wake-up per message.
+double rd_fold_alpha(const Shape& s, const Tuning& t, const Links& l, int extras) {
+  if (cpu_load(s) <= 1 || t.oversub_turn_us <= 0) return l.alpha_slow;
+  const double message = s.nhosts > 1 ? t.inter.alpha_us : t.intra.alpha_us;
+  const int on_host = s.nhosts > 1 ? std::min(extras, s.per_host) : extras;
+  return message + t.oversub_turn_us * on_host / s.cores;
+}
+
 double rd_us(Coll c, double S, const Shape& s, const Tuning& t) {
   if (c != Coll::AllReduce || S > t.rd_max_bytes) return 1e30;
   const auto n = static_cast<unsigned>(std::max(1, s.nranks));
   const int pow2 = static_cast<int>(std::bit_floor(n));
   const int rounds = std::bit_width(n) - 1;
-  const Links l = links(s, t, s.per_host, S);  // every rank of a host talks at once
+  const Shape active = rd_round_shape(s, pow2);
+  const Links l = links(active, t, active.per_host, S);  // every rank of a host talks at once
   const double red = xfer_us(S, t.reduce_gbps);
-  const double round = rd_round_alpha(s, t, l) + xfer_us(S, l.bw_slow) + red;
-  const double fold = pow2 < s.nranks ? 2 * (l.alpha_slow + xfer_us(S, l.bw_slow)) + red : 0;
+  const double round = rd_round_alpha(active, t, l) + xfer_us(S, l.bw_slow) + red;
+  if (pow2 == s.nranks) return rounds * round;
+  const Links lf = links(s, t, s.per_host, S);  // the folded ranks' messages
+  const double fold = 2 * (rd_fold_alpha(s, t, lf, s.nranks - pow2) + xfer_us(S, lf.bw_slow)) + red;
   return rounds * round + fold;
 }
 
@@ -310,22 +349,12 @@ double predict_us(Coll c, Algo a, std::size_t bytes, const Shape& s, const Tunin
                   const Pipeline& p) {
   if (s.nranks <= 1) return xfer_us(static_cast<double>(bytes), t.intra.gbps * 4);
   const double S = static_cast<double>(bytes);
-  const double full = schedule_us(c, a, S, s, t, p);
-  if (cpu_load(s) <= 1 || full >= 1e29) return full;
-  // On an oversubscribed host, while a message waits for its receiver to be scheduled the CPUs
-  // run the other ranks' copies and reductions: the waits overlap the data movement instead of
-  // adding to it. Split the prediction into its base latency, its oversubscription waits and its
-  // data movement (the formulas are sums of those), and charge the larger of the last two.
-  Tuning no_wait = t;
-  no_wait.oversub_alpha_us = no_wait.oversub_turn_us = 0;
-  Tuning latency_only = t;
-  for (Link* l : {&latency_only.intra, &latency_only.inter}) l->gbps = 1e12;
-  latency_only.nic_gbps = latency_only.reduce_gbps = latency_only.intra_cache_gbps = 1e12;
-  latency_only.oversub_gbps = 1e12;
-  const double waits = full - schedule_us(c, a, S, s, no_wait, p);
-  const double base = schedule_us(c, a, S, s, latency_only, p) - waits;
-  const double data = full - waits - base;
-  return base + std::max(waits, data);
+  // On an oversubscribed host the waits for descheduled ranks (oversub_alpha_us, the turns)
+  // add to the copies instead of overlapping them: the CPUs are never idle there (a rank with
+  // nothing to do yields to the others), so a wait is the other ranks' CPU time, which their
+  // copies need too. The calibration counts them that way as well (oversub_gbps is measured
+  // net of the calibrated per-message latency).
+  return schedule_us(c, a, S, s, t, p);
 }
 
 }  // namespace loom::select

@@ -47,8 +47,8 @@ struct Tuning {
   double oversub_gbps = 0;
   /// Extra time per round of a schedule in which every rank of an oversubscribed host sends
   /// and receives at once (recursive doubling): each CPU runs its P / cores ranks in turn, so a
-  /// round costs oversub_turn_us x (P / cores - 1) more than on an unshared host. Schedules
-  /// where one message wakes one rank (rings, trees) pay oversub_alpha_us instead.
+  /// round costs oversub_turn_us x (P / cores - 1) more than on an unshared host. A tree's hop
+  /// pays the same (every rank serves both trees); a ring's message pays oversub_alpha_us.
   double oversub_turn_us = 0;
   /// Bandwidth between ranks on one host while a rank's buffer fits in `cache_bytes` (0: the
   /// same as intra.gbps). Small and medium messages move between caches, not through DRAM.

@@ -197,7 +197,7 @@ TEST_CASE("selector: cache bandwidth applies up to cache_bytes, oversubscription
           Approx(predict_us(Coll::AllGather, Algo::Ring, 8, s, t, {}) + 262.5).margin(0.1));
 }
 
-TEST_CASE("selector: on an oversubscribed host, waits for descheduled ranks overlap the copies",
+TEST_CASE("selector: on an oversubscribed host, waits for descheduled ranks add to the copies",
           "[selector]") {
   Shape s;
   s.nranks = s.per_host = 4;
@@ -205,13 +205,12 @@ TEST_CASE("selector: on an oversubscribed host, waits for descheduled ranks over
   Tuning t;
   REQUIRE(t.apply("intra_alpha_us=1,intra_gbps=1,reduce_gbps=1000,oversub_alpha_us=50").is_ok());
   // Allgather: 3 messages, each waiting 50 x (1 - 2/4) = 25 us; 3/4 of the buffer per link at
-  // 1 GB/s over a CPU share of 1/2.
+  // 1 GB/s over a CPU share of 1/2. The CPUs run the other ranks meanwhile, not our copies.
   const double data_1m = 0.75 * (1 << 20) * 1e-3 * 2;
-  CHECK(predict_us(Coll::AllGather, Algo::Ring, 1 << 20, s, t, {}) == Approx(3 + data_1m));
-  const double data_8k = 0.75 * 8192 * 1e-3 * 2;  // 12.3 us: less than the 75 us of waits
-  CHECK(predict_us(Coll::AllGather, Algo::Ring, 8192, s, t, {}) == Approx(3 + 75));
-  CHECK(data_8k < 75);
-  s.cores = 4;  // no oversubscription: latency and data add up
+  CHECK(predict_us(Coll::AllGather, Algo::Ring, 1 << 20, s, t, {}) == Approx(3 + 75 + data_1m));
+  const double data_8k = 0.75 * 8192 * 1e-3 * 2;
+  CHECK(predict_us(Coll::AllGather, Algo::Ring, 8192, s, t, {}) == Approx(3 + 75 + data_8k));
+  s.cores = 4;  // no oversubscription: no waits, the full bandwidth
   CHECK(predict_us(Coll::AllGather, Algo::Ring, 1 << 20, s, t, {}) == Approx(3 + data_1m / 2));
 }
 
@@ -293,6 +292,50 @@ TEST_CASE("selector: recursive doubling on an oversubscribed host pays a turn pe
   // Rings still pay the per-message wake-up: 3 messages x 40 x (1 - 2/4) on 2 CPUs.
   s.cores = 2;
   CHECK(predict_us(Coll::AllGather, Algo::Ring, 8, s, t, {}) == Approx(3 + 60).margin(0.01));
+}
+
+TEST_CASE("selector: recursive doubling's folded ranks sit out the rounds", "[selector]") {
+  Tuning t;
+  REQUIRE(t.apply("intra_alpha_us=1,intra_gbps=1000,reduce_gbps=1e6,oversub_alpha_us=40,"
+                  "oversub_turn_us=4")
+              .is_ok());
+  const double four = predict_us(Coll::AllReduce, Algo::Rd, 8, one_host(4, 2), t, {});
+  CHECK(four == Approx(2 * 6).margin(0.01));  // 2 rounds x (1 + 1 + 4 x (4/2 - 1))
+  // 5 ranks: the 5th folds into rank 0 and waits off the CPUs, so the rounds run 4 ranks on 2
+  // CPUs as above; the fold and the result's return each cost a message (1 us) and the folded
+  // rank's turn on one of the 2 CPUs (4 / 2 us).
+  CHECK(predict_us(Coll::AllReduce, Algo::Rd, 8, one_host(5, 2), t, {}) ==
+        Approx(four + 2 * (1 + 2)).margin(0.01));
+  // 7 ranks: 3 folded ranks take their turns on 2 CPUs.
+  CHECK(predict_us(Coll::AllReduce, Algo::Rd, 8, one_host(7, 2), t, {}) ==
+        Approx(four + 2 * (1 + 6)).margin(0.01));
+  // 3 ranks: 2 in the round fit the 2 CPUs (no turn there).
+  CHECK(predict_us(Coll::AllReduce, Algo::Rd, 8, one_host(3, 2), t, {}) ==
+        Approx(2 + 2 * (1 + 2)).margin(0.01));
+  // Without a turn cost: the per-message rule for the fold, 40 x (1 - 2/5) more per message.
+  REQUIRE(t.apply("oversub_turn_us=0").is_ok());
+  const double rounds = 2 * (1 + 20 + 1);  // 4 ranks' rounds on 2 CPUs, per-message rule
+  CHECK(predict_us(Coll::AllReduce, Algo::Rd, 8, one_host(5, 2), t, {}) ==
+        Approx(rounds + 2 * (1 + 24)).margin(0.01));
+  // Not oversubscribed: the fold is two plain messages.
+  CHECK(predict_us(Coll::AllReduce, Algo::Rd, 8, one_host(5, 8), t, {}) ==
+        Approx(2 * 2 + 2 * 1).margin(0.01));
+}
+
+TEST_CASE("selector: a tree hop on an oversubscribed host waits for a CPU's turns", "[selector]") {
+  Shape s = one_host(8, 2);
+  s.tree_depth = 3;
+  Tuning t;
+  REQUIRE(t.apply("intra_alpha_us=1,intra_gbps=1e6,intra_cache_gbps=0,reduce_gbps=1e6,"
+                  "oversub_alpha_us=40,oversub_turn_us=0")
+              .is_ok());
+  // Per-message rule: 2 x 3 hops x (1 + 40 x (1 - 2/8)).
+  CHECK(predict_us(Coll::AllReduce, Algo::Tree, 8, s, t, {}) == Approx(6 * 31).margin(0.1));
+  REQUIRE(t.apply("oversub_turn_us=4").is_ok());
+  // With a turn cost: each hop waits for the 3 other ranks of its CPU, 2 x 3 x (1 + 4 x 3).
+  CHECK(predict_us(Coll::AllReduce, Algo::Tree, 8, s, t, {}) == Approx(6 * 13).margin(0.1));
+  s.cores = 8;  // not oversubscribed: plain hops
+  CHECK(predict_us(Coll::AllReduce, Algo::Tree, 8, s, t, {}) == Approx(6).margin(0.1));
 }
 
 TEST_CASE("selector: a fused receive-reduce costs no separate pass on one host", "[selector]") {
