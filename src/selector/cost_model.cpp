@@ -52,6 +52,7 @@ const std::vector<Field>& fields() {
       {"oversub_gbps", &Tuning::oversub_gbps, nullptr, nullptr},
       {"oversub_turn_us", &Tuning::oversub_turn_us, nullptr, nullptr},
       {"intra_cache_gbps", &Tuning::intra_cache_gbps, nullptr, nullptr},
+      {"intra_eager_gbps", &Tuning::intra_eager_gbps, nullptr, nullptr},
       {"cache_bytes", &Tuning::cache_bytes, nullptr, nullptr},
       {"dram_bytes", &Tuning::dram_bytes, nullptr, nullptr},
       {"fused_reduce", &Tuning::fused_reduce, nullptr, nullptr},
@@ -136,20 +137,23 @@ double cpu_load(const Shape& s) {
 // buffers are evicted by the others' between its turns (measured: 3-8 ranks on 2 CPUs move
 // 512 KiB at memory bandwidth over their share, where 2 ranks run at the cache plateau); the
 // ranks share oversub_gbps (or their CPU share of intra.gbps).
-double intra_link_gbps(const Shape& s, const Tuning& t, double bytes) {
+double intra_link_gbps(const Shape& s, const Tuning& t, double bytes, double message) {
   const double load = cpu_load(s);
+  // Messages below the single-copy threshold are copied twice, through the channel's slots.
+  const bool eager = t.intra_eager_gbps > 0 && message > 0 && message < t.single_copy_bytes;
+  const double cache_gbps =
+      eager && t.intra_cache_gbps > 0 ? t.intra_eager_gbps : t.intra_cache_gbps;
   if (load > 1) {
     // While every rank's input and output fit in the cache at once, time-sharing evicts
     // nothing: the ranks share the cache rate by their CPU share.
-    if (t.intra_cache_gbps > 0 && 2 * bytes * s.per_host <= t.cache_bytes)
-      return t.intra_cache_gbps / load;
+    if (cache_gbps > 0 && 2 * bytes * s.per_host <= t.cache_bytes) return cache_gbps / load;
     return t.oversub_gbps > 0 ? t.oversub_gbps / s.per_host : t.intra.gbps / load;
   }
-  if (t.intra_cache_gbps <= 0) return t.intra.gbps;
-  if (bytes <= t.cache_bytes) return t.intra_cache_gbps;
+  if (cache_gbps <= 0) return t.intra.gbps;
+  if (bytes <= t.cache_bytes) return cache_gbps;
   if (t.dram_bytes <= t.cache_bytes || bytes >= t.dram_bytes) return t.intra.gbps;
   const double f = std::log2(bytes / t.cache_bytes) / std::log2(t.dram_bytes / t.cache_bytes);
-  return t.intra_cache_gbps + f * (t.intra.gbps - t.intra_cache_gbps);
+  return cache_gbps + f * (t.intra.gbps - cache_gbps);
 }
 
 namespace {
@@ -166,7 +170,8 @@ struct Links {
   double alpha_inter, alpha_intra, bw_inter, bw_intra, bw_slow, alpha_slow, red;
 };
 
-Links links(const Shape& s, const Tuning& t, int streams, double bytes) {
+// `message`: the size of the schedule's messages (for the eager rate; see intra_link_gbps).
+Links links(const Shape& s, const Tuning& t, int streams, double bytes, double message) {
   Links l{};
   // CPU sharing on an oversubscribed host: copies share the host's bandwidth, reductions get
   // cores/per_host of a CPU each, and every message waits for its receiver to be woken.
@@ -174,7 +179,7 @@ Links links(const Shape& s, const Tuning& t, int streams, double bytes) {
   const double extra = oversub_extra_us(s, t);
   l.alpha_intra = t.intra.alpha_us + extra;
   l.alpha_inter = t.inter.alpha_us + extra;
-  l.bw_intra = intra_link_gbps(s, t, bytes);
+  l.bw_intra = intra_link_gbps(s, t, bytes, message);
   double nic = t.nic_gbps > 0 ? t.nic_gbps / std::max(1, streams) : t.inter.gbps;
   l.bw_inter = std::min(t.inter.gbps, nic);
   const bool multi = s.nhosts > 1;
@@ -188,7 +193,9 @@ Links links(const Shape& s, const Tuning& t, int streams, double bytes) {
 
 double ring_us(Coll c, double S, const Shape& s, const Tuning& t, const Pipeline& p) {
   const double n = s.nranks;
-  const Links l = links(s, t, 1, S);  // the ring enters and leaves each host once
+  const bool chain = c == Coll::Broadcast || c == Coll::Reduce;
+  const double msg = std::min<double>(static_cast<double>(p.chunk_bytes), chain ? S : S / n);
+  const Links l = links(s, t, 1, S, msg);  // the ring enters and leaves each host once
   // A segment's path around the ring crosses hosts nhosts times per lap: the mean hop latency.
   const double H = s.nhosts > 1 ? s.nhosts : 0;
   const double alpha = (H * l.alpha_inter + (n - H) * l.alpha_intra) / n;
@@ -226,13 +233,13 @@ double tree_hop_alpha(const Shape& s, const Tuning& t, const Links& l, double ch
 
 double tree_us(Coll c, double S, const Shape& s, const Tuning& t, const Pipeline& p) {
   const bool per_host = s.nhosts > 1 && s.per_host > 1;
-  const Links l = links(s, t, per_host ? 2 : s.per_host, S);  // leaders (or all) share the NIC
+  const double chunk = std::min<double>(static_cast<double>(p.chunk_bytes), S / 2);
+  const Links l = links(s, t, per_host ? 2 : s.per_host, S, chunk);  // leaders (or all): the NIC
   const double chain = per_host ? s.per_host - 1 : 0;
   double across = per_host ? flat_tree_depth(s.nhosts) : flat_tree_depth(s.nranks);
   if (s.tree_depth > 0) across = std::max(1.0, s.tree_depth - chain);
   const double hop_alpha = tree_hop_alpha(s, t, l, chain, across);
   const double hops = chain + across;
-  const double chunk = std::min<double>(static_cast<double>(p.chunk_bytes), S / 2);
   const double bw = per_host ? std::min(l.bw_inter, l.bw_intra) : l.bw_slow;
   // Store-and-forward of the first chunk: chain hops over shared memory, tree hops over the
   // slowest link the trees use.
@@ -300,11 +307,11 @@ double rd_us(Coll c, double S, const Shape& s, const Tuning& t) {
   const int pow2 = static_cast<int>(std::bit_floor(n));
   const int rounds = std::bit_width(n) - 1;
   const Shape active = rd_round_shape(s, pow2);
-  const Links l = links(active, t, active.per_host, S);  // every rank of a host talks at once
+  const Links l = links(active, t, active.per_host, S, S);  // every rank talks at once
   const double red = xfer_us(S, t.reduce_gbps);
   const double round = rd_round_alpha(active, t, l) + xfer_us(S, l.bw_slow) + red;
   if (pow2 == s.nranks) return rounds * round;
-  const Links lf = links(s, t, s.per_host, S);  // the folded ranks' messages
+  const Links lf = links(s, t, s.per_host, S, S);  // the folded ranks' messages
   const double fold = 2 * (rd_fold_alpha(s, t, lf, s.nranks - pow2) + xfer_us(S, lf.bw_slow)) + red;
   return rounds * round + fold;
 }
@@ -315,7 +322,7 @@ double rd_us(Coll c, double S, const Shape& s, const Tuning& t) {
 // per_host x (n - per_host) / n x S instead of the ring's (n - 1) / n x S.
 double deterministic_us(Coll c, double S, const Shape& s, const Tuning& t, const Pipeline& p) {
   const double n = s.nranks;
-  const Links l = links(s, t, 1, S);
+  const Links l = links(s, t, 1, S, S / n);
   const double frac = (n - 1) / n;
   double rs = (n - 1) * l.alpha_slow / 2 + l.alpha_slow + xfer_us(frac * S, l.bw_intra) +
               xfer_us(frac * S, l.red);

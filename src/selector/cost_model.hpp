@@ -54,6 +54,11 @@ struct Tuning {
   /// same as intra.gbps). Small and medium messages move between caches, not through DRAM.
   /// Not on an oversubscribed host, where ranks evict each other's buffers (see Shape).
   double intra_cache_gbps = 0;
+  /// Bandwidth between ranks on one host of messages below `single_copy_bytes` (0: the rate
+  /// above). Those go through the shared-memory channel's slots, the sender copying in and the
+  /// receiver copying out, where larger ones are read once from the sender's buffer; the cache
+  /// rate is calibrated with the latter.
+  double intra_eager_gbps = 0;
   double cache_bytes = 1 << 20;
   /// From this buffer size on, intra.gbps applies; between cache_bytes and dram_bytes the
   /// bandwidth falls log-linearly from intra_cache_gbps (0: a step at cache_bytes). Shared
@@ -66,6 +71,10 @@ struct Tuning {
   /// Recursive doubling (allreduce) is considered only for buffers up to this size: it sends
   /// and reduces the whole buffer log2(n) times and needs that much scratch (0: never).
   double rd_max_bytes = 262144;
+  /// Not a calibrated constant: the shared-memory transport's single-copy threshold
+  /// (LOOM_SHM_SINGLE_COPY_MIN; with LOOM_SHM_SINGLE_COPY=off, no message is single-copy).
+  /// tuning_from() sets it; Tuning::apply and to_string leave it out.
+  double single_copy_bytes = 65536;
 
   /// "intra_alpha_us=8,intra_gbps=2,inter_alpha_us=30,inter_gbps=1,reduce_gbps=4,..."
   [[nodiscard]] std::string to_string() const;
@@ -113,8 +122,9 @@ double cpu_load(const Shape& s);
 std::vector<std::string_view> tuning_keys();
 /// Bandwidth (GB/s) of one rank's copies to a rank of its host, for a collective of `bytes`:
 /// the cache plateau, the fall to memory bandwidth, and the CPU sharing of an oversubscribed
-/// host (see Tuning).
-double intra_link_gbps(const Shape& s, const Tuning& t, double bytes);
+/// host (see Tuning). `message` is the size of the schedule's messages (0: unknown): below
+/// single_copy_bytes they move at intra_eager_gbps instead of the cache rate.
+double intra_link_gbps(const Shape& s, const Tuning& t, double bytes, double message = 0);
 /// True when `a` has a schedule for `c` (tree: allreduce, broadcast, reduce; rd: allreduce).
 bool supports(Coll c, Algo a);
 /// Depth in edges of the deeper of the two trees for `nranks` flat ranks.

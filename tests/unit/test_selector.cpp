@@ -338,6 +338,36 @@ TEST_CASE("selector: a tree hop on an oversubscribed host waits for a CPU's turn
   CHECK(predict_us(Coll::AllReduce, Algo::Tree, 8, s, t, {}) == Approx(6).margin(0.1));
 }
 
+TEST_CASE("selector: messages below the single-copy threshold move at the eager rate",
+          "[selector]") {
+  Shape s = one_host(2, 2);
+  Tuning t;
+  REQUIRE(t.apply("intra_alpha_us=0,intra_gbps=2,intra_cache_gbps=8,intra_eager_gbps=4,"
+                  "cache_bytes=1048576,reduce_gbps=1000")
+              .is_ok());
+  CHECK(t.single_copy_bytes == 65536);
+  CHECK(intra_link_gbps(s, t, 64 << 10) == Approx(8));  // message size unknown
+  CHECK(intra_link_gbps(s, t, 64 << 10, 32 << 10) == Approx(4));
+  CHECK(intra_link_gbps(s, t, 256 << 10, 64 << 10) == Approx(8));  // single copy
+  // A ring allreduce of 64 KiB on 2 ranks sends 32 KiB messages: S / 4 GB/s; 256 KiB: S / 8.
+  CHECK(predict_us(Coll::AllReduce, Algo::Ring, 64 << 10, s, t, {}) ==
+        Approx((64 << 10) * 1e-3 / 4));
+  CHECK(predict_us(Coll::AllReduce, Algo::Ring, 256 << 10, s, t, {}) ==
+        Approx((256 << 10) * 1e-3 / 8));
+  // Oversubscribed, in cache: the eager rate by CPU share.
+  CHECK(intra_link_gbps(one_host(4, 2), t, 16 << 10, 4 << 10) == Approx(2));
+  // Off (0): the cache rate for every message.
+  REQUIRE(t.apply("intra_eager_gbps=0").is_ok());
+  CHECK(intra_link_gbps(s, t, 64 << 10, 32 << 10) == Approx(8));
+  // The threshold is the shared-memory transport's setting.
+  auto cfg = config::Config::load({{"LOOM_SHM_SINGLE_COPY_MIN", "128K"}});
+  REQUIRE(cfg.is_ok());
+  CHECK(tuning_from(*cfg)->single_copy_bytes == 131072);
+  auto off = config::Config::load({{"LOOM_SHM_SINGLE_COPY", "off"}});
+  REQUIRE(off.is_ok());
+  CHECK(tuning_from(*off)->single_copy_bytes > 1e20);
+}
+
 TEST_CASE("selector: a fused receive-reduce costs no separate pass on one host", "[selector]") {
   Shape s;
   s.nranks = 4;
