@@ -145,8 +145,13 @@ double intra_link_gbps(const Shape& s, const Tuning& t, double bytes, double mes
       eager && t.intra_cache_gbps > 0 ? t.intra_eager_gbps : t.intra_cache_gbps;
   if (load > 1) {
     // While every rank's input and output fit in the cache at once, time-sharing evicts
-    // nothing: the ranks share the cache rate by their CPU share.
-    if (cache_gbps > 0 && 2 * bytes * s.per_host <= t.cache_bytes) return cache_gbps / load;
+    // nothing: the ranks share the cache rate by their CPU share. Not for single-copy messages:
+    // the receiver reads them from a sender that is mostly descheduled, through the kernel
+    // (measured, 3 ranks on 2 CPUs: a 128 KiB allreduce, 43 KiB eager messages, at the cache
+    // rate; 256 and 512 KiB, 85-170 KiB single-copy messages, at the oversubscribed rate).
+    const bool single_copy = message >= t.single_copy_bytes;
+    if (cache_gbps > 0 && !single_copy && 2 * bytes * s.per_host <= t.cache_bytes)
+      return cache_gbps / load;
     return t.oversub_gbps > 0 ? t.oversub_gbps / s.per_host : t.intra.gbps / load;
   }
   if (cache_gbps <= 0) return t.intra.gbps;

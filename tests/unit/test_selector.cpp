@@ -354,8 +354,12 @@ TEST_CASE("selector: messages below the single-copy threshold move at the eager 
         Approx((64 << 10) * 1e-3 / 4));
   CHECK(predict_us(Coll::AllReduce, Algo::Ring, 256 << 10, s, t, {}) ==
         Approx((256 << 10) * 1e-3 / 8));
-  // Oversubscribed, in cache: the eager rate by CPU share.
+  // Oversubscribed, in cache: the eager rate by CPU share; single-copy messages get no cache
+  // rate there (the CPU share of intra_gbps, oversub_gbps being 0).
   CHECK(intra_link_gbps(one_host(4, 2), t, 16 << 10, 4 << 10) == Approx(2));
+  CHECK(intra_link_gbps(one_host(3, 2), t, 128 << 10, 43 << 10) == Approx(4 / 1.5));
+  CHECK(intra_link_gbps(one_host(3, 2), t, 128 << 10, 64 << 10) == Approx(2 / 1.5));
+  CHECK(intra_link_gbps(one_host(3, 2), t, 128 << 10) == Approx(8 / 1.5));  // size unknown
   // Off (0): the cache rate for every message.
   REQUIRE(t.apply("intra_eager_gbps=0").is_ok());
   CHECK(intra_link_gbps(s, t, 64 << 10, 32 << 10) == Approx(8));
