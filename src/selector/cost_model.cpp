@@ -144,13 +144,12 @@ double intra_link_gbps(const Shape& s, const Tuning& t, double bytes, double mes
   const double cache_gbps =
       eager && t.intra_cache_gbps > 0 ? t.intra_eager_gbps : t.intra_cache_gbps;
   if (load > 1) {
-    // While every rank's input and output fit in the cache at once, time-sharing evicts
-    // nothing: the ranks share the cache rate by their CPU share. Not for single-copy messages:
-    // the receiver reads them from a sender that is mostly descheduled, through the kernel
-    // (measured, 3 ranks on 2 CPUs: a 128 KiB allreduce, 43 KiB eager messages, at the cache
-    // rate; 256 and 512 KiB, 85-170 KiB single-copy messages, at the oversubscribed rate).
-    const bool single_copy = message >= t.single_copy_bytes;
-    if (cache_gbps > 0 && !single_copy && 2 * bytes * s.per_host <= t.cache_bytes)
+    // Time-shared ranks resume on whichever CPU is free, so a rank finds its buffers cached
+    // only while the whole host's inputs and outputs fit in one CPU's share of the cache
+    // (cache_bytes / cores); then they share the cache rate by their CPU share. Measured, 3
+    // ranks on 2 CPUs: a 128 KiB allreduce (768 KiB in all) at the cache rate, 512 KiB (3 MiB)
+    // at the oversubscribed rate, single copy or not; 8 ranks' 64 KiB (1 MiB) near the former.
+    if (cache_gbps > 0 && 2 * bytes * s.per_host <= t.cache_bytes / s.cores)
       return cache_gbps / load;
     return t.oversub_gbps > 0 ? t.oversub_gbps / s.per_host : t.intra.gbps / load;
   }

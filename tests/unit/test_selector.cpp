@@ -257,9 +257,14 @@ TEST_CASE("selector: an oversubscribed host shares oversub_gbps between its rank
                   "oversub_alpha_us=0")
               .is_ok());
   CHECK(intra_link_gbps(s, t, 1 << 20) == Approx(1.5));  // 0: the CPU share of intra_gbps
-  // 4 ranks x (input + output) of 64 KiB fit in the 1 MiB cache: its rate, by CPU share.
+  // 4 ranks x (input + output) of 64 KiB fit in one CPU's half of the 1 MiB cache: its rate, by
+  // CPU share.
   CHECK(intra_link_gbps(s, t, 64 << 10) == Approx(4.5));
   CHECK(intra_link_gbps(s, t, 256 << 10) == Approx(1.5));  // 2 MiB in all: no longer
+  // The host's buffers must fit in one CPU's share of the cache (1 MiB / 2 CPUs): 3 ranks'
+  // 64 KiB (384 KiB in all) do, their 128 KiB (768 KiB) do not.
+  CHECK(intra_link_gbps(one_host(3, 2), t, 64 << 10) == Approx(6));
+  CHECK(intra_link_gbps(one_host(3, 2), t, 128 << 10) == Approx(2));
   REQUIRE(t.apply("oversub_gbps=10").is_ok());
   CHECK(intra_link_gbps(s, t, 1 << 20) == Approx(2.5));  // 10 GB/s over 4 ranks
   CHECK(intra_link_gbps(s, t, 64 << 20) == Approx(2.5));
@@ -354,12 +359,8 @@ TEST_CASE("selector: messages below the single-copy threshold move at the eager 
         Approx((64 << 10) * 1e-3 / 4));
   CHECK(predict_us(Coll::AllReduce, Algo::Ring, 256 << 10, s, t, {}) ==
         Approx((256 << 10) * 1e-3 / 8));
-  // Oversubscribed, in cache: the eager rate by CPU share; single-copy messages get no cache
-  // rate there (the CPU share of intra_gbps, oversub_gbps being 0).
+  // Oversubscribed, in cache: the eager rate by CPU share.
   CHECK(intra_link_gbps(one_host(4, 2), t, 16 << 10, 4 << 10) == Approx(2));
-  CHECK(intra_link_gbps(one_host(3, 2), t, 128 << 10, 43 << 10) == Approx(4 / 1.5));
-  CHECK(intra_link_gbps(one_host(3, 2), t, 128 << 10, 64 << 10) == Approx(2 / 1.5));
-  CHECK(intra_link_gbps(one_host(3, 2), t, 128 << 10) == Approx(8 / 1.5));  // size unknown
   // Off (0): the cache rate for every message.
   REQUIRE(t.apply("intra_eager_gbps=0").is_ok());
   CHECK(intra_link_gbps(s, t, 64 << 10, 32 << 10) == Approx(8));
