@@ -114,7 +114,7 @@ Point eager_point(Communicator& comm, double alpha_us) {
   const std::size_t total = std::size_t{32} * 1024 * static_cast<std::size_t>(n);
   const std::size_t count = total / 4;
   std::vector<float> in(count, 1.0f), out(count);
-  const double t = time_per_call(comm, 5, 200, [&] {
+  const double t = time_per_call(comm, 50, 200, [&] {
     return comm.allreduce(in.data(), out.data(), count, DataType::Float32, RedOp::Sum, ring);
   });
   const double moved = 2.0 * (n - 1) / n * static_cast<double>(total);
@@ -165,8 +165,10 @@ int calibrate(Communicator& comm, const Options& options) {
   const double alpha_us = t_small * 1e6 / (2.0 * (n - 1));
   const double round_us = rd_round_us(comm, options);
   const bool intra = one_host(comm);
-  const std::vector<Point> bw = bandwidth_curve(comm, options, alpha_us, intra);
+  // Before the curve: its large calls leave the executor's adaptive spin budget short (long
+  // waits shrink it), which small calls right after would pay for.
   const Point eager = intra ? eager_point(comm, alpha_us) : Point{0, 0.0};
+  const std::vector<Point> bw = bandwidth_curve(comm, options, alpha_us, intra);
   // The cache plateau (sizes within 10% of the best) and where memory bandwidth starts (within
   // 10% of the largest size's), when the largest is clearly slower.
   double cache_gbps = 0;
