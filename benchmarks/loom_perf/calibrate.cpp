@@ -199,6 +199,10 @@ int calibrate(Communicator& comm, const Options& options) {
       extra = fmt::format(",intra_cache_gbps={:.3g},cache_bytes={},dram_bytes={}", cache_gbps,
                           cache_bytes, dram_bytes);
     if (intra) extra += fmt::format(",intra_eager_gbps={:.3g}", eager.second);
+    // A CPU's private cache, from the C library (not timed): what ranks that time-share the
+    // CPUs keep cached between their turns.
+    if (const long l2 = ::sysconf(_SC_LEVEL2_CACHE_SIZE); intra && l2 > 0)
+      extra += fmt::format(",core_cache_bytes={}", l2);
     // More ranks than CPUs: what they move between them in total is the host's shared rate.
     // It varies with the size less than an unshared host's (no cache plateau; 0.8-1.7 GB/s per
     // link at 8 ranks on 2 CPUs here) and from run to run: the median of the curve.

@@ -54,6 +54,7 @@ const std::vector<Field>& fields() {
       {"intra_cache_gbps", &Tuning::intra_cache_gbps, nullptr, nullptr},
       {"intra_eager_gbps", &Tuning::intra_eager_gbps, nullptr, nullptr},
       {"cache_bytes", &Tuning::cache_bytes, nullptr, nullptr},
+      {"core_cache_bytes", &Tuning::core_cache_bytes, nullptr, nullptr},
       {"dram_bytes", &Tuning::dram_bytes, nullptr, nullptr},
       {"fused_reduce", &Tuning::fused_reduce, nullptr, nullptr},
       {"rd_max_bytes", &Tuning::rd_max_bytes, nullptr, nullptr},
@@ -145,12 +146,12 @@ double intra_link_gbps(const Shape& s, const Tuning& t, double bytes, double mes
       eager && t.intra_cache_gbps > 0 ? t.intra_eager_gbps : t.intra_cache_gbps;
   if (load > 1) {
     // Time-shared ranks resume on whichever CPU is free, so a rank finds its buffers cached
-    // only while the whole host's inputs and outputs fit in one CPU's share of the cache
-    // (cache_bytes / cores); then they share the cache rate by their CPU share. Measured, 3
-    // ranks on 2 CPUs: a 128 KiB allreduce (768 KiB in all) at the cache rate, 512 KiB (3 MiB)
-    // at the oversubscribed rate, single copy or not; 8 ranks' 64 KiB (1 MiB) near the former.
-    if (cache_gbps > 0 && 2 * bytes * s.per_host <= t.cache_bytes / s.cores)
-      return cache_gbps / load;
+    // only while the whole host's inputs and outputs fit in one CPU's cache; then they share
+    // the cache rate by their CPU share. Measured, 3 ranks on 2 CPUs with 2 MiB L2 each: a
+    // 128 KiB allreduce (768 KiB in all) at the cache rate, 512 KiB (3 MiB) at the
+    // oversubscribed rate, single copy or not; 8 ranks' 64 KiB (1 MiB) near the former.
+    const double core_cache = t.core_cache_bytes > 0 ? t.core_cache_bytes : t.cache_bytes / s.cores;
+    if (cache_gbps > 0 && 2 * bytes * s.per_host <= core_cache) return cache_gbps / load;
     return t.oversub_gbps > 0 ? t.oversub_gbps / s.per_host : t.intra.gbps / load;
   }
   if (cache_gbps <= 0) return t.intra.gbps;

@@ -60,6 +60,10 @@ struct Tuning {
   /// rate is calibrated with the latter.
   double intra_eager_gbps = 0;
   double cache_bytes = 1 << 20;
+  /// A CPU's private cache (L2). Ranks that time-share CPUs resume on whichever one is free, so
+  /// an oversubscribed host keeps the cache rate only while all its ranks' buffers fit in one
+  /// CPU's cache (0: cache_bytes / cores).
+  double core_cache_bytes = 0;
   /// From this buffer size on, intra.gbps applies; between cache_bytes and dram_bytes the
   /// bandwidth falls log-linearly from intra_cache_gbps (0: a step at cache_bytes). Shared
   /// caches and prefetching make the fall gradual, not a cliff.

@@ -265,6 +265,11 @@ TEST_CASE("selector: an oversubscribed host shares oversub_gbps between its rank
   // 64 KiB (384 KiB in all) do, their 128 KiB (768 KiB) do not.
   CHECK(intra_link_gbps(one_host(3, 2), t, 64 << 10) == Approx(6));
   CHECK(intra_link_gbps(one_host(3, 2), t, 128 << 10) == Approx(2));
+  // With a CPU's private cache given (here 1 MiB), it is the limit.
+  REQUIRE(t.apply("core_cache_bytes=1048576").is_ok());
+  CHECK(intra_link_gbps(one_host(3, 2), t, 128 << 10) == Approx(6));
+  CHECK(intra_link_gbps(one_host(3, 2), t, 256 << 10) == Approx(2));
+  REQUIRE(t.apply("core_cache_bytes=0").is_ok());
   REQUIRE(t.apply("oversub_gbps=10").is_ok());
   CHECK(intra_link_gbps(s, t, 1 << 20) == Approx(2.5));  // 10 GB/s over 4 ranks
   CHECK(intra_link_gbps(s, t, 64 << 20) == Approx(2.5));
