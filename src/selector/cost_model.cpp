@@ -138,7 +138,8 @@ double cpu_load(const Shape& s) {
 // buffers are evicted by the others' between its turns (measured: 3-8 ranks on 2 CPUs move
 // 512 KiB at memory bandwidth over their share, where 2 ranks run at the cache plateau); the
 // ranks share oversub_gbps (or their CPU share of intra.gbps).
-double intra_link_gbps(const Shape& s, const Tuning& t, double bytes, double message) {
+double intra_link_gbps(const Shape& s, const Tuning& t, double bytes, double message,
+                       double touched) {
   const double load = cpu_load(s);
   // Messages below the single-copy threshold are copied twice, through the channel's slots.
   const bool eager = t.intra_eager_gbps > 0 && message > 0 && message < t.single_copy_bytes;
@@ -151,7 +152,8 @@ double intra_link_gbps(const Shape& s, const Tuning& t, double bytes, double mes
     // 128 KiB allreduce (768 KiB in all) at the cache rate, 512 KiB (3 MiB) at the
     // oversubscribed rate, single copy or not; 8 ranks' 64 KiB (1 MiB) near the former.
     const double core_cache = t.core_cache_bytes > 0 ? t.core_cache_bytes : t.cache_bytes / s.cores;
-    if (cache_gbps > 0 && 2 * bytes * s.per_host <= core_cache) return cache_gbps / load;
+    const double per_rank = touched > 0 ? touched : 2 * bytes;
+    if (cache_gbps > 0 && per_rank * s.per_host <= core_cache) return cache_gbps / load;
     return t.oversub_gbps > 0 ? t.oversub_gbps / s.per_host : t.intra.gbps / load;
   }
   if (cache_gbps <= 0) return t.intra.gbps;
@@ -176,7 +178,8 @@ struct Links {
 };
 
 // `message`: the size of the schedule's messages (for the eager rate; see intra_link_gbps).
-Links links(const Shape& s, const Tuning& t, int streams, double bytes, double message) {
+Links links(const Shape& s, const Tuning& t, int streams, double bytes, double message,
+            double touched = 0) {
   Links l{};
   // CPU sharing on an oversubscribed host: copies share the host's bandwidth, reductions get
   // cores/per_host of a CPU each, and every message waits for its receiver to be woken.
@@ -184,7 +187,7 @@ Links links(const Shape& s, const Tuning& t, int streams, double bytes, double m
   const double extra = oversub_extra_us(s, t);
   l.alpha_intra = t.intra.alpha_us + extra;
   l.alpha_inter = t.inter.alpha_us + extra;
-  l.bw_intra = intra_link_gbps(s, t, bytes, message);
+  l.bw_intra = intra_link_gbps(s, t, bytes, message, touched);
   double nic = t.nic_gbps > 0 ? t.nic_gbps / std::max(1, streams) : t.inter.gbps;
   l.bw_inter = std::min(t.inter.gbps, nic);
   const bool multi = s.nhosts > 1;
@@ -312,11 +315,13 @@ double rd_us(Coll c, double S, const Shape& s, const Tuning& t) {
   const int pow2 = static_cast<int>(std::bit_floor(n));
   const int rounds = std::bit_width(n) - 1;
   const Shape active = rd_round_shape(s, pow2);
-  const Links l = links(active, t, active.per_host, S, S);  // every rank talks at once
+  // Each rank touches its input, its output and a scratch buffer per round.
+  const double touched = (2 + rounds) * S;
+  const Links l = links(active, t, active.per_host, S, S, touched);  // every rank talks at once
   const double red = xfer_us(S, t.reduce_gbps);
   const double round = rd_round_alpha(active, t, l) + xfer_us(S, l.bw_slow) + red;
   if (pow2 == s.nranks) return rounds * round;
-  const Links lf = links(s, t, s.per_host, S, S);  // the folded ranks' messages
+  const Links lf = links(s, t, s.per_host, S, S, touched);  // the folded ranks' messages
   const double fold = 2 * (rd_fold_alpha(s, t, lf, s.nranks - pow2) + xfer_us(S, lf.bw_slow)) + red;
   return rounds * round + fold;
 }

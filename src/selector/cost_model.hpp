@@ -127,8 +127,11 @@ std::vector<std::string_view> tuning_keys();
 /// Bandwidth (GB/s) of one rank's copies to a rank of its host, for a collective of `bytes`:
 /// the cache plateau, the fall to memory bandwidth, and the CPU sharing of an oversubscribed
 /// host (see Tuning). `message` is the size of the schedule's messages (0: unknown): below
-/// single_copy_bytes they move at intra_eager_gbps instead of the cache rate.
-double intra_link_gbps(const Shape& s, const Tuning& t, double bytes, double message = 0);
+/// single_copy_bytes they move at intra_eager_gbps instead of the cache rate. `touched` is what
+/// each rank's schedule touches (0: 2 x bytes, its input and output), for the cache limit of an
+/// oversubscribed host.
+double intra_link_gbps(const Shape& s, const Tuning& t, double bytes, double message = 0,
+                       double touched = 0);
 /// True when `a` has a schedule for `c` (tree: allreduce, broadcast, reduce; rd: allreduce).
 bool supports(Coll c, Algo a);
 /// Depth in edges of the deeper of the two trees for `nranks` flat ranks.

@@ -332,6 +332,25 @@ TEST_CASE("selector: recursive doubling's folded ranks sit out the rounds", "[se
         Approx(2 * 2 + 2 * 1).margin(0.01));
 }
 
+TEST_CASE("selector: recursive doubling's scratch counts against an oversubscribed host's cache",
+          "[selector]") {
+  Shape s = one_host(8, 2);
+  Tuning t;
+  REQUIRE(t.apply("intra_alpha_us=0,intra_gbps=1,intra_cache_gbps=8,reduce_gbps=1e9,"
+                  "oversub_alpha_us=0,oversub_turn_us=0,oversub_gbps=4,cache_bytes=4194304,"
+                  "core_cache_bytes=1048576")
+              .is_ok());
+  // Inputs and outputs of 8 ranks x 32 KiB (512 KiB) fit in a CPU's 1 MiB: the cache rate by
+  // CPU share; with a scratch buffer per round of recursive doubling (5 x 32 KiB each, 1.25 MiB
+  // in all) they do not: oversub_gbps over 8 ranks.
+  CHECK(intra_link_gbps(s, t, 32 << 10) == Approx(2));
+  CHECK(intra_link_gbps(s, t, 32 << 10, 32 << 10, 5 * (32 << 10)) == Approx(0.5));
+  CHECK(predict_us(Coll::AllReduce, Algo::Rd, 32 << 10, s, t, {}) ==
+        Approx(3 * (32 << 10) * 1e-3 / 0.5));
+  CHECK(predict_us(Coll::AllReduce, Algo::Rd, 16 << 10, s, t, {}) ==  // 640 KiB: cached
+        Approx(3 * (16 << 10) * 1e-3 / 2));
+}
+
 TEST_CASE("selector: a tree hop on an oversubscribed host waits for a CPU's turns", "[selector]") {
   Shape s = one_host(8, 2);
   s.tree_depth = 3;
