@@ -225,18 +225,20 @@ double ring_us(Coll c, double S, const Shape& s, const Tuning& t, const Pipeline
 }
 
 // The latency of a tree's hops: `chain` over shared memory, `across` over the slowest link. On
-// an oversubscribed host with a turn cost, a hop's receiver runs once its CPU's other ranks have
-// had their turns (oversub_turn_us each, as in a round of recursive doubling): in the double
-// tree every rank serves both trees, so a hop waits for a CPU's whole turn, not for one wake-up
-// (measured on 8 ranks over 2 CPUs, 8 B: 58 us at a 2.98 us turn, where the per-message rule
-// gave 30). With oversub_turn_us=0: the per-message rule.
+// an oversubscribed host a hop waits for its receiver to be woken (the per-message rule) and,
+// with a turn cost, also for its CPU's other ranks to have had their turns (oversub_turn_us each,
+// as in a round of recursive doubling: in the double tree every rank serves both trees): the
+// longer of the two. Measured on 2 CPUs: 8 ranks' 8 B tree took 58 us at a 2.98 us turn where
+// the per-message rule said 30 (the turns, 59, are longer); 3 ranks' took 6.9-8.3 us where the
+// per-message rule says 8.3 and the turns 4.9.
 double tree_hop_alpha(const Shape& s, const Tuning& t, const Links& l, double chain,
                       double across) {
   const double load = cpu_load(s);
-  if (load <= 1 || t.oversub_turn_us <= 0) return chain * l.alpha_intra + across * l.alpha_slow;
+  const double woken = chain * l.alpha_intra + across * l.alpha_slow;
+  if (load <= 1 || t.oversub_turn_us <= 0) return woken;
   const double turn = t.oversub_turn_us * (load - 1);
   const double slow = s.nhosts > 1 ? t.inter.alpha_us : t.intra.alpha_us;
-  return chain * (t.intra.alpha_us + turn) + across * (slow + turn);
+  return std::max(woken, chain * (t.intra.alpha_us + turn) + across * (slow + turn));
 }
 
 double tree_us(Coll c, double S, const Shape& s, const Tuning& t, const Pipeline& p) {

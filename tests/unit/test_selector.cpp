@@ -351,18 +351,25 @@ TEST_CASE("selector: recursive doubling's scratch counts against an oversubscrib
         Approx(3 * (16 << 10) * 1e-3 / 2));
 }
 
-TEST_CASE("selector: a tree hop on an oversubscribed host waits for a CPU's turns", "[selector]") {
+TEST_CASE("selector: a tree hop on an oversubscribed host waits for a wake-up or a CPU's turns",
+          "[selector]") {
   Shape s = one_host(8, 2);
   s.tree_depth = 3;
   Tuning t;
   REQUIRE(t.apply("intra_alpha_us=1,intra_gbps=1e6,intra_cache_gbps=0,reduce_gbps=1e6,"
-                  "oversub_alpha_us=40,oversub_turn_us=0")
+                  "oversub_alpha_us=8,oversub_turn_us=0")
               .is_ok());
-  // Per-message rule: 2 x 3 hops x (1 + 40 x (1 - 2/8)).
-  CHECK(predict_us(Coll::AllReduce, Algo::Tree, 8, s, t, {}) == Approx(6 * 31).margin(0.1));
+  // Per-message rule: 2 x 3 hops x (1 + 8 x (1 - 2/8)).
+  CHECK(predict_us(Coll::AllReduce, Algo::Tree, 8, s, t, {}) == Approx(6 * 7).margin(0.1));
   REQUIRE(t.apply("oversub_turn_us=4").is_ok());
-  // With a turn cost: each hop waits for the 3 other ranks of its CPU, 2 x 3 x (1 + 4 x 3).
+  // The 3 other ranks of a hop's CPU take their turns first: 2 x 3 x (1 + 4 x 3), longer.
   CHECK(predict_us(Coll::AllReduce, Algo::Tree, 8, s, t, {}) == Approx(6 * 13).margin(0.1));
+  // 3 ranks on 2 CPUs (depth 1): half a turn per hop (1 + 2) is shorter than the wake-up
+  // (1 + 8 x (1 - 2/3)): that counts.
+  Shape three = one_host(3, 2);
+  three.tree_depth = 1;
+  CHECK(predict_us(Coll::AllReduce, Algo::Tree, 8, three, t, {}) ==
+        Approx(2 * (1 + 8.0 / 3)).margin(0.1));
   s.cores = 8;  // not oversubscribed: plain hops
   CHECK(predict_us(Coll::AllReduce, Algo::Tree, 8, s, t, {}) == Approx(6).margin(0.1));
 }
