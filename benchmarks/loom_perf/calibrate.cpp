@@ -104,6 +104,24 @@ std::vector<Point> bandwidth_curve(Communicator& comm, const Options& options, d
   return bw;
 }
 
+// The eager path of shared memory: messages below the single-copy threshold (64 KiB by
+// default) go through the channel's slots, copied in by the sender and out by the receiver,
+// where the curve above moves single-copy messages. A ring allreduce with messages of 32 KiB.
+Point eager_point(Communicator& comm, double alpha_us) {
+  const int n = comm.size();
+  CollOptions ring;
+  ring.algorithm = Algorithm::Ring;
+  const std::size_t total = std::size_t{32} * 1024 * static_cast<std::size_t>(n);
+  const std::size_t count = total / 4;
+  std::vector<float> in(count, 1.0f), out(count);
+  const double t = time_per_call(comm, 50, 200, [&] {
+    return comm.allreduce(in.data(), out.data(), count, DataType::Float32, RedOp::Sum, ring);
+  });
+  const double moved = 2.0 * (n - 1) / n * static_cast<double>(total);
+  const double wire = std::max(t - 2.0 * (n - 1) * alpha_us * 1e-6, t * 0.1);
+  return {total, moved / wire / 1e9};
+}
+
 double median_gbps(std::vector<Point> bw) {
   std::sort(bw.begin(), bw.end(),
             [](const Point& a, const Point& b) { return a.second < b.second; });
@@ -147,6 +165,9 @@ int calibrate(Communicator& comm, const Options& options) {
   const double alpha_us = t_small * 1e6 / (2.0 * (n - 1));
   const double round_us = rd_round_us(comm, options);
   const bool intra = one_host(comm);
+  // Before the curve: its large calls leave the executor's adaptive spin budget short (long
+  // waits shrink it), which small calls right after would pay for.
+  const Point eager = intra ? eager_point(comm, alpha_us) : Point{0, 0.0};
   const std::vector<Point> bw = bandwidth_curve(comm, options, alpha_us, intra);
   // The cache plateau (sizes within 10% of the best) and where memory bandwidth starts (within
   // 10% of the largest size's), when the largest is clearly slower.
@@ -166,6 +187,9 @@ int calibrate(Communicator& comm, const Options& options) {
     for (const auto& [bytes, g] : bw)
       fmt::print("#   ring {} of {} B: {:.3f} GB/s per link\n", intra ? "allreduce" : "allgather",
                  bytes, g);
+    if (intra)
+      fmt::print("#   ring allreduce of {} B (eager messages): {:.3f} GB/s per link\n", eager.first,
+                 eager.second);
     fmt::print("#   host reduction (fp32 sum): {:.3f} GB/s\n", red);
     fmt::print(
         "#   recursive-doubling allreduce of 8 B: {:.2f} us per round\n# rd_round_us={:.3g}\n",
@@ -174,6 +198,11 @@ int calibrate(Communicator& comm, const Options& options) {
     if (intra && cache_gbps > 1.1 * gbps)
       extra = fmt::format(",intra_cache_gbps={:.3g},cache_bytes={},dram_bytes={}", cache_gbps,
                           cache_bytes, dram_bytes);
+    if (intra) extra += fmt::format(",intra_eager_gbps={:.3g}", eager.second);
+    // A CPU's private cache, from the C library (not timed): what ranks that time-share the
+    // CPUs keep cached between their turns.
+    if (const long l2 = ::sysconf(_SC_LEVEL2_CACHE_SIZE); intra && l2 > 0)
+      extra += fmt::format(",core_cache_bytes={}", l2);
     // More ranks than CPUs: what they move between them in total is the host's shared rate.
     // It varies with the size less than an unshared host's (no cache plateau; 0.8-1.7 GB/s per
     // link at 8 ranks on 2 CPUs here) and from run to run: the median of the curve.

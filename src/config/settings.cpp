@@ -192,8 +192,17 @@ constexpr std::array kSettings = {
          "Cost model: bandwidth on one host while buffers fit in LOOM_TUNE_CACHE_BYTES (GB/s; "
          "0: LOOM_TUNE_INTRA_GBPS).",
          "coll"},
+    Spec{"LOOM_TUNE_INTRA_EAGER_GBPS", Type::String, "0",
+         "Cost model: bandwidth on one host of messages below LOOM_SHM_SINGLE_COPY_MIN, which "
+         "are copied through the channel's slots (GB/s; 0: LOOM_TUNE_INTRA_CACHE_GBPS).",
+         "coll"},
     Spec{"LOOM_TUNE_CACHE_BYTES", Type::String, "4194304",
          "Cost model: buffer size up to which LOOM_TUNE_INTRA_CACHE_GBPS applies.", "coll"},
+    Spec{"LOOM_TUNE_CORE_CACHE_BYTES", Type::String, "0",
+         "Cost model: a CPU's private cache (L2) in bytes; ranks that oversubscribe the CPUs "
+         "keep the cache rate while all their buffers fit in it (0: LOOM_TUNE_CACHE_BYTES / "
+         "CPUs).",
+         "coll"},
     Spec{"LOOM_TUNE_DRAM_BYTES", Type::String, "0",
          "Cost model: buffer size from which LOOM_TUNE_INTRA_GBPS applies; between it and "
          "LOOM_TUNE_CACHE_BYTES the bandwidth falls log-linearly (0: a step at the cache size).",

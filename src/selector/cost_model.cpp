@@ -52,7 +52,9 @@ const std::vector<Field>& fields() {
       {"oversub_gbps", &Tuning::oversub_gbps, nullptr, nullptr},
       {"oversub_turn_us", &Tuning::oversub_turn_us, nullptr, nullptr},
       {"intra_cache_gbps", &Tuning::intra_cache_gbps, nullptr, nullptr},
+      {"intra_eager_gbps", &Tuning::intra_eager_gbps, nullptr, nullptr},
       {"cache_bytes", &Tuning::cache_bytes, nullptr, nullptr},
+      {"core_cache_bytes", &Tuning::core_cache_bytes, nullptr, nullptr},
       {"dram_bytes", &Tuning::dram_bytes, nullptr, nullptr},
       {"fused_reduce", &Tuning::fused_reduce, nullptr, nullptr},
       {"rd_max_bytes", &Tuning::rd_max_bytes, nullptr, nullptr},
@@ -136,20 +138,29 @@ double cpu_load(const Shape& s) {
 // buffers are evicted by the others' between its turns (measured: 3-8 ranks on 2 CPUs move
 // 512 KiB at memory bandwidth over their share, where 2 ranks run at the cache plateau); the
 // ranks share oversub_gbps (or their CPU share of intra.gbps).
-double intra_link_gbps(const Shape& s, const Tuning& t, double bytes) {
+double intra_link_gbps(const Shape& s, const Tuning& t, double bytes, double message,
+                       double touched) {
   const double load = cpu_load(s);
+  // Messages below the single-copy threshold are copied twice, through the channel's slots.
+  const bool eager = t.intra_eager_gbps > 0 && message > 0 && message < t.single_copy_bytes;
+  const double cache_gbps =
+      eager && t.intra_cache_gbps > 0 ? t.intra_eager_gbps : t.intra_cache_gbps;
   if (load > 1) {
-    // While every rank's input and output fit in the cache at once, time-sharing evicts
-    // nothing: the ranks share the cache rate by their CPU share.
-    if (t.intra_cache_gbps > 0 && 2 * bytes * s.per_host <= t.cache_bytes)
-      return t.intra_cache_gbps / load;
+    // Time-shared ranks resume on whichever CPU is free, so a rank finds its buffers cached
+    // only while the whole host's inputs and outputs fit in one CPU's cache; then they share
+    // the cache rate by their CPU share. Measured, 3 ranks on 2 CPUs with 2 MiB L2 each: a
+    // 128 KiB allreduce (768 KiB in all) at the cache rate, 512 KiB (3 MiB) at the
+    // oversubscribed rate, single copy or not; 8 ranks' 64 KiB (1 MiB) near the former.
+    const double core_cache = t.core_cache_bytes > 0 ? t.core_cache_bytes : t.cache_bytes / s.cores;
+    const double per_rank = touched > 0 ? touched : 2 * bytes;
+    if (cache_gbps > 0 && per_rank * s.per_host <= core_cache) return cache_gbps / load;
     return t.oversub_gbps > 0 ? t.oversub_gbps / s.per_host : t.intra.gbps / load;
   }
-  if (t.intra_cache_gbps <= 0) return t.intra.gbps;
-  if (bytes <= t.cache_bytes) return t.intra_cache_gbps;
+  if (cache_gbps <= 0) return t.intra.gbps;
+  if (bytes <= t.cache_bytes) return cache_gbps;
   if (t.dram_bytes <= t.cache_bytes || bytes >= t.dram_bytes) return t.intra.gbps;
   const double f = std::log2(bytes / t.cache_bytes) / std::log2(t.dram_bytes / t.cache_bytes);
-  return t.intra_cache_gbps + f * (t.intra.gbps - t.intra_cache_gbps);
+  return cache_gbps + f * (t.intra.gbps - cache_gbps);
 }
 
 namespace {
@@ -166,7 +177,9 @@ struct Links {
   double alpha_inter, alpha_intra, bw_inter, bw_intra, bw_slow, alpha_slow, red;
 };
 
-Links links(const Shape& s, const Tuning& t, int streams, double bytes) {
+// `message`: the size of the schedule's messages (for the eager rate; see intra_link_gbps).
+Links links(const Shape& s, const Tuning& t, int streams, double bytes, double message,
+            double touched = 0) {
   Links l{};
   // CPU sharing on an oversubscribed host: copies share the host's bandwidth, reductions get
   // cores/per_host of a CPU each, and every message waits for its receiver to be woken.
@@ -174,7 +187,7 @@ Links links(const Shape& s, const Tuning& t, int streams, double bytes) {
   const double extra = oversub_extra_us(s, t);
   l.alpha_intra = t.intra.alpha_us + extra;
   l.alpha_inter = t.inter.alpha_us + extra;
-  l.bw_intra = intra_link_gbps(s, t, bytes);
+  l.bw_intra = intra_link_gbps(s, t, bytes, message, touched);
   double nic = t.nic_gbps > 0 ? t.nic_gbps / std::max(1, streams) : t.inter.gbps;
   l.bw_inter = std::min(t.inter.gbps, nic);
   const bool multi = s.nhosts > 1;
@@ -188,7 +201,9 @@ Links links(const Shape& s, const Tuning& t, int streams, double bytes) {
 
 double ring_us(Coll c, double S, const Shape& s, const Tuning& t, const Pipeline& p) {
   const double n = s.nranks;
-  const Links l = links(s, t, 1, S);  // the ring enters and leaves each host once
+  const bool chain = c == Coll::Broadcast || c == Coll::Reduce;
+  const double msg = std::min<double>(static_cast<double>(p.chunk_bytes), chain ? S : S / n);
+  const Links l = links(s, t, 1, S, msg);  // the ring enters and leaves each host once
   // A segment's path around the ring crosses hosts nhosts times per lap: the mean hop latency.
   const double H = s.nhosts > 1 ? s.nhosts : 0;
   const double alpha = (H * l.alpha_inter + (n - H) * l.alpha_intra) / n;
@@ -209,15 +224,32 @@ double ring_us(Coll c, double S, const Shape& s, const Tuning& t, const Pipeline
   return 0;
 }
 
+// The latency of a tree's hops: `chain` over shared memory, `across` over the slowest link. On
+// an oversubscribed host a hop waits for its receiver to be woken (the per-message rule) and,
+// with a turn cost, also for its CPU's other ranks to have had their turns (oversub_turn_us each,
+// as in a round of recursive doubling: in the double tree every rank serves both trees): the
+// longer of the two. Measured on 2 CPUs: 8 ranks' 8 B tree took 58 us at a 2.98 us turn where
+// the per-message rule said 30 (the turns, 59, are longer); 3 ranks' took 6.9-8.3 us where the
+// per-message rule says 8.3 and the turns 4.9.
+double tree_hop_alpha(const Shape& s, const Tuning& t, const Links& l, double chain,
+                      double across) {
+  const double load = cpu_load(s);
+  const double woken = chain * l.alpha_intra + across * l.alpha_slow;
+  if (load <= 1 || t.oversub_turn_us <= 0) return woken;
+  const double turn = t.oversub_turn_us * (load - 1);
+  const double slow = s.nhosts > 1 ? t.inter.alpha_us : t.intra.alpha_us;
+  return std::max(woken, chain * (t.intra.alpha_us + turn) + across * (slow + turn));
+}
+
 double tree_us(Coll c, double S, const Shape& s, const Tuning& t, const Pipeline& p) {
   const bool per_host = s.nhosts > 1 && s.per_host > 1;
-  const Links l = links(s, t, per_host ? 2 : s.per_host, S);  // leaders (or all) share the NIC
+  const double chunk = std::min<double>(static_cast<double>(p.chunk_bytes), S / 2);
+  const Links l = links(s, t, per_host ? 2 : s.per_host, S, chunk);  // leaders (or all): the NIC
   const double chain = per_host ? s.per_host - 1 : 0;
   double across = per_host ? flat_tree_depth(s.nhosts) : flat_tree_depth(s.nranks);
   if (s.tree_depth > 0) across = std::max(1.0, s.tree_depth - chain);
-  const double hop_alpha = chain * l.alpha_intra + across * l.alpha_slow;
+  const double hop_alpha = tree_hop_alpha(s, t, l, chain, across);
   const double hops = chain + across;
-  const double chunk = std::min<double>(static_cast<double>(p.chunk_bytes), S / 2);
   const double bw = per_host ? std::min(l.bw_inter, l.bw_intra) : l.bw_slow;
   // Store-and-forward of the first chunk: chain hops over shared memory, tree hops over the
   // slowest link the trees use.
@@ -244,7 +276,18 @@ double tree_us(Coll c, double S, const Shape& s, const Tuning& t, const Pipeline
 // Recursive doubling allreduce: log2(p) rounds (p the largest power of two <= n), each one
 // message of the whole buffer each way over the slowest link and a reduction of it (fused into
 // the receive on one host for the lower rank of each pair only: counted in full); ranks beyond p
-// add a fold and a return message. Above rd_max_bytes it is not a candidate.
+// fold into a partner first and get the result back at the end. Above rd_max_bytes it is not a
+// candidate.
+//
+// The ranks that take part in the rounds: on one host the n - p folded ranks wait for their
+// result meanwhile (blocked, off the CPUs), so p ranks share the CPUs, not n. Across hosts the
+// folded ranks are the last hosts' and the busiest host keeps all its ranks.
+Shape rd_round_shape(const Shape& s, int pow2) {
+  Shape active = s;
+  if (s.nhosts <= 1) active.nranks = active.per_host = pow2;
+  return active;
+}
+
 // The latency of one round of recursive doubling: its message, plus the reduction of what
 // arrived, a step of its own on the receiver (the buffer lands in scratch first; measured at 2
 // ranks here: 1.45 us per round where the ring's fused steps took 1.01 us each). Every rank of a
@@ -258,15 +301,30 @@ double rd_round_alpha(const Shape& s, const Tuning& t, const Links& l) {
   return message + t.intra.alpha_us + t.oversub_turn_us * (load - 1);
 }
 
+// The fold's two messages (into the partner, and the result back). Each needs the folded ranks
+// to run: on an oversubscribed host with a turn cost, the CPUs run the host's n - p folded ranks
+// in turn (oversub_turn_us each, spread over the cores) instead of a wake-up per message.
+double rd_fold_alpha(const Shape& s, const Tuning& t, const Links& l, int extras) {
+  if (cpu_load(s) <= 1 || t.oversub_turn_us <= 0) return l.alpha_slow;
+  const double message = s.nhosts > 1 ? t.inter.alpha_us : t.intra.alpha_us;
+  const int on_host = s.nhosts > 1 ? std::min(extras, s.per_host) : extras;
+  return message + t.oversub_turn_us * on_host / s.cores;
+}
+
 double rd_us(Coll c, double S, const Shape& s, const Tuning& t) {
   if (c != Coll::AllReduce || S > t.rd_max_bytes) return 1e30;
   const auto n = static_cast<unsigned>(std::max(1, s.nranks));
   const int pow2 = static_cast<int>(std::bit_floor(n));
   const int rounds = std::bit_width(n) - 1;
-  const Links l = links(s, t, s.per_host, S);  // every rank of a host talks at once
+  const Shape active = rd_round_shape(s, pow2);
+  // Each rank touches its input, its output and a scratch buffer per round.
+  const double touched = (2 + rounds) * S;
+  const Links l = links(active, t, active.per_host, S, S, touched);  // every rank talks at once
   const double red = xfer_us(S, t.reduce_gbps);
-  const double round = rd_round_alpha(s, t, l) + xfer_us(S, l.bw_slow) + red;
-  const double fold = pow2 < s.nranks ? 2 * (l.alpha_slow + xfer_us(S, l.bw_slow)) + red : 0;
+  const double round = rd_round_alpha(active, t, l) + xfer_us(S, l.bw_slow) + red;
+  if (pow2 == s.nranks) return rounds * round;
+  const Links lf = links(s, t, s.per_host, S, S, touched);  // the folded ranks' messages
+  const double fold = 2 * (rd_fold_alpha(s, t, lf, s.nranks - pow2) + xfer_us(S, lf.bw_slow)) + red;
   return rounds * round + fold;
 }
 
@@ -276,7 +334,7 @@ double rd_us(Coll c, double S, const Shape& s, const Tuning& t) {
 // per_host x (n - per_host) / n x S instead of the ring's (n - 1) / n x S.
 double deterministic_us(Coll c, double S, const Shape& s, const Tuning& t, const Pipeline& p) {
   const double n = s.nranks;
-  const Links l = links(s, t, 1, S);
+  const Links l = links(s, t, 1, S, S / n);
   const double frac = (n - 1) / n;
   double rs = (n - 1) * l.alpha_slow / 2 + l.alpha_slow + xfer_us(frac * S, l.bw_intra) +
               xfer_us(frac * S, l.red);
@@ -310,22 +368,12 @@ double predict_us(Coll c, Algo a, std::size_t bytes, const Shape& s, const Tunin
                   const Pipeline& p) {
   if (s.nranks <= 1) return xfer_us(static_cast<double>(bytes), t.intra.gbps * 4);
   const double S = static_cast<double>(bytes);
-  const double full = schedule_us(c, a, S, s, t, p);
-  if (cpu_load(s) <= 1 || full >= 1e29) return full;
-  // On an oversubscribed host, while a message waits for its receiver to be scheduled the CPUs
-  // run the other ranks' copies and reductions: the waits overlap the data movement instead of
-  // adding to it. Split the prediction into its base latency, its oversubscription waits and its
-  // data movement (the formulas are sums of those), and charge the larger of the last two.
-  Tuning no_wait = t;
-  no_wait.oversub_alpha_us = no_wait.oversub_turn_us = 0;
-  Tuning latency_only = t;
-  for (Link* l : {&latency_only.intra, &latency_only.inter}) l->gbps = 1e12;
-  latency_only.nic_gbps = latency_only.reduce_gbps = latency_only.intra_cache_gbps = 1e12;
-  latency_only.oversub_gbps = 1e12;
-  const double waits = full - schedule_us(c, a, S, s, no_wait, p);
-  const double base = schedule_us(c, a, S, s, latency_only, p) - waits;
-  const double data = full - waits - base;
-  return base + std::max(waits, data);
+  // On an oversubscribed host the waits for descheduled ranks (oversub_alpha_us, the turns)
+  // add to the copies instead of overlapping them: the CPUs are never idle there (a rank with
+  // nothing to do yields to the others), so a wait is the other ranks' CPU time, which their
+  // copies need too. The calibration counts them that way as well (oversub_gbps is measured
+  // net of the calibrated per-message latency).
+  return schedule_us(c, a, S, s, t, p);
 }
 
 }  // namespace loom::select

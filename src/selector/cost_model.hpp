@@ -47,14 +47,23 @@ struct Tuning {
   double oversub_gbps = 0;
   /// Extra time per round of a schedule in which every rank of an oversubscribed host sends
   /// and receives at once (recursive doubling): each CPU runs its P / cores ranks in turn, so a
-  /// round costs oversub_turn_us x (P / cores - 1) more than on an unshared host. Schedules
-  /// where one message wakes one rank (rings, trees) pay oversub_alpha_us instead.
+  /// round costs oversub_turn_us x (P / cores - 1) more than on an unshared host. A tree's hop
+  /// pays the same (every rank serves both trees); a ring's message pays oversub_alpha_us.
   double oversub_turn_us = 0;
   /// Bandwidth between ranks on one host while a rank's buffer fits in `cache_bytes` (0: the
   /// same as intra.gbps). Small and medium messages move between caches, not through DRAM.
   /// Not on an oversubscribed host, where ranks evict each other's buffers (see Shape).
   double intra_cache_gbps = 0;
+  /// Bandwidth between ranks on one host of messages below `single_copy_bytes` (0: the rate
+  /// above). Those go through the shared-memory channel's slots, the sender copying in and the
+  /// receiver copying out, where larger ones are read once from the sender's buffer; the cache
+  /// rate is calibrated with the latter.
+  double intra_eager_gbps = 0;
   double cache_bytes = 1 << 20;
+  /// A CPU's private cache (L2). Ranks that time-share CPUs resume on whichever one is free, so
+  /// an oversubscribed host keeps the cache rate only while all its ranks' buffers fit in one
+  /// CPU's cache (0: cache_bytes / cores).
+  double core_cache_bytes = 0;
   /// From this buffer size on, intra.gbps applies; between cache_bytes and dram_bytes the
   /// bandwidth falls log-linearly from intra_cache_gbps (0: a step at cache_bytes). Shared
   /// caches and prefetching make the fall gradual, not a cliff.
@@ -66,6 +75,10 @@ struct Tuning {
   /// Recursive doubling (allreduce) is considered only for buffers up to this size: it sends
   /// and reduces the whole buffer log2(n) times and needs that much scratch (0: never).
   double rd_max_bytes = 262144;
+  /// Not a calibrated constant: the shared-memory transport's single-copy threshold
+  /// (LOOM_SHM_SINGLE_COPY_MIN; with LOOM_SHM_SINGLE_COPY=off, no message is single-copy).
+  /// tuning_from() sets it; Tuning::apply and to_string leave it out.
+  double single_copy_bytes = 65536;
 
   /// "intra_alpha_us=8,intra_gbps=2,inter_alpha_us=30,inter_gbps=1,reduce_gbps=4,..."
   [[nodiscard]] std::string to_string() const;
@@ -113,8 +126,12 @@ double cpu_load(const Shape& s);
 std::vector<std::string_view> tuning_keys();
 /// Bandwidth (GB/s) of one rank's copies to a rank of its host, for a collective of `bytes`:
 /// the cache plateau, the fall to memory bandwidth, and the CPU sharing of an oversubscribed
-/// host (see Tuning).
-double intra_link_gbps(const Shape& s, const Tuning& t, double bytes);
+/// host (see Tuning). `message` is the size of the schedule's messages (0: unknown): below
+/// single_copy_bytes they move at intra_eager_gbps instead of the cache rate. `touched` is what
+/// each rank's schedule touches (0: 2 x bytes, its input and output), for the cache limit of an
+/// oversubscribed host.
+double intra_link_gbps(const Shape& s, const Tuning& t, double bytes, double message = 0,
+                       double touched = 0);
 /// True when `a` has a schedule for `c` (tree: allreduce, broadcast, reduce; rd: allreduce).
 bool supports(Coll c, Algo a);
 /// Depth in edges of the deeper of the two trees for `nranks` flat ranks.

@@ -73,8 +73,7 @@ struct RankState {
 
 class Replay {
  public:
-  Replay(const Shape& s, const Tuning& t, double bytes)
-      : s_(s), t_(t), intra_gbps_(intra_link_gbps(s, t, bytes)) {
+  Replay(const Shape& s, const Tuning& t, double bytes) : s_(s), t_(t), bytes_(bytes) {
     extra_alpha_ = oversub_extra_us(s, t);
     share_ = cpu_load(s);
     nic_free_.assign(static_cast<std::size_t>(s.nhosts), 0);
@@ -188,7 +187,7 @@ class Replay {
       const Link& link = cross ? t_.inter : t_.intra;
       const double bytes = static_cast<double>(step.src.bytes);
       double start = std::max(st.ready[s], st.port_free);
-      double dur = us(bytes, cross ? link.gbps : intra_gbps_);
+      double dur = us(bytes, cross ? link.gbps : intra_link_gbps(s_, t_, bytes_, bytes));
       if (cross && t_.nic_gbps > 0) {
         double& nic = nic_free_[static_cast<std::size_t>(host(r))];
         start = std::max(start, nic);
@@ -208,7 +207,7 @@ class Replay {
 
   Shape s_;
   Tuning t_;
-  double intra_gbps_;  // the model's, for the whole collective's buffer
+  double bytes_;  // the collective's buffer: the model's intra-host rate depends on it
   double extra_alpha_ = 0, share_ = 1;
   std::vector<double> nic_free_;
   std::vector<RankState> ranks_;

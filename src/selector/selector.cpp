@@ -87,6 +87,10 @@ Result<Tuning> tuning_from(const config::Config& cfg) {
   }
   LOOM_RETURN_IF_ERROR(t.apply(base));
   LOOM_RETURN_IF_ERROR(t.apply(cfg.get_string("LOOM_TUNING")));
+  // The shared-memory transport's threshold, not a tuning constant.
+  t.single_copy_bytes = cfg.get_string("LOOM_SHM_SINGLE_COPY") == "off"
+                            ? 1e30
+                            : static_cast<double>(cfg.get_size("LOOM_SHM_SINGLE_COPY_MIN"));
   return t;
 }
 

@@ -197,7 +197,7 @@ TEST_CASE("selector: cache bandwidth applies up to cache_bytes, oversubscription
           Approx(predict_us(Coll::AllGather, Algo::Ring, 8, s, t, {}) + 262.5).margin(0.1));
 }
 
-TEST_CASE("selector: on an oversubscribed host, waits for descheduled ranks overlap the copies",
+TEST_CASE("selector: on an oversubscribed host, waits for descheduled ranks add to the copies",
           "[selector]") {
   Shape s;
   s.nranks = s.per_host = 4;
@@ -205,13 +205,12 @@ TEST_CASE("selector: on an oversubscribed host, waits for descheduled ranks over
   Tuning t;
   REQUIRE(t.apply("intra_alpha_us=1,intra_gbps=1,reduce_gbps=1000,oversub_alpha_us=50").is_ok());
   // Allgather: 3 messages, each waiting 50 x (1 - 2/4) = 25 us; 3/4 of the buffer per link at
-  // 1 GB/s over a CPU share of 1/2.
+  // 1 GB/s over a CPU share of 1/2. The CPUs run the other ranks meanwhile, not our copies.
   const double data_1m = 0.75 * (1 << 20) * 1e-3 * 2;
-  CHECK(predict_us(Coll::AllGather, Algo::Ring, 1 << 20, s, t, {}) == Approx(3 + data_1m));
-  const double data_8k = 0.75 * 8192 * 1e-3 * 2;  // 12.3 us: less than the 75 us of waits
-  CHECK(predict_us(Coll::AllGather, Algo::Ring, 8192, s, t, {}) == Approx(3 + 75));
-  CHECK(data_8k < 75);
-  s.cores = 4;  // no oversubscription: latency and data add up
+  CHECK(predict_us(Coll::AllGather, Algo::Ring, 1 << 20, s, t, {}) == Approx(3 + 75 + data_1m));
+  const double data_8k = 0.75 * 8192 * 1e-3 * 2;
+  CHECK(predict_us(Coll::AllGather, Algo::Ring, 8192, s, t, {}) == Approx(3 + 75 + data_8k));
+  s.cores = 4;  // no oversubscription: no waits, the full bandwidth
   CHECK(predict_us(Coll::AllGather, Algo::Ring, 1 << 20, s, t, {}) == Approx(3 + data_1m / 2));
 }
 
@@ -258,9 +257,19 @@ TEST_CASE("selector: an oversubscribed host shares oversub_gbps between its rank
                   "oversub_alpha_us=0")
               .is_ok());
   CHECK(intra_link_gbps(s, t, 1 << 20) == Approx(1.5));  // 0: the CPU share of intra_gbps
-  // 4 ranks x (input + output) of 64 KiB fit in the 1 MiB cache: its rate, by CPU share.
+  // 4 ranks x (input + output) of 64 KiB fit in one CPU's half of the 1 MiB cache: its rate, by
+  // CPU share.
   CHECK(intra_link_gbps(s, t, 64 << 10) == Approx(4.5));
   CHECK(intra_link_gbps(s, t, 256 << 10) == Approx(1.5));  // 2 MiB in all: no longer
+  // The host's buffers must fit in one CPU's share of the cache (1 MiB / 2 CPUs): 3 ranks'
+  // 64 KiB (384 KiB in all) do, their 128 KiB (768 KiB) do not.
+  CHECK(intra_link_gbps(one_host(3, 2), t, 64 << 10) == Approx(6));
+  CHECK(intra_link_gbps(one_host(3, 2), t, 128 << 10) == Approx(2));
+  // With a CPU's private cache given (here 1 MiB), it is the limit.
+  REQUIRE(t.apply("core_cache_bytes=1048576").is_ok());
+  CHECK(intra_link_gbps(one_host(3, 2), t, 128 << 10) == Approx(6));
+  CHECK(intra_link_gbps(one_host(3, 2), t, 256 << 10) == Approx(2));
+  REQUIRE(t.apply("core_cache_bytes=0").is_ok());
   REQUIRE(t.apply("oversub_gbps=10").is_ok());
   CHECK(intra_link_gbps(s, t, 1 << 20) == Approx(2.5));  // 10 GB/s over 4 ranks
   CHECK(intra_link_gbps(s, t, 64 << 20) == Approx(2.5));
@@ -293,6 +302,106 @@ TEST_CASE("selector: recursive doubling on an oversubscribed host pays a turn pe
   // Rings still pay the per-message wake-up: 3 messages x 40 x (1 - 2/4) on 2 CPUs.
   s.cores = 2;
   CHECK(predict_us(Coll::AllGather, Algo::Ring, 8, s, t, {}) == Approx(3 + 60).margin(0.01));
+}
+
+TEST_CASE("selector: recursive doubling's folded ranks sit out the rounds", "[selector]") {
+  Tuning t;
+  REQUIRE(t.apply("intra_alpha_us=1,intra_gbps=1000,reduce_gbps=1e6,oversub_alpha_us=40,"
+                  "oversub_turn_us=4")
+              .is_ok());
+  const double four = predict_us(Coll::AllReduce, Algo::Rd, 8, one_host(4, 2), t, {});
+  CHECK(four == Approx(2 * 6).margin(0.01));  // 2 rounds x (1 + 1 + 4 x (4/2 - 1))
+  // 5 ranks: the 5th folds into rank 0 and waits off the CPUs, so the rounds run 4 ranks on 2
+  // CPUs as above; the fold and the result's return each cost a message (1 us) and the folded
+  // rank's turn on one of the 2 CPUs (4 / 2 us).
+  CHECK(predict_us(Coll::AllReduce, Algo::Rd, 8, one_host(5, 2), t, {}) ==
+        Approx(four + 2 * (1 + 2)).margin(0.01));
+  // 7 ranks: 3 folded ranks take their turns on 2 CPUs.
+  CHECK(predict_us(Coll::AllReduce, Algo::Rd, 8, one_host(7, 2), t, {}) ==
+        Approx(four + 2 * (1 + 6)).margin(0.01));
+  // 3 ranks: 2 in the round fit the 2 CPUs (no turn there).
+  CHECK(predict_us(Coll::AllReduce, Algo::Rd, 8, one_host(3, 2), t, {}) ==
+        Approx(2 + 2 * (1 + 2)).margin(0.01));
+  // Without a turn cost: the per-message rule for the fold, 40 x (1 - 2/5) more per message.
+  REQUIRE(t.apply("oversub_turn_us=0").is_ok());
+  const double rounds = 2 * (1 + 20 + 1);  // 4 ranks' rounds on 2 CPUs, per-message rule
+  CHECK(predict_us(Coll::AllReduce, Algo::Rd, 8, one_host(5, 2), t, {}) ==
+        Approx(rounds + 2 * (1 + 24)).margin(0.01));
+  // Not oversubscribed: the fold is two plain messages.
+  CHECK(predict_us(Coll::AllReduce, Algo::Rd, 8, one_host(5, 8), t, {}) ==
+        Approx(2 * 2 + 2 * 1).margin(0.01));
+}
+
+TEST_CASE("selector: recursive doubling's scratch counts against an oversubscribed host's cache",
+          "[selector]") {
+  Shape s = one_host(8, 2);
+  Tuning t;
+  REQUIRE(t.apply("intra_alpha_us=0,intra_gbps=1,intra_cache_gbps=8,reduce_gbps=1e9,"
+                  "oversub_alpha_us=0,oversub_turn_us=0,oversub_gbps=4,cache_bytes=4194304,"
+                  "core_cache_bytes=1048576")
+              .is_ok());
+  // Inputs and outputs of 8 ranks x 32 KiB (512 KiB) fit in a CPU's 1 MiB: the cache rate by
+  // CPU share; with a scratch buffer per round of recursive doubling (5 x 32 KiB each, 1.25 MiB
+  // in all) they do not: oversub_gbps over 8 ranks.
+  CHECK(intra_link_gbps(s, t, 32 << 10) == Approx(2));
+  CHECK(intra_link_gbps(s, t, 32 << 10, 32 << 10, 5 * (32 << 10)) == Approx(0.5));
+  CHECK(predict_us(Coll::AllReduce, Algo::Rd, 32 << 10, s, t, {}) ==
+        Approx(3 * (32 << 10) * 1e-3 / 0.5));
+  CHECK(predict_us(Coll::AllReduce, Algo::Rd, 16 << 10, s, t, {}) ==  // 640 KiB: cached
+        Approx(3 * (16 << 10) * 1e-3 / 2));
+}
+
+TEST_CASE("selector: a tree hop on an oversubscribed host waits for a wake-up or a CPU's turns",
+          "[selector]") {
+  Shape s = one_host(8, 2);
+  s.tree_depth = 3;
+  Tuning t;
+  REQUIRE(t.apply("intra_alpha_us=1,intra_gbps=1e6,intra_cache_gbps=0,reduce_gbps=1e6,"
+                  "oversub_alpha_us=8,oversub_turn_us=0")
+              .is_ok());
+  // Per-message rule: 2 x 3 hops x (1 + 8 x (1 - 2/8)).
+  CHECK(predict_us(Coll::AllReduce, Algo::Tree, 8, s, t, {}) == Approx(6 * 7).margin(0.1));
+  REQUIRE(t.apply("oversub_turn_us=4").is_ok());
+  // The 3 other ranks of a hop's CPU take their turns first: 2 x 3 x (1 + 4 x 3), longer.
+  CHECK(predict_us(Coll::AllReduce, Algo::Tree, 8, s, t, {}) == Approx(6 * 13).margin(0.1));
+  // 3 ranks on 2 CPUs (depth 1): half a turn per hop (1 + 2) is shorter than the wake-up
+  // (1 + 8 x (1 - 2/3)): that counts.
+  Shape three = one_host(3, 2);
+  three.tree_depth = 1;
+  CHECK(predict_us(Coll::AllReduce, Algo::Tree, 8, three, t, {}) ==
+        Approx(2 * (1 + 8.0 / 3)).margin(0.1));
+  s.cores = 8;  // not oversubscribed: plain hops
+  CHECK(predict_us(Coll::AllReduce, Algo::Tree, 8, s, t, {}) == Approx(6).margin(0.1));
+}
+
+TEST_CASE("selector: messages below the single-copy threshold move at the eager rate",
+          "[selector]") {
+  Shape s = one_host(2, 2);
+  Tuning t;
+  REQUIRE(t.apply("intra_alpha_us=0,intra_gbps=2,intra_cache_gbps=8,intra_eager_gbps=4,"
+                  "cache_bytes=1048576,reduce_gbps=1000")
+              .is_ok());
+  CHECK(t.single_copy_bytes == 65536);
+  CHECK(intra_link_gbps(s, t, 64 << 10) == Approx(8));  // message size unknown
+  CHECK(intra_link_gbps(s, t, 64 << 10, 32 << 10) == Approx(4));
+  CHECK(intra_link_gbps(s, t, 256 << 10, 64 << 10) == Approx(8));  // single copy
+  // A ring allreduce of 64 KiB on 2 ranks sends 32 KiB messages: S / 4 GB/s; 256 KiB: S / 8.
+  CHECK(predict_us(Coll::AllReduce, Algo::Ring, 64 << 10, s, t, {}) ==
+        Approx((64 << 10) * 1e-3 / 4));
+  CHECK(predict_us(Coll::AllReduce, Algo::Ring, 256 << 10, s, t, {}) ==
+        Approx((256 << 10) * 1e-3 / 8));
+  // Oversubscribed, in cache: the eager rate by CPU share.
+  CHECK(intra_link_gbps(one_host(4, 2), t, 16 << 10, 4 << 10) == Approx(2));
+  // Off (0): the cache rate for every message.
+  REQUIRE(t.apply("intra_eager_gbps=0").is_ok());
+  CHECK(intra_link_gbps(s, t, 64 << 10, 32 << 10) == Approx(8));
+  // The threshold is the shared-memory transport's setting.
+  auto cfg = config::Config::load({{"LOOM_SHM_SINGLE_COPY_MIN", "128K"}});
+  REQUIRE(cfg.is_ok());
+  CHECK(tuning_from(*cfg)->single_copy_bytes == 131072);
+  auto off = config::Config::load({{"LOOM_SHM_SINGLE_COPY", "off"}});
+  REQUIRE(off.is_ok());
+  CHECK(tuning_from(*off)->single_copy_bytes > 1e20);
 }
 
 TEST_CASE("selector: a fused receive-reduce costs no separate pass on one host", "[selector]") {
