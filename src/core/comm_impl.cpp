@@ -141,6 +141,7 @@ Status CommImpl::init(std::unique_ptr<transport::tcp::TcpTransport> tcp, Deadlin
   eo.spin = settings_.spin;
   eo.name = fmt::format("rank {}", rank_);
   eo.on_failure = [this](const Status& why) {
+    note_failed_peer(why);
     return monitor_ ? monitor_->local_failure(why) : why;
   };
   engine_ = std::make_unique<exec::Engine>(eo);

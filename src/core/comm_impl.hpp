@@ -84,6 +84,8 @@ class CommImpl {
   [[nodiscard]] const CommSettings& settings() const { return settings_; }
   /// Called by CollectiveTask when operation `seq` completed successfully.
   void note_completed(std::uint64_t seq);
+  /// A PeerFailed naming a peer (local or reported): tells the cuda_ipc transport (first wins).
+  void note_failed_peer(const Status& why);
 
   // Reliability (see docs/reliability.md).
   /// Fails every pending operation with Aborted and releases the engine, the failure monitor

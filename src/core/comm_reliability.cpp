@@ -89,12 +89,20 @@ Status CommImpl::start_monitor(const JobLayout& layout, Deadline deadline) {
   }
   FailureMonitor::Hooks hooks;
   hooks.fail = [this](const Status& why) {
+    note_failed_peer(why);
     if (engine_) engine_->abort(why, Clock::duration::zero());
   };
   hooks.progress = [this] { return progress(); };
   monitor_ = std::make_unique<FailureMonitor>(store_, prefix + "ft/", rank_, std::move(ids),
                                               std::move(hooks), store_host_);
   return Status::ok();
+}
+
+// Peers that fail because this rank closes its cuda_ipc FIFOs after a failure are told which
+// rank failed first, so every survivor names the cause.
+void CommImpl::note_failed_peer(const Status& why) {
+  if (direct_ && why.code() == ErrorCode::PeerFailed && why.peer() >= 0 && why.peer() != rank_)
+    direct_->transport().note_failure(why.peer());
 }
 
 void CommImpl::note_completed(std::uint64_t seq) {

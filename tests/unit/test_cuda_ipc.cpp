@@ -32,12 +32,13 @@ struct Pair {
   device::Stream s0 = value_or_throw(dev.create_stream());
   device::Stream s1 = value_or_throw(dev.create_stream());
   std::unique_ptr<CudaIpcConnection> a, b;  // rank 0's end, rank 1's end
+  std::atomic<int> a_saw_failure{-1};       // rank 0's transport: whose failure it saw
 
   Pair() {
     auto* f0 = static_cast<std::uint8_t*>(fifo0);
     auto* f1 = static_cast<std::uint8_t*>(fifo1);
     a = value_or_throw(CudaIpcConnection::create(dev, s0, 0, 1, device::PeerRoute::PeerToPeer,
-                                                 {&c01, f0, &c10, f1}));
+                                                 {&c01, f0, &c10, f1, &a_saw_failure}));
     b = value_or_throw(CudaIpcConnection::create(dev, s1, 1, 0, device::PeerRoute::PeerToPeer,
                                                  {&c10, f1, &c01, f0}));
   }
@@ -223,6 +224,23 @@ TEST_CASE("cuda_ipc: a peer that closes fails the pending requests", "[cuda_ipc]
   REQUIRE_FALSE(got.is_ok());
   CHECK(got.status().code() == ErrorCode::PeerFailed);
   CHECK_THAT(got.status().message(), Contains("rank 0"));
+  CHECK(got.status().peer() == 0);
+  pr.dev.free(buf);
+}
+
+TEST_CASE("cuda_ipc: a peer that closes after another rank failed names that rank", "[cuda_ipc]") {
+  Pair pr;
+  void* buf = on_device(pr.dev, pattern(64, 2));
+  Request r = value_or_throw(pr.b->irecv({buf, 64, nullptr}, 0, 64, tag_of(1, 64)));
+  pr.a_saw_failure = 3;  // rank 0 saw rank 3 fail, then tears down
+  pr.a.reset();
+  auto got = pr.b->test(r);
+  REQUIRE_FALSE(got.is_ok());
+  CHECK(got.status().code() == ErrorCode::PeerFailed);
+  CHECK(got.status().peer() == 3);
+  CHECK_THAT(
+      got.status().message(),
+      Contains("rank 1: cuda_ipc: rank 3 failed (rank 0 closed its end after seeing it fail"));
   pr.dev.free(buf);
 }
 

@@ -29,8 +29,15 @@ Result<std::unique_ptr<CudaIpcConnection>> CudaIpcConnection::create(device::Dev
 }
 
 CudaIpcConnection::~CudaIpcConnection() {
-  if (fifos_.out_control) fifos_.out_control->sender_closed.store(1, std::memory_order_release);
-  if (fifos_.in_control) fifos_.in_control->receiver_closed.store(1, std::memory_order_release);
+  const int failed = fifos_.seen_failure ? fifos_.seen_failure->load() : -1;
+  if (fifos_.out_control) {
+    fifos_.out_control->sender_saw_failure_of.store(failed, std::memory_order_relaxed);
+    fifos_.out_control->sender_closed.store(1, std::memory_order_release);
+  }
+  if (fifos_.in_control) {
+    fifos_.in_control->receiver_saw_failure_of.store(failed, std::memory_order_relaxed);
+    fifos_.in_control->receiver_closed.store(1, std::memory_order_release);
+  }
   for (device::Event e : send_events_)
     if (e) dev_.destroy_event(e);
   for (device::Event e : recv_events_)
@@ -109,9 +116,19 @@ Status CudaIpcConnection::check_peer_open(bool sending) const {
                           ? fifos_.out_control->receiver_closed.load(std::memory_order_acquire) != 0
                           : fifos_.in_control->sender_closed.load(std::memory_order_acquire) != 0;
   if (!closed) return Status::ok();
+  const int cause = sending ? fifos_.out_control->receiver_saw_failure_of.load()
+                            : fifos_.in_control->sender_saw_failure_of.load();
+  const std::string what = sending ? "send to it" : "receive from it";
+  if (cause >= 0 && cause != self_ && cause != peer_)
+    return make_error(ErrorCode::PeerFailed,
+                      "rank {}: cuda_ipc: rank {} failed (rank {} closed its end after seeing "
+                      "it fail, while a {} was pending)",
+                      self_, cause, peer_, what)
+        .with_peer(cause);
   return make_error(ErrorCode::PeerFailed,
                     "rank {}: cuda_ipc: rank {} closed its end while a {} was pending", self_,
-                    peer_, sending ? "send to it" : "receive from it");
+                    peer_, what)
+      .with_peer(peer_);
 }
 
 // Enqueue copies into free slots (in message order), publish the pieces whose copy has

@@ -23,6 +23,9 @@ struct FifoPair {
   std::uint8_t* out_data = nullptr;
   ControlBlock* in_control = nullptr;  // the peer's: it publishes, we consume
   const std::uint8_t* in_data = nullptr;
+  /// The transport's record of a rank whose failure this rank saw (-1: none), written into the
+  /// control blocks on close.
+  const std::atomic<int>* seen_failure = nullptr;
 };
 
 class CudaIpcConnection final : public Connection {

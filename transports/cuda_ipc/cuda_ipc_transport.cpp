@@ -172,6 +172,7 @@ Status CudaIpcTransport::open_incoming(int peer, Deadline deadline) {
   LOOM_ASSIGN_OR_RETURN(p.in, shm::open_segment(name, bytes, bytes));
   shm::unlink_segment(name);  // the creator unlinks it too: whoever comes first
   FifoPair f;
+  f.seen_failure = &seen_failure_;
   f.out_control = reinterpret_cast<ControlBlock*>(p.out.mapping.data());
   f.in_control = reinterpret_cast<ControlBlock*>(p.in.data());
   if (staged) {

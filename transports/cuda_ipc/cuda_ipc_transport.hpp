@@ -7,6 +7,7 @@
 // not (route host-staging: the FIFO data sits in pinned host shared memory instead).
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
@@ -54,6 +55,12 @@ class CudaIpcTransport {
   [[nodiscard]] device::Stream stream() const { return stream_; }
   [[nodiscard]] int device_ordinal() const { return my_device_; }
   [[nodiscard]] int rank() const { return rank_; }
+  /// This rank saw `rank` fail (thread-safe, non-blocking): peers whose pending requests fail
+  /// because we close our ends afterwards are told that rank, the cause, not us.
+  void note_failure(int rank) {
+    int none = -1;
+    seen_failure_.compare_exchange_strong(none, rank);  // the first one seen is the cause
+  }
 
  private:
   struct Peer {
@@ -70,6 +77,7 @@ class CudaIpcTransport {
   /// Offset of the FIFO to `to` in `from`'s FIFO region (both on this host).
   [[nodiscard]] std::size_t fifo_offset(int to) const;
 
+  std::atomic<int> seen_failure_{-1};
   device::Device& dev_;
   std::shared_ptr<bootstrap::Store> store_;
   std::string prefix_;

@@ -38,6 +38,10 @@ struct ControlBlock {
   alignas(64) std::atomic<std::uint64_t> consumed{0};   // receiver: pieces it has read
   alignas(64) std::atomic<std::uint32_t> sender_closed{0};
   std::atomic<std::uint32_t> receiver_closed{0};
+  // The rank whose failure the closing side had seen (-1: none): the peer's error then names
+  // that rank, the cause, rather than the rank that merely closed after it.
+  std::atomic<std::int32_t> sender_saw_failure_of{-1};
+  std::atomic<std::int32_t> receiver_saw_failure_of{-1};
   Descriptor slots[kSlots];
 };
 
