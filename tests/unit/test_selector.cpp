@@ -306,24 +306,31 @@ TEST_CASE("selector: recursive doubling on an oversubscribed host pays its CPUs'
   CHECK(predict_us(Coll::AllGather, Algo::Ring, 8, s, t, {}) == Approx(3 + 60).margin(0.01));
 }
 
-TEST_CASE("selector: recursive doubling's folded ranks sit out the rounds", "[selector]") {
+TEST_CASE("selector: recursive doubling's folded ranks yield through the first rounds",
+          "[selector]") {
   Tuning t;
   REQUIRE(t.apply("intra_alpha_us=1,intra_gbps=1000,reduce_gbps=1e6,oversub_alpha_us=40,"
                   "oversub_turn_us=1")
               .is_ok());
   const double four = predict_us(Coll::AllReduce, Algo::Rd, 8, one_host(4, 2), t, {});
   CHECK(four == Approx(2 * 5).margin(0.01));  // 2 rounds x (1 + 1 + (2^2 - 1) turns)
-  // 5 ranks: the 5th folds into rank 0 and waits off the CPUs, so the rounds run 4 ranks on 2
-  // CPUs as above; the fold and the result's return each cost a message (1 us) and the folded
-  // rank's step on one of the 2 CPUs (2.5 turns over 2 CPUs).
+  // 5 ranks: the 5th folds into rank 0 and waits for its result, yielding the CPU for 20 us
+  // before it blocks: the rounds (2 x (1 + 1 + (2.5^2 - 1)), 14.5 us) run 5 ranks' turns. The
+  // fold and the result's return each cost a message (1 us) and the folded rank's step on one
+  // of the 2 CPUs (2.5 turns over 2 CPUs).
   CHECK(predict_us(Coll::AllReduce, Algo::Rd, 8, one_host(5, 2), t, {}) ==
-        Approx(four + 2 * (1 + 1.25)).margin(0.01));
-  // 7 ranks: the steps of 3 folded ranks, 3.5 turns each, follow one another on 2 CPUs.
+        Approx(2 * 7.25 + 2 * (1 + 1.25)).margin(0.01));
+  // 7 ranks: a round with all 7 ranks' turns takes 2 + (3.5^2 - 1) = 13.25 us; after 20 us
+  // the 3 folded ranks block and the rest runs at 4 ranks' 5 us a round. The folded ranks'
+  // steps, 3.5 turns each, follow one another on 2 CPUs.
+  const double seven = 20 + (2 - 20 / 13.25) * 5;
   CHECK(predict_us(Coll::AllReduce, Algo::Rd, 8, one_host(7, 2), t, {}) ==
-        Approx(four + 2 * (1 + 3.5 * 3 / 2)).margin(0.01));
-  // 3 ranks: 2 in the round fit the 2 CPUs (no turn there).
+        Approx(seven + 2 * (1 + 3.5 * 3 / 2)).margin(0.01));
+  CHECK(seven > four);
+  CHECK(seven < 2 * 13.25);
+  // 3 ranks: 2 in the round fit the 2 CPUs, the folded one yielding adds 1.5^2 - 1 turns.
   CHECK(predict_us(Coll::AllReduce, Algo::Rd, 8, one_host(3, 2), t, {}) ==
-        Approx(2 + 2 * (1 + 0.75)).margin(0.01));
+        Approx(2 + 1.25 + 2 * (1 + 0.75)).margin(0.01));
   // Without a turn cost: the per-message rule for the fold, 40 x (1 - 2/5) more per message.
   REQUIRE(t.apply("oversub_turn_us=0").is_ok());
   const double rounds = 2 * (1 + 20 + 1);  // 4 ranks' rounds on 2 CPUs, per-message rule
