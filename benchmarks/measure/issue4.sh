@@ -85,11 +85,12 @@ two, eight = median_kv("cal2"), median_kv("cal8")
 # The model scales it by 1 - cores/ranks (the chance a receiver is descheduled): undo that.
 extra = (float(eight["intra_alpha_us"]) - float(two["intra_alpha_us"])) / (1 - cores / 8) if 8 > cores else 0
 two["oversub_alpha_us"] = f"{max(extra, 0):.3g}"
-# What 8 ranks on fewer CPUs move between them in total; and the extra time of a recursive-
-# doubling round per rank beyond one per CPU (each CPU runs its ranks in turn).
+# What 8 ranks on fewer CPUs move between them in total; and a rank's turn: a recursive-
+# doubling round at k = 8 / cores ranks per CPU takes k^2 - 1 turns more than at one per CPU
+# (each CPU runs its ranks' steps one after another, each step k turns; docs/algorithms.md).
 if 8 > cores:
     two["oversub_gbps"] = eight["oversub_gbps"]
-    turn = (float(eight["rd_round_us"]) - float(two["rd_round_us"])) / (8 / cores - 1)
+    turn = (float(eight["rd_round_us"]) - float(two["rd_round_us"])) / ((8 / cores) ** 2 - 1)
     two["oversub_turn_us"] = f"{max(turn, 0):.3g}"
 del two["rd_round_us"]
 print(",".join(f"{k}={v}" for k, v in two.items()))

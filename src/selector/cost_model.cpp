@@ -171,6 +171,22 @@ double xfer_us(double bytes, double gbps) {
   return gbps > 0 ? bytes * kUsPerByteAtOneGBps / gbps : 0;
 }
 
+// How long a waiting rank yields its CPU before it blocks on a wake-up descriptor (the
+// executor's EngineOptions::yield; LOOM_SPIN_US is 0 on an oversubscribed host).
+constexpr double kYieldUs = 20;
+
+// The extra time of a round in which each of a CPU's `load` ranks takes a step (recursive
+// doubling's round, a tree's hop), over one rank per CPU. A rank that waits yields, and the
+// scheduler gives every runnable rank of a CPU an equal share of it, yielding or not: a step of
+// oversub_turn_us takes load x oversub_turn_us of wall time. The steps of a CPU's ranks follow
+// one another (each waits for a message its partner sends in its own step), so a round takes
+// load steps of that: load^2 turns where one rank per CPU takes one. Measured on 2 CPUs, 2 ranks
+// per CPU cost 0.18-0.32 of what 4 cost beyond one rank: (4 - 1) / (16 - 1) = 0.2 here, where
+// a turn per extra rank said (2 - 1) / (4 - 1) = 0.33.
+double turns_us(const Tuning& t, double load) {
+  return load > 1 ? t.oversub_turn_us * (load * load - 1) : 0;
+}
+
 // The effective per-stream links of a shape: the slowest link a schedule's stream crosses and
 // its latency; `streams` ranks of a host share the NIC at once.
 struct Links {
@@ -226,17 +242,16 @@ double ring_us(Coll c, double S, const Shape& s, const Tuning& t, const Pipeline
 
 // The latency of a tree's hops: `chain` over shared memory, `across` over the slowest link. On
 // an oversubscribed host a hop waits for its receiver to be woken (the per-message rule) and,
-// with a turn cost, also for its CPU's other ranks to have had their turns (oversub_turn_us each,
-// as in a round of recursive doubling: in the double tree every rank serves both trees): the
-// longer of the two. Measured on 2 CPUs: 8 ranks' 8 B tree took 58 us at a 2.98 us turn where
-// the per-message rule said 30 (the turns, 59, are longer); 3 ranks' took 6.9-8.3 us where the
-// per-message rule says 8.3 and the turns 4.9.
+// with a turn cost, also for its CPU's ranks to have had their turns (turns_us, as in a round of
+// recursive doubling: in the double tree every rank serves both trees): the longer of the two.
+// Measured on 2 CPUs: 8 ranks' 8 B tree took 58 us where the per-message rule said 30 and the
+// turns 59; 3 ranks' took 6.9-8.3 us where the per-message rule says 8.3.
 double tree_hop_alpha(const Shape& s, const Tuning& t, const Links& l, double chain,
                       double across) {
   const double load = cpu_load(s);
   const double woken = chain * l.alpha_intra + across * l.alpha_slow;
   if (load <= 1 || t.oversub_turn_us <= 0) return woken;
-  const double turn = t.oversub_turn_us * (load - 1);
+  const double turn = turns_us(t, load);
   const double slow = s.nhosts > 1 ? t.inter.alpha_us : t.intra.alpha_us;
   return std::max(woken, chain * (t.intra.alpha_us + turn) + across * (slow + turn));
 }
@@ -280,8 +295,8 @@ double tree_us(Coll c, double S, const Shape& s, const Tuning& t, const Pipeline
 // candidate.
 //
 // The ranks that take part in the rounds: on one host the n - p folded ranks wait for their
-// result meanwhile (blocked, off the CPUs), so p ranks share the CPUs, not n. Across hosts the
-// folded ranks are the last hosts' and the busiest host keeps all its ranks.
+// result meanwhile, so after a while p ranks share the CPUs, not n. Across hosts the folded
+// ranks are the last hosts' and the busiest host keeps all its ranks.
 Shape rd_round_shape(const Shape& s, int pow2) {
   Shape active = s;
   if (s.nhosts <= 1) active.nranks = active.per_host = pow2;
@@ -292,23 +307,25 @@ Shape rd_round_shape(const Shape& s, int pow2) {
 // arrived, a step of its own on the receiver (the buffer lands in scratch first; measured at 2
 // ranks here: 1.45 us per round where the ring's fused steps took 1.01 us each). Every rank of a
 // host sends and receives in every round: on an oversubscribed host each CPU runs its ranks in
-// turn (oversub_turn_us per extra rank) instead of one wake-up per message (with
-// oversub_turn_us=0: the per-message rule).
+// turn (turns_us) instead of one wake-up per message (with oversub_turn_us=0: the per-message
+// rule).
 double rd_round_alpha(const Shape& s, const Tuning& t, const Links& l) {
   const double load = cpu_load(s);
   if (load <= 1 || t.oversub_turn_us <= 0) return l.alpha_slow + t.intra.alpha_us;
   const double message = s.nhosts > 1 ? t.inter.alpha_us : t.intra.alpha_us;
-  return message + t.intra.alpha_us + t.oversub_turn_us * (load - 1);
+  return message + t.intra.alpha_us + turns_us(t, load);
 }
 
 // The fold's two messages (into the partner, and the result back). Each needs the folded ranks
 // to run: on an oversubscribed host with a turn cost, the CPUs run the host's n - p folded ranks
-// in turn (oversub_turn_us each, spread over the cores) instead of a wake-up per message.
+// one after another (spread over the cores), each step taking load x oversub_turn_us as in
+// turns_us, instead of a wake-up per message.
 double rd_fold_alpha(const Shape& s, const Tuning& t, const Links& l, int extras) {
-  if (cpu_load(s) <= 1 || t.oversub_turn_us <= 0) return l.alpha_slow;
+  const double load = cpu_load(s);
+  if (load <= 1 || t.oversub_turn_us <= 0) return l.alpha_slow;
   const double message = s.nhosts > 1 ? t.inter.alpha_us : t.intra.alpha_us;
   const int on_host = s.nhosts > 1 ? std::min(extras, s.per_host) : extras;
-  return message + t.oversub_turn_us * on_host / s.cores;
+  return message + t.oversub_turn_us * load * on_host / s.cores;
 }
 
 double rd_us(Coll c, double S, const Shape& s, const Tuning& t) {
@@ -325,7 +342,17 @@ double rd_us(Coll c, double S, const Shape& s, const Tuning& t) {
   if (pow2 == s.nranks) return rounds * round;
   const Links lf = links(s, t, s.per_host, S, S, touched);  // the folded ranks' messages
   const double fold = 2 * (rd_fold_alpha(s, t, lf, s.nranks - pow2) + xfer_us(S, lf.bw_slow)) + red;
-  return rounds * round + fold;
+  // A folded rank waits for its result as every waiting rank does: it yields the CPU for
+  // kYieldUs before it blocks, and yielding it still gets its share of the CPU. On an
+  // oversubscribed host the rounds take all n ranks' turns for their first kYieldUs, the p
+  // ranks' after (7 ranks on 2 CPUs measured 28-52 us at 8 B, nearly 8 ranks' 31-52).
+  double all_rounds = rounds * round;
+  if (s.nhosts <= 1 && cpu_load(s) > 1 && t.oversub_turn_us > 0) {
+    const double crowded = rd_round_alpha(s, t, l) + xfer_us(S, l.bw_slow) + red;
+    all_rounds = rounds * crowded <= kYieldUs ? rounds * crowded
+                                              : kYieldUs + (rounds - kYieldUs / crowded) * round;
+  }
+  return all_rounds + fold;
 }
 
 // Deterministic reduce-scatter: every rank receives its slice from all n-1 others at once (as

@@ -45,10 +45,12 @@ struct Tuning {
   /// Time-shared CPUs move more in total than that rule says (measured here: 3-8 ranks on 2
   /// CPUs moved 11.6-15.4 GB/s between them where 2 ranks moved 10.8 through memory).
   double oversub_gbps = 0;
-  /// Extra time per round of a schedule in which every rank of an oversubscribed host sends
-  /// and receives at once (recursive doubling): each CPU runs its P / cores ranks in turn, so a
-  /// round costs oversub_turn_us x (P / cores - 1) more than on an unshared host. A tree's hop
-  /// pays the same (every rank serves both trees); a ring's message pays oversub_alpha_us.
+  /// A rank's step (send, receive, reduce a small message) on an oversubscribed host, for
+  /// schedules in which every rank of the host sends and receives at once (recursive doubling):
+  /// each CPU runs its k = P / cores ranks in turn, a step taking k turns (the waiting ranks
+  /// yield, and yielding ranks get their share of the CPU too), one step after another, so a
+  /// round costs oversub_turn_us x (k^2 - 1) more than on an unshared host. A tree's hop pays
+  /// the same (every rank serves both trees); a ring's message pays oversub_alpha_us.
   double oversub_turn_us = 0;
   /// Bandwidth between ranks on one host while a rank's buffer fits in `cache_bytes` (0: the
   /// same as intra.gbps). Small and medium messages move between caches, not through DRAM.

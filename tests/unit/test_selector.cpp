@@ -282,7 +282,7 @@ TEST_CASE("selector: an oversubscribed host shares oversub_gbps between its rank
   CHECK(intra_link_gbps(s, t, 1 << 20) == Approx(9));
 }
 
-TEST_CASE("selector: recursive doubling on an oversubscribed host pays a turn per extra rank",
+TEST_CASE("selector: recursive doubling on an oversubscribed host pays its CPUs' turns",
           "[selector]") {
   Shape s = one_host(8, 2);
   Tuning t;
@@ -292,11 +292,13 @@ TEST_CASE("selector: recursive doubling on an oversubscribed host pays a turn pe
   // A round is a message and the reduction step on arrival (1 us each here). Without a turn
   // cost: the per-message rule, 3 rounds x (1 + 40 x (1 - 2/8) + 1).
   CHECK(predict_us(Coll::AllReduce, Algo::Rd, 8, s, t, {}) == Approx(3 * 32).margin(0.01));
-  REQUIRE(t.apply("oversub_turn_us=4").is_ok());
-  // Each CPU runs 4 ranks per round: 3 extra turns of 4 us.
-  CHECK(predict_us(Coll::AllReduce, Algo::Rd, 8, s, t, {}) == Approx(3 * 14).margin(0.01));
-  s.nranks = s.per_host = 4;  // 2 ranks per CPU: 2 rounds x (1 + 1 + 4)
-  CHECK(predict_us(Coll::AllReduce, Algo::Rd, 8, s, t, {}) == Approx(2 * 6).margin(0.01));
+  REQUIRE(t.apply("oversub_turn_us=1").is_ok());
+  // Each CPU runs 4 ranks' steps per round, one after another, each taking 4 turns of 1 us
+  // (the 3 others yield meanwhile, with their share of the CPU): 16 turns where one rank per
+  // CPU takes 1, 15 more.
+  CHECK(predict_us(Coll::AllReduce, Algo::Rd, 8, s, t, {}) == Approx(3 * 17).margin(0.01));
+  s.nranks = s.per_host = 4;  // 2 ranks per CPU: 2 rounds x (1 + 1 + (4 - 1))
+  CHECK(predict_us(Coll::AllReduce, Algo::Rd, 8, s, t, {}) == Approx(2 * 5).margin(0.01));
   s.cores = 4;  // not oversubscribed: 2 rounds x 2 us
   CHECK(predict_us(Coll::AllReduce, Algo::Rd, 8, s, t, {}) == Approx(4).margin(0.01));
   // Rings still pay the per-message wake-up: 3 messages x 40 x (1 - 2/4) on 2 CPUs.
@@ -304,24 +306,31 @@ TEST_CASE("selector: recursive doubling on an oversubscribed host pays a turn pe
   CHECK(predict_us(Coll::AllGather, Algo::Ring, 8, s, t, {}) == Approx(3 + 60).margin(0.01));
 }
 
-TEST_CASE("selector: recursive doubling's folded ranks sit out the rounds", "[selector]") {
+TEST_CASE("selector: recursive doubling's folded ranks yield through the first rounds",
+          "[selector]") {
   Tuning t;
   REQUIRE(t.apply("intra_alpha_us=1,intra_gbps=1000,reduce_gbps=1e6,oversub_alpha_us=40,"
-                  "oversub_turn_us=4")
+                  "oversub_turn_us=1")
               .is_ok());
   const double four = predict_us(Coll::AllReduce, Algo::Rd, 8, one_host(4, 2), t, {});
-  CHECK(four == Approx(2 * 6).margin(0.01));  // 2 rounds x (1 + 1 + 4 x (4/2 - 1))
-  // 5 ranks: the 5th folds into rank 0 and waits off the CPUs, so the rounds run 4 ranks on 2
-  // CPUs as above; the fold and the result's return each cost a message (1 us) and the folded
-  // rank's turn on one of the 2 CPUs (4 / 2 us).
+  CHECK(four == Approx(2 * 5).margin(0.01));  // 2 rounds x (1 + 1 + (2^2 - 1) turns)
+  // 5 ranks: the 5th folds into rank 0 and waits for its result, yielding the CPU for 20 us
+  // before it blocks: the rounds (2 x (1 + 1 + (2.5^2 - 1)), 14.5 us) run 5 ranks' turns. The
+  // fold and the result's return each cost a message (1 us) and the folded rank's step on one
+  // of the 2 CPUs (2.5 turns over 2 CPUs).
   CHECK(predict_us(Coll::AllReduce, Algo::Rd, 8, one_host(5, 2), t, {}) ==
-        Approx(four + 2 * (1 + 2)).margin(0.01));
-  // 7 ranks: 3 folded ranks take their turns on 2 CPUs.
+        Approx(2 * 7.25 + 2 * (1 + 1.25)).margin(0.01));
+  // 7 ranks: a round with all 7 ranks' turns takes 2 + (3.5^2 - 1) = 13.25 us; after 20 us
+  // the 3 folded ranks block and the rest runs at 4 ranks' 5 us a round. The folded ranks'
+  // steps, 3.5 turns each, follow one another on 2 CPUs.
+  const double seven = 20 + (2 - 20 / 13.25) * 5;
   CHECK(predict_us(Coll::AllReduce, Algo::Rd, 8, one_host(7, 2), t, {}) ==
-        Approx(four + 2 * (1 + 6)).margin(0.01));
-  // 3 ranks: 2 in the round fit the 2 CPUs (no turn there).
+        Approx(seven + 2 * (1 + 3.5 * 3 / 2)).margin(0.01));
+  CHECK(seven > four);
+  CHECK(seven < 2 * 13.25);
+  // 3 ranks: 2 in the round fit the 2 CPUs, the folded one yielding adds 1.5^2 - 1 turns.
   CHECK(predict_us(Coll::AllReduce, Algo::Rd, 8, one_host(3, 2), t, {}) ==
-        Approx(2 + 2 * (1 + 2)).margin(0.01));
+        Approx(2 + 1.25 + 2 * (1 + 0.75)).margin(0.01));
   // Without a turn cost: the per-message rule for the fold, 40 x (1 - 2/5) more per message.
   REQUIRE(t.apply("oversub_turn_us=0").is_ok());
   const double rounds = 2 * (1 + 20 + 1);  // 4 ranks' rounds on 2 CPUs, per-message rule
@@ -361,11 +370,11 @@ TEST_CASE("selector: a tree hop on an oversubscribed host waits for a wake-up or
               .is_ok());
   // Per-message rule: 2 x 3 hops x (1 + 8 x (1 - 2/8)).
   CHECK(predict_us(Coll::AllReduce, Algo::Tree, 8, s, t, {}) == Approx(6 * 7).margin(0.1));
-  REQUIRE(t.apply("oversub_turn_us=4").is_ok());
-  // The 3 other ranks of a hop's CPU take their turns first: 2 x 3 x (1 + 4 x 3), longer.
-  CHECK(predict_us(Coll::AllReduce, Algo::Tree, 8, s, t, {}) == Approx(6 * 13).margin(0.1));
-  // 3 ranks on 2 CPUs (depth 1): half a turn per hop (1 + 2) is shorter than the wake-up
-  // (1 + 8 x (1 - 2/3)): that counts.
+  REQUIRE(t.apply("oversub_turn_us=1").is_ok());
+  // The 4 ranks of a hop's CPU take their steps in turn: 2 x 3 x (1 + (4^2 - 1)), longer.
+  CHECK(predict_us(Coll::AllReduce, Algo::Tree, 8, s, t, {}) == Approx(6 * 16).margin(0.1));
+  // 3 ranks on 2 CPUs (depth 1): 1.5^2 - 1 turns per hop (1 + 1.25) is shorter than the
+  // wake-up (1 + 8 x (1 - 2/3)): that counts.
   Shape three = one_host(3, 2);
   three.tree_depth = 1;
   CHECK(predict_us(Coll::AllReduce, Algo::Tree, 8, three, t, {}) ==
