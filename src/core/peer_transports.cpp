@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "common/strings.hpp"
+
 namespace loom::detail {
 
 PeerTransports::PeerTransports(int rank, std::vector<TransportKind> choice,
@@ -77,12 +79,8 @@ Result<std::string> effective_transports(int rank, const config::Config& cfg,
   std::string text = cfg.get_string("LOOM_TRANSPORTS");
   LOOM_ASSIGN_OR_RETURN(auto parsed, parse_transport_list(text));
   if (std::find(parsed.begin(), parsed.end(), TransportKind::Ofi) == parsed.end()) return text;
-  bool named = false;  // "ofi" among the positive entries
-  for (std::size_t pos = 0; pos <= text.size();) {
-    std::size_t end = std::min(text.find(',', pos), text.size());
-    if (text.substr(pos, end - pos) == "ofi") named = true;
-    pos = end + 1;
-  }
+  const auto entries = comma_tokens(text);  // "ofi" among the positive entries?
+  const bool named = std::find(entries.begin(), entries.end(), "ofi") != entries.end();
   bool requested = named || !cfg.get_string("LOOM_OFI_PROVIDER").empty();
   OfiAvailability ofi;  // unrequested ofi runs only on EFA: without a device, skip fi_getinfo
   if (requested || transport::ofi::efa_device_present())

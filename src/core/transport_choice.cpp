@@ -5,6 +5,7 @@
 #include <map>
 #include <optional>
 
+#include "common/strings.hpp"
 #include "log/log.hpp"
 
 namespace loom::detail {
@@ -25,19 +26,6 @@ bool allows(const std::vector<TransportKind>& list, TransportKind k) {
   return std::find(list.begin(), list.end(), k) != list.end();
 }
 
-// The non-empty comma-separated entries of a LOOM_TRANSPORTS value.
-std::vector<std::string_view> tokens(std::string_view text) {
-  std::vector<std::string_view> out;
-  std::size_t pos = 0;
-  while (pos < text.size()) {
-    std::size_t end = text.find(',', pos);
-    if (end == std::string_view::npos) end = text.size();
-    if (end > pos) out.push_back(text.substr(pos, end - pos));
-    pos = end + 1;
-  }
-  return out;
-}
-
 }  // namespace
 
 std::string_view to_string(TransportKind k) {
@@ -51,7 +39,7 @@ std::string_view to_string(TransportKind k) {
 
 Result<std::vector<TransportKind>> parse_transport_list(std::string_view text) {
   std::vector<TransportKind> include, exclude;
-  for (std::string_view tok : tokens(text)) {
+  for (std::string_view tok : comma_tokens(text)) {
     bool negate = tok.front() == '^';
     if ((negate ? tok.substr(1) : tok) == kCudaIpc) continue;
     LOOM_ASSIGN_OR_RETURN(TransportKind k, parse_kind(negate ? tok.substr(1) : tok));
@@ -70,7 +58,7 @@ Result<std::vector<TransportKind>> parse_transport_list(std::string_view text) {
 Result<bool> cuda_ipc_allowed(std::string_view text) {
   LOOM_RETURN_IF_ERROR(parse_transport_list(text).status());
   bool positive = false, named = false, excluded = false;
-  for (std::string_view tok : tokens(text)) {
+  for (std::string_view tok : comma_tokens(text)) {
     if (tok.front() == '^') {
       excluded = excluded || tok.substr(1) == kCudaIpc;
       continue;

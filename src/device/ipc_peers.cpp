@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "common/strings.hpp"
+
 namespace loom::device {
 namespace {
 
@@ -30,17 +32,6 @@ bool get_string(const bootstrap::Bytes& b, std::size_t& at, std::string& out) {
   out.assign(reinterpret_cast<const char*>(b.data() + at + 2), n);
   at += 2 + n;
   return true;
-}
-
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::size_t at = 0;
-  while (at < s.size()) {
-    std::size_t end = std::min(s.find(',', at), s.size());
-    out.push_back(s.substr(at, end - at));
-    at = end + 1;
-  }
-  return out;
 }
 
 bool contains(const std::vector<std::string>& v, const std::string& x) {
@@ -91,7 +82,7 @@ Result<IpcRecord> decode_ipc_record(const bootstrap::Bytes& b, int rank) {
   std::memcpy(&r.device, b.data() + 4, 4);
   std::memcpy(r.handle.bytes.data(), b.data() + 8, 64);
   r.allows_direct = (b[72] & kAllowsDirect) != 0;
-  r.visible = split(visible);
+  for (std::string_view v : comma_tokens(visible)) r.visible.emplace_back(v);
   return r;
 }
 
