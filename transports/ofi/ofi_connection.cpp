@@ -25,7 +25,7 @@ constexpr auto kGoneGrace = 300ms;
 OfiConnection::OfiConnection(int self_rank, int peer, std::uint64_t comm_id, Fabric& fabric,
                              MrCache& mrs, fi_addr_t addr, net::Fd liveness,
                              const DeviceMemoryMode& device, OfiProgress* progress,
-                             std::mutex* lock)
+                             ExecutorFirstMutex* lock)
     : self_(self_rank),
       peer_(peer),
       comm_id_(comm_id),
@@ -40,7 +40,7 @@ OfiConnection::OfiConnection(int self_rank, int peer, std::uint64_t comm_id, Fab
 
 std::unique_lock<std::mutex> OfiConnection::lock() {
   if (progress_ == nullptr) return {};
-  return std::unique_lock<std::mutex>(*lock_);
+  return lock_->executor();
 }
 
 OfiConnection::~OfiConnection() = default;
@@ -234,15 +234,8 @@ Status OfiConnection::check_peer() {
 }
 
 Result<bool> OfiConnection::test(const Request& request) {
-  std::unique_lock<std::mutex> lk;
-  if (progress_ != nullptr) {
-    lk = std::unique_lock<std::mutex>(*lock_, std::try_to_lock);
-    if (!lk.owns_lock()) {  // the progress thread is reading completions: look again first
-      contended_ = true;
-      return false;
-    }
-    progress_->consume();
-  }
+  auto lk = lock();
+  if (progress_ != nullptr) progress_->consume();
   LOOM_ASSIGN_OR_RETURN(Op * found, ops_.find(request, who()));
   Op& op = *found;
   if (!op.complete) {
@@ -271,12 +264,6 @@ bool OfiConnection::prepare_wait(std::vector<pollfd>& fds) {
   if (!pending_.empty() || peer_gone_seen_) return false;
   if (outstanding_ > 0) fds.push_back({liveness_.get(), POLLIN, 0});
   if (progress_ != nullptr) {  // the thread reads the queue and signals completions
-    // A test() that found the lock taken has not looked: its request may have completed through
-    // the executor's own progress (no notification comes for that).
-    if (contended_) {
-      contended_ = false;
-      return false;
-    }
     fds.push_back({progress_->notify_fd(), POLLIN, 0});
     return true;
   }

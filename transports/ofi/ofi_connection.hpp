@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/deadline.hpp"
+#include "common/executor_first_mutex.hpp"
 #include "common/socket.hpp"
 #include "transports/connection.hpp"
 #include "transports/ofi/mr_cache.hpp"
@@ -34,7 +35,7 @@ class OfiConnection final : public Connection {
   /// with the thread); without, `lock` is not used. `device` outlives the connection.
   OfiConnection(int self_rank, int peer, std::uint64_t comm_id, Fabric& fabric, MrCache& mrs,
                 fi_addr_t addr, net::Fd liveness, const DeviceMemoryMode& device,
-                OfiProgress* progress = nullptr, std::mutex* lock = nullptr);
+                OfiProgress* progress = nullptr, ExecutorFirstMutex* lock = nullptr);
   ~OfiConnection() override;
   OfiConnection(const OfiConnection&) = delete;
   OfiConnection& operator=(const OfiConnection&) = delete;
@@ -103,8 +104,7 @@ class OfiConnection final : public Connection {
   bool peer_gone_seen_ = false;
   Status broken_;
   OfiProgress* progress_ = nullptr;
-  std::mutex* lock_ = nullptr;
-  bool contended_ = false;  // executor only: a test() gave up on the lock since the last wait
+  ExecutorFirstMutex* lock_ = nullptr;
 };
 
 }  // namespace loom::transport::ofi

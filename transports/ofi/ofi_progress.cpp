@@ -24,7 +24,7 @@ bool choose_progress_thread(int setting, int cpus, int ranks_on_host) {
   return cpus / std::max(1, ranks_on_host) >= 2;
 }
 
-Result<std::unique_ptr<OfiProgress>> OfiProgress::start(Fabric& fabric, std::mutex& lock,
+Result<std::unique_ptr<OfiProgress>> OfiProgress::start(Fabric& fabric, ExecutorFirstMutex& lock,
                                                         int rank) {
   std::unique_ptr<OfiProgress> p(new OfiProgress(fabric, lock, rank));
   p->notify_ = net::Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
@@ -71,7 +71,7 @@ void OfiProgress::run() {
     }
     Result<int> handled = 0;
     {
-      std::lock_guard<std::mutex> lk(lock_);
+      auto lk = lock_.helper();
       handled = fabric_.progress();
     }
     if (!handled.is_ok() || *handled > 0) {

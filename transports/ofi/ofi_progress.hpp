@@ -12,6 +12,7 @@
 #include <mutex>
 #include <thread>
 
+#include "common/executor_first_mutex.hpp"
 #include "common/socket.hpp"
 #include "common/status.hpp"
 #include "transports/ofi/ofi_fabric.hpp"
@@ -24,7 +25,8 @@ bool choose_progress_thread(int setting, int cpus, int ranks_on_host);
 
 class OfiProgress {
  public:
-  static Result<std::unique_ptr<OfiProgress>> start(Fabric& fabric, std::mutex& lock, int rank);
+  static Result<std::unique_ptr<OfiProgress>> start(Fabric& fabric, ExecutorFirstMutex& lock,
+                                                    int rank);
   /// Stops and joins the thread (bounded: it sleeps at most a few milliseconds at a time).
   ~OfiProgress();
   OfiProgress(const OfiProgress&) = delete;
@@ -40,12 +42,12 @@ class OfiProgress {
   void consume();
 
  private:
-  OfiProgress(Fabric& fabric, std::mutex& lock, int rank)
+  OfiProgress(Fabric& fabric, ExecutorFirstMutex& lock, int rank)
       : fabric_(fabric), lock_(lock), rank_(rank) {}
   void run();
 
   Fabric& fabric_;
-  std::mutex& lock_;
+  ExecutorFirstMutex& lock_;
   int rank_;
   net::Fd notify_;
   std::atomic<bool> notified_{false};

@@ -68,7 +68,7 @@ Result<std::unique_ptr<OfiTransport>> OfiTransport::create(int rank, int nranks,
 
 Status OfiTransport::enable_device_memory(fi_hmem_iface iface, const void* probe, std::size_t bytes,
                                           int device) {
-  std::lock_guard lk(lock_);  // the domain is shared with the progress thread
+  auto lk = lock_.executor();  // the domain is shared with the progress thread
   MemoryKind kind{iface, static_cast<std::uint64_t>(std::max(device, 0))};
   Status st = mrs_->probe(probe, bytes, kind);
   if (!st.is_ok())
@@ -213,8 +213,8 @@ Status OfiTransport::accept_one(Deadline deadline) {
 
 Status OfiTransport::add_connection(int peer, const Card& card, net::Fd liveness) {
   LOOM_RETURN_IF_ERROR(net::set_nonblocking(liveness.get(), true));
-  std::unique_lock<std::mutex> lk(lock_, std::defer_lock);
-  if (progress_) lk.lock();  // the thread may be reading the completion queue
+  std::unique_lock<std::mutex> lk;
+  if (progress_) lk = lock_.executor();  // the thread may be reading the completion queue
   LOOM_ASSIGN_OR_RETURN(fi_addr_t addr, fabric_->insert(card.name));
   LOOM_LOG_INFO(Net, "rank {}: connected to rank {} over ofi ({})", rank_, peer,
                 fabric_->info().describe());

@@ -80,7 +80,7 @@ class OfiTransport {
   net::Fd listener_;
   net::SocketAddress liveness_address_;
   std::map<int, net::Fd> accepted_;        // liveness sockets by peer, awaiting ensure()
-  std::mutex lock_;                        // the endpoint's and the connections' (progress thread)
+  ExecutorFirstMutex lock_;                // the endpoint's and the connections' (progress thread)
   std::unique_ptr<OfiProgress> progress_;  // destroyed first: its thread uses all of the above
 };
 

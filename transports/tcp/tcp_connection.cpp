@@ -115,7 +115,7 @@ Result<Request> TcpConnection::irecv(const MemRegion& region, std::size_t off, s
 // In progress-thread mode the lock guards everything below; without a thread it is not taken.
 std::unique_lock<std::mutex> TcpConnection::lock() {
   if (thread_wake_fd_ < 0) return {};
-  return std::unique_lock<std::mutex>(mu_);
+  return mu_.executor();
 }
 
 Status TcpConnection::enable_thread(int thread_wake_fd) {
@@ -140,7 +140,7 @@ void TcpConnection::notify_executor() {
 }
 
 bool TcpConnection::thread_poll_fds(std::vector<pollfd>& fds) {
-  std::lock_guard<std::mutex> lk(mu_);
+  auto lk = mu_.helper();
   if (!broken_.is_ok()) return false;
   bool now = false;
   for (const Socket& s : sockets_) {
@@ -156,7 +156,7 @@ bool TcpConnection::thread_poll_fds(std::vector<pollfd>& fds) {
 void TcpConnection::thread_progress() {
   bool tell = false;
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    auto lk = mu_.helper();
     if (!broken_.is_ok()) return;
     const std::uint64_t before = completions_;
     Status st;
@@ -171,13 +171,8 @@ void TcpConnection::thread_progress() {
 }
 
 Result<bool> TcpConnection::test(const Request& request) {
-  std::unique_lock<std::mutex> lk;
+  auto lk = lock();
   if (thread_wake_fd_ >= 0) {
-    lk = std::unique_lock<std::mutex>(mu_, std::try_to_lock);
-    if (!lk.owns_lock()) {  // the thread is moving bytes right now: look again before sleeping
-      contended_.store(true, std::memory_order_relaxed);
-      return false;
-    }
     // Under the lock every completion notified so far is visible: the wake-up can go.
     if (notified_.exchange(false, std::memory_order_acquire)) {
       std::uint64_t v = 0;
@@ -340,9 +335,6 @@ Status TcpConnection::check_header(const Part& p) const {
 
 bool TcpConnection::prepare_wait(std::vector<pollfd>& fds) {
   if (thread_wake_fd_ >= 0) {  // the thread watches the sockets and signals completions
-    // A test() that found the lock taken has not looked: the request may be complete already
-    // (finished by this thread's own isend or test), and no notification would come for it.
-    if (contended_.exchange(false, std::memory_order_relaxed)) return false;
     fds.push_back({notify_fd_.get(), POLLIN, 0});
     return true;
   }

@@ -6,8 +6,9 @@
 // payloads are read through a per-socket staging buffer, so one recv usually brings a header with
 // its payload (and what follows); large payloads are read straight into the caller's buffer.
 // With a progress thread (see TcpProgress), a lock guards the queues: the thread moves bytes when
-// sockets are ready, the executor's test() too when it gets the lock, and completions made by the
-// thread are signalled on an eventfd that prepare_wait() hands to the executor.
+// sockets are ready, the executor's test() too (the thread stands back while the executor waits
+// for the lock: ExecutorFirstMutex), and completions made by the thread are signalled on an
+// eventfd that prepare_wait() hands to the executor.
 #pragma once
 
 #include <array>
@@ -17,6 +18,7 @@
 #include <mutex>
 #include <vector>
 
+#include "common/executor_first_mutex.hpp"
 #include "common/socket.hpp"
 #include "transports/connection.hpp"
 #include "transports/request_table.hpp"
@@ -110,11 +112,10 @@ class TcpConnection final : public Connection {
   std::uint64_t next_recv_socket_ = 0;
   Status broken_;
   // Progress-thread mode.
-  std::mutex mu_;
+  ExecutorFirstMutex mu_;
   int thread_wake_fd_ = -1;  // the thread's eventfd (not owned); -1: no thread
   net::Fd notify_fd_;        // eventfd the executor sleeps on
   std::atomic<bool> notified_{false};
-  std::atomic<bool> contended_{false};  // a test() gave up on the lock since the last wait
   std::uint64_t completions_ = 0;
 };
 
