@@ -59,6 +59,28 @@ Status allgather_timeout(Store& store, const std::string& prefix, int rank, int 
                     rank, nranks, missing.size(), list_ranks(missing, truncated));
 }
 
+// The done value: "1" when every rank arrived, "fail <code> <rank>\n<reason>" when one will not.
+constexpr std::string_view kFailPrefix = "fail ";
+
+Status failed_barrier(const Bytes& done, const std::string& context, int nranks) {
+  std::string_view text(reinterpret_cast<const char*>(done.data()), done.size());
+  if (text.rfind(kFailPrefix, 0) != 0) return Status::ok();
+  text.remove_prefix(kFailPrefix.size());
+  int code = 0;
+  int rank = -1;
+  auto end = text.data() + text.size();
+  auto [p1, e1] = std::from_chars(text.data(), end, code);
+  if (e1 != std::errc() || p1 == end || *p1 != ' ')
+    return make_error(ErrorCode::Internal, "{}: unreadable failure record", context);
+  auto [p2, e2] = std::from_chars(p1 + 1, end, rank);
+  if (e2 != std::errc() || rank < 0 || rank >= nranks || code <= 0 ||
+      code > static_cast<int>(ErrorCode::Internal))
+    return make_error(ErrorCode::Internal, "{}: unreadable failure record", context);
+  std::string_view reason = p2 < end && *p2 == '\n' ? std::string_view(p2 + 1, end - p2 - 1) : "";
+  return make_error(static_cast<ErrorCode>(code), "{}: rank {} failed before reaching it: {}",
+                    context, rank, reason);
+}
+
 }  // namespace
 
 Result<std::int64_t> parse_counter(std::span<const std::uint8_t> bytes, const std::string& key) {
@@ -133,7 +155,7 @@ Status store_barrier(Store& store, const std::string& name, int rank, int nranks
     LOOM_RETURN_IF_ERROR(store.set(done_key, one).with_context(context));
   }
   auto done = store.get(done_key, deadline);
-  if (done.is_ok()) return Status::ok();
+  if (done.is_ok()) return failed_barrier(done.value(), context, nranks);
   if (done.status().code() != ErrorCode::Timeout) return done.status().with_context(context);
   std::string how_many = "not all ranks arrived";
   auto count = store.get(count_key, Deadline::after(std::chrono::milliseconds(0)));
@@ -142,6 +164,15 @@ Status store_barrier(Store& store, const std::string& name, int rank, int nranks
     if (n.is_ok()) how_many = fmt::format("only {} of {} ranks arrived", n.value(), nranks);
   }
   return make_error(ErrorCode::Timeout, "{}: timed out; {}", context, how_many);
+}
+
+Status store_barrier_fail(Store& store, const std::string& name, int rank, const Status& why) {
+  LOOM_ASSIGN_OR_RETURN(std::int64_t first, store.add(name + "/failed", 1));
+  if (first != 1) return Status::ok();  // another rank's reason already stands
+  const std::string text =
+      fmt::format("{}{} {}\n{}", kFailPrefix, static_cast<int>(why.code()), rank, why.message());
+  return store.set(name + "/done",
+                   {reinterpret_cast<const std::uint8_t*>(text.data()), text.size()});
 }
 
 }  // namespace loom::bootstrap

@@ -37,6 +37,10 @@ Result<std::vector<Bytes>> store_allgather(Store& store, const std::string& pref
 /// Returns once all `nranks` ranks have entered the barrier named `name` (each name used once).
 Status store_barrier(Store& store, const std::string& name, int rank, int nranks,
                      Deadline deadline);
+/// Fails barrier `name` for the ranks waiting at it (or arriving later): a rank that will not
+/// reach it posts why, so the others fail at once with its reason instead of at their deadline.
+/// The first failing rank's reason stands. Call only instead of store_barrier, never after it.
+Status store_barrier_fail(Store& store, const std::string& name, int rank, const Status& why);
 
 // Counters: Store::add keeps a counter's value as decimal ASCII text ("-12"), so get() on a
 // counter key returns that text. Shared by every Store implementation.

@@ -101,11 +101,38 @@ CommImpl::~CommImpl() {
 }
 
 // Learns the job's layout, sets up the transports it needs, connects the ring neighbours, and
-// starts the engine.
+// starts the engine. A rank that fails on the way tells the others at the closing rendezvous, so
+// they fail with its reason at once (rank 0, which checks no setting, would otherwise wait there
+// until LOOM_TIMEOUT for a rank that found the plan settings differ).
 Status CommImpl::init(std::unique_ptr<transport::tcp::TcpTransport> tcp, Deadline deadline) {
   const std::string prefix = fmt::format("loom/{:016x}/", comm_id_);
   LOOM_ASSIGN_OR_RETURN(JobLayout layout, exchange_layout(*store_, prefix, rank_, nranks_, config_,
                                                           tcp->address(), deadline));
+  if (Status st = connect(std::move(tcp), layout, prefix, deadline); !st.is_ok()) {
+    (void)bootstrap::store_barrier_fail(*store_, rendezvous_name(prefix), rank_, st);
+    return st;
+  }
+  LOOM_RETURN_IF_ERROR(finish_rendezvous(*store_, prefix, rank_, nranks_, deadline));
+  settings_.spin = choose_spin(settings_.spin, layout.ranks_on_my_host(rank_));
+  exec::EngineOptions eo;
+  eo.spin = settings_.spin;
+  eo.name = fmt::format("rank {}", rank_);
+  eo.on_failure = [this](const Status& why) {
+    note_failed_peer(why);
+    return monitor_ ? monitor_->local_failure(why) : why;
+  };
+  engine_ = std::make_unique<exec::Engine>(eo);
+  LOOM_RETURN_IF_ERROR(start_monitor(layout, deadline));
+  LOOM_LOG_INFO(Init,
+                "rank {} of {}: communicator {:016x} ready ({} ranks on this host, spin {} us)",
+                rank_, nranks_, comm_id_, layout.ranks_on_my_host(rank_), settings_.spin.count());
+  return Status::ok();
+}
+
+// The transports, the ring neighbours' connections, the plan settings' agreement and the device
+// paths.
+Status CommImpl::connect(std::unique_ptr<transport::tcp::TcpTransport> tcp, const JobLayout& layout,
+                         const std::string& prefix, Deadline deadline) {
   tcp->set_peer_addresses(layout.tcp_addresses);
   tcp->set_ranks_on_host(layout.ranks_on_my_host(rank_));
   data_address_ = tcp->address();
@@ -134,21 +161,7 @@ Status CommImpl::init(std::unique_ptr<transport::tcp::TcpTransport> tcp, Deadlin
   LOOM_ASSIGN_OR_RETURN(device::Device * dev, device::device_by_name(settings_.device));
   LOOM_RETURN_IF_ERROR(agree_on_plan_settings(prefix, dev, deadline));
   LOOM_RETURN_IF_ERROR(init_direct_path(dev, layout, prefix, deadline));
-  LOOM_RETURN_IF_ERROR(finish_rendezvous(*store_, prefix, rank_, nranks_, deadline));
   if (dev) stream_path_ = std::make_unique<device::StreamPath>(*dev, settings_.timeout);
-  settings_.spin = choose_spin(settings_.spin, layout.ranks_on_my_host(rank_));
-  exec::EngineOptions eo;
-  eo.spin = settings_.spin;
-  eo.name = fmt::format("rank {}", rank_);
-  eo.on_failure = [this](const Status& why) {
-    note_failed_peer(why);
-    return monitor_ ? monitor_->local_failure(why) : why;
-  };
-  engine_ = std::make_unique<exec::Engine>(eo);
-  LOOM_RETURN_IF_ERROR(start_monitor(layout, deadline));
-  LOOM_LOG_INFO(Init,
-                "rank {} of {}: communicator {:016x} ready ({} ranks on this host, spin {} us)",
-                rank_, nranks_, comm_id_, layout.ranks_on_my_host(rank_), settings_.spin.count());
   return Status::ok();
 }
 

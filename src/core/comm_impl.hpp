@@ -106,6 +106,8 @@ class CommImpl {
  private:
   CommImpl(CommSetup setup, CommSettings settings);
   Status init(std::unique_ptr<transport::tcp::TcpTransport> tcp, Deadline deadline);
+  Status connect(std::unique_ptr<transport::tcp::TcpTransport> tcp, const JobLayout& layout,
+                 const std::string& prefix, Deadline deadline);
   Status start_monitor(const JobLayout& layout, Deadline deadline);
   Status init_direct_path(device::Device* dev, const JobLayout& layout, const std::string& prefix,
                           Deadline deadline);

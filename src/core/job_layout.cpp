@@ -106,9 +106,14 @@ Result<JobLayout> exchange_layout(bootstrap::Store& store, const std::string& pr
   return l;
 }
 
+std::string rendezvous_name(const std::string& prefix) {
+  return prefix + "init";
+}
+
 Status finish_rendezvous(bootstrap::Store& store, const std::string& prefix, int rank, int nranks,
                          Deadline deadline) {
-  LOOM_RETURN_IF_ERROR(bootstrap::store_barrier(store, prefix + "init", rank, nranks, deadline));
+  LOOM_RETURN_IF_ERROR(
+      bootstrap::store_barrier(store, rendezvous_name(prefix), rank, nranks, deadline));
   if (rank != 0) {
     LOOM_ASSIGN_OR_RETURN(std::int64_t acked, store.add(prefix + "acked", 1));
     if (acked == nranks - 1) LOOM_RETURN_IF_ERROR(store.set(prefix + "acked/all", {}));

@@ -29,6 +29,10 @@ Result<JobLayout> exchange_layout(bootstrap::Store& store, const std::string& pr
                                   int nranks, const config::Config& cfg,
                                   const net::SocketAddress& tcp_address, Deadline deadline);
 
+/// The closing rendezvous' barrier (see bootstrap::store_barrier_fail for a rank that will not
+/// reach it).
+std::string rendezvous_name(const std::string& prefix);
+
 /// Ends the rendezvous: returns once every rank is done with the store, so rank 0 (which may
 /// host the store's server) cannot take it away from a rank still reading.
 Status finish_rendezvous(bootstrap::Store& store, const std::string& prefix, int rank, int nranks,

@@ -283,6 +283,45 @@ TEMPLATE_TEST_CASE("bootstrap: allgather and barrier timeouts name what is missi
   CHECK(bs::store_barrier(s, "once", 0, 1, Deadline::after(1s)).code() == ErrorCode::InvalidUsage);
 }
 
+TEMPLATE_TEST_CASE("bootstrap: a rank that will not reach a barrier fails it for the others", "",
+                   MemoryRanks, TcpRanks) {
+  const int n = 4;
+  TestType ranks(n);
+  std::vector<loom::Status> status(static_cast<std::size_t>(n));
+  std::latch waiting(2);
+  std::latch failed(1);
+  run_ranks(n, [&](int r) {
+    auto& st = status[static_cast<std::size_t>(r)];
+    bs::Store& s = ranks.store(r);
+    if (r == 2) {  // fails while ranks 0 and 1 wait at the barrier
+      waiting.wait();
+      std::this_thread::sleep_for(20ms);
+      st = bs::store_barrier_fail(
+          s, "setup", r, loom::Status(ErrorCode::InvalidUsage, "LOOM_ALGO=tree here but ring"));
+      failed.count_down();
+    } else if (r == 3) {  // fails later: rank 2's reason stands
+      failed.wait();
+      st = bs::store_barrier_fail(s, "setup", r, loom::Status(ErrorCode::Timeout, "late"));
+    } else {
+      waiting.count_down();
+      st = bs::store_barrier(s, "setup", r, n, Deadline::after(60s));
+    }
+  });
+  REQUIRE(status[2].is_ok());
+  REQUIRE(status[3].is_ok());
+  for (int r : {0, 1}) {
+    INFO("rank " << r);
+    const auto& st = status[static_cast<std::size_t>(r)];
+    CHECK(st.code() == ErrorCode::InvalidUsage);
+    CHECK_THAT(st.message(), Catch::Contains("barrier 'setup' (rank " + std::to_string(r)) &&
+                                 Catch::Contains("rank 2 failed before reaching it: "
+                                                 "LOOM_ALGO=tree here but ring"));
+  }
+  // Later arrivals see the failure too.
+  auto late = bs::store_barrier(ranks.store(0), "setup", 0, n, Deadline::after(1s));
+  CHECK(late.code() == ErrorCode::InvalidUsage);
+}
+
 TEST_CASE("bootstrap: tcp store rejects a wrong communicator id, others unaffected") {
   auto server = start_server();
   auto good = connect_client(*server, 0);
