@@ -99,6 +99,11 @@ Status FailureMonitor::local_failure(const Status& failure) {
                      why.peer() < nranks_ && why.peer() != rank_;
   {
     std::lock_guard lk(mu_);
+    // The peer may have gone down because another rank failed before: say so when that is known.
+    if (peer_failed && first_.code() == ErrorCode::PeerFailed && first_.peer() >= 0 &&
+        first_.peer() != why.peer())
+      st = Status(st.code(), fmt::format("{} [after {}]", st.message(), first_.message()))
+               .with_peer(why.peer());
     if (peer_failed) failed_.insert(why.peer());  // visible before the operation completes
     if (stop_) return st;
     queue_.push_back(st);
@@ -191,6 +196,9 @@ void FailureMonitor::check_local_peers() {
       if (left.is_ok()) continue;  // destroyed its communicator, then exited: not a failure
       if (left.status().code() != ErrorCode::Timeout) store_gone(left.status());
     }
+    // The peer may have gone down because another rank failed first, and said so before it
+    // exited: the records already posted come first, so the first failure names that rank.
+    if (!store_broken_) poll_store();
     if (store_broken_) {
       if (w->rank == store_host_ && store_->server_lost()) continue;  // reported by store_gone
       // Without the store a clean exit (the job ending: rank 0's store goes first) cannot be

@@ -1,10 +1,12 @@
 // Reliability: abort, failure sharing between ranks, hang attribution, split and shrink
 // (threads as ranks; tests/process/fault_tolerance.sh covers killed processes).
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <csignal>
 #include <latch>
 #include <mutex>
 #include <numeric>
@@ -12,6 +14,7 @@
 
 #include "comm_harness.hpp"
 #include "core/failure_monitor.hpp"
+#include "transports/shm/peer_process.hpp"
 #include "transports/tcp/tcp_transport.hpp"
 
 using namespace loom;
@@ -435,4 +438,52 @@ TEST_CASE("reliability: a store that vanishes without a shutdown fails the rank 
     std::lock_guard lk(mu);
     CHECK(failures.empty());
   }
+}
+
+TEST_CASE(
+    "reliability: a same-host peer that exits after posting another rank's failure is not "
+    "blamed for it",
+    "[reliability]") {
+  using namespace loom::detail;
+  // Rank 0 (a child process on this host) saw rank 3 fail, posted the record, and exited; rank 1
+  // (this monitor) notices both between two of its loops. The first failure must name rank 3.
+  pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::pause();
+    ::_exit(0);
+  }
+  auto store = std::make_shared<bootstrap::InMemoryStore>();
+  const std::uint64_t ns = transport::shm::own_pid_namespace();
+  std::vector<RankIdentity> ids = {{"h0", "boot0", child, ns, false},
+                                   {"h0", "boot0", ::getpid(), ns, false},
+                                   {"h1", "boot1", ::getpid(), 0, false},
+                                   {"h1", "boot1", ::getpid(), 0, false}};
+  FailureMonitor::Hooks hooks;
+  hooks.fail = [](const Status&) {};
+  hooks.progress = [] { return RankProgress{}; };
+  FailureMonitor monitor(store, "t/", 1, ids, hooks, /*store_host=*/-1);
+  auto n = store->add("t/failure/count", 1);
+  REQUIRE(n.is_ok());
+  const std::string rec = encode_failure({ErrorCode::PeerFailed, 3, 0, "process 4321 exited"});
+  REQUIRE(store
+              ->set("t/failure/" + std::to_string(*n),
+                    {reinterpret_cast<const std::uint8_t*>(rec.data()), rec.size()})
+              .is_ok());
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  REQUIRE(eventually([&] { return monitor.failed_ranks().size() == 2; }, milliseconds(5000)));
+  CHECK(monitor.failed_ranks() == std::vector<int>{0, 3});
+  Status first = monitor.first_failure();
+  INFO(first.message());
+  CHECK(first.code() == ErrorCode::PeerFailed);
+  CHECK(first.peer() == 3);
+  CHECK_THAT(first.message(), Contains("peer rank 3 (host h1"));
+  // This rank's own operation that then fails on its connection to rank 0 names both.
+  Status own = monitor.local_failure(
+      Status(ErrorCode::PeerFailed, "rank 1 <-> rank 0 (shm): rank 0 exited").with_peer(0));
+  CHECK(own.peer() == 0);
+  CHECK_THAT(own.message(), Contains("rank 0 exited") && Contains("[rank 0 runs on host h0") &&
+                                Contains("[after rank 1: peer rank 3 (host h1"));
+  monitor.stop();
 }
