@@ -341,18 +341,29 @@ double rd_us(Coll c, double S, const Shape& s, const Tuning& t) {
   const double round = rd_round_alpha(active, t, l) + xfer_us(S, l.bw_slow) + red;
   if (pow2 == s.nranks) return rounds * round;
   const Links lf = links(s, t, s.per_host, S, S, touched);  // the folded ranks' messages
-  const double fold = 2 * (rd_fold_alpha(s, t, lf, s.nranks - pow2) + xfer_us(S, lf.bw_slow)) + red;
+  const double fold_alpha = rd_fold_alpha(s, t, lf, s.nranks - pow2);
+  const double fold = 2 * (fold_alpha + xfer_us(S, lf.bw_slow)) + red;
   // A folded rank waits for its result as every waiting rank does: it yields the CPU for
   // kYieldUs before it blocks, and yielding it still gets its share of the CPU. On an
   // oversubscribed host the rounds take all n ranks' turns for their first kYieldUs, the p
   // ranks' after (7 ranks on 2 CPUs measured 28-52 us at 8 B, nearly 8 ranks' 31-52).
   double all_rounds = rounds * round;
+  double woken = 0;
   if (s.nhosts <= 1 && cpu_load(s) > 1 && t.oversub_turn_us > 0) {
     const double crowded = rd_round_alpha(s, t, l) + xfer_us(S, l.bw_slow) + red;
     all_rounds = rounds * crowded <= kYieldUs ? rounds * crowded
                                               : kYieldUs + (rounds - kYieldUs / crowded) * round;
+    // A folded rank waits from its fold message's arrival to its result's: past the yield
+    // phase it has blocked, and the result waits for it to be woken and scheduled, the
+    // oversubscribed receiver's wake-up (oversub_alpha_us), less what the sender spends copying
+    // the result meanwhile (the receiver is woken at its first slot). Measured on 2 CPUs: 7
+    // ranks (3 folded, the rounds take 17-24 us) at 8 B-2 KiB 30-69 us where the turns alone
+    // said 25-37; 5 and 6 ranks, whose folded ranks wait less than 20 us at 8 B, match the
+    // turns, and 6 ranks at 32 KiB (a 12 us copy) pay no wake-up.
+    if (fold_alpha + all_rounds > kYieldUs)
+      woken = std::max(0.0, t.oversub_alpha_us - xfer_us(S, lf.bw_slow));
   }
-  return all_rounds + fold;
+  return all_rounds + fold + woken;
 }
 
 // Deterministic reduce-scatter: every rank receives its slice from all n-1 others at once (as
