@@ -429,6 +429,41 @@ class ChildRank {
 
 }  // namespace
 
+TEST_CASE("conformance: shm single copy from a buffer its sender freed names the sender") {
+  // A sender that abandons an operation (its own peer failed) may free the buffer of a posted
+  // single-copy send before it closes its connection: the reader's process_vm_readv then fails
+  // with EFAULT, which must come out as the sender going away, not as a system error.
+  if (!lt::single_copy_works()) {
+    WARN("process_vm_readv is refused here: skipped");
+    return;
+  }
+  auto p = make_pair("shm-single-copy");
+  const std::size_t len = 256 << 10;
+  void* mem = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(mem != MAP_FAILED);
+  std::memset(mem, 3, len);
+  auto sent = p->conn(1).isend({mem, len, nullptr}, 0, len, tag_for(1));
+  REQUIRE(sent.is_ok());
+  // "Freed" with the send still posted (inaccessible rather than unmapped, so that no later
+  // allocation can take its place).
+  REQUIRE(::mprotect(mem, len, PROT_NONE) == 0);
+  Bytes buf(len, 0);
+  Status failure;
+  std::thread receiver([&] {
+    tp::Connection& c = p->conn(0);
+    auto q = c.irecv(region(buf), 0, buf.size(), tag_for(1));
+    failure = q.is_ok() ? lt::wait_all(c, {q.value()}, Deadline::after(20s)) : q.status();
+  });
+  std::this_thread::sleep_for(100ms);  // most likely the read has failed and waits by now
+  p->destroy(1);
+  receiver.join();
+  INFO(failure.message());
+  CHECK(failure.code() == ErrorCode::PeerFailed);
+  CHECK_THAT(failure.message(), Contains("rank 1 closed its shared-memory connection"));
+  finish(std::move(p));
+  ::munmap(mem, len);
+}
+
 TEST_CASE("conformance: shm peer process killed mid-message -> PeerFailed, /dev/shm clean") {
   std::uint64_t comm_id = lt::random_comm_id();
   ChildRank child(comm_id);

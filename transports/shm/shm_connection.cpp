@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "kernels/host/reduce.hpp"
 #include "log/log.hpp"
@@ -292,8 +294,26 @@ Status ShmConnection::read_peer(Op& op, const SlotDesc& d) {
   if (st.is_ok() && in_.header().sender_closed.load(std::memory_order_acquire) != 0)
     return peer_gone(op);
   if (st.is_ok()) return st;
+  if (st.code() == ErrorCode::SystemError && sender_withdrew()) return peer_gone(op);
   return st.with_context(fmt::format("{}: receiving {} ({} bytes) from rank {}", who(),
                                      describe_tag(op.tag), op.len, peer_.rank));
+}
+
+// A single-copy read failed (the sender's buffer is no longer mapped): a sender that abandoned
+// the operation (its own peer failed) may have freed the buffer before it closes its
+// connection or exits. Waits for either (bounded), so the error names the peer, not EFAULT.
+bool ShmConnection::sender_withdrew() {
+  constexpr auto kGrace = std::chrono::seconds(2);
+  const auto until = std::chrono::steady_clock::now() + kGrace;
+  for (;;) {
+    if (in_.header().sender_closed.load(std::memory_order_acquire) != 0) return true;
+    if (!peer_.process.alive()) {
+      peer_exited_ = true;
+      return true;
+    }
+    if (std::chrono::steady_clock::now() >= until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
 }
 
 // Validates a slot's descriptor against the posted receive before any payload is touched.

@@ -76,6 +76,7 @@ class ShmConnection final : public Connection {
   Status progress_recv();
   Status consume(Op& op, const SlotDesc& d, const std::uint8_t* payload);
   Status read_peer(Op& op, const SlotDesc& d);
+  bool sender_withdrew();
   void publish(Op& op, std::size_t n);
   void check_acks();
   [[nodiscard]] bool send_ready(const ChannelHeader& h) const;

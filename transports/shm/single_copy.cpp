@@ -81,7 +81,7 @@ Status cma_read(pid_t pid, void* local, std::uint64_t remote, std::size_t len,
     if (n < 0 && errno == EINTR) continue;
     int err = n < 0 ? errno : EFAULT;
     if (err == ESRCH)
-      return make_error(ErrorCode::PeerFailed, "{}: the process (pid {}) is gone", what, pid);
+      return make_error(ErrorCode::PeerFailed, "{}: the peer's process (pid {}) exited", what, pid);
     return system_error(err, fmt::format("{}: process_vm_readv of {} bytes from pid {} at "
                                          "offset {}",
                                          what, len, pid, done));

@@ -38,7 +38,7 @@ struct CopyRates {
 const CopyRates& measured_copy_rates();
 
 /// Reads `len` bytes at `remote` in process `pid` into `local`, looping over partial reads.
-/// Errors: PeerFailed when the process is gone, SystemError otherwise (naming `what`).
+/// Errors: PeerFailed when the process has exited, SystemError otherwise (naming `what`).
 Status cma_read(pid_t pid, void* local, std::uint64_t remote, std::size_t len,
                 std::string_view what);
 
