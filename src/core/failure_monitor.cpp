@@ -271,18 +271,9 @@ void FailureMonitor::post(const FailureRecord& r) {
 }
 
 void FailureMonitor::handle_local(const Status& why) {
-  if (why.code() == ErrorCode::PeerFailed && !store_broken_) {
-    // A peer may have closed its connection because it failed first for another reason: take
-    // what the others already said before blaming the peer.
-    auto got = store_->get(prefix_ + "failure/" + std::to_string(next_record_),
-                           Deadline::after(milliseconds(0)));
-    if (got.is_ok()) {
-      ++next_record_;
-      if (auto rec = decode_failure(as_text(*got), nranks_)) apply(*rec);
-    } else if (got.status().code() != ErrorCode::Timeout) {
-      store_gone(got.status());
-    }
-  }
+  // A peer may have closed its connection because it failed first for another reason: take
+  // what the others already said before blaming the peer.
+  if (why.code() == ErrorCode::PeerFailed && !store_broken_) poll_store();
   {
     std::lock_guard lk(mu_);
     if (!first_.is_ok()) return;

@@ -7,21 +7,9 @@
 #include <vector>
 
 #include "common/executor_first_mutex.hpp"
+#include "eventually.hpp"
 
-namespace {
-
-// Waits (bounded) until `cond` holds.
-template <typename F>
-bool eventually(F cond) {
-  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (!cond()) {
-    if (std::chrono::steady_clock::now() > until) return false;
-    std::this_thread::sleep_for(std::chrono::microseconds(50));
-  }
-  return true;
-}
-
-}  // namespace
+using loom::test::eventually;
 
 TEST_CASE("executor-first mutex: a waiting executor goes before the progress thread") {
   for (int round = 0; round < 20; ++round) {

@@ -14,6 +14,7 @@
 
 #include "comm_harness.hpp"
 #include "core/failure_monitor.hpp"
+#include "eventually.hpp"
 #include "transports/shm/peer_process.hpp"
 #include "transports/tcp/tcp_transport.hpp"
 
@@ -23,20 +24,7 @@ using loom::test::catch_error;
 using std::chrono::milliseconds;
 using Clock = std::chrono::steady_clock;
 
-namespace {
-
-// Waits (bounded) until `pred` holds; false on timeout.
-template <typename P>
-bool eventually(P pred, milliseconds limit = milliseconds(10000)) {
-  auto until = Clock::now() + limit;
-  while (!pred()) {
-    if (Clock::now() > until) return false;
-    std::this_thread::yield();
-  }
-  return true;
-}
-
-}  // namespace
+using loom::test::eventually;
 
 TEST_CASE("reliability: record codecs reject garbage and round trip", "[reliability]") {
   using namespace loom::detail;

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <thread>
 
+#include "common/deadline.hpp"
 #include "kernels/host/reduce.hpp"
 #include "log/log.hpp"
 #include "transports/shm/single_copy.hpp"
@@ -304,15 +305,16 @@ Status ShmConnection::read_peer(Op& op, const SlotDesc& d) {
 // connection or exits. Waits for either (bounded), so the error names the peer, not EFAULT.
 bool ShmConnection::sender_withdrew() {
   constexpr auto kGrace = std::chrono::seconds(2);
-  const auto until = std::chrono::steady_clock::now() + kGrace;
+  const auto start = Clock::now();
   for (;;) {
     if (in_.header().sender_closed.load(std::memory_order_acquire) != 0) return true;
     if (!peer_.process.alive()) {
       peer_exited_ = true;
       return true;
     }
-    if (std::chrono::steady_clock::now() >= until) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    const auto waited = Clock::now() - start;
+    if (waited >= kGrace) return false;
+    std::this_thread::sleep_for(backoff_nap(waited));
   }
 }
 
