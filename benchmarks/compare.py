@@ -65,6 +65,9 @@ def parse_args(argv):
     p.add_argument("--mpirun", default=shutil.which("mpirun") or "mpirun", help="mpirun to use")
     p.add_argument("--mpi-args", default="",
                    help='extra mpirun arguments for the MPI runs, e.g. "--bind-to none"')
+    p.add_argument("--cpu-bind", default="none", choices=["none", "block"],
+                   help="loomrun --cpu-bind for the loom and Gloo runs (default none: unbound, as "
+                        "mpirun leaves ranks that outnumber the cores, so all compare alike)")
     p.add_argument("--timeout", type=float, default=3600, help="seconds per run (default 3600)")
     args = p.parse_args(argv)
     try:
@@ -102,7 +105,8 @@ def program(args, name):
 def commands(args, nranks):
     """The (label, argv) of every run for one rank count, loom first."""
     bench = args.sizes + ["-n", str(args.iters), "-w", str(args.warmup)]
-    loomrun = [program(args, "loomrun"), "-n", str(nranks), "--only-rank", "0", "--no-prefix"]
+    loomrun = [program(args, "loomrun"), "-n", str(nranks), "--only-rank", "0", "--no-prefix",
+               "--cpu-bind", args.cpu_bind]
     runs = []
     env_flags = [f for item in args.loom_env for f in ("-x", item)]
     runs.append(("loom", loomrun + env_flags +

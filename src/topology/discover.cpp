@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "log/log.hpp"
+#include "topology/hwloc_machine.hpp"
 #include "topology/topology.hpp"
 
 namespace loom::topo {
@@ -50,20 +51,6 @@ class HwlocTopology {
 
  private:
   hwloc_topology_t topo_ = nullptr;
-};
-
-hwloc_topology_t hwloc() {
-  static const HwlocTopology topology;
-  return topology.get();
-}
-
-// Frees an hwloc bitmap at scope exit.
-struct Bitmap {
-  hwloc_bitmap_t set = hwloc_bitmap_alloc();
-  Bitmap() = default;
-  Bitmap(const Bitmap&) = delete;
-  Bitmap& operator=(const Bitmap&) = delete;
-  ~Bitmap() { hwloc_bitmap_free(set); }
 };
 
 std::string local_hostname() {
@@ -157,7 +144,7 @@ const HostInfo& host_facts() {
   static const HostInfo facts = [] {
     HostInfo h;
     h.hostname = local_hostname();
-    hwloc_topology_t t = hwloc();
+    hwloc_topology_t t = hwloc_machine();
     if (t == nullptr) {
       LOOM_LOG_WARN(Topo, "hwloc could not load this host's topology; it is left unknown");
       h.pus = static_cast<int>(std::thread::hardware_concurrency());
@@ -176,7 +163,7 @@ const HostInfo& host_facts() {
 // cannot be read) and their NUMA node. The calling thread drives the rank, and when ranks run
 // as threads of one process each may be bound differently.
 void read_binding(RankInfo& r) {
-  hwloc_topology_t t = hwloc();
+  hwloc_topology_t t = hwloc_machine();
   if (t == nullptr) return;
   Bitmap bound;
   if (bound.set == nullptr) return;
@@ -197,6 +184,11 @@ std::size_t count_kind(const HostInfo& h, std::string_view kind) {
 }
 
 }  // namespace
+
+hwloc_topology_t hwloc_machine() {
+  static const HwlocTopology topology;
+  return topology.get();
+}
 
 Result<std::pair<RankInfo, HostInfo>> discover_local(int rank, const config::Config& cfg) {
   if (rank < 0) return make_error(ErrorCode::InvalidArgument, "discover_local: rank {}", rank);

@@ -160,6 +160,52 @@ lr 10 -n 1 echo -n x
 expect_rc 0
 expect_line "$OUT" "[0] x"
 
+current="--cpu-bind"
+# Two CPUs of different cores (by sysfs), from those this shell may use.
+allowed=$(taskset -pc $$ | sed 's/.*: //')
+cpu_a="" cpu_b=""
+for cpu in $(seq 0 $(($(getconf _NPROCESSORS_CONF) - 1))); do
+  taskset -c "$cpu" true 2>/dev/null || continue
+  siblings=/sys/devices/system/cpu/cpu$cpu/topology/thread_siblings_list
+  [[ -r $siblings ]] || continue
+  if [[ -z $cpu_a ]]; then
+    cpu_a=$cpu a_siblings=$(<"$siblings")
+  elif [[ $(<"$siblings") != "$a_siblings" ]]; then
+    cpu_b=$cpu
+    break
+  fi
+done
+if [[ -z $cpu_b ]]; then
+  echo "loomrun_basic: skipping --cpu-bind checks: fewer than two cores usable (CPUs $allowed)"
+else
+  bound() { grep '^\['"$1"'\]' "$OUT" | sed 's/.*:[[:space:]]*//'; }
+  show='grep Cpus_allowed_list /proc/self/status'
+  timeout 20 taskset -c "$cpu_a,$cpu_b" "$LOOMRUN" -n 4 -- sh -c "$show" >"$OUT" 2>"$ERR"
+  rc=$?
+  expect_rc 0
+  # Four ranks on two cores: 0 and 1 share one, 2 and 3 the other.
+  [[ $(bound 0) == "$(bound 1)" && $(bound 2) == "$(bound 3)" ]] || fail "ranks 0,1 and 2,3 should pair up"
+  pair=$(printf '%s\n' "$(bound 0)" "$(bound 2)" | sort -n | paste -sd,)
+  expected=$(printf '%s\n' "$cpu_a" "$cpu_b" | sort -n | paste -sd,)
+  [[ $pair == "$expected" ]] || fail "ranks bound to $pair, expected one rank pair on each of $expected"
+  # One rank has both cores; --cpu-bind none leaves every rank loomrun's two CPUs.
+  timeout 20 taskset -c "$cpu_a,$cpu_b" "$LOOMRUN" -n 1 -- sh -c "$show" >"$OUT" 2>"$ERR"
+  rc=$?
+  expect_rc 0
+  one=$(bound 0)
+  [[ $one != "$cpu_a" && $one != "$cpu_b" && -n $one ]] || fail "one rank should have both cores, has $one"
+  timeout 20 taskset -c "$cpu_a,$cpu_b" "$LOOMRUN" --cpu-bind none -n 4 -- sh -c "$show" >"$OUT" 2>"$ERR"
+  rc=$?
+  expect_rc 0
+  for r in 0 1 2 3; do
+    [[ $(bound $r) == "$(bound 0)" ]] || fail "--cpu-bind none: rank $r bound to $(bound $r), rank 0 to $(bound 0)"
+  done
+  [[ $(bound 0) != "$cpu_a" && $(bound 0) != "$cpu_b" ]] || fail "--cpu-bind none: rank 0 bound to $(bound 0) alone"
+fi
+lr 10 -n 2 --cpu-bind cores true
+expect_rc 2
+expect_text "$ERR" "--cpu-bind wants block or none, got 'cores'"
+
 if [[ $failures -ne 0 ]]; then
   echo "loomrun_basic: $failures check(s) failed" >&2
   exit 1

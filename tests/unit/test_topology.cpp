@@ -1,5 +1,6 @@
 // Topology: local discovery with hwloc, JSON and per-rank serialization, assembly, and the
 // properties of the topology-aware ring order on fake clusters of 1..64 hosts.
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <set>
 
 #include "config/config.hpp"
+#include "topology/cpu_binding.hpp"
 #include "topology/topology.hpp"
 
 using namespace loom;
@@ -345,4 +347,45 @@ TEST_CASE("topology: ring order properties on fake clusters", "[topology]") {
   const Topology numa = fake_cluster(1, 4, Placement::Block, 2, 1);  // NUMA 0 1 0 1
   CHECK(ring_violation(numa, {0, 2, 1, 3}).empty());
   CHECK(ring_violation(numa, {0, 1, 2, 3}) == "a NUMA group is split");
+}
+
+TEST_CASE("topology: block binding gives each rank a contiguous share of the cores", "[topology]") {
+  const std::vector<topo::CoreCpus> two{{0}, {1}};
+  // More ranks than cores: consecutive ranks share a core, as evenly as it goes.
+  CHECK(topo::block_binding(two, 4) == std::vector<std::vector<int>>{{0}, {0}, {1}, {1}});
+  CHECK(topo::block_binding(two, 3) == std::vector<std::vector<int>>{{0}, {0}, {1}});
+  CHECK(topo::block_binding(two, 1) == std::vector<std::vector<int>>{{0, 1}});
+  // Fewer ranks than cores: blocks of cores with all their hardware threads.
+  const std::vector<topo::CoreCpus> smt{{0, 4}, {1, 5}, {2, 6}, {3, 7}};
+  CHECK(topo::block_binding(smt, 2) == std::vector<std::vector<int>>{{0, 1, 4, 5}, {2, 3, 6, 7}});
+  CHECK(topo::block_binding(smt, 3) == std::vector<std::vector<int>>{{0, 4}, {1, 5}, {2, 3, 6, 7}});
+  CHECK(topo::block_binding({}, 2) == std::vector<std::vector<int>>{{}, {}});
+  // Every rank gets at least one core, and every core goes to some rank, for any counts.
+  for (int cores = 1; cores <= 9; ++cores) {
+    std::vector<topo::CoreCpus> list;
+    for (int c = 0; c < cores; ++c) list.push_back({c});
+    for (int n = 1; n <= 20; ++n) {
+      auto binding = topo::block_binding(list, n);
+      REQUIRE(binding.size() == static_cast<std::size_t>(n));
+      std::set<int> used;
+      for (const auto& cpus : binding) {
+        REQUIRE_FALSE(cpus.empty());
+        used.insert(cpus.begin(), cpus.end());
+      }
+      CHECK(used.size() == static_cast<std::size_t>(cores));
+    }
+  }
+}
+
+TEST_CASE("topology: the cores this process may use", "[topology]") {
+  const std::vector<topo::CoreCpus> cores = topo::allowed_cores();
+  REQUIRE_FALSE(cores.empty());
+  std::set<int> cpus;
+  for (const auto& core : cores)
+    for (int cpu : core) CHECK(cpus.insert(cpu).second);  // no CPU in two cores
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  REQUIRE(::sched_getaffinity(0, sizeof mask, &mask) == 0);
+  CHECK(static_cast<int>(cpus.size()) == CPU_COUNT(&mask));
+  for (int cpu : cpus) CHECK(CPU_ISSET(cpu, &mask));
 }

@@ -8,6 +8,7 @@
 #include <cerrno>
 
 #include "process.hpp"
+#include "topology/cpu_binding.hpp"
 
 namespace loom::run {
 
@@ -47,6 +48,13 @@ int Job::run() {
 
 void Job::start_ranks() {
   ensure_fd_limit(2 * static_cast<std::size_t>(options_.nranks) + 32);
+  if (options_.cpu_bind == CpuBind::Block) {
+    bindings_ = topo::block_binding(topo::allowed_cores(), options_.nranks);
+    if (bindings_.empty() || bindings_[0].empty()) {
+      report("warning: cannot tell which cores this machine has; the ranks are not bound");
+      bindings_.clear();
+    }
+  }
   ranks_.reserve(static_cast<std::size_t>(options_.nranks));
   for (int r = 0; r < options_.nranks; ++r) {
     try {
@@ -68,6 +76,7 @@ void Job::start_rank(int index) {
   spec.discard_stdout = options_.only_rank && *options_.only_rank != index;
   if (!identity_.host_ids.empty())
     spec.netns = identity_.host_ids[static_cast<std::size_t>(host_of(options_, index))];
+  if (!bindings_.empty()) spec.cpus = bindings_[static_cast<std::size_t>(index)];
   RankProcess process = spawn_rank(spec, signals_);
   std::string prefix = options_.prefix ? "[" + std::to_string(index) + "] " : "";
   Rank rank;

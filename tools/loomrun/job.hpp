@@ -68,6 +68,7 @@ class Job {
   Sink out_{STDOUT_FILENO};
   Sink err_{STDERR_FILENO};
   std::vector<Rank> ranks_;
+  std::vector<std::vector<int>> bindings_;  // --cpu-bind block: each rank's CPUs
   Phase phase_ = Phase::Running;
   int exit_code_ = kExitOk;
   std::optional<Clock::time_point> timeout_at_;   // --timeout

@@ -8,7 +8,7 @@
 namespace loom::run {
 namespace {
 
-enum class Opt { Ranks, Env, Root, NoPrefix, OnlyRank, Timeout, Grace, Hosts, Help };
+enum class Opt { Ranks, Env, Root, NoPrefix, OnlyRank, Timeout, Grace, Hosts, CpuBind, Help };
 
 struct OptDef {
   std::string_view name;
@@ -27,6 +27,7 @@ constexpr std::array kOptions = {
     OptDef{"--timeout", Opt::Timeout, true},
     OptDef{"--grace", Opt::Grace, true},
     OptDef{"--hosts", Opt::Hosts, true},
+    OptDef{"--cpu-bind", Opt::CpuBind, true},
     OptDef{"-h", Opt::Help, false},
     OptDef{"--help", Opt::Help, false},
 };
@@ -136,6 +137,14 @@ std::string apply(Opt id, std::string_view value, Options& o) {
       o.hosts = *h;
       return {};
     }
+    case Opt::CpuBind:
+      if (value == "block")
+        o.cpu_bind = CpuBind::Block;
+      else if (value == "none")
+        o.cpu_bind = CpuBind::None;
+      else
+        return "--cpu-bind wants block or none, got '" + std::string(value) + "'";
+      return {};
     case Opt::Help: return {};
   }
   return {};

@@ -20,6 +20,12 @@ inline constexpr int kExitSignalBase = 128;
 
 inline constexpr int kMaxRanks = 1024;
 
+/// --cpu-bind: where the ranks may run.
+enum class CpuBind {
+  Block,  // each rank a contiguous share of loomrun's cores (topo::block_binding); the default
+  None,   // wherever loomrun may run
+};
+
 struct Options {
   int nranks = 0;
   std::vector<std::string> command;                            // program and its arguments
@@ -30,6 +36,7 @@ struct Options {
   std::optional<std::chrono::milliseconds> timeout;
   std::chrono::milliseconds grace{2000};
   int hosts = 0;  // --hosts H: ranks spread over H network namespaces (0: none)
+  CpuBind cpu_bind = CpuBind::Block;
 };
 
 /// The host (0..hosts-1) of `rank` under --hosts: consecutive ranks share a host, as evenly as

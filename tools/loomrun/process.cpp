@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -26,6 +27,40 @@ Pipe make_pipe() {
   Pipe p{UniqueFd(fds[0]), UniqueFd(fds[1])};
   if (::fcntl(p.read.get(), F_SETFL, O_NONBLOCK) != 0) throw_os_error("fcntl(O_NONBLOCK)");
   return p;
+}
+
+// A CPU set for sched_setaffinity, built before the fork.
+class CpuSet {
+ public:
+  explicit CpuSet(const std::vector<int>& cpus) {
+    if (cpus.empty()) return;
+    const int count = *std::max_element(cpus.begin(), cpus.end()) + 1;
+    set_ = CPU_ALLOC(count);
+    if (set_ == nullptr) throw_os_error("CPU_ALLOC");
+    size_ = CPU_ALLOC_SIZE(count);
+    CPU_ZERO_S(size_, set_);
+    for (int cpu : cpus) CPU_SET_S(static_cast<std::size_t>(cpu), size_, set_);
+  }
+  ~CpuSet() {
+    if (set_ != nullptr) CPU_FREE(set_);
+  }
+  CpuSet(const CpuSet&) = delete;
+  CpuSet& operator=(const CpuSet&) = delete;
+
+  /// Binds the calling process; true when there is nothing to bind.
+  [[nodiscard]] bool apply() const {
+    return set_ == nullptr || ::sched_setaffinity(0, size_, set_) == 0;
+  }
+
+ private:
+  cpu_set_t* set_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+std::string cpu_list(const std::vector<int>& cpus) {
+  std::string out;
+  for (int cpu : cpus) out += (out.empty() ? "" : ",") + std::to_string(cpu);
+  return out;
 }
 
 std::vector<char*> c_strings(const std::vector<std::string>& strings) {
@@ -49,7 +84,7 @@ void write_stderr(const std::string& text) noexcept {
 // Runs in the child between fork and exec. loomrun is single-threaded, so the child may use
 // the heap; it must not return or throw.
 [[noreturn]] void run_child(pid_t parent, const LaunchSpec& spec, const SignalWatcher& signals,
-                            int out_fd, int err_fd, char** argv, char** envp) {
+                            const CpuSet& cpus, int out_fd, int err_fd, char** argv, char** envp) {
   ::setpgid(0, 0);
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != parent) ::_exit(1);  // loomrun died before the prctl took effect
@@ -69,6 +104,12 @@ void write_stderr(const std::string& text) noexcept {
     }
     ::close(ns);
   }
+  if (!cpus.apply()) {
+    write_stderr("loomrun: cannot bind rank " + std::to_string(spec.rank) + " to CPUs " +
+                 cpu_list(spec.cpus) + ": " + std::strerror(errno) +
+                 " (run with --cpu-bind none to leave the ranks unbound)\n");
+    ::_exit(127);
+  }
   signals.restore_in_child();
   environ = envp;  // so that execvp searches the rank's PATH
   ::execvp(argv[0], argv);
@@ -85,11 +126,13 @@ RankProcess spawn_rank(const LaunchSpec& spec, const SignalWatcher& signals) {
   Pipe err = make_pipe();
   std::vector<char*> argv = c_strings(spec.argv);
   std::vector<char*> envp = c_strings(spec.env);
+  const CpuSet cpus(spec.cpus);
   const pid_t parent = ::getpid();
   pid_t pid = ::fork();
   if (pid < 0) throw_os_error("fork for rank " + std::to_string(spec.rank));
   if (pid == 0)
-    run_child(parent, spec, signals, out.write.get(), err.write.get(), argv.data(), envp.data());
+    run_child(parent, spec, signals, cpus, out.write.get(), err.write.get(), argv.data(),
+              envp.data());
   // Also set the group here, so that it exists before the parent signals it; EACCES after the
   // child's exec is harmless (the child did it itself).
   ::setpgid(pid, pid);

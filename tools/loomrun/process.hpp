@@ -17,6 +17,7 @@ struct LaunchSpec {
   std::vector<std::string> env;   // "NAME=VALUE"
   bool discard_stdout = false;    // stdout to /dev/null instead of a pipe
   std::string netns;              // --hosts: the network namespace to run in ("": loomrun's)
+  std::vector<int> cpus;          // the CPUs to bind the rank to (empty: loomrun's)
 };
 
 struct RankProcess {
@@ -26,8 +27,9 @@ struct RankProcess {
 };
 
 /// Forks and execs one rank. The child leads its own process group, dies with loomrun
-/// (PR_SET_PDEATHSIG), reads stdin from /dev/null, and exits 127 with a message on its stderr
-/// when exec fails. Throws RunError when the fork or the pipes fail.
+/// (PR_SET_PDEATHSIG), reads stdin from /dev/null, is bound to `spec.cpus`, and exits 127 with
+/// a message on its stderr when the binding or exec fails. Throws RunError when the fork or the
+/// pipes fail.
 RankProcess spawn_rank(const LaunchSpec& spec, const SignalWatcher& signals);
 
 /// Raises the soft open-file limit when `needed` descriptors would not fit under it.

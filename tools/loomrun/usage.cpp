@@ -31,6 +31,10 @@ Options:
                          Nothing is added to loomrun's own namespace; all are removed when
                          loomrun ends (stale ones of dead loomruns at the next start). Needs
                          root and `ip` (iproute2).
+      --cpu-bind MODE    where the ranks run. block (default): each rank is bound to a
+                         contiguous share of the cores loomrun may use, rank r to cores
+                         r*C/N up to (r+1)*C/N; with more ranks than cores, consecutive ranks
+                         share one core. none: the ranks run wherever loomrun may.
   -h, --help             print this help
 
 T is seconds ("2", "1.5") or has a unit: "500ms", "30s", "5m", "1h".
