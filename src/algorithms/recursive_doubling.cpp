@@ -4,22 +4,42 @@
 
 namespace loom::algo {
 
+namespace {
+
+// With p the largest power of two <= n and e = n - p ranks to fold, ranks 2i + 1 (i < e) fold
+// into their neighbour 2i; the p ranks left are numbered v = 0..p-1 in rank order.
+struct Fold {
+  int pow2 = 1;
+  int extras = 0;
+  [[nodiscard]] bool folded(int rank) const { return rank < 2 * extras && rank % 2 == 1; }
+  [[nodiscard]] int virtual_of(int rank) const {
+    return rank < 2 * extras ? rank / 2 : rank - extras;
+  }
+  [[nodiscard]] int rank_of(int v) const { return v < extras ? 2 * v : v + extras; }
+  // The rank folded into `rank`, or -1.
+  [[nodiscard]] int guest_of(int rank) const {
+    return rank < 2 * extras && rank % 2 == 0 ? rank + 1 : -1;
+  }
+};
+
+}  // namespace
+
 Plan rd_allreduce(const RingParams& p) {
   Plan plan;
   plan.algorithm = "rd";
-  const int n = p.nranks;
   const int me = p.rank;
   const std::size_t bytes = p.count * p.elem_size;
   const Span send{BufId::Send, 0, bytes};
   const Span recv{BufId::Recv, 0, bytes};
-  const int pow2 = static_cast<int>(std::bit_floor(static_cast<unsigned>(n)));
-  const int extras = n - pow2;
+  Fold fold;
+  fold.pow2 = static_cast<int>(std::bit_floor(static_cast<unsigned>(p.nranks)));
+  fold.extras = p.nranks - fold.pow2;
   auto slot = [&](int k) {
     return Span{BufId::Scratch, static_cast<std::size_t>(k) * bytes, bytes};
   };
 
-  if (me >= pow2) {  // fold into rank me - pow2, then receive the result from it
-    const int partner = me - pow2;
+  if (fold.folded(me)) {  // fold into the neighbour below, then receive the result from it
+    const int partner = me - 1;
     const std::uint32_t s = plan.add(send_to(partner, send));
     // In place the result lands where the input is still being sent from.
     plan.add(recv_from(partner, recv), {p.in_place ? s : kNoStep});
@@ -28,14 +48,16 @@ Plan rd_allreduce(const RingParams& p) {
   Span cur = send;  // this rank's partial result
   std::uint32_t prev = kNoStep;
   int used = 0;
-  if (me < extras) {  // take in rank me + pow2's buffer first (it is the higher rank)
-    const std::uint32_t r = plan.add(recv_from(me + pow2, slot(used)));
+  const int guest = fold.guest_of(me);
+  if (guest >= 0) {  // take in the folded neighbour's buffer first (it is the higher rank)
+    const std::uint32_t r = plan.add(recv_from(guest, slot(used)));
     prev = plan.add(reduce_into(recv, cur, slot(used)), {r});
     cur = recv;
     ++used;
   }
-  for (int mask = 1; mask < pow2; mask <<= 1) {
-    const int partner = me ^ mask;
+  const int v = fold.virtual_of(me);
+  for (int mask = 1; mask < fold.pow2; mask <<= 1) {
+    const int partner = fold.rank_of(v ^ mask);
     const std::uint32_t s = plan.add(send_to(partner, cur), {prev});
     const std::uint32_t r = plan.add(recv_from(partner, slot(used)));
     const bool lower = me < partner;
@@ -46,7 +68,7 @@ Plan rd_allreduce(const RingParams& p) {
     ++used;
   }
   if (prev == kNoStep && !p.in_place) prev = plan.add(copy_into(recv, send));  // a single rank
-  if (me < extras) plan.add(send_to(me + pow2, recv), {prev});
+  if (guest >= 0) plan.add(send_to(guest, recv), {prev});
   plan.scratch_bytes = static_cast<std::size_t>(used) * bytes;
   return plan;
 }

@@ -1,11 +1,13 @@
 // Recursive doubling allreduce (pure function): the latency schedule for small buffers.
 //
-// With p the largest power of two <= n, ranks 0..p-1 exchange their whole buffer with rank
-// (rank XOR 2^k) in round k = 0..log2(p)-1 and combine it: log2(p) dependent messages instead of
-// the ring's 2(n-1). The n - p ranks beyond p first fold their buffer into rank (rank - p) and
-// get the result back at the end (two more messages for them). Every combination puts the lower
-// rank's partial result on the left, so every rank computes the same expression: the results are
-// bitwise identical on all ranks (as with the ring), whatever the dtype and op.
+// With p the largest power of two <= n, p ranks exchange their whole buffer with their partner
+// at distance 2^k (in the numbering of those p) in round k = 0..log2(p)-1 and combine it:
+// log2(p) dependent messages instead of the ring's 2(n-1). Of the first 2(n - p) ranks, each odd
+// one first folds its buffer into its even neighbour and gets the result back at the end (two
+// more messages for it): neighbours share a host, and a CPU when bound in blocks, so the folds
+// stay local and the p ranks of the rounds spread over the CPUs. Every combination puts the
+// lower rank's partial result on the left, so every rank computes the same expression: the
+// results are bitwise identical on all ranks (as with the ring), whatever the dtype and op.
 // Each rank sends and reduces the whole buffer log2(p) times, so the selector uses it only below
 // LOOM_TUNE_RD_MAX_BYTES.
 #pragma once

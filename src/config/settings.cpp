@@ -137,8 +137,11 @@ constexpr std::array kSettings = {
          "buffer with process_vm_readv): auto (when a probe read at setup succeeds and it copies "
          "at least 0.6x as fast as memcpy here), on (an error if the probe fails), off.",
          "shm"},
-    Spec{"LOOM_SHM_SINGLE_COPY_MIN", Type::Size, "64K",
-         "Shared-memory messages of at least this many bytes use the single-copy path.", "shm"},
+    Spec{"LOOM_SHM_SINGLE_COPY_MIN", Type::String, "auto",
+         "Shared-memory messages of at least this many bytes use the single-copy path. auto: "
+         "64K, or 32K for a rank whose CPU other ranks share (there every copy takes CPU time "
+         "they need, and single copy makes one copy where the slots make two).",
+         "shm"},
 
     // Collectives and the executor.
     Spec{"LOOM_CHUNK_SIZE", Type::String, "auto",

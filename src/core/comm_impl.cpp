@@ -14,6 +14,7 @@
 #include "core/job_layout.hpp"
 #include "core/status_signal.hpp"
 #include "log/log.hpp"
+#include "topology/cpu_binding.hpp"
 
 namespace loom::detail {
 
@@ -31,7 +32,7 @@ Result<CommSettings> CommSettings::from(const config::Config& cfg) {
   s.shm.nslots = static_cast<std::size_t>(cfg.get_int("LOOM_SHM_SLOTS"));
   LOOM_ASSIGN_OR_RETURN(s.shm.single_copy,
                         transport::shm::parse_single_copy(cfg.get_string("LOOM_SHM_SINGLE_COPY")));
-  s.shm.single_copy_min = cfg.get_size("LOOM_SHM_SINGLE_COPY_MIN");
+  LOOM_ASSIGN_OR_RETURN(s.shm.single_copy_min, select::single_copy_min_from(cfg));  // 0: auto
   s.algo = cfg.get_string("LOOM_ALGO");
   s.device = cfg.get_string("LOOM_DEVICE");
   LOOM_ASSIGN_OR_RETURN(s.ofi_hmem, parse_ofi_hmem(cfg.get_string("LOOM_OFI_HMEM")));
@@ -51,14 +52,22 @@ Result<CommSettings> CommSettings::from(const config::Config& cfg) {
 
 namespace {
 
-// Spinning only pays when every rank of this host has a CPU of its own; otherwise a spinning
-// rank steals the CPU that the rank it waits for needs.
-std::chrono::microseconds choose_spin(std::chrono::microseconds configured, int ranks_on_host) {
-  if (configured.count() >= 0) return configured;
+// How many ranks share this rank's busiest CPU: from the ranks' bindings, or, when one is
+// unknown, this host's ranks over the CPUs this process may use.
+double my_cpu_load(const JobLayout& layout, int rank) {
+  const double load = topo::cpu_load(layout.topology, rank);
+  if (load > 0) return load;
   cpu_set_t set;
   CPU_ZERO(&set);
-  int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
-  return std::chrono::microseconds(ranks_on_host <= cpus ? 20 : 0);
+  const int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+  return static_cast<double>(layout.ranks_on_my_host(rank)) / std::max(cpus, 1);
+}
+
+// Spinning only pays when this rank has a CPU of its own; otherwise a spinning rank steals the
+// CPU that the rank it waits for needs.
+std::chrono::microseconds choose_spin(std::chrono::microseconds configured, double cpu_load) {
+  if (configured.count() >= 0) return configured;
+  return std::chrono::microseconds(cpu_load <= 1 ? 20 : 0);
 }
 
 }  // namespace
@@ -113,7 +122,7 @@ Status CommImpl::init(std::unique_ptr<transport::tcp::TcpTransport> tcp, Deadlin
     return st;
   }
   LOOM_RETURN_IF_ERROR(finish_rendezvous(*store_, prefix, rank_, nranks_, deadline));
-  settings_.spin = choose_spin(settings_.spin, layout.ranks_on_my_host(rank_));
+  settings_.spin = choose_spin(settings_.spin, my_cpu_load(layout, rank_));
   exec::EngineOptions eo;
   eo.spin = settings_.spin;
   eo.name = fmt::format("rank {}", rank_);
@@ -139,6 +148,8 @@ Status CommImpl::connect(std::unique_ptr<transport::tcp::TcpTransport> tcp, cons
   std::unique_ptr<transport::shm::ShmTransport> shm;
   for (TransportKind k : layout.transport_of)
     if (k == TransportKind::Shm && !shm) {
+      if (settings_.shm.single_copy_min == 0)
+        settings_.shm.single_copy_min = select::auto_single_copy_min(my_cpu_load(layout, rank_));
       LOOM_ASSIGN_OR_RETURN(shm, transport::shm::ShmTransport::create(rank_, nranks_, comm_id_,
                                                                       store_, settings_.shm));
     }
@@ -265,6 +276,15 @@ void CommImpl::describe_shape(const JobLayout& layout) {
     shape_.per_host = std::max(shape_.per_host, static_cast<int>(hosts_[h].size()));
     int pus = t.hosts.size() > h ? t.hosts[h].pus : 0;
     if (pus > 0) shape_.cores = shape_.cores == 0 ? pus : std::min(shape_.cores, pus);
+  }
+  // The busiest CPU of any host; 0 (per_host / cores) when a binding is unknown.
+  for (int r = 0; r < nranks_; ++r) {
+    const double load = topo::cpu_load(t, r);
+    if (load <= 0) {
+      shape_.load = 0;
+      break;
+    }
+    shape_.load = std::max(shape_.load, load);
   }
 }
 

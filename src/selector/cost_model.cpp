@@ -119,8 +119,8 @@ bool supports(Coll c, Algo a) {
 }
 
 double oversub_extra_us(const Shape& s, const Tuning& t) {
-  if (s.cores <= 0 || s.per_host <= s.cores) return 0;
-  return t.oversub_alpha_us * (1.0 - static_cast<double>(s.cores) / s.per_host);
+  const double load = cpu_load(s);
+  return load > 1 ? t.oversub_alpha_us * (1.0 - 1.0 / load) : 0;
 }
 
 int flat_tree_depth(int nranks) {
@@ -130,6 +130,7 @@ int flat_tree_depth(int nranks) {
 }
 
 double cpu_load(const Shape& s) {
+  if (s.load > 0) return std::max(1.0, s.load);
   return s.cores > 0 && s.per_host > s.cores ? static_cast<double>(s.per_host) / s.cores : 1.0;
 }
 
@@ -142,7 +143,10 @@ double intra_link_gbps(const Shape& s, const Tuning& t, double bytes, double mes
                        double touched) {
   const double load = cpu_load(s);
   // Messages below the single-copy threshold are copied twice, through the channel's slots.
-  const bool eager = t.intra_eager_gbps > 0 && message > 0 && message < t.single_copy_bytes;
+  const double single_copy = t.single_copy_bytes > 0
+                                 ? t.single_copy_bytes
+                                 : static_cast<double>(auto_single_copy_min(load));
+  const bool eager = t.intra_eager_gbps > 0 && message > 0 && message < single_copy;
   const double cache_gbps =
       eager && t.intra_cache_gbps > 0 ? t.intra_eager_gbps : t.intra_cache_gbps;
   if (load > 1) {
@@ -297,9 +301,14 @@ double tree_us(Coll c, double S, const Shape& s, const Tuning& t, const Pipeline
 // The ranks that take part in the rounds: on one host the n - p folded ranks wait for their
 // result meanwhile, so after a while p ranks share the CPUs, not n. Across hosts the folded
 // ranks are the last hosts' and the busiest host keeps all its ranks.
+// The ranks active in recursive doubling's rounds: p of them, spread evenly over the CPUs (each
+// folded rank is its neighbour's partner, and neighbours share a CPU when bound in blocks).
 Shape rd_round_shape(const Shape& s, int pow2) {
   Shape active = s;
-  if (s.nhosts <= 1) active.nranks = active.per_host = pow2;
+  if (s.nhosts <= 1) {
+    active.nranks = active.per_host = pow2;
+    active.load = 0;
+  }
   return active;
 }
 
@@ -320,10 +329,12 @@ double rd_round_alpha(const Shape& s, const Tuning& t, const Links& l) {
 // to run: on an oversubscribed host with a turn cost, the CPUs run the host's n - p folded ranks
 // one after another (spread over the cores), each step taking load x oversub_turn_us as in
 // turns_us, instead of a wake-up per message.
+// A fold crosses hosts only when they hold one rank each: neighbours share a host otherwise.
 double rd_fold_alpha(const Shape& s, const Tuning& t, const Links& l, int extras) {
+  const bool across = s.nhosts > 1 && s.per_host < 2;
   const double load = cpu_load(s);
-  if (load <= 1 || t.oversub_turn_us <= 0) return l.alpha_slow;
-  const double message = s.nhosts > 1 ? t.inter.alpha_us : t.intra.alpha_us;
+  if (load <= 1 || t.oversub_turn_us <= 0) return across ? l.alpha_slow : l.alpha_intra;
+  const double message = across ? t.inter.alpha_us : t.intra.alpha_us;
   const int on_host = s.nhosts > 1 ? std::min(extras, s.per_host) : extras;
   return message + t.oversub_turn_us * load * on_host / s.cores;
 }
@@ -342,7 +353,8 @@ double rd_us(Coll c, double S, const Shape& s, const Tuning& t) {
   if (pow2 == s.nranks) return rounds * round;
   const Links lf = links(s, t, s.per_host, S, S, touched);  // the folded ranks' messages
   const double fold_alpha = rd_fold_alpha(s, t, lf, s.nranks - pow2);
-  const double fold = 2 * (fold_alpha + xfer_us(S, lf.bw_slow)) + red;
+  const double fold_gbps = s.nhosts > 1 && s.per_host < 2 ? lf.bw_slow : lf.bw_intra;
+  const double fold = 2 * (fold_alpha + xfer_us(S, fold_gbps)) + red;
   // A folded rank waits for its result as every waiting rank does: it yields the CPU for
   // kYieldUs before it blocks, and yielding it still gets its share of the CPU. On an
   // oversubscribed host the rounds take all n ranks' turns for their first kYieldUs, the p

@@ -78,9 +78,10 @@ struct Tuning {
   /// and reduces the whole buffer log2(n) times and needs that much scratch (0: never).
   double rd_max_bytes = 262144;
   /// Not a calibrated constant: the shared-memory transport's single-copy threshold
-  /// (LOOM_SHM_SINGLE_COPY_MIN; with LOOM_SHM_SINGLE_COPY=off, no message is single-copy).
-  /// tuning_from() sets it; Tuning::apply and to_string leave it out.
-  double single_copy_bytes = 65536;
+  /// (LOOM_SHM_SINGLE_COPY_MIN; 0: auto, see auto_single_copy_min; with
+  /// LOOM_SHM_SINGLE_COPY=off, no message is single-copy). tuning_from() sets it;
+  /// Tuning::apply and to_string leave it out.
+  double single_copy_bytes = 0;
 
   /// "intra_alpha_us=8,intra_gbps=2,inter_alpha_us=30,inter_gbps=1,reduce_gbps=4,..."
   [[nodiscard]] std::string to_string() const;
@@ -98,6 +99,9 @@ struct Shape {
   int per_host = 1;
   int cores = 0;
   int tree_depth = 0;  // edges from the root to the deepest rank (0: computed from nranks)
+  /// Ranks sharing a host's busiest CPU, from their bindings (topo::cpu_load: 8 ranks bound 4
+  /// to a CPU make 4, 7 make 4 where unbound they make 3.5); 0: per_host / cores.
+  double load = 0;
 };
 
 /// LOOM_CHUNK_SIZE=auto: 128 KiB, whose pipelines keep their chunks in the CPU caches (on the
@@ -108,6 +112,15 @@ constexpr std::size_t kChunkBytes = std::size_t{128} * 1024;
 constexpr std::size_t kOfiChunkBytes = std::size_t{512} * 1024;
 constexpr std::size_t auto_chunk_bytes(bool uses_ofi) {
   return uses_ofi ? kOfiChunkBytes : kChunkBytes;
+}
+
+/// LOOM_SHM_SINGLE_COPY_MIN=auto for a rank whose busiest CPU runs `cpu_load` ranks: 64 KiB,
+/// or 32 KiB on a shared CPU, where copies take CPU time the other ranks need and single copy
+/// makes one copy of the slots' two (8 ranks on 2 CPUs: the tree allreduce of 64 KiB, 32 KiB
+/// messages, 90-124 us against 153-182; where each rank has a CPU the slots' two copies run in
+/// parallel and win, 2 ranks' 64 KiB ring allreduce 9.7 us against 13.9).
+constexpr std::size_t auto_single_copy_min(double cpu_load) {
+  return cpu_load > 1 ? std::size_t{32} * 1024 : std::size_t{64} * 1024;
 }
 
 struct Pipeline {
@@ -121,7 +134,8 @@ double predict_us(Coll c, Algo a, std::size_t bytes, const Shape& s, const Tunin
                   const Pipeline& p);
 /// Extra latency per message on an oversubscribed host (see Tuning::oversub_alpha_us).
 double oversub_extra_us(const Shape& s, const Tuning& t);
-/// Ranks per CPU on an oversubscribed host (per_host / cores), else 1: each rank's CPU share.
+/// Ranks per CPU on an oversubscribed host (Shape::load, else per_host / cores), else 1: the
+/// inverse of each rank's CPU share.
 double cpu_load(const Shape& s);
 /// The tuning keys, in the order Tuning::to_string prints them (each has a LOOM_TUNE_<KEY>
 /// setting).

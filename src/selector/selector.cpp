@@ -88,10 +88,20 @@ Result<Tuning> tuning_from(const config::Config& cfg) {
   LOOM_RETURN_IF_ERROR(t.apply(base));
   LOOM_RETURN_IF_ERROR(t.apply(cfg.get_string("LOOM_TUNING")));
   // The shared-memory transport's threshold, not a tuning constant.
-  t.single_copy_bytes = cfg.get_string("LOOM_SHM_SINGLE_COPY") == "off"
-                            ? 1e30
-                            : static_cast<double>(cfg.get_size("LOOM_SHM_SINGLE_COPY_MIN"));
+  LOOM_ASSIGN_OR_RETURN(const std::size_t single_copy, single_copy_min_from(cfg));
+  t.single_copy_bytes =
+      cfg.get_string("LOOM_SHM_SINGLE_COPY") == "off" ? 1e30 : static_cast<double>(single_copy);
   return t;
+}
+
+Result<std::size_t> single_copy_min_from(const config::Config& cfg) {
+  const std::string text = cfg.get_string("LOOM_SHM_SINGLE_COPY_MIN");
+  if (text == "auto") return std::size_t{0};
+  auto bytes = config::parse_size(text);
+  if (!bytes || *bytes == 0)
+    return make_error(ErrorCode::InvalidUsage,
+                      "LOOM_SHM_SINGLE_COPY_MIN='{}' is not auto or a positive size", text);
+  return static_cast<std::size_t>(*bytes);
 }
 
 double Decision::pick_us() const {

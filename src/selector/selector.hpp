@@ -29,6 +29,8 @@ struct Policy {
 
 /// LOOM_CHUNK_SIZE: a size in [64, 1G], or 0 for auto (see auto_chunk_bytes).
 Result<std::size_t> chunk_from(const config::Config& cfg);
+/// LOOM_SHM_SINGLE_COPY_MIN in bytes, 0 for auto (auto_single_copy_min).
+Result<std::size_t> single_copy_min_from(const config::Config& cfg);
 
 /// The model constants from the registry: LOOM_TUNE_* settings, then LOOM_TUNING on top.
 Result<Tuning> tuning_from(const config::Config& cfg);

@@ -1,8 +1,10 @@
 #include "topology/cpu_binding.hpp"
 
 #include <algorithm>
+#include <map>
 
 #include "topology/hwloc_machine.hpp"
+#include "topology/topology.hpp"
 
 namespace loom::topo {
 
@@ -39,6 +41,21 @@ std::vector<std::vector<int>> block_binding(const std::vector<CoreCpus>& cores, 
     std::sort(cpus.begin(), cpus.end());
   }
   return out;
+}
+
+double cpu_load(const Topology& t, int rank) {
+  const int host = t.host_of(rank);
+  if (host < 0) return 0;
+  std::map<int, double> per_cpu;
+  for (int r : t.ranks_on_host(host)) {
+    const std::vector<int>& cpus = t.ranks[static_cast<std::size_t>(r)].cpus;
+    if (cpus.empty()) return 0;
+    for (int cpu : cpus) per_cpu[cpu] += 1.0 / static_cast<double>(cpus.size());
+  }
+  double busiest = 0;
+  for (int cpu : t.ranks[static_cast<std::size_t>(rank)].cpus)
+    busiest = std::max(busiest, per_cpu[cpu]);
+  return busiest;
 }
 
 }  // namespace loom::topo

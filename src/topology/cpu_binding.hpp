@@ -5,6 +5,8 @@
 
 namespace loom::topo {
 
+struct Topology;
+
 /// One core: the OS indices of its PUs (hardware threads), ascending.
 using CoreCpus = std::vector<int>;
 
@@ -18,5 +20,10 @@ std::vector<CoreCpus> allowed_cores();
 /// chains of a host); with fewer, each rank has C / n cores to itself. Pure; empty lists
 /// when `cores` is empty.
 std::vector<std::vector<int>> block_binding(const std::vector<CoreCpus>& cores, int nranks);
+
+/// How many ranks share the busiest CPU that `rank` may run on: each rank of its host counts
+/// 1/k on each of the k CPUs it is bound to (unbound ranks, bound to all C CPUs, make P/C; 8
+/// ranks bound 4 to a CPU make 4). 0 when a rank of the host has no known binding.
+double cpu_load(const Topology& t, int rank);
 
 }  // namespace loom::topo

@@ -94,12 +94,16 @@ TEST_CASE("rd: messages on the critical path and scratch", "[rd]") {
       INFO("n " << n << " rank " << r);
       CHECK(plan.algorithm == "rd");
       const int rounds = log2_floor(n);
-      if (r >= pow2) {  // folded: one message each way
+      const int extras = n - pow2;
+      if (r < 2 * extras && r % 2 == 1) {  // folded into its neighbour: one message each way
         CHECK(sends == 1);
         CHECK(recvs == 1);
         CHECK(plan.scratch_bytes == 0);
+        for (const auto& s : plan.steps)
+          if (s.kind == algo::StepKind::Send || s.kind == algo::StepKind::Recv)
+            CHECK(s.peer == r - 1);
       } else {
-        const int fold = r < n - pow2 ? 1 : 0;
+        const int fold = r < 2 * extras ? 1 : 0;
         CHECK(sends == rounds + fold);
         CHECK(recvs == rounds + fold);
         CHECK(plan.scratch_bytes == static_cast<std::size_t>(rounds + fold) * 40);

@@ -250,6 +250,29 @@ Shape one_host(int ranks, int cores) {
 }
 }  // namespace
 
+TEST_CASE("selector: ranks bound in blocks load their busiest CPU", "[selector]") {
+  Tuning t;
+  REQUIRE(t.apply("oversub_alpha_us=8").is_ok());
+  Shape unbound = one_host(7, 2);
+  Shape bound = unbound;
+  bound.load = 4;  // 7 ranks bound 4 + 3
+  CHECK(cpu_load(unbound) == Approx(3.5));
+  CHECK(cpu_load(bound) == Approx(4));
+  CHECK(oversub_extra_us(bound, t) == Approx(8 * 0.75));
+  bound.load = 0.5;  // a rank with two CPUs
+  CHECK(cpu_load(bound) == Approx(1));
+  CHECK(oversub_extra_us(bound, t) == Approx(0));
+  // loom-sim's local cluster: bound in blocks by default, as loomrun binds.
+  auto c = preset("local", t, 2);
+  REQUIRE(c.is_ok());
+  CHECK(shape_of(*c, 7).load == Approx(4));
+  CHECK(shape_of(*c, 8).load == Approx(4));
+  CHECK(shape_of(*c, 2).load == Approx(0));
+  c->bound = false;
+  CHECK(shape_of(*c, 7).load == Approx(0));
+  CHECK(cpu_load(shape_of(*c, 7)) == Approx(3.5));
+}
+
 TEST_CASE("selector: an oversubscribed host shares oversub_gbps between its ranks", "[selector]") {
   Shape s = one_host(4, 2);
   Tuning t;
@@ -391,7 +414,7 @@ TEST_CASE("selector: messages below the single-copy threshold move at the eager 
   REQUIRE(t.apply("intra_alpha_us=0,intra_gbps=2,intra_cache_gbps=8,intra_eager_gbps=4,"
                   "cache_bytes=1048576,reduce_gbps=1000")
               .is_ok());
-  CHECK(t.single_copy_bytes == 65536);
+  CHECK(t.single_copy_bytes == 0);  // auto: 64 KiB where each rank has a CPU, else 32 KiB
   CHECK(intra_link_gbps(s, t, 64 << 10) == Approx(8));  // message size unknown
   CHECK(intra_link_gbps(s, t, 64 << 10, 32 << 10) == Approx(4));
   CHECK(intra_link_gbps(s, t, 256 << 10, 64 << 10) == Approx(8));  // single copy
@@ -400,8 +423,11 @@ TEST_CASE("selector: messages below the single-copy threshold move at the eager 
         Approx((64 << 10) * 1e-3 / 4));
   CHECK(predict_us(Coll::AllReduce, Algo::Ring, 256 << 10, s, t, {}) ==
         Approx((256 << 10) * 1e-3 / 8));
-  // Oversubscribed, in cache: the eager rate by CPU share.
+  // Oversubscribed, in cache: the eager rate by CPU share; from 32 KiB single copy.
   CHECK(intra_link_gbps(one_host(4, 2), t, 16 << 10, 4 << 10) == Approx(2));
+  CHECK(intra_link_gbps(one_host(4, 2), t, 64 << 10, 16 << 10) == Approx(2));
+  CHECK(intra_link_gbps(one_host(4, 2), t, 64 << 10, 32 << 10) == Approx(4));
+  CHECK(intra_link_gbps(s, t, 64 << 10, 32 << 10) == Approx(4));
   // Off (0): the cache rate for every message.
   REQUIRE(t.apply("intra_eager_gbps=0").is_ok());
   CHECK(intra_link_gbps(s, t, 64 << 10, 32 << 10) == Approx(8));
@@ -409,6 +435,9 @@ TEST_CASE("selector: messages below the single-copy threshold move at the eager 
   auto cfg = config::Config::load({{"LOOM_SHM_SINGLE_COPY_MIN", "128K"}});
   REQUIRE(cfg.is_ok());
   CHECK(tuning_from(*cfg)->single_copy_bytes == 131072);
+  auto bad = config::Config::load({{"LOOM_SHM_SINGLE_COPY_MIN", "lots"}});
+  REQUIRE(bad.is_ok());
+  CHECK_FALSE(tuning_from(*bad).is_ok());
   auto off = config::Config::load({{"LOOM_SHM_SINGLE_COPY", "off"}});
   REQUIRE(off.is_ok());
   CHECK(tuning_from(*off)->single_copy_bytes > 1e20);

@@ -389,3 +389,28 @@ TEST_CASE("topology: the cores this process may use", "[topology]") {
   CHECK(static_cast<int>(cpus.size()) == CPU_COUNT(&mask));
   for (int cpu : cpus) CHECK(CPU_ISSET(cpu, &mask));
 }
+
+TEST_CASE("topology: cpu_load counts the ranks on a rank's busiest CPU", "[topology]") {
+  // parts(cpus of each rank, host of each rank)
+  auto job = [](const std::vector<std::vector<int>>& cpus, const std::vector<std::string>& hosts) {
+    std::vector<std::pair<RankInfo, HostInfo>> parts;
+    for (std::size_t r = 0; r < cpus.size(); ++r)
+      parts.push_back({RankInfo{static_cast<int>(r), hosts[r], hosts[r], 0, -1, cpus[r]},
+                       host_named(hosts[r])});
+    return topo::assemble(parts);
+  };
+  const std::vector<std::string> one(8, "h");
+  // 8 unbound ranks on 2 CPUs: 4 per CPU; bound in blocks: 4; 7 in blocks: 4 on one, 3.
+  CHECK(topo::cpu_load(job(std::vector<std::vector<int>>(8, {0, 1}), one), 0) == Approx(4));
+  CHECK(topo::cpu_load(job({{0}, {0}, {0}, {0}, {1}, {1}, {1}, {1}}, one), 5) == Approx(4));
+  const std::vector<std::string> seven(7, "h");
+  const Topology t7 = job({{0}, {0}, {0}, {0}, {1}, {1}, {1}}, seven);
+  CHECK(topo::cpu_load(t7, 0) == Approx(4));
+  CHECK(topo::cpu_load(t7, 6) == Approx(3));
+  // 2 ranks with a CPU each, 1 rank with two: 1 each.
+  CHECK(topo::cpu_load(job({{0}, {1}}, {"h", "h"}), 1) == Approx(1));
+  CHECK(topo::cpu_load(job({{0, 1}}, {"h"}), 0) == Approx(0.5));
+  // Other hosts' ranks do not count; an unknown binding on the host makes it unknown (0).
+  CHECK(topo::cpu_load(job({{0}, {0}, {0}}, {"a", "a", "b"}), 2) == Approx(1));
+  CHECK(topo::cpu_load(job({{0}, {}, {0}}, {"a", "a", "b"}), 0) == Approx(0));
+}
