@@ -45,26 +45,33 @@ Plan rd_allreduce(const RingParams& p) {
     plan.add(recv_from(partner, recv), {p.in_place ? s : kNoStep});
     return plan;
   }
+  // Each round reduces into the scratch slot it received into, so no round waits for its own
+  // send to complete before reducing (a single-copy or rendezvous send completes only once the
+  // partner has read it); only the last writes the receive buffer, after every send of it.
   Span cur = send;  // this rank's partial result
   std::uint32_t prev = kNoStep;
+  // In place, round 0 sends the input, which is the receive buffer.
+  std::uint32_t send_of_recv = kNoStep;
   int used = 0;
   const int guest = fold.guest_of(me);
   if (guest >= 0) {  // take in the folded neighbour's buffer first (it is the higher rank)
     const std::uint32_t r = plan.add(recv_from(guest, slot(used)));
-    prev = plan.add(reduce_into(recv, cur, slot(used)), {r});
-    cur = recv;
+    prev = plan.add(reduce_into(slot(used), cur, slot(used)), {r});
+    cur = slot(used);
     ++used;
   }
   const int v = fold.virtual_of(me);
   for (int mask = 1; mask < fold.pow2; mask <<= 1) {
     const int partner = fold.rank_of(v ^ mask);
     const std::uint32_t s = plan.add(send_to(partner, cur), {prev});
+    if (p.in_place && cur.buf == BufId::Send) send_of_recv = s;
     const std::uint32_t r = plan.add(recv_from(partner, slot(used)));
     const bool lower = me < partner;
-    // The result overwrites the receive buffer, which may be what is being sent: after the send.
-    prev = plan.add(reduce_into(recv, lower ? cur : slot(used), lower ? slot(used) : cur),
-                    {r, s, prev});
-    cur = recv;
+    const bool last = mask << 1 >= fold.pow2;
+    const Span dst = last ? recv : slot(used);
+    const Step reduce = reduce_into(dst, lower ? cur : slot(used), lower ? slot(used) : cur);
+    prev = plan.add(reduce, {r, prev, last ? send_of_recv : kNoStep});
+    cur = dst;
     ++used;
   }
   if (prev == kNoStep && !p.in_place) prev = plan.add(copy_into(recv, send));  // a single rank

@@ -8,8 +8,10 @@
 // stay local and the p ranks of the rounds spread over the CPUs. Every combination puts the
 // lower rank's partial result on the left, so every rank computes the same expression: the
 // results are bitwise identical on all ranks (as with the ring), whatever the dtype and op.
-// Each rank sends and reduces the whole buffer log2(p) times, so the selector uses it only below
-// LOOM_TUNE_RD_MAX_BYTES.
+// Each round reduces into the scratch slot it received into, and only the last round writes the
+// receive buffer: no round waits for its own send to complete (a single-copy or rendezvous send
+// completes only once the partner has read it). Each rank sends and reduces the whole buffer
+// log2(p) times, so the selector uses it only below LOOM_TUNE_RD_MAX_BYTES.
 #pragma once
 
 #include "algorithms/plan.hpp"

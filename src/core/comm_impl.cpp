@@ -277,15 +277,6 @@ void CommImpl::describe_shape(const JobLayout& layout) {
     int pus = t.hosts.size() > h ? t.hosts[h].pus : 0;
     if (pus > 0) shape_.cores = shape_.cores == 0 ? pus : std::min(shape_.cores, pus);
   }
-  // The busiest CPU of any host; 0 (per_host / cores) when a binding is unknown.
-  for (int r = 0; r < nranks_; ++r) {
-    const double load = topo::cpu_load(t, r);
-    if (load <= 0) {
-      shape_.load = 0;
-      break;
-    }
-    shape_.load = std::max(shape_.load, load);
-  }
 }
 
 namespace {

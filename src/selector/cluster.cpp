@@ -1,7 +1,6 @@
 #include "selector/cluster.hpp"
 
 #include <algorithm>
-#include <cmath>
 
 #include "algorithms/tree.hpp"
 #include "selector/selector.hpp"
@@ -48,9 +47,6 @@ Shape shape_of(const Cluster& c, int nranks) {
   s.per_host = c.per_host <= 0 ? nranks : std::min(c.per_host, nranks);
   s.nhosts = (nranks + s.per_host - 1) / s.per_host;
   s.cores = c.cores;
-  // Bound in blocks (topo::block_binding), the busiest CPU has ceil(per_host / cores) ranks.
-  if (c.bound && c.cores > 0 && s.per_host > c.cores)
-    s.load = std::ceil(static_cast<double>(s.per_host) / c.cores);
   // The trees loom builds for this layout (flat, or chains per host below trees of leaders).
   std::vector<std::vector<int>> hosts(static_cast<std::size_t>(s.nhosts));
   for (int r = 0; r < nranks; ++r) hosts[static_cast<std::size_t>(r / s.per_host)].push_back(r);

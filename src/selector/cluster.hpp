@@ -17,10 +17,9 @@ namespace loom::select {
 struct Cluster {
   std::string name;
   std::string description;
-  int per_host = 1;   // ranks per host (0: all ranks on one host)
-  int cores = 0;      // CPUs per host (0: unlimited)
-  bool bound = true;  // ranks bound to CPUs in blocks (loomrun --cpu-bind block), else unbound
-  bool ofi = false;   // hosts talk over libfabric (LOOM_CHUNK_SIZE=auto then means 512K)
+  int per_host = 1;  // ranks per host (0: all ranks on one host)
+  int cores = 0;     // CPUs per host (0: unlimited)
+  bool ofi = false;  // hosts talk over libfabric (LOOM_CHUNK_SIZE=auto then means 512K)
   Tuning tuning;
 };
 

@@ -130,7 +130,6 @@ int flat_tree_depth(int nranks) {
 }
 
 double cpu_load(const Shape& s) {
-  if (s.load > 0) return std::max(1.0, s.load);
   return s.cores > 0 && s.per_host > s.cores ? static_cast<double>(s.per_host) / s.cores : 1.0;
 }
 
@@ -305,10 +304,7 @@ double tree_us(Coll c, double S, const Shape& s, const Tuning& t, const Pipeline
 // folded rank is its neighbour's partner, and neighbours share a CPU when bound in blocks).
 Shape rd_round_shape(const Shape& s, int pow2) {
   Shape active = s;
-  if (s.nhosts <= 1) {
-    active.nranks = active.per_host = pow2;
-    active.load = 0;
-  }
+  if (s.nhosts <= 1) active.nranks = active.per_host = pow2;
   return active;
 }
 

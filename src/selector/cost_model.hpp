@@ -99,9 +99,6 @@ struct Shape {
   int per_host = 1;
   int cores = 0;
   int tree_depth = 0;  // edges from the root to the deepest rank (0: computed from nranks)
-  /// Ranks sharing a host's busiest CPU, from their bindings (topo::cpu_load: 8 ranks bound 4
-  /// to a CPU make 4, 7 make 4 where unbound they make 3.5); 0: per_host / cores.
-  double load = 0;
 };
 
 /// LOOM_CHUNK_SIZE=auto: 128 KiB, whose pipelines keep their chunks in the CPU caches (on the
@@ -134,8 +131,10 @@ double predict_us(Coll c, Algo a, std::size_t bytes, const Shape& s, const Tunin
                   const Pipeline& p);
 /// Extra latency per message on an oversubscribed host (see Tuning::oversub_alpha_us).
 double oversub_extra_us(const Shape& s, const Tuning& t);
-/// Ranks per CPU on an oversubscribed host (Shape::load, else per_host / cores), else 1: the
-/// inverse of each rank's CPU share.
+/// Ranks per CPU on an oversubscribed host (per_host / cores), else 1: the inverse of each
+/// rank's CPU share. The average, also for ranks bound in blocks whose busiest CPU has
+/// ceil(per_host / cores): measured on 2 CPUs, 3, 5 and 7 ranks bound so fit P / cores (36 of
+/// 42 cells of the loom-sim validation within 25%) better than the busiest CPU (30).
 double cpu_load(const Shape& s);
 /// The tuning keys, in the order Tuning::to_string prints them (each has a LOOM_TUNE_<KEY>
 /// setting).

@@ -250,29 +250,6 @@ Shape one_host(int ranks, int cores) {
 }
 }  // namespace
 
-TEST_CASE("selector: ranks bound in blocks load their busiest CPU", "[selector]") {
-  Tuning t;
-  REQUIRE(t.apply("oversub_alpha_us=8").is_ok());
-  Shape unbound = one_host(7, 2);
-  Shape bound = unbound;
-  bound.load = 4;  // 7 ranks bound 4 + 3
-  CHECK(cpu_load(unbound) == Approx(3.5));
-  CHECK(cpu_load(bound) == Approx(4));
-  CHECK(oversub_extra_us(bound, t) == Approx(8 * 0.75));
-  bound.load = 0.5;  // a rank with two CPUs
-  CHECK(cpu_load(bound) == Approx(1));
-  CHECK(oversub_extra_us(bound, t) == Approx(0));
-  // loom-sim's local cluster: bound in blocks by default, as loomrun binds.
-  auto c = preset("local", t, 2);
-  REQUIRE(c.is_ok());
-  CHECK(shape_of(*c, 7).load == Approx(4));
-  CHECK(shape_of(*c, 8).load == Approx(4));
-  CHECK(shape_of(*c, 2).load == Approx(0));
-  c->bound = false;
-  CHECK(shape_of(*c, 7).load == Approx(0));
-  CHECK(cpu_load(shape_of(*c, 7)) == Approx(3.5));
-}
-
 TEST_CASE("selector: an oversubscribed host shares oversub_gbps between its ranks", "[selector]") {
   Shape s = one_host(4, 2);
   Tuning t;

@@ -29,7 +29,6 @@ struct Args {
   std::string preset = "local";
   int per_host = -1;  // -1: the preset's
   int cores = -1;
-  bool bound = true;  // --cpu-bind block (loomrun's default) or none
   std::size_t min_bytes = 8, max_bytes = std::size_t{32} << 20, factor = 2, elem = 4;
   std::size_t chunk = 0, depth = 0;  // 0: from the settings
   std::string tuning;
@@ -46,8 +45,6 @@ std::string usage() {
          "                       LOOM_TUNING / LOOM_TUNE_* constants)\n"
          "  --per-host N         ranks per host (default: the preset's)\n"
          "  --cores N            CPUs per host (default: the preset's; local: this machine's)\n"
-         "  --cpu-bind MODE      block (default, as loomrun binds): consecutive ranks share a\n"
-         "                       CPU, the busiest has ceil(ranks/cores); none: ranks/cores each\n"
          "  --tuning K=V,...     cost-model constants on top of the preset's\n"
          "  -b, -e, -f           min size, max size (K/M/G), factor (default 8, 32M, 2)\n"
          "  --chunk SIZE, --depth N   pipeline (default LOOM_CHUNK_SIZE, LOOM_PIPELINE_DEPTH)\n"
@@ -94,11 +91,7 @@ Args parse(int argc, char** argv) {
       a.per_host = static_cast<int>(int_arg(s, value(), 1, 1 << 20));
     else if (s == "--cores")
       a.cores = static_cast<int>(int_arg(s, value(), 0, 1 << 20));
-    else if (s == "--cpu-bind") {
-      const std::string mode = value();
-      if (mode != "block" && mode != "none") fail("--cpu-bind wants block or none");
-      a.bound = mode == "block";
-    } else if (s == "--replay")
+    else if (s == "--replay")
       a.replay = true;
     else if (s == "--tuning")
       a.tuning = value();
@@ -158,7 +151,6 @@ int run(int argc, char** argv) {
   if (!cluster.is_ok()) fail(cluster.status().message());
   if (a.per_host > 0) cluster->per_host = a.per_host;
   if (a.cores >= 0) cluster->cores = a.cores;
-  cluster->bound = a.bound;
   if (auto st = cluster->tuning.apply(a.tuning); !st.is_ok()) fail(st.message());
   const loom::select::Shape shape = loom::select::shape_of(*cluster, a.nranks);
   auto chunk = loom::select::chunk_from(*cfg);
