@@ -186,8 +186,10 @@ constexpr double kYieldUs = 20;
 // load steps of that: load^2 turns where one rank per CPU takes one. Measured on 2 CPUs, 2 ranks
 // per CPU cost 0.18-0.32 of what 4 cost beyond one rank: (4 - 1) / (16 - 1) = 0.2 here, where
 // a turn per extra rank said (2 - 1) / (4 - 1) = 0.33.
-double turns_us(const Tuning& t, double load) {
-  return load > 1 ? t.oversub_turn_us * (load * load - 1) : 0;
+// `steps`: how many of a CPU's ranks take a step in the round (all `load` of them by default).
+double turns_us(const Tuning& t, double load, double steps = 0) {
+  if (load <= 1) return 0;
+  return t.oversub_turn_us * (load * (steps > 0 ? std::min(steps, load) : load) - 1);
 }
 
 // The effective per-stream links of a shape: the slowest link a schedule's stream crosses and
@@ -254,7 +256,13 @@ double tree_hop_alpha(const Shape& s, const Tuning& t, const Links& l, double ch
   const double load = cpu_load(s);
   const double woken = chain * l.alpha_intra + across * l.alpha_slow;
   if (load <= 1 || t.oversub_turn_us <= 0) return woken;
-  const double turn = turns_us(t, load);
+  // On one host a hop's senders are the ranks of one level of each tree: 2(n-1) sends over the
+  // `across` levels, spread over the CPUs, each a step of `load` turns. Measured on 2 CPUs at 8
+  // ranks, 8 B: 27-31 us, where every rank's step in every hop (recursive doubling's round)
+  // said 49.
+  const double steps =
+      s.nhosts > 1 || s.cores <= 0 ? 0 : 2.0 * (s.nranks - 1) / (std::max(1.0, across) * s.cores);
+  const double turn = turns_us(t, load, std::max(1.0, steps));
   const double slow = s.nhosts > 1 ? t.inter.alpha_us : t.intra.alpha_us;
   return std::max(woken, chain * (t.intra.alpha_us + turn) + across * (slow + turn));
 }
@@ -270,11 +278,18 @@ double tree_us(Coll c, double S, const Shape& s, const Tuning& t, const Pipeline
   const double hops = chain + across;
   const double bw = per_host ? std::min(l.bw_inter, l.bw_intra) : l.bw_slow;
   // Store-and-forward of the first chunk: chain hops over shared memory, tree hops over the
-  // slowest link the trees use.
-  const double fill = chain * xfer_us(chunk, l.bw_intra) + across * xfer_us(chunk, bw);
+  // slowest link the trees use. While the pipeline fills, few ranks run: on an oversubscribed
+  // host each of them has a CPU to itself (the rates by CPU share apply once all are busy).
+  const double load = s.nhosts > 1 ? 1.0 : cpu_load(s);
+  const double fill =
+      chain * xfer_us(chunk, l.bw_intra * load) + across * xfer_us(chunk, bw * load);
+  const double hop_red = xfer_us(chunk, l.red * load) * hops;
   // Throughput: an interior rank moves 2S each way (1.5S for the re-rooted broadcast/reduce).
   // Per host, the two leaders' traffic (2S together) shares the host's NIC, and each chain rank
-  // moves 2S over shared memory.
+  // moves 2S over shared memory. On an oversubscribed host the CPUs bound it, not the busiest
+  // rank: they run every rank's copies, 2(n-1)S in all as for the ring (measured, 8 ranks on 2
+  // CPUs: the tree 10-30% faster than the ring from 1 MiB on, where 2S per rank said slower).
+  const double allreduce_bytes = load > 1 ? 2.0 * (s.nranks - 1) / s.nranks * S : 2 * S;
   const double host_bw = t.nic_gbps > 0 ? std::min(t.nic_gbps, 2 * t.inter.gbps) : 2 * t.inter.gbps;
   auto stream = [&](double bytes) {
     return per_host ? std::max(xfer_us(bytes, host_bw), xfer_us(bytes, l.bw_intra))
@@ -282,11 +297,9 @@ double tree_us(Coll c, double S, const Shape& s, const Tuning& t, const Pipeline
   };
   switch (c) {
     case Coll::AllReduce:  // up and down; reduces S
-      return 2 * hop_alpha + 2 * fill + xfer_us(chunk, l.red) * hops + stream(2 * S) +
-             xfer_us(S, l.red);
+      return 2 * hop_alpha + 2 * fill + hop_red + stream(allreduce_bytes) + xfer_us(S, l.red);
     case Coll::Broadcast: return hop_alpha + fill + stream(1.5 * S);
-    case Coll::Reduce:
-      return hop_alpha + fill + xfer_us(chunk, l.red) * hops + stream(1.5 * S) + xfer_us(S, l.red);
+    case Coll::Reduce: return hop_alpha + fill + hop_red + stream(1.5 * S) + xfer_us(S, l.red);
     default: return 1e30;
   }
 }

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <catch2/catch.hpp>
+#include <chrono>
+#include <condition_variable>
 #include <exception>
 #include <functional>
 #include <map>
@@ -56,6 +58,36 @@ inline void on_rank_threads(int n, const std::function<void(int)>& body) {
   for (auto& t : threads) t.join();
   if (!first_error.empty()) throw std::runtime_error(first_error);
 }
+
+/// Holds each rank thread, at the end of its scope, until all n have reached it (or `timeout`
+/// passed): declare it after the Communicator, so that no rank destroys its communicator while
+/// another still completes its last messages (not for tests in which a rank leaves early). Ranks that are threads of one process share the
+/// memory libfabric's shm provider maps for their endpoints, so an endpoint closed early unmaps
+/// what a peer's provider still reads (a crash in fi_cq_read); ranks that are processes each keep
+/// their own mapping.
+class EndTogether {
+ public:
+  struct Shared {
+    std::mutex mu;
+    std::condition_variable cv;
+    int arrived = 0;
+  };
+  EndTogether(Shared& shared, int n, std::chrono::seconds timeout = std::chrono::seconds(60))
+      : shared_(shared), n_(n), timeout_(timeout) {}
+  ~EndTogether() {
+    std::unique_lock lock(shared_.mu);
+    ++shared_.arrived;
+    shared_.cv.notify_all();
+    shared_.cv.wait_for(lock, timeout_, [&] { return shared_.arrived >= n_; });
+  }
+  EndTogether(const EndTogether&) = delete;
+  EndTogether& operator=(const EndTogether&) = delete;
+
+ private:
+  Shared& shared_;
+  int n_;
+  std::chrono::seconds timeout_;
+};
 
 /// Runs `body(comm)` on n threads, one communicator each; rethrows the first failure (as a
 /// std::runtime_error naming the rank) after every thread has finished.

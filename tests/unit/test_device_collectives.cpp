@@ -200,12 +200,14 @@ void run_device_matrix(int n, std::vector<int> devices = {},
   std::size_t wrong = 0;
   std::string first;
   std::string error;
+  loom::test::EndTogether::Shared end;
   try {
     loom::test::on_rank_threads(n, [&](int r) {
       throw_if_error(device::host_sim().set_device(devices[static_cast<std::size_t>(r)]));
       auto mine = settings;
       if (!hosts.empty()) mine["LOOM_HOST_ID"] = hosts[static_cast<std::size_t>(r)];
       Communicator comm = loom::test::make_comm(store, r, n, comm_id, mine);
+      const loom::test::EndTogether together(end, n);
       Rank dev;
       Checker chk;
       check_reductions(comm, dev, chk);
@@ -310,12 +312,14 @@ void device_allreduce(int n, std::size_t count, const std::vector<std::string>& 
   static std::uint64_t next_id = 0x6800;
   const std::uint64_t comm_id = ++next_id;
   std::string error;
+  loom::test::EndTogether::Shared end;
   try {
     loom::test::on_rank_threads(n, [&](int r) {
       auto s = settings(r);
       s["LOOM_HOST_ID"] = hosts[static_cast<std::size_t>(r)];
       s["LOOM_TIMEOUT"] = "60s";
       Communicator comm = loom::test::make_comm(store, r, n, comm_id, s);
+      const loom::test::EndTogether together(end, n);
       Rank dev;
       std::vector<std::uint8_t> host(4 * count);
       fill_input(DataType::Float32, RedOp::Sum, r, host.data(), count);

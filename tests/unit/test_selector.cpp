@@ -372,8 +372,10 @@ TEST_CASE("selector: a tree hop on an oversubscribed host waits for a wake-up or
   // Per-message rule: 2 x 3 hops x (1 + 8 x (1 - 2/8)).
   CHECK(predict_us(Coll::AllReduce, Algo::Tree, 8, s, t, {}) == Approx(6 * 7).margin(0.1));
   REQUIRE(t.apply("oversub_turn_us=1").is_ok());
-  // The 4 ranks of a hop's CPU take their steps in turn: 2 x 3 x (1 + (4^2 - 1)), longer.
-  CHECK(predict_us(Coll::AllReduce, Algo::Tree, 8, s, t, {}) == Approx(6 * 16).margin(0.1));
+  // A hop's senders, 2 x 7 sends over 3 levels and 2 CPUs, take their steps of 4 turns one
+  // after another: 2 x 3 x (1 + (4 x 7/3 - 1)), longer.
+  CHECK(predict_us(Coll::AllReduce, Algo::Tree, 8, s, t, {}) ==
+        Approx(6 * (1 + 4 * 7.0 / 3 - 1)).margin(0.1));
   // 3 ranks on 2 CPUs (depth 1): 1.5^2 - 1 turns per hop (1 + 1.25) is shorter than the
   // wake-up (1 + 8 x (1 - 2/3)): that counts.
   Shape three = one_host(3, 2);
