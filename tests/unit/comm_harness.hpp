@@ -61,10 +61,10 @@ inline void on_rank_threads(int n, const std::function<void(int)>& body) {
 
 /// Holds each rank thread, at the end of its scope, until all n have reached it (or `timeout`
 /// passed): declare it after the Communicator, so that no rank destroys its communicator while
-/// another still completes its last messages (not for tests in which a rank leaves early). Ranks that are threads of one process share the
-/// memory libfabric's shm provider maps for their endpoints, so an endpoint closed early unmaps
-/// what a peer's provider still reads (a crash in fi_cq_read); ranks that are processes each keep
-/// their own mapping.
+/// another still completes its last messages (not for tests in which a rank leaves early). Ranks
+/// that are threads of one process share the memory libfabric's shm provider maps for their
+/// endpoints, so an endpoint closed early unmaps what a peer's provider still reads (a crash in
+/// fi_cq_read); ranks that are processes each keep their own mapping.
 class EndTogether {
  public:
   struct Shared {
