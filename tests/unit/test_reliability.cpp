@@ -165,6 +165,7 @@ TEST_CASE("reliability: split by color orders ranks by key", "[reliability]") {
 TEST_CASE("reliability: a timeout logs a report naming the rank that stopped calling",
           "[reliability]") {
   std::latch done(3);
+  loom::test::EndTogether::Shared all_reported;
   loom::test::run_ranks(
       4,
       [&](Communicator& comm) {
@@ -174,6 +175,9 @@ TEST_CASE("reliability: a timeout logs a report naming the rank that stopped cal
           done.wait();
           return;
         }
+        // The ranks that time out stay until all three have their reports: a rank that left
+        // early would rightly be reported as not answering.
+        const loom::test::EndTogether together(all_reported, 3);
         auto e = catch_error([&] { comm.allreduce(std::span<float>(buf), RedOp::Sum).wait(); });
         CHECK(e.code() == ErrorCode::Timeout);
         bool reported =
