@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kernels/host/reduce.hpp"
+#include "selector/cost_model.hpp"
 
 namespace loom::perf {
 namespace {
@@ -104,14 +105,16 @@ std::vector<Point> bandwidth_curve(Communicator& comm, const Options& options, d
   return bw;
 }
 
-// The eager path of shared memory: messages below the single-copy threshold (64 KiB by
-// default) go through the channel's slots, copied in by the sender and out by the receiver,
-// where the curve above moves single-copy messages. A ring allreduce with messages of 32 KiB.
+// The eager path of shared memory: messages below the single-copy threshold go through the
+// channel's slots, copied in by the sender and out by the receiver, where the curve above moves
+// single-copy messages. A ring allreduce with messages of half the automatic threshold: 32 KiB
+// where each rank has a CPU, 16 KiB where ranks share them (LOOM_SHM_SINGLE_COPY_MIN=auto).
 Point eager_point(Communicator& comm, double alpha_us) {
   const int n = comm.size();
   CollOptions ring;
   ring.algorithm = Algorithm::Ring;
-  const std::size_t total = std::size_t{32} * 1024 * static_cast<std::size_t>(n);
+  const double load = static_cast<double>(n) / std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN));
+  const std::size_t total = select::auto_single_copy_min(load) / 2 * static_cast<std::size_t>(n);
   const std::size_t count = total / 4;
   std::vector<float> in(count, 1.0f), out(count);
   const double t = time_per_call(comm, 50, 200, [&] {
