@@ -12,6 +12,7 @@
 
 #include "benchmarks/loom_perf/calibrate.hpp"
 #include "benchmarks/loom_perf/compare.hpp"
+#include "benchmarks/loom_perf/compare_algos.hpp"
 #include "benchmarks/loom_perf/device_buffers.hpp"
 #include "benchmarks/loom_perf/options.hpp"
 #include "benchmarks/loom_perf/runner.hpp"
@@ -70,6 +71,7 @@ int run(const loom::perf::Options& options, std::string_view program) {
     return kExitUsage;
   }
   if (options.compare) return loom::perf::run_compare(comm, options);
+  if (!options.compare_algos.empty()) return loom::perf::run_compare_algos(comm, options);
   if (one_transport && comm.rank() == 0) fmt::print("# transport: {}\n", options.transports[0]);
   loom::perf::Runner runner(comm, options);
   int status = runner.run();

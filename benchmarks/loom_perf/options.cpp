@@ -18,7 +18,7 @@ struct FlagSpec {
   bool has_short;
 };
 
-constexpr std::array<FlagSpec, 22> kFlags = {{
+constexpr std::array<FlagSpec, 24> kFlags = {{
     {'b', "minbytes", true, true},
     {'e', "maxbytes", true, true},
     {'f', "stepfactor", true, true},
@@ -41,6 +41,8 @@ constexpr std::array<FlagSpec, 22> kFlags = {{
     {'T', "transport", true, false},
     {'K', "compare-transports", true, false},
     {'J', "json", true, false},
+    {'G', "compare-algos", true, false},
+    {'N', "rounds", true, false},
 }};
 
 constexpr std::array<std::string_view, kNumDataTypes> kDtypeNames = {
@@ -191,6 +193,21 @@ void apply_flag(Options& opt, const FlagSpec& spec, std::string_view value) {
       break;
     }
     case 'J': opt.json_file = value; break;
+    case 'G': {
+      opt.compare_algos.clear();
+      for (std::string_view rest = value; !rest.empty();) {
+        const std::size_t comma = rest.find(',');
+        const std::string_view name = rest.substr(0, comma);
+        if (name != "ring" && name != "tree" && name != "rd" && name != "auto")
+          throw UsageError(
+              fmt::format("unknown algorithm '{}' for {} (ring, tree, rd, auto)", name, flag));
+        opt.compare_algos.emplace_back(name);
+        rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+      }
+      if (opt.compare_algos.empty()) throw UsageError(fmt::format("{} needs an algorithm", flag));
+      break;
+    }
+    case 'N': opt.rounds = static_cast<int>(parse_int(flag, value, 1, 1000)); break;
     default: break;
   }
 }
@@ -221,6 +238,8 @@ void validate(const Options& opt) {
   if (!opt.run_in_place && !opt.run_out_of_place) {
     throw UsageError("--inplace-only and --outofplace-only exclude each other");
   }
+  if (!opt.compare_algos.empty() && (opt.compare || !opt.algo.empty() || opt.calibrate))
+    throw UsageError("--compare-algos excludes --compare-transports, --algo and --calibrate");
 }
 
 }  // namespace
@@ -369,6 +388,11 @@ std::string usage_text(std::string_view program) {
       "      --compare-transports A,B[,C]\n"
       "                            run the same verified sweep over each transport and print\n"
       "                            one table: busbw per transport and the ratio A/B\n"
+      "      --compare-algos A,B[,C...]\n"
+      "                            time the algorithms (ring, tree, rd, auto) in turn at each\n"
+      "                            size, --rounds times, on one communicator; print the median\n"
+      "                            time of each, the fastest, and auto against it (verified)\n"
+      "      --rounds N            rounds of --compare-algos (default 5)\n"
       "      --json FILE           also write every row (per transport) as JSON to FILE;\n"
       "                            benchmarks/plot_busbw.py FILE OUT.svg draws busbw vs size\n"
       "  -h, --help                print this help\n"

@@ -67,6 +67,10 @@ struct Options {
   // sweep over each and prints one table with a busbw column per transport.
   std::vector<std::string> transports;
   bool compare = false;
+  // --compare-algos A,B[,C...]: each size timed with each algorithm (per call) in turn, --rounds
+  // times, on one communicator; one table of median times.
+  std::vector<std::string> compare_algos;
+  int rounds = 5;
   std::string json_file;   // --json FILE: every row as JSON
   bool print_rows = true;  // internal: the compare mode prints its own table
 };

@@ -82,7 +82,19 @@ Layout Runner::call_layout(const Layout& host) const {
 }
 
 CollOptions Runner::call_options() const {
-  return device_ ? device_->options() : CollOptions{};
+  CollOptions o = device_ ? device_->options() : CollOptions{};
+  o.algorithm = algorithm_;
+  return o;
+}
+
+RowResult Runner::measure(std::size_t bytes) {
+  const DataType dtype = options_.dtypes.front();
+  const RedOp op = options_.ops.front();
+  const Pattern pattern(dtype, op, nranks_, root_);
+  const bool per_rank = options_.coll == Coll::AllGather || options_.coll == Coll::ReduceScatter;
+  const std::size_t unit = dtype_size(dtype) * (per_rank ? static_cast<std::size_t>(nranks_) : 1);
+  const std::size_t count = bytes / unit;
+  return run_row(Case{dtype, op, &pattern, count, count * unit});
 }
 
 void Runner::upload_if_device() {

@@ -38,6 +38,11 @@ class Runner {
   int run();
   /// Every row measured so far (on every rank; times and checks combined as printed).
   [[nodiscard]] const std::vector<RowResult>& rows() const { return rows_; }
+  /// The algorithm every later call forces (Algorithm::Auto: as configured).
+  void set_algorithm(Algorithm algorithm) { algorithm_ = algorithm; }
+  /// Times (and checks, with -c 1) one row of `bytes` in the first dtype and op of the options,
+  /// without printing or recording it. Collective: every rank calls it with the same size.
+  [[nodiscard]] RowResult measure(std::size_t bytes);
 
  private:
   struct Case {
@@ -76,6 +81,7 @@ class Runner {
   int mismatch_reports_ = 0;
   std::vector<std::string> failed_rows_;
   std::vector<RowResult> rows_;
+  Algorithm algorithm_ = Algorithm::Auto;
 };
 
 }  // namespace loom::perf

@@ -163,9 +163,9 @@ constexpr std::array kSettings = {
          "Cost-model constants as key=value,... (the line `loom-perf --calibrate` prints); "
          "overrides the LOOM_TUNE_* settings.",
          "coll"},
-    Spec{"LOOM_TUNE_INTRA_ALPHA_US", Type::String, "5",
+    Spec{"LOOM_TUNE_INTRA_ALPHA_US", Type::String, "0.8",
          "Cost model: latency per message between ranks on one host (microseconds).", "coll"},
-    Spec{"LOOM_TUNE_INTRA_GBPS", Type::String, "3",
+    Spec{"LOOM_TUNE_INTRA_GBPS", Type::String, "1.6",
          "Cost model: bandwidth between ranks on one host (GB/s).", "coll"},
     Spec{"LOOM_TUNE_INTER_ALPHA_US", Type::String, "40",
          "Cost model: latency per message between hosts (microseconds).", "coll"},
@@ -175,38 +175,38 @@ constexpr std::array kSettings = {
          "Cost model: a host's total network bandwidth shared by its ranks (GB/s; 0: one "
          "stream's).",
          "coll"},
-    Spec{"LOOM_TUNE_REDUCE_GBPS", Type::String, "20",
+    Spec{"LOOM_TUNE_REDUCE_GBPS", Type::String, "9.9",
          "Cost model: host reduction throughput (GB/s of input).", "coll"},
-    Spec{"LOOM_TUNE_OVERSUB_ALPHA_US", Type::String, "25",
+    Spec{"LOOM_TUNE_OVERSUB_ALPHA_US", Type::String, "6.5",
          "Cost model: extra latency per message when a host runs more ranks than CPUs (ranks "
          "block instead of spinning), scaled by 1 - CPUs/ranks (the chance the receiver is "
          "descheduled).",
          "coll"},
-    Spec{"LOOM_TUNE_OVERSUB_GBPS", Type::String, "0",
+    Spec{"LOOM_TUNE_OVERSUB_GBPS", Type::String, "8",
          "Cost model: total copy bandwidth of a host running more ranks than CPUs, shared by "
          "its ranks (GB/s; 0: LOOM_TUNE_INTRA_GBPS x CPUs).",
          "coll"},
-    Spec{"LOOM_TUNE_OVERSUB_TURN_US", Type::String, "5",
+    Spec{"LOOM_TUNE_OVERSUB_TURN_US", Type::String, "0.5",
          "Cost model: extra time per round of recursive doubling for each rank beyond one per "
          "CPU on a host running more ranks than CPUs (every rank communicates in every round, "
          "so each CPU runs its ranks in turn).",
          "coll"},
-    Spec{"LOOM_TUNE_INTRA_CACHE_GBPS", Type::String, "5",
+    Spec{"LOOM_TUNE_INTRA_CACHE_GBPS", Type::String, "9.1",
          "Cost model: bandwidth on one host while buffers fit in LOOM_TUNE_CACHE_BYTES (GB/s; "
          "0: LOOM_TUNE_INTRA_GBPS).",
          "coll"},
-    Spec{"LOOM_TUNE_INTRA_EAGER_GBPS", Type::String, "0",
+    Spec{"LOOM_TUNE_INTRA_EAGER_GBPS", Type::String, "9.1",
          "Cost model: bandwidth on one host of messages below LOOM_SHM_SINGLE_COPY_MIN, which "
          "are copied through the channel's slots (GB/s; 0: LOOM_TUNE_INTRA_CACHE_GBPS).",
          "coll"},
-    Spec{"LOOM_TUNE_CACHE_BYTES", Type::String, "4194304",
+    Spec{"LOOM_TUNE_CACHE_BYTES", Type::String, "524288",
          "Cost model: buffer size up to which LOOM_TUNE_INTRA_CACHE_GBPS applies.", "coll"},
-    Spec{"LOOM_TUNE_CORE_CACHE_BYTES", Type::String, "0",
+    Spec{"LOOM_TUNE_CORE_CACHE_BYTES", Type::String, "2097152",
          "Cost model: a CPU's private cache (L2) in bytes; ranks that oversubscribe the CPUs "
          "keep the cache rate while all their buffers fit in it (0: LOOM_TUNE_CACHE_BYTES / "
          "CPUs).",
          "coll"},
-    Spec{"LOOM_TUNE_DRAM_BYTES", Type::String, "0",
+    Spec{"LOOM_TUNE_DRAM_BYTES", Type::String, "33554432",
          "Cost model: buffer size from which LOOM_TUNE_INTRA_GBPS applies; between it and "
          "LOOM_TUNE_CACHE_BYTES the bandwidth falls log-linearly (0: a step at the cache size).",
          "coll"},

@@ -66,6 +66,17 @@ if [[ -x $BIN/loomrun && -x $BIN/loom-perf ]]; then
     fail "loom-perf --calibrate printed no LOOM_TUNING line: $(cat "$TMP/cal")"
   timeout 60 "$BIN/loom-perf" allreduce --algo bogus -b 8 -e 8 >/dev/null 2>&1
   [[ $? -ne 0 ]] || fail "loom-perf --algo bogus should fail"
+  # --compare-algos: one verified row per size with a median time per algorithm.
+  timeout 120 "$BIN/loomrun" -n 5 --only-rank 0 --no-prefix -- "$BIN/loom-perf" allreduce \
+    --compare-algos ring,tree,rd,auto --rounds 2 -b 8 -e 64K -f 8 -n 3 -w 1 -d int32 \
+    >"$TMP/algos" 2>&1 || fail "loom-perf --compare-algos exited $?: $(cat "$TMP/algos")"
+  grep -Eq '^#\s+size\s+count\s+type\s+ring\s+tree\s+rd\s+auto\s+fastest\s+auto/fastest\s+#wrong$' \
+    "$TMP/algos" || fail "--compare-algos header: $(cat "$TMP/algos")"
+  rows=$(awk '$1 ~ /^[0-9]+$/ && NF == 10 && $3 == "int32" && $NF == "0"' "$TMP/algos" | wc -l)
+  [[ $rows -eq 5 ]] || fail "--compare-algos: $rows verified rows of 5: $(cat "$TMP/algos")"
+  grep -q '^# Out of bounds values : 0 OK$' "$TMP/algos" || fail "--compare-algos: no OK footer"
+  timeout 60 "$BIN/loom-perf" allreduce --compare-algos ring,nosuch >/dev/null 2>&1
+  [[ $? -eq 2 ]] || fail "--compare-algos with an unknown algorithm should exit 2"
 fi
 
 if [[ $failures -ne 0 ]]; then

@@ -1,0 +1,21 @@
+// loom-perf --compare-algos A,B[,C...]: at each size the algorithms are timed in turn (a forced
+// algorithm per call, on one communicator), --rounds times, so that a slow phase of the machine
+// hits them all alike; one table of median times, the fastest, and auto against it.
+#pragma once
+
+#include <optional>
+#include <string_view>
+
+#include "benchmarks/loom_perf/options.hpp"
+#include "loom/communicator.hpp"
+
+namespace loom::perf {
+
+/// "ring", "tree", "rd", "auto" (nullopt for anything else).
+std::optional<Algorithm> algorithm_from_name(std::string_view name);
+
+/// Runs the comparison on `comm`; rank 0 prints the table. Returns the exit status (1 when a
+/// check found wrong elements).
+int run_compare_algos(Communicator& comm, const Options& options);
+
+}  // namespace loom::perf
