@@ -26,29 +26,25 @@ perf() {  # perf N OUT ARGS...: rank 0's loom-perf table
 ROUNDS=${ROUNDS:-3}
 MEDIAN="python3 $(dirname "$0")/median_table.py"
 
-# Joins loom-perf tables (out-of-place time, column 6) by size; the first argument is loom-sim's
-# table for the same rank count and LOOM_TUNING, whose "algo" column is the selector's pick (the
-# library runs the same choose() on the same constants). "pick vs best" compares the forced runs
-# of the picked algorithm and of the fastest one: the selector's choice, free of the noise
-# between two runs of one algorithm that "auto vs best" also contains.
-join_times() {
+# A --compare-algos table (size count type time... fastest auto/fastest #wrong) as markdown: the
+# forced algorithms' times side by side, auto's, and the model's pick (loom-sim's "algo" column
+# for the same rank count and LOOM_TUNING: the library runs the same choose() on the same
+# constants). "pick vs best" compares the forced times of the picked and the fastest algorithm:
+# the selector's choice, free of the spread between two runs of one algorithm that "auto vs
+# best" also contains.
+algos_table() {
   python3 - "$@" <<'PY'
 import sys
-sim, names, files = sys.argv[1], sys.argv[2].split(","), sys.argv[3:]
+sim, names, table = sys.argv[1], sys.argv[2].split(","), sys.argv[3]
 picks = {int(p[0]): p[8] for p in (l.split() for l in open(sim)) if p and p[0].isdigit()}
-tables = []
-for f in files:
-    t = {}
-    for line in open(f):
-        p = line.split()
-        if len(p) == 13 and p[0].isdigit():
-            t[int(p[0])] = (float(p[5]), float(p[7]))
-    tables.append(t)
 print("| size (B) | " + " | ".join(f"{n} time (us)" for n in names) +
       " | best | pick | pick vs best | auto vs best |")
 print("|---:|" + "---:|" * len(names) + "---|---|---:|---:|")
-for size in sorted(tables[0]):
-    ts = [t.get(size, (float("nan"), 0))[0] for t in tables]
+for line in open(table):
+    p = line.split()
+    if len(p) != len(names) + 6 or not p[0].isdigit():
+        continue
+    size, ts = int(p[0]), [float(x) for x in p[3:3 + len(names)]]
     forced = ts[:-1]
     best = min(range(len(forced)), key=lambda i: forced[i])
     pick = picks.get(size, "?")
@@ -100,20 +96,16 @@ echo "Calibrated: LOOM_TUNING=$tuning"
 export LOOM_TUNING=$tuning
 echo
 echo "## 1. allreduce at 8 ranks: ring vs tree vs rd vs auto (out-of-place time, float sum)"
-for r in $(seq "$ROUNDS"); do
-  for algo in ring tree rd auto; do
-    perf 8 "$TMP/small.$algo.$r" allreduce --algo $algo -b 8 -e 64K -f 2 -n 300 -w 30 -c 0 --outofplace-only
-  done
-  for algo in ring tree auto; do  # recursive doubling is for small buffers only
-    perf 8 "$TMP/large.$algo.$r" allreduce --algo $algo -b 1M -e 64M -f 4 -n 5 -w 2 -c 0 --outofplace-only
-  done
-done
-for algo in ring tree rd auto; do $MEDIAN "$TMP"/small.$algo.* >"$TMP/small.$algo"; done
-for algo in ring tree auto; do $MEDIAN "$TMP"/large.$algo.* >"$TMP/large.$algo"; done
+# The algorithms alternate at each size inside one loom-perf run (--compare-algos), so a slow
+# phase of the machine hits them alike; each time is the median of ROUNDS rounds.
+perf 8 "$TMP/small" allreduce --compare-algos ring,tree,rd,auto --rounds "$ROUNDS" \
+  -b 8 -e 64K -f 2 -n 300 -w 30 -c 0 --outofplace-only
+perf 8 "$TMP/large" allreduce --compare-algos ring,tree,auto --rounds "$ROUNDS" \
+  -b 1M -e 64M -f 4 -n 5 -w 2 -c 0 --outofplace-only
 "$BIN/loom-sim" allreduce -n 8 --preset local -b 8 -e 64M -f 2 >"$TMP/sim8"
-join_times "$TMP/sim8" ring,tree,rd,auto "$TMP/small.ring" "$TMP/small.tree" "$TMP/small.rd" "$TMP/small.auto"
+algos_table "$TMP/sim8" ring,tree,rd,auto "$TMP/small"
 echo
-join_times "$TMP/sim8" ring,tree,auto "$TMP/large.ring" "$TMP/large.tree" "$TMP/large.auto"
+algos_table "$TMP/sim8" ring,tree,auto "$TMP/large"
 
 echo
 echo "## 2. deterministic vs default allreduce (busbw, out-of-place)"
