@@ -152,6 +152,7 @@ Status CommImpl::connect(std::unique_ptr<transport::tcp::TcpTransport> tcp, cons
         settings_.shm.single_copy_min = select::auto_single_copy_min(my_cpu_load(layout, rank_));
       LOOM_ASSIGN_OR_RETURN(shm, transport::shm::ShmTransport::create(rank_, nranks_, comm_id_,
                                                                       store_, settings_.shm));
+      shm->set_peer_check([this](int peer) { return known_failure(peer); });
     }
   LOOM_ASSIGN_OR_RETURN(
       auto ofi, make_ofi_transport(rank_, nranks_, comm_id_, store_, config_, tcp->address(),

@@ -98,6 +98,9 @@ class CommImpl {
   [[nodiscard]] RankProgress progress() const;
   /// A PeerFailed naming a peer, with the peer's host and pid added (else unchanged).
   [[nodiscard]] Status name_failed_peer(const Status& why) const;
+  /// PeerFailed naming `peer` when the failure monitor knows it failed, else ok (asked while a
+  /// connection to `peer` is being set up).
+  [[nodiscard]] Status known_failure(int peer) const;
   /// New communicators over the same store (collective; see Communicator::split/shrink). Null
   /// when this rank is not a member.
   Result<std::unique_ptr<CommImpl>> split(int color, int key);

@@ -127,6 +127,17 @@ Status CommImpl::name_failed_peer(const Status& why) const {
   return monitor_ ? monitor_->name_peer(why) : why;
 }
 
+Status CommImpl::known_failure(int peer) const {
+  if (!monitor_) return Status::ok();
+  const std::vector<int> failed = monitor_->failed_ranks();
+  if (std::find(failed.begin(), failed.end(), peer) == failed.end()) return Status::ok();
+  return name_failed_peer(
+      Status(ErrorCode::PeerFailed, fmt::format("rank {}: rank {} failed before this rank could "
+                                                "connect to it",
+                                                rank_, peer))
+          .with_peer(peer));
+}
+
 void CommImpl::abort() {
   std::lock_guard lk(abort_mu_);
   if (aborted_.exchange(true)) return;

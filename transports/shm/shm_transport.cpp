@@ -122,9 +122,22 @@ Status ShmTransport::publish(Handshake& h) {
   return store_->set(key(rank_, h.peer), as_bytes(name + " " + bell_->name()));
 }
 
+// Waits for a key `peer` sets, in slices, asking between them whether the peer is known to
+// have failed: a rank that left or died before connecting ends the wait at once, not at the
+// deadline. (Short gets also leave the shared store connection to the failure monitor.)
+Result<bootstrap::Bytes> ShmTransport::wait_for_key(const std::string& k, int peer,
+                                                    Deadline deadline) {
+  constexpr auto kSlice = std::chrono::milliseconds(100);
+  for (;;) {
+    auto got = store_->get(k, deadline.earliest(Deadline::after(kSlice)));
+    if (got.is_ok() || got.status().code() != ErrorCode::Timeout || deadline.expired()) return got;
+    if (peer_check_) LOOM_RETURN_IF_ERROR(peer_check_(peer));
+  }
+}
+
 // Maps h.peer's sending channel, checks it, unlinks its name and acknowledges it.
 Status ShmTransport::open_incoming(Handshake& h, Deadline deadline) {
-  auto got = store_->get(key(h.peer, rank_), deadline);
+  auto got = wait_for_key(key(h.peer, rank_), h.peer, deadline);
   if (!got.is_ok())
     return got.status().with_context(fmt::format(
         "rank {}: waiting for rank {} to publish its shared-memory channel (is it running and "
@@ -160,7 +173,7 @@ Status ShmTransport::open_incoming(Handshake& h, Deadline deadline) {
 
 // Waits until h.peer has mapped our sending channel, then removes its name.
 Status ShmTransport::await_mapped(Handshake& h, Deadline deadline) {
-  auto got = store_->get(key(rank_, h.peer) + "/mapped", deadline);
+  auto got = wait_for_key(key(rank_, h.peer) + "/mapped", h.peer, deadline);
   if (!got.is_ok())
     return got.status().with_context(fmt::format(
         "rank {}: waiting for rank {} to map our shared-memory channel", rank_, h.peer));

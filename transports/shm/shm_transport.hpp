@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -41,6 +42,9 @@ class ShmTransport {
   [[nodiscard]] Connection* get(int peer) const;
   /// The abstract socket name of this rank's doorbell.
   [[nodiscard]] const std::string& doorbell_name() const;
+  /// What ensure() asks, at least every 100 ms while it waits for a peer, whether that peer is
+  /// known to have failed (a non-ok status ends the wait with it). None: wait until the deadline.
+  void set_peer_check(std::function<Status(int peer)> check) { peer_check_ = std::move(check); }
 
  private:
   struct Handshake;
@@ -51,6 +55,7 @@ class ShmTransport {
   Status open_incoming(Handshake& h, Deadline deadline);
   Status await_mapped(Handshake& h, Deadline deadline);
   Status probe_single_copy(Handshake& h);
+  Result<bootstrap::Bytes> wait_for_key(const std::string& key, int peer, Deadline deadline);
   [[nodiscard]] std::string key(int from, int to) const;
 
   int rank_;
@@ -61,6 +66,7 @@ class ShmTransport {
   ShmOptions options_;
   std::shared_ptr<Doorbell> bell_;
   std::vector<std::unique_ptr<ShmConnection>> conns_;
+  std::function<Status(int)> peer_check_;
 };
 
 }  // namespace loom::transport::shm

@@ -91,11 +91,23 @@ Connection* TcpTransport::get(int peer) const {
   return conns_[static_cast<std::size_t>(peer)].get();
 }
 
+namespace {
+
+// A connection attempt that fails on the way (reset, refused, closed: an OS error or the peer's
+// failure) names the peer it was for, so the communicator counts that peer as failed.
+Status for_peer(Status st, int peer) {
+  if (st.is_ok() || st.peer() >= 0) return st;
+  if (st.code() == ErrorCode::SystemError) st = Status(ErrorCode::PeerFailed, st.message());
+  return st.with_peer(peer);
+}
+
+}  // namespace
+
 Status TcpTransport::ensure(const std::vector<int>& peers, Deadline deadline) {
   return connect_in_rank_order(
       rank_, peers, deadline, [this](int p) { return get(p) != nullptr; },
-      [this](int p, Deadline d) { return connect_to(p, d); },
-      [this](int p, Deadline d) { return accept_from(p, d); });
+      [this](int p, Deadline d) { return for_peer(connect_to(p, d), p); },
+      [this](int p, Deadline d) { return for_peer(accept_from(p, d), p); });
 }
 
 Status TcpTransport::connect_to(int peer, Deadline deadline) {
