@@ -278,13 +278,11 @@ double tree_us(Coll c, double S, const Shape& s, const Tuning& t, const Pipeline
   const double hops = chain + across;
   const double bw = per_host ? std::min(l.bw_inter, l.bw_intra) : l.bw_slow;
   // Store-and-forward of the first chunk: chain hops over shared memory, tree hops over the
-  // slowest link the trees use. On an oversubscribed host the CPUs bound the time and stay
-  // busy with the other tree's and the next chunks' copies meanwhile: no fill (measured, 8
-  // ranks on 2 CPUs: the tree 0-28% faster than the ring at 64 KiB-1 MiB, where a fill of 6
-  // hops of 128 KiB at the unshared rates made it 8-15% slower).
+  // slowest link the trees use. While the pipeline fills, few ranks run: on an oversubscribed
+  // host each of them has a CPU to itself (the rates by CPU share apply once all are busy).
   const double load = s.nhosts > 1 ? 1.0 : cpu_load(s);
   const double fill =
-      load > 1 ? 0.0 : chain * xfer_us(chunk, l.bw_intra) + across * xfer_us(chunk, bw);
+      chain * xfer_us(chunk, l.bw_intra * load) + across * xfer_us(chunk, bw * load);
   const double hop_red = xfer_us(chunk, l.red * load) * hops;
   // Throughput: an interior rank moves 2S each way (1.5S for the re-rooted broadcast/reduce).
   // Per host, the two leaders' traffic (2S together) shares the host's NIC, and each chain rank
