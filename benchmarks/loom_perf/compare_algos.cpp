@@ -44,14 +44,6 @@ void print_head(const Options& options, int nranks) {
 
 }  // namespace
 
-std::optional<Algorithm> algorithm_from_name(std::string_view name) {
-  if (name == "ring") return Algorithm::Ring;
-  if (name == "tree") return Algorithm::Tree;
-  if (name == "rd") return Algorithm::RecursiveDoubling;
-  if (name == "auto") return Algorithm::Auto;
-  return std::nullopt;
-}
-
 int run_compare_algos(Communicator& comm, const Options& options) {
   Options quiet = options;
   quiet.print_rows = false;

@@ -3,16 +3,10 @@
 // hits them all alike; one table of median times, the fastest, and auto against it.
 #pragma once
 
-#include <optional>
-#include <string_view>
-
 #include "benchmarks/loom_perf/options.hpp"
 #include "loom/communicator.hpp"
 
 namespace loom::perf {
-
-/// "ring", "tree", "rd", "auto" (nullopt for anything else).
-std::optional<Algorithm> algorithm_from_name(std::string_view name);
 
 /// Runs the comparison on `comm`; rank 0 prints the table. Returns the exit status (1 when a
 /// check found wrong elements).

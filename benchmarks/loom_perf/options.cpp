@@ -198,7 +198,7 @@ void apply_flag(Options& opt, const FlagSpec& spec, std::string_view value) {
       for (std::string_view rest = value; !rest.empty();) {
         const std::size_t comma = rest.find(',');
         const std::string_view name = rest.substr(0, comma);
-        if (name != "ring" && name != "tree" && name != "rd" && name != "auto")
+        if (!algorithm_from_name(name))
           throw UsageError(
               fmt::format("unknown algorithm '{}' for {} (ring, tree, rd, auto)", name, flag));
         opt.compare_algos.emplace_back(name);
@@ -243,6 +243,14 @@ void validate(const Options& opt) {
 }
 
 }  // namespace
+
+std::optional<Algorithm> algorithm_from_name(std::string_view name) noexcept {
+  if (name == "ring") return Algorithm::Ring;
+  if (name == "tree") return Algorithm::Tree;
+  if (name == "rd") return Algorithm::RecursiveDoubling;
+  if (name == "auto") return Algorithm::Auto;
+  return std::nullopt;
+}
 
 std::string_view dtype_name(DataType dtype) noexcept {
   const auto i = static_cast<std::size_t>(dtype);

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "loom/options.hpp"
 #include "loom/types.hpp"
 
 namespace loom::perf {
@@ -29,6 +30,8 @@ std::optional<RedOp> op_from_name(std::string_view name) noexcept;
 /// "allreduce", "allgather", "broadcast", "reduce", "reducescatter" (also "reduce_scatter").
 std::string_view coll_name(Coll coll) noexcept;
 std::optional<Coll> coll_from_name(std::string_view name) noexcept;
+/// --compare-algos names: "ring", "tree", "rd", "auto" (nullopt for anything else).
+std::optional<Algorithm> algorithm_from_name(std::string_view name) noexcept;
 /// Broadcast and reduce take a root.
 constexpr bool is_rooted(Coll c) noexcept {
   return c == Coll::Broadcast || c == Coll::Reduce;

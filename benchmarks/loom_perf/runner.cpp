@@ -87,12 +87,17 @@ CollOptions Runner::call_options() const {
   return o;
 }
 
+// Bytes of one element of the size axis: allgather and reduce-scatter count per rank.
+std::size_t Runner::unit_bytes(DataType dtype) const {
+  const bool per_rank = options_.coll == Coll::AllGather || options_.coll == Coll::ReduceScatter;
+  return dtype_size(dtype) * (per_rank ? static_cast<std::size_t>(nranks_) : 1);
+}
+
 RowResult Runner::measure(std::size_t bytes) {
   const DataType dtype = options_.dtypes.front();
   const RedOp op = options_.ops.front();
   const Pattern pattern(dtype, op, nranks_, root_);
-  const bool per_rank = options_.coll == Coll::AllGather || options_.coll == Coll::ReduceScatter;
-  const std::size_t unit = dtype_size(dtype) * (per_rank ? static_cast<std::size_t>(nranks_) : 1);
+  const std::size_t unit = unit_bytes(dtype);
   const std::size_t count = bytes / unit;
   return run_row(Case{dtype, op, &pattern, count, count * unit});
 }
@@ -140,8 +145,7 @@ std::vector<RankInfo> Runner::gather_rank_info() {
 
 void Runner::run_pattern(DataType dtype, RedOp op, const std::vector<std::size_t>& sizes) {
   const Pattern pattern(dtype, op, nranks_, root_);
-  const bool per_rank = options_.coll == Coll::AllGather || options_.coll == Coll::ReduceScatter;
-  const std::size_t unit = dtype_size(dtype) * (per_rank ? static_cast<std::size_t>(nranks_) : 1);
+  const std::size_t unit = unit_bytes(dtype);
   for (const std::size_t size : sizes) {
     const std::size_t count = size / unit;
     if (count == 0 && size != 0) continue;  // too small for this type; -b 0 still gives a row

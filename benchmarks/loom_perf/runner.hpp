@@ -54,6 +54,7 @@ class Runner {
   };
 
   [[nodiscard]] std::vector<RankInfo> gather_rank_info();
+  [[nodiscard]] std::size_t unit_bytes(DataType dtype) const;
   void run_pattern(DataType dtype, RedOp op, const std::vector<std::size_t>& sizes);
   [[nodiscard]] RowResult run_row(const Case& c);
   [[nodiscard]] HalfResult run_half(const Case& c, bool in_place);

@@ -339,8 +339,12 @@ double rd_round_alpha(const Shape& s, const Tuning& t, const Links& l) {
 // one after another (spread over the cores), each step taking load x oversub_turn_us as in
 // turns_us, instead of a wake-up per message.
 // A fold crosses hosts only when they hold one rank each: neighbours share a host otherwise.
+bool fold_crosses_hosts(const Shape& s) {
+  return s.nhosts > 1 && s.per_host < 2;
+}
+
 double rd_fold_alpha(const Shape& s, const Tuning& t, const Links& l, int extras) {
-  const bool across = s.nhosts > 1 && s.per_host < 2;
+  const bool across = fold_crosses_hosts(s);
   const double load = cpu_load(s);
   if (load <= 1 || t.oversub_turn_us <= 0) return across ? l.alpha_slow : l.alpha_intra;
   const double message = across ? t.inter.alpha_us : t.intra.alpha_us;
@@ -362,7 +366,7 @@ double rd_us(Coll c, double S, const Shape& s, const Tuning& t) {
   if (pow2 == s.nranks) return rounds * round;
   const Links lf = links(s, t, s.per_host, S, S, touched);  // the folded ranks' messages
   const double fold_alpha = rd_fold_alpha(s, t, lf, s.nranks - pow2);
-  const double fold_gbps = s.nhosts > 1 && s.per_host < 2 ? lf.bw_slow : lf.bw_intra;
+  const double fold_gbps = fold_crosses_hosts(s) ? lf.bw_slow : lf.bw_intra;
   const double fold = 2 * (fold_alpha + xfer_us(S, fold_gbps)) + red;
   // A folded rank waits for its result as every waiting rank does: it yields the CPU for
   // kYieldUs before it blocks, and yielding it still gets its share of the CPU. On an

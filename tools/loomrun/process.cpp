@@ -11,6 +11,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "topology/topology.hpp"
+
 extern char** environ;  // NOLINT(readability-redundant-declaration)
 
 namespace loom::run {
@@ -57,12 +59,6 @@ class CpuSet {
   std::size_t size_ = 0;
 };
 
-std::string cpu_list(const std::vector<int>& cpus) {
-  std::string out;
-  for (int cpu : cpus) out += (out.empty() ? "" : ",") + std::to_string(cpu);
-  return out;
-}
-
 std::vector<char*> c_strings(const std::vector<std::string>& strings) {
   std::vector<char*> out;
   out.reserve(strings.size() + 1);
@@ -106,7 +102,7 @@ void write_stderr(const std::string& text) noexcept {
   }
   if (!cpus.apply()) {
     write_stderr("loomrun: cannot bind rank " + std::to_string(spec.rank) + " to CPUs " +
-                 cpu_list(spec.cpus) + ": " + std::strerror(errno) +
+                 topo::format_cpu_list(spec.cpus) + ": " + std::strerror(errno) +
                  " (run with --cpu-bind none to leave the ranks unbound)\n");
     ::_exit(127);
   }
