@@ -22,7 +22,10 @@ struct Ring {
   std::size_t nchunks = 0;
   std::size_t depth = 1;
 
-  Ring(const RingParams& p, std::size_t max_block_elems) : n(p.nranks), es(p.elem_size) {
+  // `ring_steps`: the block travels the ring step by step (allreduce, allgather,
+  // reduce_scatter), so a small block is cut into parts (step_chunk_elems).
+  Ring(const RingParams& p, std::size_t max_block_elems, bool ring_steps = true)
+      : n(p.nranks), es(p.elem_size) {
     order = p.order;
     if (order.empty()) {
       order.resize(static_cast<std::size_t>(n));
@@ -32,8 +35,18 @@ struct Ring {
     left = at(pos - 1);
     right = at(pos + 1);
     chunk_elems = std::max<std::size_t>(1, p.chunk_bytes / es);
-    nchunks = (max_block_elems + chunk_elems - 1) / chunk_elems;
     depth = std::max<std::size_t>(1, p.depth);
+    if (ring_steps) chunk_elems = std::max<std::size_t>(1, step_chunk_elems(p, max_block_elems));
+    nchunks = (max_block_elems + chunk_elems - 1) / chunk_elems;
+  }
+  // Chunk size of a block that travels the ring step by step: with n >= 3 it is cut into up to
+  // `depth` parts of at least min_step_part_bytes, so a rank forwards one part while it still
+  // receives and reduces the next (one chunk per step serialises them at every step).
+  [[nodiscard]] std::size_t step_chunk_elems(const RingParams& p, std::size_t block_elems) const {
+    if (n < 3 || p.min_step_part_bytes == 0) return chunk_elems;
+    const std::size_t parts =
+        std::clamp<std::size_t>(block_elems * es / p.min_step_part_bytes, 1, depth);
+    return std::min(chunk_elems, (block_elems + parts - 1) / parts);
   }
   [[nodiscard]] int at(long position) const {
     return order[static_cast<std::size_t>(mod(position, n))];
@@ -202,7 +215,7 @@ Plan chain_broadcast(const RingParams& p) {
   if (p.rank == p.root && !p.in_place && bytes > 0)
     plan.add(copy_step({BufId::Recv, 0, bytes}, {BufId::Send, 0, bytes}));
   if (p.nranks == 1) return plan;
-  Ring r(p, p.count);
+  Ring r(p, p.count, false);
   const int root_pos =
       static_cast<int>(std::find(r.order.begin(), r.order.end(), p.root) - r.order.begin());
   const int k = mod(r.pos - root_pos, p.nranks);  // 0 = root, n-1 = end of the chain
@@ -220,7 +233,7 @@ Plan chain_broadcast(const RingParams& p) {
 Plan chain_reduce(const RingParams& p) {
   const std::size_t bytes = p.count * p.elem_size;
   if (p.nranks == 1) return local_copy_plan(p, bytes, 0);
-  Ring r(p, p.count);
+  Ring r(p, p.count, false);
   Plan plan;
   plan.algorithm = "chain";
   SlotPool pool(r.slot_bytes(), r.depth);

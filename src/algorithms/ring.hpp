@@ -23,6 +23,9 @@ struct RingParams {
   std::size_t elem_size = 1;
   std::size_t chunk_bytes = std::size_t{512} * 1024;
   std::size_t depth = 4;  // chunks per group (pipeline depth)
+  // Ring steps (allreduce, allgather, reduce_scatter; n >= 3): a block smaller than `depth`
+  // chunks is cut into up to `depth` parts of at least this many bytes (0: whole chunks only).
+  std::size_t min_step_part_bytes = std::size_t{16} * 1024;
   bool in_place = false;
   int root = 0;  // broadcast and reduce
 };

@@ -33,6 +33,7 @@ struct Case {
   int root = 0;
   std::size_t chunk_bytes = 64;
   std::size_t depth = 2;
+  std::size_t min_part = 0;  // RingParams::min_step_part_bytes (0: whole chunks)
 };
 
 algo::Plan build(const Case& c, int r) {
@@ -43,6 +44,7 @@ algo::Plan build(const Case& c, int r) {
   p.elem_size = 8;
   p.chunk_bytes = c.chunk_bytes;
   p.depth = c.depth;
+  p.min_step_part_bytes = c.min_part;
   p.in_place = c.in_place;
   p.root = c.root;
   // A ring order other than 0..n-1 for odd n, to exercise arbitrary orders.
@@ -158,6 +160,37 @@ TEST_CASE("algorithms: chunking and pipeline depth do not change results", "[alg
           INFO("chunk " << chunk << " depth " << depth << " coll " << int(coll));
           run_case(c);
         }
+}
+
+std::size_t sends(const algo::Plan& plan) {
+  return static_cast<std::size_t>(std::count_if(plan.steps.begin(), plan.steps.end(), [](auto& s) {
+    return s.kind == algo::StepKind::Send;
+  }));
+}
+
+TEST_CASE("algorithms: ring steps cut a small block into parts of a minimum size",
+          "[algorithms]") {
+  // 8-byte elements, chunk 1000 B, depth 3: a block of k parts of >= 16 B, at most 3.
+  for (Coll coll : {Coll::AllReduce, Coll::AllGather, Coll::ReduceScatter})
+    for (int n : {2, 3, 5, 8})
+      for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{64}})
+        for (bool in_place : {false, true}) {
+          Case c{coll, n, count, in_place, 0, 1000, 3, 16};
+          INFO("coll " << int(coll) << " n " << n << " count " << count);
+          run_case(c);
+        }
+  // Allreduce of 8 x 6 elements at 8 ranks: each rank's block is 6 elements (48 B), 3 parts
+  // of 16 B: 2 x 7 steps x 3 sends; without a minimum part, or with 2 ranks, whole blocks.
+  auto ar = [](int n, std::size_t count, std::size_t min_part) {
+    return sends(build(Case{Coll::AllReduce, n, count, false, 0, 1000, 3, min_part}, 0));
+  };
+  CHECK(ar(8, 48, 16) == 2 * 7 * 3);
+  CHECK(ar(8, 48, 24) == 2 * 7 * 2);
+  CHECK(ar(8, 48, 0) == 2 * 7);
+  CHECK(ar(8, 48, 64) == 2 * 7);
+  CHECK(ar(2, 12, 16) == 2);
+  // Broadcast and reduce are chains: whole chunks whatever the minimum part.
+  CHECK(sends(build(Case{Coll::Broadcast, 3, 48, false, 0, 1000, 3, 16}, 0)) == 1);
 }
 
 TEST_CASE("algorithms: large rings complete without deadlock", "[algorithms]") {
