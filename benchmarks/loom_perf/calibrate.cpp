@@ -125,12 +125,6 @@ Point eager_point(Communicator& comm, double alpha_us) {
   return {total, moved / wire / 1e9};
 }
 
-double median_gbps(std::vector<Point> bw) {
-  std::sort(bw.begin(), bw.end(),
-            [](const Point& a, const Point& b) { return a.second < b.second; });
-  return bw[bw.size() / 2].second;
-}
-
 // Microseconds per round of a recursive-doubling allreduce of 8 B, where every rank sends and
 // receives in every round (log2 of the largest power of two <= n rounds, plus a fold and a
 // return message when n is not a power of two).
@@ -219,11 +213,15 @@ int calibrate(Communicator& comm, const Options& options) {
     // CPUs keep cached between their turns.
     if (const long l2 = ::sysconf(_SC_LEVEL2_CACHE_SIZE); intra && l2 > 0)
       extra += fmt::format(",core_cache_bytes={}", l2);
-    // More ranks than CPUs: what they move between them in total is the host's shared rate.
-    // It varies with the size less than an unshared host's (no cache plateau; 0.8-1.7 GB/s per
-    // link at 8 ranks on 2 CPUs here) and from run to run: the median of the curve.
-    if (intra && n > ::sysconf(_SC_NPROCESSORS_ONLN))
-      extra += fmt::format(",oversub_gbps={:.3g}", median_gbps(bw) * n);
+    // More ranks than CPUs: what they move between them in total is the host's shared rate,
+    // its own curve (8 ranks on 2 CPUs here: 1.37 GB/s per link at 512 KiB, 1.0-1.2 at 1-4 MiB,
+    // 0.81-0.85 from 8 MiB): the largest sizes' rate, and the plateau's down to where it ends.
+    if (intra && n > ::sysconf(_SC_NPROCESSORS_ONLN)) {
+      extra += fmt::format(",oversub_gbps={:.3g}", gbps * n);
+      if (cache_gbps > 1.1 * gbps)
+        extra += fmt::format(",oversub_cache_gbps={:.3g},oversub_dram_bytes={}", cache_gbps * n,
+                             dram_bytes);
+    }
     fmt::print("LOOM_TUNING={0}_alpha_us={1:.3g},{0}_gbps={2:.3g},reduce_gbps={3:.3g}{4}\n", link,
                alpha_us, gbps, red, extra);
   }

@@ -85,7 +85,9 @@ two["oversub_alpha_us"] = f"{max(extra, 0):.3g}"
 # doubling round at k = 8 / cores ranks per CPU takes k^2 - 1 turns more than at one per CPU
 # (each CPU runs its ranks' steps one after another, each step k turns; docs/algorithms.md).
 if 8 > cores:
-    two["oversub_gbps"] = eight["oversub_gbps"]
+    for key in ("oversub_gbps", "oversub_cache_gbps", "oversub_dram_bytes"):
+        if key in eight:
+            two[key] = eight[key]
     turn = (float(eight["rd_round_us"]) - float(two["rd_round_us"])) / ((8 / cores) ** 2 - 1)
     two["oversub_turn_us"] = f"{max(turn, 0):.3g}"
 del two["rd_round_us"]

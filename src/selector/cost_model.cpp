@@ -50,6 +50,8 @@ const std::vector<Field>& fields() {
       {"reduce_gbps", &Tuning::reduce_gbps, nullptr, nullptr},
       {"oversub_alpha_us", &Tuning::oversub_alpha_us, nullptr, nullptr},
       {"oversub_gbps", &Tuning::oversub_gbps, nullptr, nullptr},
+      {"oversub_cache_gbps", &Tuning::oversub_cache_gbps, nullptr, nullptr},
+      {"oversub_dram_bytes", &Tuning::oversub_dram_bytes, nullptr, nullptr},
       {"oversub_turn_us", &Tuning::oversub_turn_us, nullptr, nullptr},
       {"intra_cache_gbps", &Tuning::intra_cache_gbps, nullptr, nullptr},
       {"intra_eager_gbps", &Tuning::intra_eager_gbps, nullptr, nullptr},
@@ -133,11 +135,25 @@ double cpu_load(const Shape& s) {
   return s.cores > 0 && s.per_host > s.cores ? static_cast<double>(s.per_host) / s.cores : 1.0;
 }
 
+namespace {
+
+// Log-linear from `near` at cache_bytes to `far` at `dram` bytes (caches and prefetching make
+// the fall gradual, not a cliff); `near` below, `far` above.
+double cache_curve(const Tuning& t, double bytes, double near, double far, double dram) {
+  if (bytes <= t.cache_bytes) return near;
+  if (dram <= t.cache_bytes || bytes >= dram) return far;
+  const double f = std::log2(bytes / t.cache_bytes) / std::log2(dram / t.cache_bytes);
+  return near + f * (far - near);
+}
+
+}  // namespace
+
 // The cache plateau up to cache_bytes, memory bandwidth from dram_bytes, log-linear in between.
-// On an oversubscribed host there is no plateau: ranks time-share the CPUs, and each one's
-// buffers are evicted by the others' between its turns (measured: 3-8 ranks on 2 CPUs move
-// 512 KiB at memory bandwidth over their share, where 2 ranks run at the cache plateau); the
-// ranks share oversub_gbps (or their CPU share of intra.gbps).
+// On an oversubscribed host the ranks time-share the CPUs and evict each other's buffers
+// between their turns: they keep the unshared cache rate (by CPU share) only while all their
+// buffers fit in one CPU's cache; beyond, they share the host's own curve, oversub_cache_gbps
+// falling to oversub_gbps (both calibrated with all the ranks), or their CPU share of
+// intra.gbps.
 double intra_link_gbps(const Shape& s, const Tuning& t, double bytes, double message,
                        double touched) {
   const double load = cpu_load(s);
@@ -157,13 +173,13 @@ double intra_link_gbps(const Shape& s, const Tuning& t, double bytes, double mes
     const double core_cache = t.core_cache_bytes > 0 ? t.core_cache_bytes : t.cache_bytes / s.cores;
     const double per_rank = touched > 0 ? touched : 2 * bytes;
     if (cache_gbps > 0 && per_rank * s.per_host <= core_cache) return cache_gbps / load;
-    return t.oversub_gbps > 0 ? t.oversub_gbps / s.per_host : t.intra.gbps / load;
+    if (t.oversub_gbps <= 0) return t.intra.gbps / load;
+    if (t.oversub_cache_gbps <= 0) return t.oversub_gbps / s.per_host;
+    const double dram = t.oversub_dram_bytes > 0 ? t.oversub_dram_bytes : t.dram_bytes;
+    return cache_curve(t, bytes, t.oversub_cache_gbps, t.oversub_gbps, dram) / s.per_host;
   }
   if (cache_gbps <= 0) return t.intra.gbps;
-  if (bytes <= t.cache_bytes) return cache_gbps;
-  if (t.dram_bytes <= t.cache_bytes || bytes >= t.dram_bytes) return t.intra.gbps;
-  const double f = std::log2(bytes / t.cache_bytes) / std::log2(t.dram_bytes / t.cache_bytes);
-  return cache_gbps + f * (t.intra.gbps - cache_gbps);
+  return cache_curve(t, bytes, cache_gbps, t.intra.gbps, t.dram_bytes);
 }
 
 namespace {

@@ -45,6 +45,13 @@ struct Tuning {
   /// Time-shared CPUs move more in total than that rule says (measured here: 3-8 ranks on 2
   /// CPUs moved 11.6-15.4 GB/s between them where 2 ranks moved 10.8 through memory).
   double oversub_gbps = 0;
+  /// The oversubscribed host's total rate while a buffer fits in cache_bytes (0: oversub_gbps
+  /// at every size). From cache_bytes to oversub_dram_bytes it falls log-linearly to
+  /// oversub_gbps: measured at 8 ranks on 2 CPUs, 512 KiB moved at 1.37 GB/s per link, 1-4 MiB
+  /// at 1.0-1.2 and 8-32 MiB at 0.81-0.85.
+  double oversub_cache_gbps = 0;
+  /// Where the oversubscribed rate reaches oversub_gbps (0: dram_bytes).
+  double oversub_dram_bytes = 0;
   /// A rank's step (send, receive, reduce a small message) on an oversubscribed host, for
   /// schedules in which every rank of the host sends and receives at once (recursive doubling):
   /// each CPU runs its k = P / cores ranks in turn, a step taking k turns (the waiting ranks
