@@ -89,6 +89,14 @@ class Connection {
   /// the order they were posted and matched in order against the peer's posted receives.
   virtual Result<Request> isend(const MemRegion& region, std::size_t off, std::size_t len,
                                 const Tag& tag) = 0;
+  /// isend for a sender with more to do than wait for its receiver: a transport that can either
+  /// copy the message into its own buffers or let the peer read it in place (shm's single copy)
+  /// copies, so the send completes without the receiver being scheduled. Same matching rules;
+  /// the default is isend.
+  virtual Result<Request> isend_buffered(const MemRegion& region, std::size_t off,
+                                         std::size_t len, const Tag& tag) {
+    return isend(region, off, len, tag);
+  }
   /// Post a receive of exactly `len` bytes. A message whose tag or length differs fails the
   /// request with ErrorCode::Mismatch naming both ranks.
   virtual Result<Request> irecv(const MemRegion& region, std::size_t off, std::size_t len,

@@ -44,6 +44,8 @@ struct Plan {
   std::vector<Step> steps;
   std::vector<std::uint32_t> deps;
   std::size_t scratch_bytes = 0;
+  /// Sends use Connection::isend_buffered (the sender does not wait for its receiver to read).
+  bool buffered_sends = false;
 
   /// Appends a step depending on `deps` (indices of earlier steps; kNoStep entries ignored) and
   /// returns its index.

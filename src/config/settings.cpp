@@ -182,16 +182,16 @@ constexpr std::array kSettings = {
          "block instead of spinning), scaled by 1 - CPUs/ranks (the chance the receiver is "
          "descheduled).",
          "coll"},
-    Spec{"LOOM_TUNE_OVERSUB_GBPS", Type::String, "6.1",
+    Spec{"LOOM_TUNE_OVERSUB_GBPS", Type::String, "7.45",
          "Cost model: total copy bandwidth of a host running more ranks than CPUs, shared by "
          "its ranks, for buffers from LOOM_TUNE_OVERSUB_DRAM_BYTES up (GB/s; 0: "
          "LOOM_TUNE_INTRA_GBPS x CPUs).",
          "coll"},
-    Spec{"LOOM_TUNE_OVERSUB_CACHE_GBPS", Type::String, "12",
+    Spec{"LOOM_TUNE_OVERSUB_CACHE_GBPS", Type::String, "12.2",
          "Cost model: the same for buffers up to LOOM_TUNE_CACHE_BYTES; in between it falls "
          "log-linearly to LOOM_TUNE_OVERSUB_GBPS (0: LOOM_TUNE_OVERSUB_GBPS at every size).",
          "coll"},
-    Spec{"LOOM_TUNE_OVERSUB_DRAM_BYTES", Type::String, "8388608",
+    Spec{"LOOM_TUNE_OVERSUB_DRAM_BYTES", Type::String, "16777216",
          "Cost model: buffer size from which LOOM_TUNE_OVERSUB_GBPS applies (0: "
          "LOOM_TUNE_DRAM_BYTES).",
          "coll"},

@@ -148,8 +148,11 @@ Status CommImpl::connect(std::unique_ptr<transport::tcp::TcpTransport> tcp, cons
   std::unique_ptr<transport::shm::ShmTransport> shm;
   for (TransportKind k : layout.transport_of)
     if (k == TransportKind::Shm && !shm) {
-      if (settings_.shm.single_copy_min == 0)
-        settings_.shm.single_copy_min = select::auto_single_copy_min(my_cpu_load(layout, rank_));
+      if (settings_.shm.single_copy_min == 0) {
+        const double load = my_cpu_load(layout, rank_);
+        settings_.shm.single_copy_min = select::auto_single_copy_min(load);
+        settings_.buffered_ring_sends = load > 1;
+      }
       LOOM_ASSIGN_OR_RETURN(shm, transport::shm::ShmTransport::create(rank_, nranks_, comm_id_,
                                                                       store_, settings_.shm));
       shm->set_peer_check([this](int peer) { return known_failure(peer); });
@@ -347,15 +350,25 @@ algo::Plan CommImpl::make_plan(const core::OpDesc& op, const CollOptions& opts) 
     if (op.kind == core::CollKind::Broadcast) return algo::tree_broadcast(t);
     if (op.kind == core::CollKind::Reduce) return algo::tree_reduce(t);
   }
-  switch (op.kind) {
-    case core::CollKind::AllReduce: return algo::ring_allreduce(p);
-    case core::CollKind::AllGather: return algo::ring_allgather(p);
-    case core::CollKind::ReduceScatter: return algo::ring_reduce_scatter(p);
+  return ring_plan(op.kind, p);
+}
+
+// On a CPU other ranks share, a ring's sender goes on to its next step (the next part to
+// forward, the next one to receive and reduce) instead of waiting for its neighbour to be
+// scheduled and read the message in place: 4 ranks on 2 CPUs, 16 MiB allreduce 10.7-11.8 ms
+// against 18.8-18.9 with single copy (docs/transports.md).
+algo::Plan CommImpl::ring_plan(core::CollKind kind, const algo::RingParams& p) const {
+  algo::Plan plan;
+  switch (kind) {
+    case core::CollKind::AllReduce: plan = algo::ring_allreduce(p); break;
+    case core::CollKind::AllGather: plan = algo::ring_allgather(p); break;
+    case core::CollKind::ReduceScatter: plan = algo::ring_reduce_scatter(p); break;
     case core::CollKind::Broadcast: return algo::chain_broadcast(p);
     case core::CollKind::Reduce: return algo::chain_reduce(p);
-    case core::CollKind::Barrier: break;
+    case core::CollKind::Barrier: return {};
   }
-  return {};
+  plan.buffered_sends = settings_.buffered_ring_sends;
+  return plan;
 }
 
 std::shared_ptr<const algo::Plan> CommImpl::cached_plan(const core::OpDesc& op,

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "algorithms/plan.hpp"
+#include "algorithms/ring.hpp"
 #include "bootstrap/store.hpp"
 #include "bootstrap/tcp_store.hpp"
 #include "config/config.hpp"
@@ -46,6 +47,9 @@ struct CommSettings {
   select::Policy policy;  // LOOM_ALGO
   select::Tuning tuning;  // LOOM_TUNE_*, LOOM_TUNING
   bool deterministic = false;
+  // Ring sends go through the shm channel's slots, never single copy: resolved at init, true
+  // when LOOM_SHM_SINGLE_COPY_MIN is auto and other ranks share this rank's CPUs.
+  bool buffered_ring_sends = false;
   std::string device = "auto";  // LOOM_DEVICE
   OfiHmemMode ofi_hmem = OfiHmemMode::Auto;
 
@@ -127,6 +131,8 @@ class CommImpl {
   Status agree_on_plan_settings(const std::string& prefix, const device::Device* dev,
                                 Deadline deadline);
   algo::Plan make_plan(const core::OpDesc& op, const CollOptions& opts);
+  /// The ring (allreduce, allgather, reduce_scatter) or chain plan of `kind`.
+  [[nodiscard]] algo::Plan ring_plan(core::CollKind kind, const algo::RingParams& p) const;
   /// make_plan() through a small cache: plans depend only on the call's shape (and algorithm
   /// hint), and repeated calls of one shape (every training step) should not rebuild them.
   std::shared_ptr<const algo::Plan> cached_plan(const core::OpDesc& op, const CollOptions& opts);

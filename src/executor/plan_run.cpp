@@ -143,7 +143,9 @@ Result<PlanRun::Inflight> PlanRun::post(const Lane& lane, std::uint32_t s) {
   auto tag = core::make_tag(op_, static_cast<std::uint32_t>(lane.next));
   if (lane.is_send) {
     auto [reg, off] = region(st.src);
-    LOOM_ASSIGN_OR_RETURN(auto req, c->isend(reg, off, st.src.bytes, tag));
+    LOOM_ASSIGN_OR_RETURN(auto req, plan_.buffered_sends
+                                        ? c->isend_buffered(reg, off, st.src.bytes, tag)
+                                        : c->isend(reg, off, st.src.bytes, tag));
     return Inflight{s, req, algo::kNoStep};
   }
   std::uint32_t r = fusable_[s];

@@ -239,7 +239,11 @@ Links links(const Shape& s, const Tuning& t, int streams, double bytes, double m
 double ring_us(Coll c, double S, const Shape& s, const Tuning& t, const Pipeline& p) {
   const double n = s.nranks;
   const bool chain = c == Coll::Broadcast || c == Coll::Reduce;
-  const double msg = std::min<double>(static_cast<double>(p.chunk_bytes), chain ? S : S / n);
+  // With auto single copy, a ring's sends on a shared CPU go through the channel's slots
+  // (CommImpl::ring_plan): eager messages whatever their size.
+  const bool buffered = !chain && cpu_load(s) > 1 && t.single_copy_bytes == 0;
+  const double msg =
+      buffered ? 1.0 : std::min<double>(static_cast<double>(p.chunk_bytes), chain ? S : S / n);
   const Links l = links(s, t, 1, S, msg);  // the ring enters and leaves each host once
   // A segment's path around the ring crosses hosts nhosts times per lap: the mean hop latency.
   const double H = s.nhosts > 1 ? s.nhosts : 0;

@@ -464,6 +464,46 @@ TEST_CASE("conformance: shm single copy from a buffer its sender freed names the
   ::munmap(mem, len);
 }
 
+TEST_CASE("conformance: shm buffered sends complete without the receiver, single copy waits") {
+  // isend_buffered copies through the channel's slots, so a sender whose CPU is shared goes on
+  // without its receiver being scheduled; isend of the same size is read in place and completes
+  // only once the receiver has read it. Both arrive intact, in order.
+  if (!lt::single_copy_works()) {
+    WARN("process_vm_readv is refused here: skipped");
+    return;
+  }
+  auto p = make_pair("shm-single-copy");  // single copy from 4 KiB; 4 slots of 16 KiB
+  const std::size_t len = 32 << 10;
+  Bytes buffered = pattern(1, 0, len), in_place = pattern(1, 1, len);
+  tp::Connection& tx = p->conn(1);
+  auto first = tx.isend_buffered(region(buffered), 0, len, tag_for(1, 0));
+  REQUIRE(first.is_ok());
+  CHECK(lt::wait_all(tx, {first.value()}, Deadline::after(10s)).is_ok());
+  auto second = tx.isend(region(in_place), 0, len, tag_for(1, 1));
+  REQUIRE(second.is_ok());
+  bool done = false;
+  for (int i = 0; i < 50 && !done; ++i) {
+    auto t = tx.test(second.value());
+    REQUIRE(t.is_ok());
+    done = t.value();
+    std::this_thread::sleep_for(1ms);
+  }
+  CHECK_FALSE(done);
+  Bytes got0(len, 0xee), got1(len, 0xee);
+  tp::Connection& rx = p->conn(0);
+  auto r0 = rx.irecv(region(got0), 0, len, tag_for(1, 0));
+  auto r1 = rx.irecv(region(got1), 0, len, tag_for(1, 1));
+  REQUIRE((r0.is_ok() && r1.is_ok()));
+  auto sides = lt::run_ranks([&](int r) {
+    return r == 0 ? lt::wait_all(rx, {r0.value(), r1.value()}, Deadline::after(kDeadline))
+                  : lt::wait_all(tx, {second.value()}, Deadline::after(kDeadline));
+  });
+  check_ok(sides);
+  CHECK(got0 == buffered);
+  CHECK(got1 == in_place);
+  finish(std::move(p));
+}
+
 TEST_CASE("conformance: shm peer process killed mid-message -> PeerFailed, /dev/shm clean") {
   std::uint64_t comm_id = lt::random_comm_id();
   ChildRank child(comm_id);

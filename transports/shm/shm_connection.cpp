@@ -76,6 +76,16 @@ void ShmConnection::disarm() {
 
 Result<Request> ShmConnection::isend(const MemRegion& region, std::size_t off, std::size_t len,
                                      const Tag& tag) {
+  return post_send(region, off, len, tag, true);
+}
+
+Result<Request> ShmConnection::isend_buffered(const MemRegion& region, std::size_t off,
+                                              std::size_t len, const Tag& tag) {
+  return post_send(region, off, len, tag, false);
+}
+
+Result<Request> ShmConnection::post_send(const MemRegion& region, std::size_t off,
+                                         std::size_t len, const Tag& tag, bool may_single_copy) {
   touch();
   if (off > region.size || len > region.size - off)
     return make_error(ErrorCode::InvalidArgument,
@@ -86,7 +96,8 @@ Result<Request> ShmConnection::isend(const MemRegion& region, std::size_t off, s
   op->data = static_cast<std::uint8_t*>(region.base) + off;
   op->len = len;
   op->tag = tag;
-  op->single_copy = single_copy_.peer_reads && len > 0 && len >= single_copy_.min_bytes;
+  op->single_copy =
+      may_single_copy && single_copy_.peer_reads && len > 0 && len >= single_copy_.min_bytes;
   sendq_.push_back(op);
   if (sendq_.size() == 1) {
     if (Status st = progress_send(); !st.is_ok()) return fail(st);

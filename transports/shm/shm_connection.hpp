@@ -45,6 +45,8 @@ class ShmConnection final : public Connection {
   [[nodiscard]] std::string name() const override { return "shm"; }
   Result<Request> isend(const MemRegion& region, std::size_t off, std::size_t len,
                         const Tag& tag) override;
+  Result<Request> isend_buffered(const MemRegion& region, std::size_t off, std::size_t len,
+                                 const Tag& tag) override;
   Result<Request> irecv(const MemRegion& region, std::size_t off, std::size_t len,
                         const Tag& tag) override;
   [[nodiscard]] bool supports_recv_reduce() const override { return true; }
@@ -53,6 +55,10 @@ class ShmConnection final : public Connection {
   bool prepare_wait(std::vector<pollfd>& fds) override;
 
  private:
+  // `may_single_copy`: large messages may be read by the peer from `region` (isend); false
+  // copies every message through the channel's slots (isend_buffered).
+  Result<Request> post_send(const MemRegion& region, std::size_t off, std::size_t len,
+                            const Tag& tag, bool may_single_copy);
   enum class OpKind : std::uint8_t { Send, Recv, RecvReduce };
   struct Op {
     std::uint64_t id = 0;  // 0: free
