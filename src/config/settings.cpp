@@ -140,7 +140,9 @@ constexpr std::array kSettings = {
     Spec{"LOOM_SHM_SINGLE_COPY_MIN", Type::String, "auto",
          "Shared-memory messages of at least this many bytes use the single-copy path. auto: "
          "64K, or 32K for a rank whose CPU other ranks share (there every copy takes CPU time "
-         "they need, and single copy makes one copy where the slots make two).",
+         "they need, and single copy makes one copy where the slots make two); there ring "
+         "schedules send through the slots at every size (their senders go on to the next step "
+         "instead of waiting to be read).",
          "shm"},
 
     // Collectives and the executor.

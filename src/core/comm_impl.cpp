@@ -319,11 +319,15 @@ algo::Plan CommImpl::make_plan(const core::OpDesc& op, const CollOptions& opts) 
   p.root = op.root;
   p.order = ring_;
   if (settings_.deterministic && op.has_redop()) {
+    algo::Plan plan;
     switch (op.kind) {
-      case core::CollKind::AllReduce: return algo::deterministic_allreduce(p);
-      case core::CollKind::ReduceScatter: return algo::deterministic_reduce_scatter(p);
-      default: return algo::deterministic_reduce(p);
+      case core::CollKind::AllReduce: plan = algo::deterministic_allreduce(p); break;
+      case core::CollKind::ReduceScatter: plan = algo::deterministic_reduce_scatter(p); break;
+      default: plan = algo::deterministic_reduce(p); break;
     }
+    // As a ring's: every rank sends to the owners of the slices and then around the ring.
+    plan.buffered_sends = settings_.buffered_ring_sends;
+    return plan;
   }
   const select::Coll coll = coll_of(op.kind);
   std::optional<select::Algo> forced = settings_.policy.for_coll(coll);
