@@ -78,8 +78,9 @@ def median_kv(prefix):  # each constant's median over the runs that printed it (
 two, eight = median_kv("cal2"), median_kv("cal8")
 # Oversubscription (8 ranks > cores): ranks block instead of spinning; the extra latency per
 # message is the difference of the two calibrations' alpha.
-# The model scales it by 1 - cores/ranks (the chance a receiver is descheduled): undo that.
-extra = (float(eight["intra_alpha_us"]) - float(two["intra_alpha_us"])) / (1 - cores / 8) if 8 > cores else 0
+# The model scales it by ceil(ranks/cores) - 1 (the busiest CPU's ranks beyond one): undo that.
+busiest = -(-8 // cores)
+extra = (float(eight["intra_alpha_us"]) - float(two["intra_alpha_us"])) / (busiest - 1) if busiest > 1 else 0
 two["oversub_alpha_us"] = f"{max(extra, 0):.3g}"
 # What 8 ranks on fewer CPUs move between them in total; and a rank's turn: a recursive-
 # doubling round at k = 8 / cores ranks per CPU takes k^2 - 1 turns more than at one per CPU

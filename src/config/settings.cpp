@@ -179,10 +179,10 @@ constexpr std::array kSettings = {
          "coll"},
     Spec{"LOOM_TUNE_REDUCE_GBPS", Type::String, "9.9",
          "Cost model: host reduction throughput (GB/s of input).", "coll"},
-    Spec{"LOOM_TUNE_OVERSUB_ALPHA_US", Type::String, "6.5",
+    Spec{"LOOM_TUNE_OVERSUB_ALPHA_US", Type::String, "1.9",
          "Cost model: extra latency per message when a host runs more ranks than CPUs (ranks "
-         "block instead of spinning), scaled by 1 - CPUs/ranks (the chance the receiver is "
-         "descheduled).",
+         "block instead of spinning), for each rank beyond one on the busiest CPU "
+         "(ceil(ranks/CPUs) - 1 of them).",
          "coll"},
     Spec{"LOOM_TUNE_OVERSUB_GBPS", Type::String, "7.45",
          "Cost model: total copy bandwidth of a host running more ranks than CPUs, shared by "

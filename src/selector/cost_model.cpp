@@ -122,7 +122,10 @@ bool supports(Coll c, Algo a) {
 
 double oversub_extra_us(const Shape& s, const Tuning& t) {
   const double load = cpu_load(s);
-  return load > 1 ? t.oversub_alpha_us * (1.0 - 1.0 / load) : 0;
+  if (load <= 1) return 0;
+  // The busiest CPU's ranks: a message waits behind them (3 ranks on 2 CPUs: 2 on one).
+  const double busiest = std::ceil(static_cast<double>(s.per_host) / s.cores);
+  return t.oversub_alpha_us * (busiest - 1.0);
 }
 
 int flat_tree_depth(int nranks) {

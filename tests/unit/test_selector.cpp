@@ -186,15 +186,20 @@ TEST_CASE("selector: cache bandwidth applies up to cache_bytes, oversubscription
   REQUIRE(cached == Approx(slow / 4));
   const double beyond = predict_us(Coll::AllGather, Algo::Ring, 2 << 20, s, t, {});
   REQUIRE(beyond == Approx(2 * slow));  // past the cache: memory bandwidth again
-  REQUIRE(t.apply("oversub_alpha_us=50").is_ok());
+  REQUIRE(t.apply("oversub_alpha_us=25").is_ok());
   const double fits = predict_us(Coll::AllGather, Algo::Ring, 8, s, t, {});
-  s.cores = 2;  // 4 ranks on 2 CPUs: 3 messages x 50 us x (1 - 2/4) more
+  s.cores = 2;  // 4 ranks on 2 CPUs: 3 messages x 25 us x (ceil(4/2) - 1) more
   REQUIRE(predict_us(Coll::AllGather, Algo::Ring, 8, s, t, {}) == Approx(fits + 75).margin(0.1));
-  s.nranks = s.per_host = 8;  // 8 ranks: 7 messages x 50 us x (1 - 2/8)
+  s.nranks = s.per_host = 8;  // 8 ranks: 7 messages x 25 us x (ceil(8/2) - 1)
   const double eight = predict_us(Coll::AllGather, Algo::Ring, 8, s, t, {});
   s.cores = 8;
   REQUIRE(eight ==
-          Approx(predict_us(Coll::AllGather, Algo::Ring, 8, s, t, {}) + 262.5).margin(0.1));
+          Approx(predict_us(Coll::AllGather, Algo::Ring, 8, s, t, {}) + 525).margin(0.1));
+  s.nranks = s.per_host = 5;  // 5 ranks on 2 CPUs: the busiest runs 3, 2 more than one
+  const double five_free = predict_us(Coll::AllGather, Algo::Ring, 8, s, t, {});
+  s.cores = 2;
+  REQUIRE(predict_us(Coll::AllGather, Algo::Ring, 8, s, t, {}) ==
+          Approx(five_free + 4 * 25 * 2).margin(0.1));
 }
 
 TEST_CASE("selector: on an oversubscribed host, waits for descheduled ranks add to the copies",
@@ -203,8 +208,8 @@ TEST_CASE("selector: on an oversubscribed host, waits for descheduled ranks add 
   s.nranks = s.per_host = 4;
   s.cores = 2;
   Tuning t;
-  REQUIRE(t.apply("intra_alpha_us=1,intra_gbps=1,reduce_gbps=1000,oversub_alpha_us=50").is_ok());
-  // Allgather: 3 messages, each waiting 50 x (1 - 2/4) = 25 us; 3/4 of the buffer per link at
+  REQUIRE(t.apply("intra_alpha_us=1,intra_gbps=1,reduce_gbps=1000,oversub_alpha_us=25").is_ok());
+  // Allgather: 3 messages, each waiting 25 x (ceil(4/2) - 1) = 25 us; 3/4 of the buffer per link at
   // 1 GB/s over a CPU share of 1/2. The CPUs run the other ranks meanwhile, not our copies.
   const double data_1m = 0.75 * (1 << 20) * 1e-3 * 2;
   CHECK(predict_us(Coll::AllGather, Algo::Ring, 1 << 20, s, t, {}) == Approx(3 + 75 + data_1m));
@@ -290,8 +295,8 @@ TEST_CASE("selector: recursive doubling on an oversubscribed host pays its CPUs'
                   "oversub_turn_us=0")
               .is_ok());
   // A round is a message and the reduction step on arrival (1 us each here). Without a turn
-  // cost: the per-message rule, 3 rounds x (1 + 40 x (1 - 2/8) + 1).
-  CHECK(predict_us(Coll::AllReduce, Algo::Rd, 8, s, t, {}) == Approx(3 * 32).margin(0.01));
+  // cost: the per-message rule, 3 rounds x (1 + 40 x (ceil(8/2) - 1) + 1).
+  CHECK(predict_us(Coll::AllReduce, Algo::Rd, 8, s, t, {}) == Approx(3 * 122).margin(0.01));
   REQUIRE(t.apply("oversub_turn_us=1").is_ok());
   // Each CPU runs 4 ranks' steps per round, one after another, each taking 4 turns of 1 us
   // (the 3 others yield meanwhile, with their share of the CPU): 16 turns where one rank per
@@ -301,9 +306,9 @@ TEST_CASE("selector: recursive doubling on an oversubscribed host pays its CPUs'
   CHECK(predict_us(Coll::AllReduce, Algo::Rd, 8, s, t, {}) == Approx(2 * 5).margin(0.01));
   s.cores = 4;  // not oversubscribed: 2 rounds x 2 us
   CHECK(predict_us(Coll::AllReduce, Algo::Rd, 8, s, t, {}) == Approx(4).margin(0.01));
-  // Rings still pay the per-message wake-up: 3 messages x 40 x (1 - 2/4) on 2 CPUs.
+  // Rings still pay the per-message wake-up: 3 messages x 40 x (ceil(4/2) - 1) on 2 CPUs.
   s.cores = 2;
-  CHECK(predict_us(Coll::AllGather, Algo::Ring, 8, s, t, {}) == Approx(3 + 60).margin(0.01));
+  CHECK(predict_us(Coll::AllGather, Algo::Ring, 8, s, t, {}) == Approx(3 + 120).margin(0.01));
 }
 
 TEST_CASE("selector: recursive doubling's folded ranks yield through the first rounds",
@@ -332,11 +337,12 @@ TEST_CASE("selector: recursive doubling's folded ranks yield through the first r
   // 3 ranks: 2 in the round fit the 2 CPUs, the folded one yielding adds 1.5^2 - 1 turns.
   CHECK(predict_us(Coll::AllReduce, Algo::Rd, 8, one_host(3, 2), t, {}) ==
         Approx(2 + 1.25 + 2 * (1 + 0.75)).margin(0.01));
-  // Without a turn cost: the per-message rule for the fold, 40 x (1 - 2/5) more per message.
+  // Without a turn cost: the per-message rule for the fold, 40 x (ceil(5/2) - 1) more per
+  // message.
   REQUIRE(t.apply("oversub_turn_us=0").is_ok());
-  const double rounds = 2 * (1 + 20 + 1);  // 4 ranks' rounds on 2 CPUs, per-message rule
+  const double rounds = 2 * (1 + 40 + 1);  // 4 ranks' rounds on 2 CPUs, per-message rule
   CHECK(predict_us(Coll::AllReduce, Algo::Rd, 8, one_host(5, 2), t, {}) ==
-        Approx(rounds + 2 * (1 + 24)).margin(0.01));
+        Approx(rounds + 2 * (1 + 80)).margin(0.01));
   // Not oversubscribed: the fold is two plain messages.
   CHECK(predict_us(Coll::AllReduce, Algo::Rd, 8, one_host(5, 8), t, {}) ==
         Approx(2 * 2 + 2 * 1).margin(0.01));
@@ -367,9 +373,9 @@ TEST_CASE("selector: a tree hop on an oversubscribed host waits for a wake-up or
   s.tree_depth = 3;
   Tuning t;
   REQUIRE(t.apply("intra_alpha_us=1,intra_gbps=1e6,intra_cache_gbps=0,reduce_gbps=1e6,"
-                  "oversub_alpha_us=8,oversub_turn_us=0")
+                  "oversub_alpha_us=2,oversub_turn_us=0")
               .is_ok());
-  // Per-message rule: 2 x 3 hops x (1 + 8 x (1 - 2/8)).
+  // Per-message rule: 2 x 3 hops x (1 + 2 x (ceil(8/2) - 1)).
   CHECK(predict_us(Coll::AllReduce, Algo::Tree, 8, s, t, {}) == Approx(6 * 7).margin(0.1));
   REQUIRE(t.apply("oversub_turn_us=1").is_ok());
   // A hop's senders, 2 x 7 sends over 3 levels and 2 CPUs, take their steps of 4 turns one
@@ -377,11 +383,11 @@ TEST_CASE("selector: a tree hop on an oversubscribed host waits for a wake-up or
   CHECK(predict_us(Coll::AllReduce, Algo::Tree, 8, s, t, {}) ==
         Approx(6 * (1 + 4 * 7.0 / 3 - 1)).margin(0.1));
   // 3 ranks on 2 CPUs (depth 1): 1.5^2 - 1 turns per hop (1 + 1.25) is shorter than the
-  // wake-up (1 + 8 x (1 - 2/3)): that counts.
+  // wake-up (1 + 2 x (ceil(3/2) - 1)): that counts.
   Shape three = one_host(3, 2);
   three.tree_depth = 1;
   CHECK(predict_us(Coll::AllReduce, Algo::Tree, 8, three, t, {}) ==
-        Approx(2 * (1 + 8.0 / 3)).margin(0.1));
+        Approx(2 * (1 + 2)).margin(0.1));
   s.cores = 8;  // not oversubscribed: plain hops
   CHECK(predict_us(Coll::AllReduce, Algo::Tree, 8, s, t, {}) == Approx(6).margin(0.1));
 }
