@@ -93,8 +93,8 @@ class Connection {
   /// copy the message into its own buffers or let the peer read it in place (shm's single copy)
   /// copies, so the send completes without the receiver being scheduled. Same matching rules;
   /// the default is isend.
-  virtual Result<Request> isend_buffered(const MemRegion& region, std::size_t off,
-                                         std::size_t len, const Tag& tag) {
+  virtual Result<Request> isend_buffered(const MemRegion& region, std::size_t off, std::size_t len,
+                                         const Tag& tag) {
     return isend(region, off, len, tag);
   }
   /// Post a receive of exactly `len` bytes. A message whose tag or length differs fails the

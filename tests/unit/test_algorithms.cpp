@@ -168,8 +168,7 @@ std::size_t sends(const algo::Plan& plan) {
   }));
 }
 
-TEST_CASE("algorithms: ring steps cut a small block into parts of a minimum size",
-          "[algorithms]") {
+TEST_CASE("algorithms: ring steps cut a small block into parts of a minimum size", "[algorithms]") {
   // 8-byte elements, chunk 1000 B, depth 3: a block of k parts of >= 16 B, at most 3.
   for (Coll coll : {Coll::AllReduce, Coll::AllGather, Coll::ReduceScatter})
     for (int n : {2, 3, 5, 8})

@@ -193,8 +193,7 @@ TEST_CASE("selector: cache bandwidth applies up to cache_bytes, oversubscription
   s.nranks = s.per_host = 8;  // 8 ranks: 7 messages x 25 us x (ceil(8/2) - 1)
   const double eight = predict_us(Coll::AllGather, Algo::Ring, 8, s, t, {});
   s.cores = 8;
-  REQUIRE(eight ==
-          Approx(predict_us(Coll::AllGather, Algo::Ring, 8, s, t, {}) + 525).margin(0.1));
+  REQUIRE(eight == Approx(predict_us(Coll::AllGather, Algo::Ring, 8, s, t, {}) + 525).margin(0.1));
   s.nranks = s.per_host = 5;  // 5 ranks on 2 CPUs: the busiest runs 3, 2 more than one
   const double five_free = predict_us(Coll::AllGather, Algo::Ring, 8, s, t, {});
   s.cores = 2;

@@ -84,8 +84,8 @@ Result<Request> ShmConnection::isend_buffered(const MemRegion& region, std::size
   return post_send(region, off, len, tag, false);
 }
 
-Result<Request> ShmConnection::post_send(const MemRegion& region, std::size_t off,
-                                         std::size_t len, const Tag& tag, bool may_single_copy) {
+Result<Request> ShmConnection::post_send(const MemRegion& region, std::size_t off, std::size_t len,
+                                         const Tag& tag, bool may_single_copy) {
   touch();
   if (off > region.size || len > region.size - off)
     return make_error(ErrorCode::InvalidArgument,
