@@ -389,7 +389,10 @@ double rd_us(Coll c, double S, const Shape& s, const Tuning& t) {
   // Each rank touches its input, its output and a scratch buffer per round.
   const double touched = (2 + rounds) * S;
   const Links l = links(active, t, active.per_host, S, S, touched);  // every rank talks at once
-  const double red = xfer_us(S, t.reduce_gbps);
+  // The reduction of what arrived, on the CPU share of the ranks reducing in the round (as the
+  // ring's; measured at 8 ranks on 2 CPUs, 8-16 KiB: 20-28 us more per doubling where the
+  // unshared rate said 14).
+  const double red = xfer_us(S, t.reduce_gbps / cpu_load(active));
   const double round = rd_round_alpha(active, t, l) + xfer_us(S, l.bw_slow) + red;
   if (pow2 == s.nranks) return rounds * round;
   const Links lf = links(s, t, s.per_host, S, S, touched);  // the folded ranks' messages
