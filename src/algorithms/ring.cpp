@@ -39,14 +39,15 @@ struct Ring {
     if (ring_steps) chunk_elems = std::max<std::size_t>(1, step_chunk_elems(p, max_block_elems));
     nchunks = (max_block_elems + chunk_elems - 1) / chunk_elems;
   }
-  // Chunk size of a block that travels the ring step by step: with n >= 3 it is cut into up to
-  // `depth` parts of at least min_step_part_bytes, so a rank forwards one part while it still
-  // receives and reduces the next (one chunk per step serialises them at every step).
+  // Chunk size of a block that travels the ring step by step: with n >= 3 a block of at least
+  // `depth` x min_step_part_bytes is cut into `depth` parts, so a rank forwards one part while
+  // it still receives and reduces the next (one chunk per step serialises them at every step).
+  // Smaller blocks stay whole: two parts per step ran slower than one at 4 ranks on 2 CPUs
+  // (32 KiB allreduce 62 us against 37; 128 KiB 130 against 67 in 4 parts).
   [[nodiscard]] std::size_t step_chunk_elems(const RingParams& p, std::size_t block_elems) const {
     if (n < 3 || p.min_step_part_bytes == 0) return chunk_elems;
-    const std::size_t parts =
-        std::clamp<std::size_t>(block_elems * es / p.min_step_part_bytes, 1, depth);
-    return std::min(chunk_elems, (block_elems + parts - 1) / parts);
+    if (block_elems * es < depth * p.min_step_part_bytes) return chunk_elems;
+    return std::min(chunk_elems, (block_elems + depth - 1) / depth);
   }
   [[nodiscard]] int at(long position) const {
     return order[static_cast<std::size_t>(mod(position, n))];

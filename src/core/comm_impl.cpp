@@ -315,6 +315,8 @@ algo::Plan CommImpl::make_plan(const core::OpDesc& op, const CollOptions& opts) 
   p.elem_size = dtype_size(op.dtype);
   p.chunk_bytes = settings_.chunk_bytes;
   p.depth = settings_.depth;
+  // From the job's shape, the same on every rank (plans must match).
+  if (select::cpu_load(shape_) > 1) p.min_step_part_bytes = algo::kSharedCpuMinStepPartBytes;
   p.in_place = op.in_place(rank_);
   p.root = op.root;
   p.order = ring_;

@@ -169,7 +169,7 @@ std::size_t sends(const algo::Plan& plan) {
 }
 
 TEST_CASE("algorithms: ring steps cut a small block into parts of a minimum size", "[algorithms]") {
-  // 8-byte elements, chunk 1000 B, depth 3: a block of k parts of >= 16 B, at most 3.
+  // 8-byte elements, chunk 1000 B, depth 3: a block of 48 B or more is cut into 3 parts.
   for (Coll coll : {Coll::AllReduce, Coll::AllGather, Coll::ReduceScatter})
     for (int n : {2, 3, 5, 8})
       for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{64}})
@@ -178,13 +178,15 @@ TEST_CASE("algorithms: ring steps cut a small block into parts of a minimum size
           INFO("coll " << int(coll) << " n " << n << " count " << count);
           run_case(c);
         }
-  // Allreduce of 8 x 6 elements at 8 ranks: each rank's block is 6 elements (48 B), 3 parts
-  // of 16 B: 2 x 7 steps x 3 sends; without a minimum part, or with 2 ranks, whole blocks.
+  // Allreduce of 8 x 6 elements at 8 ranks: each rank's block is 6 elements (48 B), 3 parts of
+  // 16 B: 2 x 7 steps x 3 sends; a block under depth x the minimum part (48 < 3 x 24), no
+  // minimum, or 2 ranks: whole blocks.
   auto ar = [](int n, std::size_t count, std::size_t min_part) {
     return sends(build(Case{Coll::AllReduce, n, count, false, 0, 1000, 3, min_part}, 0));
   };
   CHECK(ar(8, 48, 16) == 2 * 7 * 3);
-  CHECK(ar(8, 48, 24) == 2 * 7 * 2);
+  CHECK(ar(8, 48, 24) == 2 * 7);
+  CHECK(ar(8, 72, 24) == 2 * 7 * 3);
   CHECK(ar(8, 48, 0) == 2 * 7);
   CHECK(ar(8, 48, 64) == 2 * 7);
   CHECK(ar(2, 12, 16) == 2);
