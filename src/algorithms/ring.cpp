@@ -36,7 +36,7 @@ struct Ring {
     right = at(pos + 1);
     chunk_elems = std::max<std::size_t>(1, p.chunk_bytes / es);
     depth = std::max<std::size_t>(1, p.depth);
-    if (ring_steps) chunk_elems = std::max<std::size_t>(1, step_chunk_elems(p, max_block_elems));
+    if (ring_steps) chunk_elems = step_chunk_elems(p, max_block_elems);
     nchunks = (max_block_elems + chunk_elems - 1) / chunk_elems;
   }
   // Chunk size of a block that travels the ring step by step: with n >= 3 a block of at least

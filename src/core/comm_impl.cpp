@@ -315,21 +315,25 @@ algo::Plan CommImpl::make_plan(const core::OpDesc& op, const CollOptions& opts) 
   p.elem_size = dtype_size(op.dtype);
   p.chunk_bytes = settings_.chunk_bytes;
   p.depth = settings_.depth;
-  // From the job's shape, the same on every rank (plans must match).
-  if (select::cpu_load(shape_) > 1) p.min_step_part_bytes = algo::kSharedCpuMinStepPartBytes;
+  p.min_step_part_bytes = select::ring_min_step_part_bytes(shape_);  // plans must match
   p.in_place = op.in_place(rank_);
   p.root = op.root;
   p.order = ring_;
-  if (settings_.deterministic && op.has_redop()) {
-    algo::Plan plan;
-    switch (op.kind) {
-      case core::CollKind::AllReduce: plan = algo::deterministic_allreduce(p); break;
-      case core::CollKind::ReduceScatter: plan = algo::deterministic_reduce_scatter(p); break;
-      default: plan = algo::deterministic_reduce(p); break;
-    }
-    // As a ring's: every rank sends to the owners of the slices and then around the ring.
+  // On a CPU other ranks share, a ring's sender goes on to its next step (the next part to
+  // forward, the next one to receive and reduce) instead of waiting for its neighbour to be
+  // scheduled and read the message in place: 4 ranks on 2 CPUs, 16 MiB allreduce 10.7-11.8 ms
+  // against 18.8-18.9 with single copy (docs/algorithms.md). Deterministic plans too: their
+  // ranks send to the slices' owners and then around the ring.
+  auto buffered = [this](algo::Plan plan) {
     plan.buffered_sends = settings_.buffered_ring_sends;
     return plan;
+  };
+  if (settings_.deterministic && op.has_redop()) {
+    switch (op.kind) {
+      case core::CollKind::AllReduce: return buffered(algo::deterministic_allreduce(p));
+      case core::CollKind::ReduceScatter: return buffered(algo::deterministic_reduce_scatter(p));
+      default: return buffered(algo::deterministic_reduce(p));
+    }
   }
   const select::Coll coll = coll_of(op.kind);
   std::optional<select::Algo> forced = settings_.policy.for_coll(coll);
@@ -356,25 +360,15 @@ algo::Plan CommImpl::make_plan(const core::OpDesc& op, const CollOptions& opts) 
     if (op.kind == core::CollKind::Broadcast) return algo::tree_broadcast(t);
     if (op.kind == core::CollKind::Reduce) return algo::tree_reduce(t);
   }
-  return ring_plan(op.kind, p);
-}
-
-// On a CPU other ranks share, a ring's sender goes on to its next step (the next part to
-// forward, the next one to receive and reduce) instead of waiting for its neighbour to be
-// scheduled and read the message in place: 4 ranks on 2 CPUs, 16 MiB allreduce 10.7-11.8 ms
-// against 18.8-18.9 with single copy (docs/transports.md).
-algo::Plan CommImpl::ring_plan(core::CollKind kind, const algo::RingParams& p) const {
-  algo::Plan plan;
-  switch (kind) {
-    case core::CollKind::AllReduce: plan = algo::ring_allreduce(p); break;
-    case core::CollKind::AllGather: plan = algo::ring_allgather(p); break;
-    case core::CollKind::ReduceScatter: plan = algo::ring_reduce_scatter(p); break;
+  switch (op.kind) {
+    case core::CollKind::AllReduce: return buffered(algo::ring_allreduce(p));
+    case core::CollKind::AllGather: return buffered(algo::ring_allgather(p));
+    case core::CollKind::ReduceScatter: return buffered(algo::ring_reduce_scatter(p));
     case core::CollKind::Broadcast: return algo::chain_broadcast(p);
     case core::CollKind::Reduce: return algo::chain_reduce(p);
-    case core::CollKind::Barrier: return {};
+    case core::CollKind::Barrier: break;
   }
-  plan.buffered_sends = settings_.buffered_ring_sends;
-  return plan;
+  return {};
 }
 
 std::shared_ptr<const algo::Plan> CommImpl::cached_plan(const core::OpDesc& op,

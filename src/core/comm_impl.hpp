@@ -14,7 +14,6 @@
 #include <vector>
 
 #include "algorithms/plan.hpp"
-#include "algorithms/ring.hpp"
 #include "bootstrap/store.hpp"
 #include "bootstrap/tcp_store.hpp"
 #include "config/config.hpp"
@@ -131,8 +130,6 @@ class CommImpl {
   Status agree_on_plan_settings(const std::string& prefix, const device::Device* dev,
                                 Deadline deadline);
   algo::Plan make_plan(const core::OpDesc& op, const CollOptions& opts);
-  /// The ring (allreduce, allgather, reduce_scatter) or chain plan of `kind`.
-  [[nodiscard]] algo::Plan ring_plan(core::CollKind kind, const algo::RingParams& p) const;
   /// make_plan() through a small cache: plans depend only on the call's shape (and algorithm
   /// hint), and repeated calls of one shape (every training step) should not rebuild them.
   std::shared_ptr<const algo::Plan> cached_plan(const core::OpDesc& op, const CollOptions& opts);

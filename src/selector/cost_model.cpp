@@ -8,6 +8,8 @@
 #include <cmath>
 #include <vector>
 
+#include "algorithms/ring.hpp"
+
 namespace loom::select {
 
 std::string_view to_string(Coll c) {
@@ -120,12 +122,18 @@ bool supports(Coll c, Algo a) {
   return c == Coll::AllReduce || c == Coll::Reduce || c == Coll::ReduceScatter;
 }
 
+namespace {
+
+// The ranks of an oversubscribed host's busiest CPU (3 ranks on 2 CPUs: 2).
+double busiest_cpu_ranks(const Shape& s) {
+  return std::ceil(static_cast<double>(s.per_host) / s.cores);
+}
+
+}  // namespace
+
 double oversub_extra_us(const Shape& s, const Tuning& t) {
-  const double load = cpu_load(s);
-  if (load <= 1) return 0;
-  // The busiest CPU's ranks: a message waits behind them (3 ranks on 2 CPUs: 2 on one).
-  const double busiest = std::ceil(static_cast<double>(s.per_host) / s.cores);
-  return t.oversub_alpha_us * (busiest - 1.0);
+  // A message waits behind the other ranks of the busiest CPU.
+  return cpu_load(s) > 1 ? t.oversub_alpha_us * (busiest_cpu_ranks(s) - 1.0) : 0;
 }
 
 int flat_tree_depth(int nranks) {
@@ -136,6 +144,10 @@ int flat_tree_depth(int nranks) {
 
 double cpu_load(const Shape& s) {
   return s.cores > 0 && s.per_host > s.cores ? static_cast<double>(s.per_host) / s.cores : 1.0;
+}
+
+std::size_t ring_min_step_part_bytes(const Shape& s) {
+  return cpu_load(s) > 1 ? algo::kSharedCpuMinStepPartBytes : algo::kMinStepPartBytes;
 }
 
 namespace {
@@ -181,7 +193,7 @@ double intra_link_gbps(const Shape& s, const Tuning& t, double bytes, double mes
     // the pace of the busiest CPU's ranks: with P ranks on C CPUs each gets the host's rate
     // over C x ceil(P/C) (3 ranks on 2 CPUs: a quarter; measured at 8 MiB, 1.6-2.0 GB/s per
     // link where a third of the host's rate said 2.7).
-    const double shares = s.cores * std::ceil(static_cast<double>(s.per_host) / s.cores);
+    const double shares = s.cores * busiest_cpu_ranks(s);
     if (t.oversub_cache_gbps <= 0) return t.oversub_gbps / shares;
     const double dram = t.oversub_dram_bytes > 0 ? t.oversub_dram_bytes : t.dram_bytes;
     return cache_curve(t, bytes, t.oversub_cache_gbps, t.oversub_gbps, dram) / shares;
@@ -248,7 +260,7 @@ double ring_us(Coll c, double S, const Shape& s, const Tuning& t, const Pipeline
   const double n = s.nranks;
   const bool chain = c == Coll::Broadcast || c == Coll::Reduce;
   // With auto single copy, a ring's sends on a shared CPU go through the channel's slots
-  // (CommImpl::ring_plan): eager messages whatever their size.
+  // (Plan::buffered_sends): eager messages whatever their size.
   const bool buffered = !chain && cpu_load(s) > 1 && t.single_copy_bytes == 0;
   const double msg =
       buffered ? 1.0 : std::min<double>(static_cast<double>(p.chunk_bytes), chain ? S : S / n);

@@ -145,6 +145,9 @@ double oversub_extra_us(const Shape& s, const Tuning& t);
 /// ceil(per_host / cores): measured on 2 CPUs, 3, 5 and 7 ranks bound so fit P / cores (36 of
 /// 42 cells of the loom-sim validation within 25%) better than the busiest CPU (30).
 double cpu_load(const Shape& s);
+/// RingParams::min_step_part_bytes for a job of this shape (the same on every rank): smaller
+/// parts where ranks share CPUs (algo::kSharedCpuMinStepPartBytes).
+std::size_t ring_min_step_part_bytes(const Shape& s);
 /// The tuning keys, in the order Tuning::to_string prints them (each has a LOOM_TUNE_<KEY>
 /// setting).
 std::vector<std::string_view> tuning_keys();

@@ -39,7 +39,7 @@ algo::Plan build(Coll coll, Algo a, int rank, std::size_t bytes, const Shape& s,
   r.elem_size = 4;
   r.chunk_bytes = p.chunk_bytes;
   r.depth = p.depth;
-  if (cpu_load(s) > 1) r.min_step_part_bytes = algo::kSharedCpuMinStepPartBytes;  // as CommImpl
+  r.min_step_part_bytes = ring_min_step_part_bytes(s);  // as CommImpl
   if (a == Algo::Rd) return algo::rd_allreduce(r);
   if (a == Algo::Deterministic) {
     if (coll == Coll::Reduce) return algo::deterministic_reduce(r);
