@@ -47,7 +47,7 @@ struct CommSettings {
   select::Tuning tuning;  // LOOM_TUNE_*, LOOM_TUNING
   bool deterministic = false;
   // Ring sends go through the shm channel's slots, never single copy: resolved at init, true
-  // when LOOM_SHM_SINGLE_COPY_MIN is auto and other ranks share this rank's CPUs.
+  // when LOOM_SHM_SINGLE_COPY_MIN is auto and ranks share a CPU of this rank's host.
   bool buffered_ring_sends = false;
   std::string device = "auto";  // LOOM_DEVICE
   OfiHmemMode ofi_hmem = OfiHmemMode::Auto;
