@@ -90,8 +90,10 @@ std::vector<Point> bandwidth_curve(Communicator& comm, const Options& options, d
     const std::size_t count = total / 4;
     const std::size_t per_rank = count / static_cast<std::size_t>(n);
     std::vector<float> in(count, 1.0f), out(count);
-    const int reps = total <= (4 << 20) ? 20 : 4;
-    const double t = time_per_call(comm, 1, reps, [&] {
+    // Enough calls that a batch lasts tens of milliseconds (loom-perf's sweep, which the model
+    // is checked against, averages 40 calls of 8 MiB; batches of 4 came out 5-10% slower).
+    const int reps = total <= (4 << 20) ? 20 : 10;
+    const double t = time_per_call(comm, 2, reps, [&] {
       if (allreduce)
         return comm.allreduce(in.data(), out.data(), count, DataType::Float32, RedOp::Sum, ring);
       return comm.allgather(in.data(), out.data(), per_rank, DataType::Float32, ring);
@@ -107,14 +109,12 @@ std::vector<Point> bandwidth_curve(Communicator& comm, const Options& options, d
 
 // The eager path of shared memory: messages below the single-copy threshold go through the
 // channel's slots, copied in by the sender and out by the receiver, where the curve above moves
-// single-copy messages. A ring allreduce with messages of half the automatic threshold: 32 KiB
-// where each rank has a CPU, 16 KiB where ranks share them (LOOM_SHM_SINGLE_COPY_MIN=auto).
-Point eager_point(Communicator& comm, double alpha_us) {
+// single-copy messages. A ring allreduce with messages of `message` bytes.
+Point eager_point(Communicator& comm, double alpha_us, std::size_t message) {
   const int n = comm.size();
   CollOptions ring;
   ring.algorithm = Algorithm::Ring;
-  const double load = static_cast<double>(n) / std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN));
-  const std::size_t total = select::auto_single_copy_min(load) / 2 * static_cast<std::size_t>(n);
+  const std::size_t total = message * static_cast<std::size_t>(n);
   const std::size_t count = total / 4;
   std::vector<float> in(count, 1.0f), out(count);
   const double t = time_per_call(comm, 50, 200, [&] {
@@ -138,6 +138,28 @@ double rd_round_us(Communicator& comm, const Options& options, int warmup) {
   const auto n = static_cast<unsigned>(comm.size());
   const int rounds = std::bit_width(n) - 1 + (std::has_single_bit(n) ? 0 : 2);
   return t * 1e6 / rounds;
+}
+
+// A recursive-doubling round where each rank has a CPU, by buffer size: 8 B (`round_us`,
+// timed with the other small constants), 2 KiB and 32 KiB (half the automatic single-copy
+// threshold: one eager message a round, copied and reduced in cache). Only for a power of two of
+// ranks (no fold); empty otherwise.
+select::Curve rd_round_curve(Communicator& comm, double round_us) {
+  select::Curve curve;
+  const auto n = static_cast<unsigned>(comm.size());
+  if (!std::has_single_bit(n)) return curve;
+  CollOptions rd;
+  rd.algorithm = Algorithm::RecursiveDoubling;
+  const int rounds = std::bit_width(n) - 1;
+  curve.points.emplace_back(8.0, round_us);
+  for (const std::size_t total : {std::size_t{2048}, select::auto_single_copy_min(1.0) / 2}) {
+    std::vector<float> in(total / 4, 1.0f), out(total / 4);
+    const double t = time_per_call(comm, 50, 200, [&] {
+      return comm.allreduce(in.data(), out.data(), in.size(), DataType::Float32, RedOp::Sum, rd);
+    });
+    curve.points.emplace_back(static_cast<double>(total), t * 1e6 / rounds);
+  }
+  return curve;
 }
 
 }  // namespace
@@ -177,7 +199,15 @@ int calibrate(Communicator& comm, const Options& options) {
   const bool intra = one_host(comm);
   // Before the curve: its large calls leave the executor's adaptive spin budget short (long
   // waits shrink it), which small calls right after would pay for.
-  const Point eager = intra ? eager_point(comm, alpha_us) : Point{0, 0.0};
+  // Eager messages of 1 KiB and of half the automatic threshold (32 KiB where each rank has a
+  // CPU, 16 KiB where ranks share them: LOOM_SHM_SINGLE_COPY_MIN=auto).
+  const double load = static_cast<double>(n) / std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN));
+  const std::size_t large_message = select::auto_single_copy_min(load) / 2;
+  const Point small_eager = intra ? eager_point(comm, alpha_us, 1024) : Point{0, 0.0};
+  const Point eager = intra ? eager_point(comm, alpha_us, large_message) : Point{0, 0.0};
+  const bool oversubscribed = intra && n > ::sysconf(_SC_NPROCESSORS_ONLN);
+  const select::Curve rd_curve =
+      intra && !oversubscribed ? rd_round_curve(comm, round_us) : select::Curve{};
   const std::vector<Point> bw = bandwidth_curve(comm, options, alpha_us, intra);
   // The cache plateau (sizes within 10% of the best) and where memory bandwidth starts (within
   // 10% of the largest size's), when the largest is clearly slower.
@@ -198,9 +228,14 @@ int calibrate(Communicator& comm, const Options& options) {
       fmt::print("#   ring {} of {} B: {:.3f} GB/s per link\n", intra ? "allreduce" : "allgather",
                  bytes, g);
     if (intra)
-      fmt::print("#   ring allreduce of {} B (eager messages): {:.3f} GB/s per link\n", eager.first,
-                 eager.second);
+      for (const Point& p : {small_eager, eager})
+        fmt::print("#   ring allreduce of {} B (eager messages of {} B): {:.3f} GB/s per link\n",
+                   p.first, p.first / static_cast<std::size_t>(n), p.second);
     fmt::print("#   host reduction (fp32 sum): {:.3f} GB/s\n", red);
+    for (const auto& [bytes, us] : rd_curve.points)
+      if (bytes > 8)
+        fmt::print("#   recursive-doubling allreduce of {:.0f} B: {:.2f} us per round\n", bytes,
+                   us);
     fmt::print(
         "#   recursive-doubling allreduce of 8 B: {:.2f} us per round\n# rd_round_us={:.3g}\n",
         round_us, round_us);
@@ -208,7 +243,15 @@ int calibrate(Communicator& comm, const Options& options) {
     if (intra && cache_gbps > 1.1 * gbps)
       extra = fmt::format(",intra_cache_gbps={:.3g},cache_bytes={},dram_bytes={}", cache_gbps,
                           cache_bytes, dram_bytes);
-    if (intra) extra += fmt::format(",intra_eager_gbps={:.3g}", eager.second);
+    if (intra)
+      extra += fmt::format(",intra_eager_gbps={:.3g},intra_eager_curve=1024:{:.4g}/{}:{:.4g}",
+                           eager.second, small_eager.second, large_message, eager.second);
+    if (!rd_curve.empty()) extra += fmt::format(",rd_round_curve={}", rd_curve.to_string());
+    // The whole curve too: the model interpolates between its points (caches fall in steps
+    // that the two knees above fit badly).
+    select::Curve curve;
+    for (const auto& [bytes, g] : bw) curve.points.emplace_back(static_cast<double>(bytes), g);
+    if (intra && !oversubscribed) extra += fmt::format(",intra_curve={}", curve.to_string());
     // A CPU's private cache, from the C library (not timed): what ranks that time-share the
     // CPUs keep cached between their turns.
     if (const long l2 = ::sysconf(_SC_LEVEL2_CACHE_SIZE); intra && l2 > 0)
@@ -216,8 +259,10 @@ int calibrate(Communicator& comm, const Options& options) {
     // More ranks than CPUs: what they move between them in total is the host's shared rate,
     // its own curve (8 ranks on 2 CPUs here: 1.37 GB/s per link at 512 KiB, 1.0-1.2 at 1-4 MiB,
     // 0.81-0.85 from 8 MiB): the largest sizes' rate, and the plateau's down to where it ends.
-    if (intra && n > ::sysconf(_SC_NPROCESSORS_ONLN)) {
-      extra += fmt::format(",oversub_gbps={:.3g}", gbps * n);
+    if (oversubscribed) {
+      select::Curve host;  // by the host's buffers: n ranks' together
+      for (const auto& [bytes, g] : curve.points) host.points.emplace_back(bytes * n, g * n);
+      extra += fmt::format(",oversub_gbps={:.3g},oversub_curve={}", gbps * n, host.to_string());
       if (cache_gbps > 1.1 * gbps)
         extra += fmt::format(",oversub_cache_gbps={:.3g},oversub_dram_bytes={}", cache_gbps * n,
                              dram_bytes);

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Issue 4 measurements (double binary tree, selector, deterministic mode, loom-sim validation).
 # Run on a quiet machine from the repository root after scripts/build.sh:
-#   bash benchmarks/measure/issue4.sh [BIN_DIR]        (about 4 minutes; ROUNDS=3 repeats)
+#   bash benchmarks/measure/issue4.sh [BIN_DIR]        (about 10 minutes; ROUNDS=3 repeats)
 # Prints, as markdown tables for docs/performance.md:
 #  1. allreduce at 8 ranks, 8 B..64 KiB and 1..64 MiB: forced ring, tree, rd (small only), auto side by
 #     side, with auto's slowdown against the best forced choice (target: <= 10%);
 #  2. deterministic vs default busbw at 16..128 MiB, 4 and 8 ranks (target: within 15%);
 #  0. loom-perf --calibrate at 2 and 8 ranks: the LOOM_TUNING every later run uses;
-#  3. loom-sim --preset local (with those constants) against loom-perf for 2..8 ranks:
-#     prediction error (target: within 25%);
+#  3. loom-sim --preset local against loom-perf for 2..8 ranks, each rank count calibrated
+#     right before it is measured (sim_validation.sh): prediction error (target: within 25%);
 #  4. the loom-sim tables for 2..4096 ranks on both presets (allreduce 8 B..1 GiB).
 set -euo pipefail
 BIN=${1:-build/bin}
@@ -62,39 +62,7 @@ for r in $(seq "$ROUNDS"); do
   perf 8 "$TMP/cal8.$r" --calibrate -n 100 -e 32M
 done
 sed 's/^/    /' "$TMP/cal2.1" "$TMP/cal8.1"  # the first of the runs; LOOM_TUNING takes the medians
-tuning=$(python3 - "$(nproc)" "$ROUNDS" "$TMP" <<'PY'
-import statistics, sys
-cores, rounds, tmp = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-def kv(f):
-    lines = open(f).readlines()
-    line = [l for l in lines if l.startswith("LOOM_TUNING=")][0].strip()[len("LOOM_TUNING="):]
-    out = dict(x.split("=") for x in line.split(","))
-    out["rd_round_us"] = [l for l in lines if l.startswith("# rd_round_us=")][0].split("=")[1].strip()
-    return out
-def median_kv(prefix):  # each constant's median over the runs that printed it (most of them)
-    runs = [kv(f"{tmp}/{prefix}.{r}") for r in range(1, rounds + 1)]
-    keys = [k for k in dict.fromkeys(k for r in runs for k in r) if 2 * sum(k in r for r in runs) > len(runs)]
-    return {k: f"{statistics.median(float(r[k]) for r in runs if k in r):.4g}" for k in keys}
-two, eight = median_kv("cal2"), median_kv("cal8")
-# Oversubscription (8 ranks > cores): ranks block instead of spinning; the extra latency per
-# message is the difference of the two calibrations' alpha.
-# The model scales it by ceil(ranks/cores) - 1 (the busiest CPU's ranks beyond one): undo that.
-busiest = -(-8 // cores)
-extra = (float(eight["intra_alpha_us"]) - float(two["intra_alpha_us"])) / (busiest - 1) if busiest > 1 else 0
-two["oversub_alpha_us"] = f"{max(extra, 0):.3g}"
-# What 8 ranks on fewer CPUs move between them in total; and a rank's turn: a recursive-
-# doubling round at k = 8 / cores ranks per CPU takes k^2 - 1 turns more than at one per CPU
-# (each CPU runs its ranks' steps one after another, each step k turns; docs/algorithms.md).
-if 8 > cores:
-    for key in ("oversub_gbps", "oversub_cache_gbps", "oversub_dram_bytes"):
-        if key in eight:
-            two[key] = eight[key]
-    turn = (float(eight["rd_round_us"]) - float(two["rd_round_us"])) / ((8 / cores) ** 2 - 1)
-    two["oversub_turn_us"] = f"{max(turn, 0):.3g}"
-del two["rd_round_us"]
-print(",".join(f"{k}={v}" for k, v in two.items()))
-PY
-)
+tuning=$(python3 "$(dirname "$0")/tuning.py" "$(nproc)" "$TMP"/cal2.* -- "$TMP"/cal8.*)
 echo "Calibrated: LOOM_TUNING=$tuning"
 export LOOM_TUNING=$tuning
 echo
@@ -135,41 +103,9 @@ done
 
 echo
 echo "## 3. loom-sim (local preset, calibrated) vs loom-perf, 2..8 ranks"
-echo "| ranks | size (B) | pick | model (us) | replay (us) | loom-perf auto, slowest rank (us) | model error | replay error |"
-echo "|---:|---:|---|---:|---:|---:|---:|---:|"
-# Rounds outermost: a slow phase of the machine (seconds long) then hits one round of several
-# rank counts, which the per-cell median drops, not every round of one rank count.
-for r in $(seq "$ROUNDS"); do
-  for n in 2 3 4 5 6 7 8; do
-    # Calls of tens of microseconds vary run to run on 2 shared CPUs: average over 1000 of them,
-    # and over 40 of the large ones (one hiccup in 10 calls of 512 KiB doubled a median before).
-    # The time of the slowest rank (-a 3), as the model predicts when the collective is done
-    # everywhere and the calibration measures: the ranks' average is shorter by what ranks that
-    # finish early (a folded rank's partner, a tree's leaves) do not wait.
-    perf $n "$TMP/meas.$n.small.$r" allreduce -b 8 -e 32K -f 16 -n 1000 -w 50 -c 0 -a 3 --outofplace-only
-    perf $n "$TMP/meas.$n.large.$r" allreduce -b 512K -e 16M -f 16 -n 40 -w 5 -c 0 -a 3 --outofplace-only
-  done
-done
-for n in 2 3 4 5 6 7 8; do
-  { $MEDIAN "$TMP"/meas.$n.small.*; $MEDIAN "$TMP"/meas.$n.large.*; } >"$TMP/meas"
-  "$BIN/loom-sim" allreduce -n $n --preset local -b 8 -e 16M -f 16 >"$TMP/sim"
-  "$BIN/loom-sim" allreduce -n $n --preset local -b 8 -e 16M -f 16 --replay >"$TMP/replay"
-  python3 - "$n" "$TMP/meas" "$TMP/sim" "$TMP/replay" <<'PY'
-import sys
-n = sys.argv[1]
-meas = {int(p[0]): float(p[5]) for p in (l.split() for l in open(sys.argv[2])) if len(p) == 13 and p[0].isdigit()}
-def load(f):
-    return {int(p[0]): (p[8], float(p[9])) for p in (l.split() for l in open(f)) if p and p[0].isdigit()}
-model, rep = load(sys.argv[3]), load(sys.argv[4])
-for size in sorted(model):
-    m = meas.get(size)
-    if not m:
-        continue
-    algo, pm = model[size]
-    pr = rep[size][1]
-    print(f"| {n} | {size} | {algo} | {pm:.1f} | {pr:.1f} | {m:.1f} | {(pm / m - 1) * 100:+.0f}% | {(pr / m - 1) * 100:+.0f}% |")
-PY
-done
+# Each prediction against a measurement taken right after its own calibration (this VM's memory
+# rate drifts by up to 5x over minutes): see sim_validation.sh.
+bash "$(dirname "$0")/sim_validation.sh" "$BIN"  # SIM_ROUNDS rounds (7 by default)
 
 echo
 echo "## 4. loom-sim tables (allreduce, 8 B..1 GiB)"

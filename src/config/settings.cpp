@@ -140,8 +140,9 @@ constexpr std::array kSettings = {
     Spec{"LOOM_SHM_SINGLE_COPY_MIN", Type::String, "auto",
          "Shared-memory messages of at least this many bytes use the single-copy path. auto: "
          "64K, or 32K for a rank whose CPU other ranks share (there every copy takes CPU time "
-         "they need, and single copy makes one copy where the slots make two); there ring "
-         "schedules send through the slots at every size (their senders go on to the next step "
+         "they need, and single copy makes one copy where the slots make two); on a host where "
+         "ranks share CPUs ring schedules send through the slots at every size (their senders go "
+         "on to the next step "
          "instead of waiting to be read).",
          "shm"},
 
@@ -229,6 +230,27 @@ constexpr std::array kSettings = {
     Spec{"LOOM_TUNE_RD_MAX_BYTES", Type::String, "262144",
          "Cost model: largest allreduce buffer (bytes) for which recursive doubling is a "
          "candidate (it sends and reduces the whole buffer log2(ranks) times; 0: never).",
+         "coll"},
+    Spec{"LOOM_TUNE_RD_ROUND_CURVE", Type::String, "8:1.2/2048:2/32768:5.8",
+         "Cost model: a recursive-doubling round between ranks of one host that each have a "
+         "CPU, bytes:microseconds/... by buffer size (what `loom-perf --calibrate` prints), "
+         "linear between the points; empty: twice the link's latency, its bandwidth and "
+         "LOOM_TUNE_REDUCE_GBPS.",
+         "coll"},
+    Spec{"LOOM_TUNE_INTRA_EAGER_CURVE", Type::String, "1024:3.4/32768:8.5",
+         "Cost model: the rate of messages through the shared-memory slots by message size, "
+         "bytes:gbps/... (what `loom-perf --calibrate` prints), log-linear between the points; "
+         "empty: LOOM_TUNE_INTRA_EAGER_GBPS at every size.",
+         "coll"},
+    Spec{"LOOM_TUNE_INTRA_CURVE", Type::String, "",
+         "Cost model: the measured bandwidth between two ranks on one host by buffer size, "
+         "bytes:gbps/bytes:gbps/... (what `loom-perf --calibrate` prints), interpolated "
+         "log-linearly; empty: the cache plateau and memory rate of the LOOM_TUNE_* above.",
+         "coll"},
+    Spec{"LOOM_TUNE_OVERSUB_CURVE", Type::String, "",
+         "Cost model: the total rate of a host running more ranks than CPUs by the bytes of all "
+         "its ranks' buffers, in the same format; empty: LOOM_TUNE_OVERSUB_CACHE_GBPS falling "
+         "to LOOM_TUNE_OVERSUB_GBPS.",
          "coll"},
     Spec{"LOOM_SPIN_US", Type::Int, "-1",
          "Microseconds the executor polls without progress before it yields the CPU (then, "

@@ -40,6 +40,7 @@ struct Field {
   double Tuning::*scalar;
   double Link::*link_field;
   Link Tuning::*link;
+  Curve Tuning::*curve = nullptr;
 };
 
 const std::vector<Field>& fields() {
@@ -62,6 +63,10 @@ const std::vector<Field>& fields() {
       {"dram_bytes", &Tuning::dram_bytes, nullptr, nullptr},
       {"fused_reduce", &Tuning::fused_reduce, nullptr, nullptr},
       {"rd_max_bytes", &Tuning::rd_max_bytes, nullptr, nullptr},
+      {"intra_curve", nullptr, nullptr, nullptr, &Tuning::intra_curve},
+      {"oversub_curve", nullptr, nullptr, nullptr, &Tuning::oversub_curve},
+      {"rd_round_curve", nullptr, nullptr, nullptr, &Tuning::rd_round_curve},
+      {"intra_eager_curve", nullptr, nullptr, nullptr, &Tuning::intra_eager_curve},
   };
   return f;
 }
@@ -70,7 +75,73 @@ double& field_ref(Tuning& t, const Field& f) {
   return f.scalar ? t.*f.scalar : (t.*f.link).*f.link_field;
 }
 
+Result<double> parse_number(std::string_view key, std::string_view val) {
+  double v = 0;
+  auto [end, ec] = std::from_chars(val.data(), val.data() + val.size(), v);
+  if (ec != std::errc{} || end != val.data() + val.size() || !(v >= 0) || !std::isfinite(v))
+    return make_error(ErrorCode::InvalidUsage, "tuning value '{}' for {} is not a number >= 0", val,
+                      key);
+  return v;
+}
+
 }  // namespace
+
+double Curve::at(double bytes) const {
+  if (points.empty()) return 0;
+  if (bytes <= points.front().first) return points.front().second;
+  if (bytes >= points.back().first) return points.back().second;
+  auto hi = std::upper_bound(points.begin(), points.end(), bytes,
+                             [](double b, const auto& p) { return b < p.first; });
+  auto lo = hi - 1;
+  const double f = std::log2(bytes / lo->first) / std::log2(hi->first / lo->first);
+  return lo->second + f * (hi->second - lo->second);
+}
+
+double Curve::linear_at(double bytes) const {
+  if (points.empty()) return 0;
+  if (points.size() == 1 || bytes <= points.front().first) return points.front().second;
+  auto hi = std::upper_bound(points.begin(), points.end(), bytes,
+                             [](double b, const auto& p) { return b < p.first; });
+  if (hi == points.end()) --hi;  // beyond the last: the last segment's slope
+  auto lo = hi - 1;
+  const double slope = (hi->second - lo->second) / (hi->first - lo->first);
+  return lo->second + (bytes - lo->first) * slope;
+}
+
+std::string Curve::to_string() const {
+  std::string out;
+  for (const auto& [bytes, gbps] : points)
+    out += fmt::format("{}{:.0f}:{:.4g}", out.empty() ? "" : "/", bytes, gbps);
+  return out;
+}
+
+Status Curve::parse(std::string_view text) {
+  std::vector<std::pair<double, double>> parsed;
+  while (!text.empty()) {
+    const std::size_t slash = text.find('/');
+    const std::string_view item = text.substr(0, slash);
+    text = slash == std::string_view::npos ? std::string_view{} : text.substr(slash + 1);
+    const std::size_t colon = item.find(':');
+    if (colon == std::string_view::npos)
+      return make_error(ErrorCode::InvalidUsage, "curve point '{}' is not bytes:gbps", item);
+    LOOM_ASSIGN_OR_RETURN(const double bytes,
+                          parse_number("a curve's bytes", item.substr(0, colon)));
+    LOOM_ASSIGN_OR_RETURN(const double gbps,
+                          parse_number("a curve's gbps", item.substr(colon + 1)));
+    if (bytes <= 0 || gbps <= 0 || (!parsed.empty() && bytes <= parsed.back().first))
+      return make_error(ErrorCode::InvalidUsage,
+                        "curve point '{}': sizes must increase and rates be positive", item);
+    parsed.emplace_back(bytes, gbps);
+  }
+  points = std::move(parsed);
+  return Status::ok();
+}
+
+Curve Curve::scaled(double factor) const {
+  Curve out = *this;
+  for (auto& point : out.points) point.second *= factor;
+  return out;
+}
 
 std::vector<std::string_view> tuning_keys() {
   std::vector<std::string_view> keys;
@@ -83,7 +154,10 @@ std::string Tuning::to_string() const {
   Tuning copy = *this;
   for (const Field& f : fields()) {
     if (!out.empty()) out += ",";
-    out += fmt::format("{}={:.4g}", f.key, field_ref(copy, f));
+    if (f.curve)
+      out += fmt::format("{}={}", f.key, (copy.*f.curve).to_string());
+    else
+      out += fmt::format("{}={:.4g}", f.key, field_ref(copy, f));
   }
   return out;
 }
@@ -103,11 +177,11 @@ Status Tuning::apply(std::string_view text) {
     if (it == fields().end())
       return make_error(ErrorCode::InvalidUsage, "unknown tuning key '{}' (known: {})", key,
                         Tuning{}.to_string());
-    double v = 0;
-    auto [end, ec] = std::from_chars(val.data(), val.data() + val.size(), v);
-    if (ec != std::errc{} || end != val.data() + val.size() || !(v >= 0) || !std::isfinite(v))
-      return make_error(ErrorCode::InvalidUsage, "tuning value '{}' for {} is not a number >= 0",
-                        val, key);
+    if (it->curve) {
+      LOOM_RETURN_IF_ERROR((this->*(it->curve)).parse(val));
+      continue;
+    }
+    LOOM_ASSIGN_OR_RETURN(const double v, parse_number(key, val));
     if ((key == "intra_gbps" || key == "inter_gbps" || key == "reduce_gbps") && v <= 0)
       return make_error(ErrorCode::InvalidUsage, "tuning value for {} must be positive", key);
     field_ref(*this, *it) = v;
@@ -163,22 +237,35 @@ double cache_curve(const Tuning& t, double bytes, double near, double far, doubl
 
 }  // namespace
 
-// The cache plateau up to cache_bytes, memory bandwidth from dram_bytes, log-linear in between.
+namespace {
+
+// Shared-memory messages below this size go through the channel's slots (eager).
+double single_copy_min(const Tuning& t, double load) {
+  return t.single_copy_bytes > 0 ? t.single_copy_bytes
+                                 : static_cast<double>(auto_single_copy_min(load));
+}
+
+}  // namespace
+
+// The calibrated curve, or the cache plateau up to cache_bytes, memory bandwidth from
+// dram_bytes, log-linear in between.
 // On an oversubscribed host the ranks time-share the CPUs and evict each other's buffers
 // between their turns: they keep the unshared cache rate (by CPU share) only while all their
 // buffers fit in one CPU's cache; beyond, they share the host's own curve, oversub_cache_gbps
 // falling to oversub_gbps (both calibrated with all the ranks), or their CPU share of
 // intra.gbps.
 double intra_link_gbps(const Shape& s, const Tuning& t, double bytes, double message,
-                       double touched) {
+                       double touched, bool buffered) {
   const double load = cpu_load(s);
-  // Messages below the single-copy threshold are copied twice, through the channel's slots.
-  const double single_copy = t.single_copy_bytes > 0
-                                 ? t.single_copy_bytes
-                                 : static_cast<double>(auto_single_copy_min(load));
-  const bool eager = t.intra_eager_gbps > 0 && message > 0 && message < single_copy;
-  const double cache_gbps =
-      eager && t.intra_cache_gbps > 0 ? t.intra_eager_gbps : t.intra_cache_gbps;
+  // Messages below the single-copy threshold are copied twice, through the channel's slots,
+  // at the eager rate of their size where each rank has a CPU. On an oversubscribed host the
+  // large messages' rate fits the small ones too (3-8 ranks on 2 CPUs, recursive doubling of
+  // 2 KiB: +2..+18% against loom-perf with it, +22..+38% with the small messages' rate).
+  const bool by_size = load <= 1 && !t.intra_eager_curve.empty();
+  const double eager_gbps = by_size ? t.intra_eager_curve.at(message) : t.intra_eager_gbps;
+  const bool eager =
+      eager_gbps > 0 && message > 0 && (buffered || message < single_copy_min(t, load));
+  const double cache_gbps = eager && t.intra_cache_gbps > 0 ? eager_gbps : t.intra_cache_gbps;
   if (load > 1) {
     // Time-shared ranks resume on whichever CPU is free, so a rank finds its buffers cached
     // only while the whole host's inputs and outputs fit in one CPU's cache; then they share
@@ -194,9 +281,17 @@ double intra_link_gbps(const Shape& s, const Tuning& t, double bytes, double mes
     // over C x ceil(P/C) (3 ranks on 2 CPUs: a quarter; measured at 8 MiB, 1.6-2.0 GB/s per
     // link where a third of the host's rate said 2.7).
     const double shares = s.cores * busiest_cpu_ranks(s);
+    // The curve's axis is the host's buffers, all its ranks' together: calibrated with 8 ranks,
+    // it gave 3 and 4 ranks' 8 MiB the rate of 8 ranks' 8 MiB (+21% against loom-perf), where
+    // theirs move like 8 ranks' 3-4 MiB (-6..-8%).
+    if (!t.oversub_curve.empty()) return t.oversub_curve.at(bytes * s.per_host) / shares;
     if (t.oversub_cache_gbps <= 0) return t.oversub_gbps / shares;
     const double dram = t.oversub_dram_bytes > 0 ? t.oversub_dram_bytes : t.dram_bytes;
     return cache_curve(t, bytes, t.oversub_cache_gbps, t.oversub_gbps, dram) / shares;
+  }
+  if (!t.intra_curve.empty()) {
+    const double measured = t.intra_curve.at(bytes);
+    return eager ? std::min(measured, eager_gbps) : measured;
   }
   if (cache_gbps <= 0) return t.intra.gbps;
   return cache_curve(t, bytes, cache_gbps, t.intra.gbps, t.dram_bytes);
@@ -236,7 +331,7 @@ struct Links {
 
 // `message`: the size of the schedule's messages (for the eager rate; see intra_link_gbps).
 Links links(const Shape& s, const Tuning& t, int streams, double bytes, double message,
-            double touched = 0) {
+            double touched = 0, bool buffered = false) {
   Links l{};
   // CPU sharing on an oversubscribed host: copies share the host's bandwidth, reductions get
   // cores/per_host of a CPU each, and every message waits for its receiver to be woken.
@@ -244,7 +339,7 @@ Links links(const Shape& s, const Tuning& t, int streams, double bytes, double m
   const double extra = oversub_extra_us(s, t);
   l.alpha_intra = t.intra.alpha_us + extra;
   l.alpha_inter = t.inter.alpha_us + extra;
-  l.bw_intra = intra_link_gbps(s, t, bytes, message, touched);
+  l.bw_intra = intra_link_gbps(s, t, bytes, message, touched, buffered);
   double nic = t.nic_gbps > 0 ? t.nic_gbps / std::max(1, streams) : t.inter.gbps;
   l.bw_inter = std::min(t.inter.gbps, nic);
   const bool multi = s.nhosts > 1;
@@ -262,9 +357,8 @@ double ring_us(Coll c, double S, const Shape& s, const Tuning& t, const Pipeline
   // With auto single copy, a ring's sends on a shared CPU go through the channel's slots
   // (Plan::buffered_sends): eager messages whatever their size.
   const bool buffered = !chain && cpu_load(s) > 1 && t.single_copy_bytes == 0;
-  const double msg =
-      buffered ? 1.0 : std::min<double>(static_cast<double>(p.chunk_bytes), chain ? S : S / n);
-  const Links l = links(s, t, 1, S, msg);  // the ring enters and leaves each host once
+  const double msg = std::min<double>(static_cast<double>(p.chunk_bytes), chain ? S : S / n);
+  const Links l = links(s, t, 1, S, msg, 0, buffered);  // the ring enters and leaves each host once
   // A segment's path around the ring crosses hosts nhosts times per lap: the mean hop latency.
   const double H = s.nhosts > 1 ? s.nhosts : 0;
   const double alpha = (H * l.alpha_inter + (n - H) * l.alpha_intra) / n;
@@ -325,8 +419,12 @@ double tree_us(Coll c, double S, const Shape& s, const Tuning& t, const Pipeline
   // slowest link the trees use. While the pipeline fills, few ranks run: on an oversubscribed
   // host each of them has a CPU to itself (the rates by CPU share apply once all are busy).
   const double load = s.nhosts > 1 ? 1.0 : cpu_load(s);
-  const double fill =
-      chain * xfer_us(chunk, l.bw_intra * load) + across * xfer_us(chunk, bw * load);
+  double fill = chain * xfer_us(chunk, l.bw_intra * load) + across * xfer_us(chunk, bw * load);
+  // An eager chunk's send completes at once: its sender goes on to serve the other tree while
+  // the chunk waits for its receiver, and half the fill overlaps the stream. Measured on 2 CPUs
+  // (32 KiB, 16 KiB chunks): 4-8 ranks' data time was their stream plus 2.6-6.6 us, where the
+  // whole fill said 7.8-11.7. Single-copy sends wait for their receiver: the whole fill.
+  if (load > 1 && chunk < single_copy_min(t, load)) fill /= 2;
   const double hop_red = xfer_us(chunk, l.red * load) * hops;
   // Throughput: an interior rank moves 2S each way (1.5S for the re-rooted broadcast/reduce).
   // Per host, the two leaders' traffic (2S together) shares the host's NIC, and each chain rank
@@ -409,7 +507,10 @@ double rd_us(Coll c, double S, const Shape& s, const Tuning& t) {
   // ring's; measured at 8 ranks on 2 CPUs, 8-16 KiB: 20-28 us more per doubling where the
   // unshared rate said 14).
   const double red = xfer_us(S, t.reduce_gbps / cpu_load(active));
-  const double round = rd_round_alpha(active, t, l) + xfer_us(S, l.bw_slow) + red;
+  double round = rd_round_alpha(active, t, l) + xfer_us(S, l.bw_slow) + red;
+  // Where each rank has a CPU, a round as calibrated on this host (Tuning::rd_round_curve).
+  if (s.nhosts <= 1 && cpu_load(s) <= 1 && !t.rd_round_curve.empty())
+    round = t.rd_round_curve.linear_at(S);
   if (pow2 == s.nranks) return rounds * round;
   const Links lf = links(s, t, s.per_host, S, S, touched);  // the folded ranks' messages
   const double fold_alpha = rd_fold_alpha(s, t, lf, s.nranks - pow2);

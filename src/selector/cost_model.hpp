@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/status.hpp"
@@ -26,6 +27,24 @@ std::string_view to_string(Algo a);
 struct Link {
   double alpha_us = 10;  // per message, one way
   double gbps = 1;       // GB/s (1e9 bytes per second)
+};
+
+/// A measured curve: (buffer bytes, value) points in increasing size, written
+/// "bytes:value/bytes:value/...". `loom-perf --calibrate` measures them.
+struct Curve {
+  std::vector<std::pair<double, double>> points;
+
+  [[nodiscard]] bool empty() const { return points.empty(); }
+  /// A bandwidth's: linear in log2(bytes) between the points, flat beyond the ends.
+  [[nodiscard]] double at(double bytes) const;
+  /// A time's: linear in bytes between the points, the first point's below them and the last
+  /// segment's slope beyond them.
+  [[nodiscard]] double linear_at(double bytes) const;
+  [[nodiscard]] std::string to_string() const;
+  /// Replaces the points with `text`'s ("" clears them); sizes must increase, rates be > 0.
+  Status parse(std::string_view text);
+  /// Every rate multiplied by `factor`.
+  [[nodiscard]] Curve scaled(double factor) const;
 };
 
 /// The constants of the model. Defaults come from the settings registry (LOOM_TUNE_*), which
@@ -79,6 +98,29 @@ struct Tuning {
   /// bandwidth falls log-linearly from intra_cache_gbps (0: a step at cache_bytes). Shared
   /// caches and prefetching make the fall gradual, not a cliff.
   double dram_bytes = 0;
+  /// The calibrated curve of the link between two ranks on one host (empty: the cache plateau,
+  /// log-linear fall and memory rate above). A host's caches fall in steps (here L2, then a
+  /// shared L3 that neighbouring VMs use too), which two knees fit badly: 2 ranks on this VM
+  /// moved 8.8 GB/s per link at 512 KiB, 5.6 at 1 MiB, 3.0-3.2 at 2-4 MiB, 1.8 at 8 MiB and 1.3
+  /// from 16 MiB, where the knees said 2.8 at 8 MiB.
+  Curve intra_curve;
+  /// The total rate of an oversubscribed host (all its ranks, calibrated with more ranks than
+  /// CPUs) by the bytes of the host's buffers, its ranks' together (empty: oversub_cache_gbps
+  /// falling to oversub_gbps by one rank's buffer).
+  Curve oversub_curve;
+  /// A recursive-doubling round between ranks of one host that each have a CPU, in
+  /// microseconds by buffer size (its message, the copy and the reduction on arrival), as
+  /// calibrated at 8 B, 2 KiB and 32 KiB (empty: the link's alpha twice, its bandwidth and
+  /// reduce_gbps, which said 2-3x the time of 2 ranks' 4-64 KiB rounds here: their messages are
+  /// copied once and reduced in cache). A line between each two points: small messages cost
+  /// more per byte (2 ranks here: 1.2 us at 8 B, 2.2 at 2 KiB, 6.2 at 32 KiB). Not on an
+  /// oversubscribed host (oversub_turn_us) nor across hosts.
+  Curve rd_round_curve;
+  /// The eager rate (intra_eager_gbps) by message size, GB/s per link (empty: intra_eager_gbps
+  /// at every size). A small message's cache lines cross between the CPUs' caches one latency
+  /// after another, a large one's stream: 2 ranks here moved 1 KiB messages at 2.3-2.8 GB/s
+  /// and 32 KiB ones at 8-9.
+  Curve intra_eager_curve;
   /// 1: on one host the reduction runs inside the receive (shm's fused receive-reduce reads
   /// the peer's data once), so intra.gbps (calibrated with allreduce) already includes it;
   /// 0: a separate pass at reduce_gbps.
@@ -156,9 +198,9 @@ std::vector<std::string_view> tuning_keys();
 /// host (see Tuning). `message` is the size of the schedule's messages (0: unknown): below
 /// single_copy_bytes they move at intra_eager_gbps instead of the cache rate. `touched` is what
 /// each rank's schedule touches (0: 2 x bytes, its input and output), for the cache limit of an
-/// oversubscribed host.
+/// oversubscribed host. `buffered`: the messages go through the slots whatever their size.
 double intra_link_gbps(const Shape& s, const Tuning& t, double bytes, double message = 0,
-                       double touched = 0);
+                       double touched = 0, bool buffered = false);
 /// True when `a` has a schedule for `c` (tree: allreduce, broadcast, reduce; rd: allreduce).
 bool supports(Coll c, Algo a);
 /// Depth in edges of the deeper of the two trees for `nranks` flat ranks.

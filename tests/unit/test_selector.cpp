@@ -286,6 +286,81 @@ TEST_CASE("selector: an oversubscribed host shares oversub_gbps between its rank
   CHECK(intra_link_gbps(s, t, 1 << 20) == Approx(9));
 }
 
+TEST_CASE("selector: a calibrated curve replaces the cache plateau and the memory rate",
+          "[selector]") {
+  Curve c;
+  REQUIRE(c.parse("1048576:8/4194304:2/16777216:1").is_ok());
+  CHECK(c.at(1024) == Approx(8));     // flat below the first point
+  CHECK(c.at(2097152) == Approx(5));  // halfway between 1 and 4 MiB in log2
+  CHECK(c.at(8388608) == Approx(1.5));
+  CHECK(c.at(double{1} * (1 << 30)) == Approx(1));  // and beyond the last
+  CHECK(c.to_string() == "1048576:8/4194304:2/16777216:1");
+  CHECK(c.scaled(4).at(4194304) == Approx(8));
+  CHECK(c.linear_at(2621440) == Approx(5));     // a time's: linear in bytes (1 MiB + half of 3 MiB)
+  CHECK(c.linear_at(23068672) == Approx(0.5));  // the last slope beyond: 1 - 6 MiB / 12 MiB
+  for (const char* bad : {"1048576", "1048576:x", "4194304:2/1048576:8", "1048576:0", "-1:2"})
+    CHECK(!Curve{}.parse(bad).is_ok());
+
+  Tuning t;
+  REQUIRE(t.apply("intra_gbps=1,intra_cache_gbps=9,cache_bytes=1048576,dram_bytes=16777216,"
+                  "intra_eager_gbps=3,oversub_gbps=4,oversub_alpha_us=0")
+              .is_ok());
+  const Shape two = one_host(2, 2);
+  CHECK(intra_link_gbps(two, t, 4194304) == Approx(5));  // the knees: 9 falling to 1
+  REQUIRE(t.apply("intra_curve=1048576:8/4194304:2/16777216:1").is_ok());
+  CHECK(intra_link_gbps(two, t, 4194304) == Approx(2));       // the measured curve
+  CHECK(intra_link_gbps(two, t, 65536, 16384) == Approx(3));  // eager: at most the eager rate
+  CHECK(intra_link_gbps(two, t, 8388608, 16384) == Approx(1.5));
+  // The eager rate by message size; buffered messages are eager whatever their size.
+  REQUIRE(t.apply("intra_eager_curve=1024:1/32768:6").is_ok());
+  CHECK(intra_link_gbps(two, t, 65536, 1024) == Approx(1));
+  CHECK(intra_link_gbps(two, t, 65536, 16384) == Approx(5));    // 1 + 4/5 x (6 - 1)
+  CHECK(intra_link_gbps(two, t, 65536, 1 << 20) == Approx(8));  // single copy: the curve's
+  CHECK(intra_link_gbps(two, t, 65536, 1 << 20, 0, true) == Approx(6));
+  REQUIRE(t.apply("intra_eager_curve=").is_ok());
+  // The oversubscribed host's curve (its total rate by all its ranks' buffers) over the busiest
+  // CPU's shares: 4 ranks on 2 CPUs, 4 buffers of 1 MiB, 2 MiB.
+  const Shape four = one_host(4, 2);
+  CHECK(intra_link_gbps(four, t, 1048576) == Approx(1));  // oversub_gbps / 4 without it
+  REQUIRE(t.apply("oversub_curve=1048576:16/4194304:12/16777216:8").is_ok());
+  CHECK(intra_link_gbps(four, t, 1048576) == Approx(3));
+  CHECK(intra_link_gbps(four, t, 2097152) == Approx(2.5));
+  // Tuning::to_string prints them, and an empty value clears a curve.
+  CHECK(t.to_string().find("oversub_curve=1048576:16/4194304:12/16777216:8") != std::string::npos);
+  REQUIRE(t.apply("oversub_curve=,intra_curve=").is_ok());
+  CHECK(intra_link_gbps(four, t, 1048576) == Approx(1));
+  CHECK(intra_link_gbps(two, t, 4194304) == Approx(5));
+  CHECK(!t.apply("intra_curve=1:2:3").is_ok());
+}
+
+TEST_CASE("selector: recursive doubling's calibrated round where each rank has a CPU",
+          "[selector]") {
+  Tuning t;
+  REQUIRE(t.apply("intra_alpha_us=1,intra_gbps=1,intra_cache_gbps=0,intra_eager_gbps=0,"
+                  "reduce_gbps=1,oversub_alpha_us=0,oversub_turn_us=0")
+              .is_ok());
+  const double S = 4096;
+  // Without them: the link's alpha twice, its bandwidth and the reduction, per round.
+  CHECK(predict_us(Coll::AllReduce, Algo::Rd, 4096, one_host(2, 2), t, {}) ==
+        Approx(2 + 2 * S * 1e-3));
+  // The calibrated round: linear between the points, flat below, the last slope beyond.
+  REQUIRE(t.apply("rd_round_curve=8:1/2048:2/32768:5").is_ok());
+  CHECK(predict_us(Coll::AllReduce, Algo::Rd, 8, one_host(2, 2), t, {}) == Approx(1));
+  CHECK(predict_us(Coll::AllReduce, Algo::Rd, 2048, one_host(2, 2), t, {}) == Approx(2));
+  CHECK(predict_us(Coll::AllReduce, Algo::Rd, 17408, one_host(2, 2), t, {}) == Approx(3.5));
+  CHECK(predict_us(Coll::AllReduce, Algo::Rd, 63488, one_host(2, 2), t, {}) == Approx(8));
+  CHECK(predict_us(Coll::AllReduce, Algo::Rd, 4096, one_host(4, 4), t, {}) ==
+        Approx(2 * (2 + 2048.0 / 30720 * 3)));  // two rounds
+  // Not on an oversubscribed host, nor across hosts: the rules there are unchanged.
+  CHECK(predict_us(Coll::AllReduce, Algo::Rd, 4096, one_host(4, 2), t, {}) ==
+        Approx(2 * (2 + 4 * S * 1e-3)));  // two ranks per CPU halve the rates
+  Shape hosts = one_host(2, 2);
+  hosts.nhosts = 2;
+  hosts.per_host = 1;
+  REQUIRE(t.apply("inter_alpha_us=10,inter_gbps=1").is_ok());
+  CHECK(predict_us(Coll::AllReduce, Algo::Rd, 4096, hosts, t, {}) == Approx(11 + 2 * S * 1e-3));
+}
+
 TEST_CASE("selector: recursive doubling on an oversubscribed host pays its CPUs' turns",
           "[selector]") {
   Shape s = one_host(8, 2);
