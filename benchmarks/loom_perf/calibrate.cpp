@@ -141,9 +141,10 @@ double rd_round_us(Communicator& comm, const Options& options, int warmup) {
 }
 
 // A recursive-doubling round where each rank has a CPU, by buffer size: 8 B (`round_us`,
-// timed with the other small constants), 2 KiB and 32 KiB (half the automatic single-copy
-// threshold: one eager message a round, copied and reduced in cache). Only for a power of two of
-// ranks (no fold); empty otherwise.
+// timed with the other small constants), 2 KiB, 32 KiB (half the automatic single-copy
+// threshold: one eager message a round, copied and reduced in cache), 128 KiB and 256 KiB
+// (single copy; the default LOOM_TUNE_RD_MAX_BYTES). Only for a power of two of ranks (no
+// fold); empty otherwise.
 select::Curve rd_round_curve(Communicator& comm, double round_us) {
   select::Curve curve;
   const auto n = static_cast<unsigned>(comm.size());
@@ -152,7 +153,8 @@ select::Curve rd_round_curve(Communicator& comm, double round_us) {
   rd.algorithm = Algorithm::RecursiveDoubling;
   const int rounds = std::bit_width(n) - 1;
   curve.points.emplace_back(8.0, round_us);
-  for (const std::size_t total : {std::size_t{2048}, select::auto_single_copy_min(1.0) / 2}) {
+  for (const std::size_t total : {std::size_t{2048}, select::auto_single_copy_min(1.0) / 2,
+                                  std::size_t{128} << 10, std::size_t{256} << 10}) {
     std::vector<float> in(total / 4, 1.0f), out(total / 4);
     const double t = time_per_call(comm, 50, 200, [&] {
       return comm.allreduce(in.data(), out.data(), in.size(), DataType::Float32, RedOp::Sum, rd);

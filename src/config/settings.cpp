@@ -231,7 +231,7 @@ constexpr std::array kSettings = {
          "Cost model: largest allreduce buffer (bytes) for which recursive doubling is a "
          "candidate (it sends and reduces the whole buffer log2(ranks) times; 0: never).",
          "coll"},
-    Spec{"LOOM_TUNE_RD_ROUND_CURVE", Type::String, "8:1.2/2048:2/32768:5.8",
+    Spec{"LOOM_TUNE_RD_ROUND_CURVE", Type::String, "8:1.2/2048:2/32768:5.8/131072:12/262144:27",
          "Cost model: a recursive-doubling round between ranks of one host that each have a "
          "CPU, bytes:microseconds/... by buffer size (what `loom-perf --calibrate` prints), "
          "linear between the points; empty: twice the link's latency, its bandwidth and "

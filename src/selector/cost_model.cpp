@@ -110,8 +110,8 @@ double Curve::linear_at(double bytes) const {
 
 std::string Curve::to_string() const {
   std::string out;
-  for (const auto& [bytes, gbps] : points)
-    out += fmt::format("{}{:.0f}:{:.4g}", out.empty() ? "" : "/", bytes, gbps);
+  for (const auto& [bytes, value] : points)
+    out += fmt::format("{}{:.0f}:{:.4g}", out.empty() ? "" : "/", bytes, value);
   return out;
 }
 
@@ -123,15 +123,15 @@ Status Curve::parse(std::string_view text) {
     text = slash == std::string_view::npos ? std::string_view{} : text.substr(slash + 1);
     const std::size_t colon = item.find(':');
     if (colon == std::string_view::npos)
-      return make_error(ErrorCode::InvalidUsage, "curve point '{}' is not bytes:gbps", item);
+      return make_error(ErrorCode::InvalidUsage, "curve point '{}' is not bytes:value", item);
     LOOM_ASSIGN_OR_RETURN(const double bytes,
                           parse_number("a curve's bytes", item.substr(0, colon)));
-    LOOM_ASSIGN_OR_RETURN(const double gbps,
-                          parse_number("a curve's gbps", item.substr(colon + 1)));
-    if (bytes <= 0 || gbps <= 0 || (!parsed.empty() && bytes <= parsed.back().first))
+    LOOM_ASSIGN_OR_RETURN(const double value,
+                          parse_number("a curve's value", item.substr(colon + 1)));
+    if (bytes <= 0 || value <= 0 || (!parsed.empty() && bytes <= parsed.back().first))
       return make_error(ErrorCode::InvalidUsage,
-                        "curve point '{}': sizes must increase and rates be positive", item);
-    parsed.emplace_back(bytes, gbps);
+                        "curve point '{}': sizes must increase and values be positive", item);
+    parsed.emplace_back(bytes, value);
   }
   points = std::move(parsed);
   return Status::ok();
@@ -235,10 +235,6 @@ double cache_curve(const Tuning& t, double bytes, double near, double far, doubl
   return near + f * (far - near);
 }
 
-}  // namespace
-
-namespace {
-
 // Shared-memory messages below this size go through the channel's slots (eager).
 double single_copy_min(const Tuning& t, double load) {
   return t.single_copy_bytes > 0 ? t.single_copy_bytes
@@ -260,7 +256,7 @@ double intra_link_gbps(const Shape& s, const Tuning& t, double bytes, double mes
   // Messages below the single-copy threshold are copied twice, through the channel's slots,
   // at the eager rate of their size where each rank has a CPU. On an oversubscribed host the
   // large messages' rate fits the small ones too (3-8 ranks on 2 CPUs, recursive doubling of
-  // 2 KiB: +2..+18% against loom-perf with it, +22..+38% with the small messages' rate).
+  // 2 KiB: -6..+18% against loom-perf with it, +22..+38% with the small messages' rate).
   const bool by_size = load <= 1 && !t.intra_eager_curve.empty();
   const double eager_gbps = by_size ? t.intra_eager_curve.at(message) : t.intra_eager_gbps;
   const bool eager =

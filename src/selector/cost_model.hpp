@@ -41,9 +41,9 @@ struct Curve {
   /// segment's slope beyond them.
   [[nodiscard]] double linear_at(double bytes) const;
   [[nodiscard]] std::string to_string() const;
-  /// Replaces the points with `text`'s ("" clears them); sizes must increase, rates be > 0.
+  /// Replaces the points with `text`'s ("" clears them); sizes must increase, values be > 0.
   Status parse(std::string_view text);
-  /// Every rate multiplied by `factor`.
+  /// Every value multiplied by `factor`.
   [[nodiscard]] Curve scaled(double factor) const;
 };
 
@@ -110,10 +110,10 @@ struct Tuning {
   Curve oversub_curve;
   /// A recursive-doubling round between ranks of one host that each have a CPU, in
   /// microseconds by buffer size (its message, the copy and the reduction on arrival), as
-  /// calibrated at 8 B, 2 KiB and 32 KiB (empty: the link's alpha twice, its bandwidth and
-  /// reduce_gbps, which said 2-3x the time of 2 ranks' 4-64 KiB rounds here: their messages are
-  /// copied once and reduced in cache). A line between each two points: small messages cost
-  /// more per byte (2 ranks here: 1.2 us at 8 B, 2.2 at 2 KiB, 6.2 at 32 KiB). Not on an
+  /// calibrated at 8 B, 2 KiB, 32 KiB, 128 KiB and 256 KiB (empty: the link's alpha twice, its
+  /// bandwidth and reduce_gbps, which said 2-3x the time of 2 ranks' 4-64 KiB rounds here: their
+  /// messages are copied once and reduced in cache). A line between each two points: small messages
+  /// cost more per byte (2 ranks here: 1.2 us at 8 B, 2.2 at 2 KiB, 6.2 at 32 KiB). Not on an
   /// oversubscribed host (oversub_turn_us) nor across hosts.
   Curve rd_round_curve;
   /// The eager rate (intra_eager_gbps) by message size, GB/s per link (empty: intra_eager_gbps
