@@ -49,6 +49,17 @@ double time_per_call(Communicator& comm, int warmup, int iters, const std::funct
   return slowest[kBatches / 2];
 }
 
+// Seconds per call (as time_per_call) of a forced-`algorithm` fp32 sum allreduce of `bytes`.
+double allreduce_seconds(Communicator& comm, Algorithm algorithm, std::size_t bytes, int warmup,
+                         int iters) {
+  CollOptions forced;
+  forced.algorithm = algorithm;
+  std::vector<float> in(bytes / 4, 1.0f), out(bytes / 4);
+  return time_per_call(comm, warmup, iters, [&] {
+    return comm.allreduce(in.data(), out.data(), in.size(), DataType::Float32, RedOp::Sum, forced);
+  });
+}
+
 // Bytes of reduction output per second of the host kernel (fp32 sum, 8 MiB operands).
 double reduce_gbps() {
   const std::size_t count = std::size_t{2} << 20;
@@ -112,14 +123,8 @@ std::vector<Point> bandwidth_curve(Communicator& comm, const Options& options, d
 // single-copy messages. A ring allreduce with messages of `message` bytes.
 Point eager_point(Communicator& comm, double alpha_us, std::size_t message) {
   const int n = comm.size();
-  CollOptions ring;
-  ring.algorithm = Algorithm::Ring;
   const std::size_t total = message * static_cast<std::size_t>(n);
-  const std::size_t count = total / 4;
-  std::vector<float> in(count, 1.0f), out(count);
-  const double t = time_per_call(comm, 50, 200, [&] {
-    return comm.allreduce(in.data(), out.data(), count, DataType::Float32, RedOp::Sum, ring);
-  });
+  const double t = allreduce_seconds(comm, Algorithm::Ring, total, 50, 200);
   const double moved = 2.0 * (n - 1) / n * static_cast<double>(total);
   const double wire = std::max(t - 2.0 * (n - 1) * alpha_us * 1e-6, t * 0.1);
   return {total, moved / wire / 1e9};
@@ -129,12 +134,8 @@ Point eager_point(Communicator& comm, double alpha_us, std::size_t message) {
 // receives in every round (log2 of the largest power of two <= n rounds, plus a fold and a
 // return message when n is not a power of two).
 double rd_round_us(Communicator& comm, const Options& options, int warmup) {
-  CollOptions rd;
-  rd.algorithm = Algorithm::RecursiveDoubling;
-  float small[2] = {1, 2}, small_out[2];
-  const double t = time_per_call(comm, warmup, std::max(options.iters, 50), [&] {
-    return comm.allreduce(small, small_out, 2, DataType::Float32, RedOp::Sum, rd);
-  });
+  const double t =
+      allreduce_seconds(comm, Algorithm::RecursiveDoubling, 8, warmup, std::max(options.iters, 50));
   const auto n = static_cast<unsigned>(comm.size());
   const int rounds = std::bit_width(n) - 1 + (std::has_single_bit(n) ? 0 : 2);
   return t * 1e6 / rounds;
@@ -149,16 +150,11 @@ select::Curve rd_round_curve(Communicator& comm, double round_us) {
   select::Curve curve;
   const auto n = static_cast<unsigned>(comm.size());
   if (!std::has_single_bit(n)) return curve;
-  CollOptions rd;
-  rd.algorithm = Algorithm::RecursiveDoubling;
   const int rounds = std::bit_width(n) - 1;
   curve.points.emplace_back(8.0, round_us);
   for (const std::size_t total : {std::size_t{2048}, select::auto_single_copy_min(1.0) / 2,
                                   std::size_t{128} << 10, std::size_t{256} << 10}) {
-    std::vector<float> in(total / 4, 1.0f), out(total / 4);
-    const double t = time_per_call(comm, 50, 200, [&] {
-      return comm.allreduce(in.data(), out.data(), in.size(), DataType::Float32, RedOp::Sum, rd);
-    });
+    const double t = allreduce_seconds(comm, Algorithm::RecursiveDoubling, total, 50, 200);
     curve.points.emplace_back(static_cast<double>(total), t * 1e6 / rounds);
   }
   return curve;
@@ -176,9 +172,6 @@ int calibrate(Communicator& comm, const Options& options) {
                  red);
     return 0;
   }
-  CollOptions ring;
-  ring.algorithm = Algorithm::Ring;
-  float small[2] = {1, 2}, small_out[2];
   const int iters = std::max(options.iters, 50);
   // The small-message constants, the ring's alpha and recursive doubling's round (whose
   // difference between 2 and 8 ranks is the oversubscribed turn): a few milliseconds each, so
@@ -188,9 +181,7 @@ int calibrate(Communicator& comm, const Options& options) {
   constexpr int kSmallReps = 7;
   std::array<double, kSmallReps> smalls{}, rounds{};
   for (int rep = 0; rep < kSmallReps; ++rep) {
-    smalls[rep] = time_per_call(comm, rep == 0 ? options.warmup : 5, iters, [&] {
-      return comm.allreduce(small, small_out, 2, DataType::Float32, RedOp::Sum, ring);
-    });
+    smalls[rep] = allreduce_seconds(comm, Algorithm::Ring, 8, rep == 0 ? options.warmup : 5, iters);
     rounds[rep] = rd_round_us(comm, options, rep == 0 ? options.warmup : 5);
   }
   std::sort(smalls.begin(), smalls.end());
@@ -203,11 +194,12 @@ int calibrate(Communicator& comm, const Options& options) {
   // waits shrink it), which small calls right after would pay for.
   // Eager messages of 1 KiB and of half the automatic threshold (32 KiB where each rank has a
   // CPU, 16 KiB where ranks share them: LOOM_SHM_SINGLE_COPY_MIN=auto).
-  const double load = static_cast<double>(n) / std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN));
-  const std::size_t large_message = select::auto_single_copy_min(load) / 2;
+  const long cpus = std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN));
+  const bool oversubscribed = intra && n > cpus;
+  const std::size_t large_message =
+      select::auto_single_copy_min(static_cast<double>(n) / static_cast<double>(cpus)) / 2;
   const Point small_eager = intra ? eager_point(comm, alpha_us, 1024) : Point{0, 0.0};
   const Point eager = intra ? eager_point(comm, alpha_us, large_message) : Point{0, 0.0};
-  const bool oversubscribed = intra && n > ::sysconf(_SC_NPROCESSORS_ONLN);
   const select::Curve rd_curve =
       intra && !oversubscribed ? rd_round_curve(comm, round_us) : select::Curve{};
   const std::vector<Point> bw = bandwidth_curve(comm, options, alpha_us, intra);

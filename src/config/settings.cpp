@@ -142,8 +142,7 @@ constexpr std::array kSettings = {
          "64K, or 32K for a rank whose CPU other ranks share (there every copy takes CPU time "
          "they need, and single copy makes one copy where the slots make two); on a host where "
          "ranks share CPUs ring schedules send through the slots at every size (their senders go "
-         "on to the next step "
-         "instead of waiting to be read).",
+         "on to the next step instead of waiting to be read).",
          "shm"},
 
     // Collectives and the executor.

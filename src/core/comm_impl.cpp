@@ -63,12 +63,11 @@ double my_cpu_load(const JobLayout& layout, int rank) {
   return static_cast<double>(layout.ranks_on_my_host(rank)) / std::max(cpus, 1);
 }
 
-// The busiest CPU of this rank's host: above 1 when any of its ranks shares a CPU.
+// The busiest CPU of this rank's host: above 1 when any of its ranks shares a CPU (unknown
+// bindings: this host's ranks over the CPUs this process may use, as for one rank).
 double host_cpu_load(const JobLayout& layout, int rank) {
-  double busiest = my_cpu_load(layout, rank);
-  for (int r : layout.topology.ranks_on_host(layout.topology.host_of(rank)))
-    busiest = std::max(busiest, my_cpu_load(layout, r));
-  return busiest;
+  const double load = topo::host_cpu_load(layout.topology, rank);
+  return load > 0 ? load : my_cpu_load(layout, rank);
 }
 
 // Spinning only pays when this rank has a CPU of its own; otherwise a spinning rank steals the

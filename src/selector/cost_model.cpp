@@ -86,26 +86,29 @@ Result<double> parse_number(std::string_view key, std::string_view val) {
 
 }  // namespace
 
+// The points around `bytes` (>= the first point's; at least two points): the last segment
+// beyond the last point.
+std::pair<Curve::Point, Curve::Point> Curve::segment(double bytes) const {
+  auto hi = std::upper_bound(points.begin(), points.end(), bytes,
+                             [](double b, const Point& p) { return b < p.first; });
+  if (hi == points.end()) --hi;
+  return {*(hi - 1), *hi};
+}
+
 double Curve::at(double bytes) const {
   if (points.empty()) return 0;
   if (bytes <= points.front().first) return points.front().second;
   if (bytes >= points.back().first) return points.back().second;
-  auto hi = std::upper_bound(points.begin(), points.end(), bytes,
-                             [](double b, const auto& p) { return b < p.first; });
-  auto lo = hi - 1;
-  const double f = std::log2(bytes / lo->first) / std::log2(hi->first / lo->first);
-  return lo->second + f * (hi->second - lo->second);
+  const auto [lo, hi] = segment(bytes);
+  const double f = std::log2(bytes / lo.first) / std::log2(hi.first / lo.first);
+  return lo.second + f * (hi.second - lo.second);
 }
 
 double Curve::linear_at(double bytes) const {
   if (points.empty()) return 0;
   if (points.size() == 1 || bytes <= points.front().first) return points.front().second;
-  auto hi = std::upper_bound(points.begin(), points.end(), bytes,
-                             [](double b, const auto& p) { return b < p.first; });
-  if (hi == points.end()) --hi;  // beyond the last: the last segment's slope
-  auto lo = hi - 1;
-  const double slope = (hi->second - lo->second) / (hi->first - lo->first);
-  return lo->second + (bytes - lo->first) * slope;
+  const auto [lo, hi] = segment(bytes);
+  return lo.second + (bytes - lo.first) * (hi.second - lo.second) / (hi.first - lo.first);
 }
 
 std::string Curve::to_string() const {
@@ -125,9 +128,9 @@ Status Curve::parse(std::string_view text) {
     if (colon == std::string_view::npos)
       return make_error(ErrorCode::InvalidUsage, "curve point '{}' is not bytes:value", item);
     LOOM_ASSIGN_OR_RETURN(const double bytes,
-                          parse_number("a curve's bytes", item.substr(0, colon)));
+                          parse_number(fmt::format("point '{}'", item), item.substr(0, colon)));
     LOOM_ASSIGN_OR_RETURN(const double value,
-                          parse_number("a curve's value", item.substr(colon + 1)));
+                          parse_number(fmt::format("point '{}'", item), item.substr(colon + 1)));
     if (bytes <= 0 || value <= 0 || (!parsed.empty() && bytes <= parsed.back().first))
       return make_error(ErrorCode::InvalidUsage,
                         "curve point '{}': sizes must increase and values be positive", item);
@@ -178,7 +181,8 @@ Status Tuning::apply(std::string_view text) {
       return make_error(ErrorCode::InvalidUsage, "unknown tuning key '{}' (known: {})", key,
                         Tuning{}.to_string());
     if (it->curve) {
-      LOOM_RETURN_IF_ERROR((this->*(it->curve)).parse(val));
+      if (Status st = (this->*(it->curve)).parse(val); !st.is_ok())
+        return make_error(ErrorCode::InvalidUsage, "{}: {}", key, st.message());
       continue;
     }
     LOOM_ASSIGN_OR_RETURN(const double v, parse_number(key, val));
@@ -503,10 +507,10 @@ double rd_us(Coll c, double S, const Shape& s, const Tuning& t) {
   // ring's; measured at 8 ranks on 2 CPUs, 8-16 KiB: 20-28 us more per doubling where the
   // unshared rate said 14).
   const double red = xfer_us(S, t.reduce_gbps / cpu_load(active));
-  double round = rd_round_alpha(active, t, l) + xfer_us(S, l.bw_slow) + red;
   // Where each rank has a CPU, a round as calibrated on this host (Tuning::rd_round_curve).
-  if (s.nhosts <= 1 && cpu_load(s) <= 1 && !t.rd_round_curve.empty())
-    round = t.rd_round_curve.linear_at(S);
+  const bool calibrated = s.nhosts <= 1 && cpu_load(s) <= 1 && !t.rd_round_curve.empty();
+  const double round = calibrated ? t.rd_round_curve.linear_at(S)
+                                  : rd_round_alpha(active, t, l) + xfer_us(S, l.bw_slow) + red;
   if (pow2 == s.nranks) return rounds * round;
   const Links lf = links(s, t, s.per_host, S, S, touched);  // the folded ranks' messages
   const double fold_alpha = rd_fold_alpha(s, t, lf, s.nranks - pow2);

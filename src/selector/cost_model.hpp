@@ -32,7 +32,8 @@ struct Link {
 /// A measured curve: (buffer bytes, value) points in increasing size, written
 /// "bytes:value/bytes:value/...". `loom-perf --calibrate` measures them.
 struct Curve {
-  std::vector<std::pair<double, double>> points;
+  using Point = std::pair<double, double>;  // (bytes, value)
+  std::vector<Point> points;
 
   [[nodiscard]] bool empty() const { return points.empty(); }
   /// A bandwidth's: linear in log2(bytes) between the points, flat beyond the ends.
@@ -45,6 +46,9 @@ struct Curve {
   Status parse(std::string_view text);
   /// Every value multiplied by `factor`.
   [[nodiscard]] Curve scaled(double factor) const;
+
+ private:
+  [[nodiscard]] std::pair<Point, Point> segment(double bytes) const;
 };
 
 /// The constants of the model. Defaults come from the settings registry (LOOM_TUNE_*), which

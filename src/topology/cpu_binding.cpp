@@ -43,18 +43,36 @@ std::vector<std::vector<int>> block_binding(const std::vector<CoreCpus>& cores, 
   return out;
 }
 
-double cpu_load(const Topology& t, int rank) {
+namespace {
+
+// The ranks on each CPU of `rank`'s host (a rank bound to k CPUs counts 1/k on each); empty
+// when a rank of the host has no known binding.
+std::map<int, double> ranks_per_cpu(const Topology& t, int rank) {
   const int host = t.host_of(rank);
-  if (host < 0) return 0;
   std::map<int, double> per_cpu;
+  if (host < 0) return per_cpu;
   for (int r : t.ranks_on_host(host)) {
     const std::vector<int>& cpus = t.ranks[static_cast<std::size_t>(r)].cpus;
-    if (cpus.empty()) return 0;
+    if (cpus.empty()) return {};
     for (int cpu : cpus) per_cpu[cpu] += 1.0 / static_cast<double>(cpus.size());
   }
+  return per_cpu;
+}
+
+}  // namespace
+
+double cpu_load(const Topology& t, int rank) {
+  std::map<int, double> per_cpu = ranks_per_cpu(t, rank);
+  if (per_cpu.empty()) return 0;
   double busiest = 0;
   for (int cpu : t.ranks[static_cast<std::size_t>(rank)].cpus)
     busiest = std::max(busiest, per_cpu[cpu]);
+  return busiest;
+}
+
+double host_cpu_load(const Topology& t, int rank) {
+  double busiest = 0;
+  for (const auto& [cpu, ranks] : ranks_per_cpu(t, rank)) busiest = std::max(busiest, ranks);
   return busiest;
 }
 

@@ -25,5 +25,7 @@ std::vector<std::vector<int>> block_binding(const std::vector<CoreCpus>& cores, 
 /// 1/k on each of the k CPUs it is bound to (unbound ranks, bound to all C CPUs, make P/C; 8
 /// ranks bound 4 to a CPU make 4). 0 when a rank of the host has no known binding.
 double cpu_load(const Topology& t, int rank);
+/// The same for the busiest CPU of `rank`'s whole host (0 when a binding is unknown).
+double host_cpu_load(const Topology& t, int rank);
 
 }  // namespace loom::topo

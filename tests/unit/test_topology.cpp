@@ -413,4 +413,8 @@ TEST_CASE("topology: cpu_load counts the ranks on a rank's busiest CPU", "[topol
   // Other hosts' ranks do not count; an unknown binding on the host makes it unknown (0).
   CHECK(topo::cpu_load(job({{0}, {0}, {0}}, {"a", "a", "b"}), 2) == Approx(1));
   CHECK(topo::cpu_load(job({{0}, {}, {0}}, {"a", "a", "b"}), 0) == Approx(0));
+  // The whole host's busiest CPU: 3 ranks bound in blocks on 2 CPUs, seen from the lone rank.
+  CHECK(topo::host_cpu_load(job({{0}, {0}, {1}}, {"h", "h", "h"}), 2) == Approx(2));
+  CHECK(topo::cpu_load(job({{0}, {0}, {1}}, {"h", "h", "h"}), 2) == Approx(1));
+  CHECK(topo::host_cpu_load(job({{0}, {}, {0}}, {"a", "a", "b"}), 0) == Approx(0));
 }
