@@ -33,6 +33,8 @@ Result<CommSettings> CommSettings::from(const config::Config& cfg) {
   LOOM_ASSIGN_OR_RETURN(s.shm.single_copy,
                         transport::shm::parse_single_copy(cfg.get_string("LOOM_SHM_SINGLE_COPY")));
   LOOM_ASSIGN_OR_RETURN(s.shm.single_copy_min, select::single_copy_min_from(cfg));  // 0: auto
+  LOOM_ASSIGN_OR_RETURN(s.shm.slot_order,
+                        transport::shm::parse_slot_order(cfg.get_string("LOOM_SHM_SLOT_ORDER")));
   s.algo = cfg.get_string("LOOM_ALGO");
   s.device = cfg.get_string("LOOM_DEVICE");
   LOOM_ASSIGN_OR_RETURN(s.ofi_hmem, parse_ofi_hmem(cfg.get_string("LOOM_OFI_HMEM")));
@@ -162,6 +164,13 @@ Status CommImpl::connect(std::unique_ptr<transport::tcp::TcpTransport> tcp, cons
         // CPUs, 8 MiB: 7.2-9.2 ms with the lone rank's sends single copy, 4.4-4.8 buffered).
         settings_.buffered_ring_sends = host_cpu_load(layout, rank_) > 1;
       }
+      // Three or more ranks on a CPU evict each other's channels from its caches: a channel's
+      // message is best written where the last one was. With fewer, the slots fit, and writing
+      // the slot the receiver has just read costs more (docs/algorithms.md, shared memory).
+      if (settings_.shm.slot_order == transport::shm::SlotOrder::Auto)
+        settings_.shm.slot_order = host_cpu_load(layout, rank_) > 2
+                                       ? transport::shm::SlotOrder::Reuse
+                                       : transport::shm::SlotOrder::Rotate;
       LOOM_ASSIGN_OR_RETURN(shm, transport::shm::ShmTransport::create(rank_, nranks_, comm_id_,
                                                                       store_, settings_.shm));
       shm->set_peer_check([this](int peer) { return known_failure(peer); });

@@ -206,6 +206,19 @@ TEST_CASE("collectives: shm single copy (process_vm_readv) for every message of 
                    {"LOOM_CHUNK_SIZE", "1K"}});
   }
 }
+TEST_CASE("collectives: shm slot orders, each where auto would choose the other",
+          "[collectives][shm]") {
+  // auto reuses the first slot of an empty channel where a CPU runs more than two ranks (5+
+  // ranks here) and rotates otherwise; small slots make messages span and wrap the ring.
+  for (auto [n, order] : {std::pair{2, "reuse"}, std::pair{5, "rotate"}}) {
+    INFO(n << " ranks, " << order);
+    run_matrix(n, {{"LOOM_TRANSPORTS", "shm"},
+                   {"LOOM_SHM_SLOT_ORDER", order},
+                   {"LOOM_SHM_SLOT_SIZE", "512"},
+                   {"LOOM_SHM_SLOTS", "3"},
+                   {"LOOM_CHUNK_SIZE", "2K"}});
+  }
+}
 TEST_CASE("collectives: shm with single copy off uses the slot rings only", "[collectives][shm]") {
   run_matrix(4, {{"LOOM_TRANSPORTS", "shm"},
                  {"LOOM_SHM_SINGLE_COPY", "off"},

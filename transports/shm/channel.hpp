@@ -21,10 +21,11 @@ class Channel {
   Channel(Mapping mapping, const ChannelGeometry& g);
 
   [[nodiscard]] ChannelHeader& header() const { return *header_; }
-  /// Descriptor and payload of the slot used by ring position `index` (a head/tail count).
+  /// Descriptor of ring position `index` (a head/tail count), and its payload, given the
+  /// position whose payload is slot 0 (ChannelHeader::base).
   [[nodiscard]] SlotDesc& desc(std::uint64_t index) const { return descs_[index % geo_.nslots]; }
-  [[nodiscard]] std::uint8_t* payload(std::uint64_t index) const {
-    return payload_ + (index % geo_.nslots) * geo_.slot_bytes;
+  [[nodiscard]] std::uint8_t* payload(std::uint64_t index, std::uint64_t base) const {
+    return payload_ + payload_slot(index, base, geo_.nslots) * geo_.slot_bytes;
   }
   [[nodiscard]] std::uint64_t nslots() const { return geo_.nslots; }
   [[nodiscard]] std::size_t slot_bytes() const { return geo_.slot_bytes; }

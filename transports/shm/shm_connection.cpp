@@ -25,14 +25,15 @@ void add_fd(std::vector<pollfd>& fds, int fd) {
 
 ShmConnection::ShmConnection(int self_rank, std::uint64_t comm_id, ShmPeer peer, Channel out,
                              Channel in, std::shared_ptr<Doorbell> doorbell,
-                             SingleCopyParams single_copy)
+                             SingleCopyParams single_copy, bool reuse_drained_slots)
     : self_(self_rank),
       comm_id_(comm_id),
       peer_(std::move(peer)),
       out_(std::move(out)),
       in_(std::move(in)),
       bell_(std::move(doorbell)),
-      single_copy_(single_copy) {}
+      single_copy_(single_copy),
+      reuse_drained_slots_(reuse_drained_slots) {}
 
 ShmConnection::~ShmConnection() {
   out_.header().sender_closed.store(1, std::memory_order_release);
@@ -205,7 +206,7 @@ void ShmConnection::publish(Op& op, std::size_t n) {
     op.slot = head_;
   } else {
     d.remote = 0;
-    if (n != 0) std::memcpy(out_.payload(head_), op.data + op.done, n);
+    if (n != 0) std::memcpy(out_.payload(head_, payload_base()), op.data + op.done, n);
   }
   d.tag = op.tag;
   d.total = op.len;
@@ -214,6 +215,22 @@ void ShmConnection::publish(Op& op, std::size_t n) {
   out_.header().head.store(++head_, std::memory_order_release);
   op.done += n;
   op.started = true;
+}
+
+// The position whose payload is slot 0 for the next fragment. With SlotOrder::Reuse, the next
+// position itself when the peer has consumed every published slot (so the fragment lands in the
+// slot last used, still in the caches), else unchanged; refreshes our view of tail only when it
+// may have caught up. With Rotate, always 0 (position k's payload is slot k % nslots).
+std::uint64_t ShmConnection::payload_base() {
+  if (!reuse_drained_slots_) return 0;
+  ChannelHeader& h = out_.header();
+  if (tail_seen_ != head_) tail_seen_ = h.tail.load(std::memory_order_acquire);
+  const std::uint64_t base = next_payload_base(head_, tail_seen_, base_);
+  if (base != base_) {
+    base_ = base;
+    h.base.store(base_, std::memory_order_relaxed);  // ordered by the release of head
+  }
+  return base_;
 }
 
 // Completes the single-copy sends the peer has finished reading.
@@ -247,7 +264,9 @@ Status ShmConnection::progress_recv() {
   while (!recvq_.empty() && !incoming_empty()) {
     Op& op = *recvq_.front();
     const SlotDesc d = in_.desc(tail_);  // a private copy: validated once, then used
-    st = consume(op, d, in_.payload(tail_));
+    // base is read after the acquire of head that showed this slot: the sender stored it before
+    // that head and cannot move it while the slot is unconsumed.
+    st = consume(op, d, in_.payload(tail_, h.base.load(std::memory_order_relaxed)));
     if (!st.is_ok()) break;
     h.tail.store(++tail_, std::memory_order_release);
     consumed = true;

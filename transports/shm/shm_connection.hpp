@@ -34,7 +34,8 @@ struct ShmPeer {
 class ShmConnection final : public Connection {
  public:
   ShmConnection(int self_rank, std::uint64_t comm_id, ShmPeer peer, Channel out, Channel in,
-                std::shared_ptr<Doorbell> doorbell, SingleCopyParams single_copy = {});
+                std::shared_ptr<Doorbell> doorbell, SingleCopyParams single_copy = {},
+                bool reuse_drained_slots = false);
   /// Marks both channels closed and rings the peer, whose pending requests then fail.
   ~ShmConnection() override;
   ShmConnection(const ShmConnection&) = delete;
@@ -83,6 +84,7 @@ class ShmConnection final : public Connection {
   Status consume(Op& op, const SlotDesc& d, const std::uint8_t* payload);
   Status read_peer(Op& op, const SlotDesc& d);
   bool sender_withdrew();
+  std::uint64_t payload_base();
   void publish(Op& op, std::size_t n);
   void check_acks();
   [[nodiscard]] bool send_ready(const ChannelHeader& h) const;
@@ -106,12 +108,14 @@ class ShmConnection final : public Connection {
   std::deque<Op*> recvq_;
   std::uint64_t head_ = 0;       // outgoing: slots published (we are the only producer)
   std::uint64_t tail_seen_ = 0;  // outgoing: the consumer's tail as last read
+  std::uint64_t base_ = 0;       // outgoing: the position whose payload is slot 0
   std::uint64_t tail_ = 0;       // incoming: slots consumed (we are the only consumer)
   std::uint64_t head_seen_ = 0;  // incoming: the producer's head as last read
   bool armed_recv_ = false;      // we set in_.receiver_sleeping
   bool armed_send_ = false;      // we set out_.sender_sleeping
   bool peer_exited_ = false;
   SingleCopyParams single_copy_;
+  bool reuse_drained_slots_;          // SlotOrder::Reuse
   std::vector<std::uint8_t> bounce_;  // single-copy receive-reduce: a cache-sized staging buffer
   Status broken_;
 };

@@ -8,6 +8,10 @@
 // The producer writes a slot's payload and descriptor, then publishes it with head.store(release);
 // the consumer reads head with acquire, copies the slot out, and frees it with tail.store(release).
 // head and tail count slots ever published / consumed (64-bit, never wrap in practice).
+// Descriptors go round the ring in order. Payloads too, or (SlotOrder::Reuse) they restart at
+// slot 0 whenever the sender finds every slot consumed (`base`), so a channel that carries one
+// message at a time keeps using the same, cache-hot slot instead of walking nslots x the message
+// size through the caches.
 #pragma once
 
 #include <atomic>
@@ -20,7 +24,7 @@
 namespace loom::transport::shm {
 
 inline constexpr std::uint64_t kChannelMagic = 0x314d48534d4f4f4cULL;  // "LOOMSHM1"
-inline constexpr std::uint32_t kChannelVersion = 2;
+inline constexpr std::uint32_t kChannelVersion = 3;
 inline constexpr std::size_t kCacheLine = 64;
 inline constexpr std::size_t kPage = 4096;
 
@@ -56,6 +60,10 @@ struct ChannelHeader {
 
   // Producer index (written only by the sender).
   alignas(kCacheLine) std::atomic<std::uint64_t> head{0};
+  // The ring position whose payload is slot 0: position k's payload is slot (k - base) % nslots.
+  // Written only by the sender, only while no published slot is unconsumed (tail == head), and
+  // before the head that publishes the next slot: a receiver that acquired head reads it right.
+  std::atomic<std::uint64_t> base{0};
   // Consumer index (written only by the receiver).
   alignas(kCacheLine) std::atomic<std::uint64_t> tail{0};
 
@@ -87,6 +95,27 @@ static_assert(std::is_trivially_copyable_v<SlotDesc>);
 
 constexpr std::size_t round_up(std::size_t n, std::size_t to) {
   return (n + to - 1) / to * to;
+}
+
+/// Which slot a sender writes a payload to when every published slot has been consumed.
+enum class SlotOrder : std::uint8_t {
+  Auto,    // chosen by the communicator (Reuse where ranks share CPUs, else Rotate)
+  Reuse,   // the first slot again: one message at a time stays in one cache-hot slot
+  Rotate,  // the next slot: the one just read is left alone while the peer may still cache it
+};
+
+/// The payload slot of ring position `index`, given the position `base` whose payload is slot 0.
+constexpr std::uint64_t payload_slot(std::uint64_t index, std::uint64_t base,
+                                     std::uint64_t nslots) {
+  return (index - base) % nslots;
+}
+
+/// The sender's base for the next position `head`, the consumer's tail being `tail`: `head`
+/// itself once every published slot is consumed (the next payload goes to slot 0, last used and
+/// still in the caches), else unchanged (the slots in use stay where they are).
+constexpr std::uint64_t next_payload_base(std::uint64_t head, std::uint64_t tail,
+                                          std::uint64_t base) {
+  return tail == head ? head : base;
 }
 
 /// Sizes and offsets of a channel with `nslots` slots of `slot_bytes` (a multiple of 64, so every

@@ -18,6 +18,14 @@ std::span<const std::uint8_t> as_bytes(const std::string& s) {
 
 }  // namespace
 
+Result<SlotOrder> parse_slot_order(std::string_view text) {
+  if (text == "auto") return SlotOrder::Auto;
+  if (text == "reuse") return SlotOrder::Reuse;
+  if (text == "rotate") return SlotOrder::Rotate;
+  return make_error(ErrorCode::InvalidUsage,
+                    "LOOM_SHM_SLOT_ORDER='{}' is not one of: auto, reuse, rotate", text);
+}
+
 /// The state of one peer's connection while ensure() sets it up.
 struct ShmTransport::Handshake {
   int peer = -1;
@@ -102,13 +110,16 @@ Status ShmTransport::ensure(const std::vector<int>& peers, Deadline deadline) {
   for (Handshake& h : hs) {
     LOOM_LOG_INFO(Shm,
                   "rank {}: connected to rank {} over shm ({} slots of {} bytes each way; single "
-                  "copy from {} bytes: reading {}, read by peer {})",
+                  "copy from {} bytes: reading {}, read by peer {}; an empty channel's next "
+                  "payload: {} slot)",
                   rank_, h.peer, geometry_.nslots, geometry_.slot_bytes, options_.single_copy_min,
-                  h.single_copy_in ? "yes" : "no", h.single_copy_out ? "yes" : "no");
+                  h.single_copy_in ? "yes" : "no", h.single_copy_out ? "yes" : "no",
+                  options_.slot_order == SlotOrder::Reuse ? "first" : "next");
     SingleCopyParams sc{h.single_copy_in, h.single_copy_out, options_.single_copy_min};
     conns_[static_cast<std::size_t>(h.peer)] = std::make_unique<ShmConnection>(
         rank_, comm_id_, std::move(h.info), Channel(std::move(h.out.mapping), geometry_),
-        Channel(std::move(h.in), h.in_geometry), bell_, sc);
+        Channel(std::move(h.in), h.in_geometry), bell_, sc,
+        options_.slot_order == SlotOrder::Reuse);
   }
   return Status::ok();
 }

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string_view>
 #include <vector>
 
 #include "bootstrap/store.hpp"
@@ -23,7 +24,11 @@ struct ShmOptions {
   std::size_t nslots = 8;
   SingleCopy single_copy = SingleCopy::Auto;  // LOOM_SHM_SINGLE_COPY
   std::size_t single_copy_min = 64 << 10;     // messages this large (and larger) use it
+  SlotOrder slot_order = SlotOrder::Auto;     // LOOM_SHM_SLOT_ORDER (Auto here: Rotate)
 };
+
+/// Parses LOOM_SHM_SLOT_ORDER: auto, reuse or rotate.
+Result<SlotOrder> parse_slot_order(std::string_view text);
 
 class ShmTransport {
  public:
