@@ -23,7 +23,8 @@ Result<CommSettings> CommSettings::from(const config::Config& cfg) {
   s.timeout = cfg.get_duration("LOOM_TIMEOUT");
   LOOM_ASSIGN_OR_RETURN(s.chunk_bytes, select::chunk_from(cfg));
   s.depth = static_cast<std::size_t>(cfg.get_int("LOOM_PIPELINE_DEPTH"));
-  s.spin = std::chrono::microseconds(cfg.get_int("LOOM_SPIN_US"));  // < 0: chosen at init
+  s.spin = std::chrono::microseconds(cfg.get_int("LOOM_SPIN_US"));    // < 0: chosen at init
+  s.yield = std::chrono::microseconds(cfg.get_int("LOOM_YIELD_US"));  // < 0: chosen at init
   s.tcp.sockets_per_peer = static_cast<int>(cfg.get_int("LOOM_SOCKETS_PER_PEER"));
   s.tcp.socket_buffer = cfg.get_size("LOOM_SOCKET_BUFFER");
   s.tcp.stripe_min = cfg.get_size("LOOM_SOCKET_STRIPE_MIN");
@@ -132,8 +133,10 @@ Status CommImpl::init(std::unique_ptr<transport::tcp::TcpTransport> tcp, Deadlin
   }
   LOOM_RETURN_IF_ERROR(finish_rendezvous(*store_, prefix, rank_, nranks_, deadline));
   settings_.spin = choose_spin(settings_.spin, my_cpu_load(layout, rank_));
+  if (settings_.yield.count() < 0) settings_.yield = select::auto_yield(my_cpu_load(layout, rank_));
   exec::EngineOptions eo;
   eo.spin = settings_.spin;
+  eo.yield = settings_.yield;
   eo.name = fmt::format("rank {}", rank_);
   eo.on_failure = [this](const Status& why) {
     note_failed_peer(why);
@@ -142,8 +145,10 @@ Status CommImpl::init(std::unique_ptr<transport::tcp::TcpTransport> tcp, Deadlin
   engine_ = std::make_unique<exec::Engine>(eo);
   LOOM_RETURN_IF_ERROR(start_monitor(layout, deadline));
   LOOM_LOG_INFO(Init,
-                "rank {} of {}: communicator {:016x} ready ({} ranks on this host, spin {} us)",
-                rank_, nranks_, comm_id_, layout.ranks_on_my_host(rank_), settings_.spin.count());
+                "rank {} of {}: communicator {:016x} ready ({} ranks on this host, spin {} us, "
+                "yield {} us)",
+                rank_, nranks_, comm_id_, layout.ranks_on_my_host(rank_), settings_.spin.count(),
+                settings_.yield.count());
   return Status::ok();
 }
 

@@ -226,7 +226,11 @@ TEST_CASE("collectives: shm with single copy off uses the slot rings only", "[co
 }
 TEST_CASE("collectives: shm without spinning blocks on the doorbell for every wait",
           "[collectives][shm]") {
-  run_matrix(4, {{"LOOM_TRANSPORTS", "shm"}, {"LOOM_SPIN_US", "0"}});
+  run_matrix(4, {{"LOOM_TRANSPORTS", "shm"}, {"LOOM_SPIN_US", "0"}, {"LOOM_YIELD_US", "0"}});
+}
+TEST_CASE("collectives: shm with long yields and spins where ranks share CPUs",
+          "[collectives][shm]") {
+  run_matrix(5, {{"LOOM_TRANSPORTS", "shm"}, {"LOOM_SPIN_US", "50"}, {"LOOM_YIELD_US", "2000"}});
 }
 
 TEST_CASE("collectives: small chunks and one socket and depth 1", "[collectives]") {
