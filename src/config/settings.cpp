@@ -261,10 +261,10 @@ constexpr std::array kSettings = {
          "coll"},
     Spec{"LOOM_YIELD_US", Type::Int, "-1",
          "Microseconds a waiting rank yields the CPU (sched_yield) after its spin budget, before "
-         "it blocks in the kernel until a peer wakes it. -1 chooses: 20 when this rank's CPU "
-         "runs no other rank, 200 when it does (the peers it waits for run meanwhile, and waking "
-         "a blocked rank costs a kernel round trip and a reschedule: 8 ranks on 2 CPUs, 32 KiB "
-         "allreduce 1.4x faster than with 20).",
+         "it blocks in the kernel until a peer wakes it. -1: 20. Where ranks share CPUs, 200 "
+         "ran faster (the peers a rank waits for run meanwhile, and waking a blocked rank costs "
+         "a kernel round trip and a reschedule: 8 ranks on 2 CPUs, 32 KiB allreduce 0.71x the "
+         "time), but the cost model is fitted to 20 and picks worse algorithms with 200.",
          "coll"},
     Spec{"LOOM_SPIN_US", Type::Int, "-1",
          "Microseconds the executor polls without progress before it yields the CPU (then, "

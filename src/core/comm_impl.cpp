@@ -133,7 +133,7 @@ Status CommImpl::init(std::unique_ptr<transport::tcp::TcpTransport> tcp, Deadlin
   }
   LOOM_RETURN_IF_ERROR(finish_rendezvous(*store_, prefix, rank_, nranks_, deadline));
   settings_.spin = choose_spin(settings_.spin, my_cpu_load(layout, rank_));
-  if (settings_.yield.count() < 0) settings_.yield = select::auto_yield(my_cpu_load(layout, rank_));
+  if (settings_.yield.count() < 0) settings_.yield = select::kAutoYield;
   exec::EngineOptions eo;
   eo.spin = settings_.spin;
   eo.yield = settings_.yield;

@@ -40,7 +40,7 @@ struct CommSettings {
   std::size_t chunk_bytes = 0;  // 0: auto, resolved at init (select::auto_chunk_bytes)
   std::size_t depth = 4;
   std::chrono::microseconds spin{50};
-  std::chrono::microseconds yield{-1};  // LOOM_YIELD_US; < 0: auto_yield at init
+  std::chrono::microseconds yield{-1};  // LOOM_YIELD_US; < 0: kAutoYield at init
   transport::tcp::TcpOptions tcp;
   transport::shm::ShmOptions shm;
   std::string algo = "auto";

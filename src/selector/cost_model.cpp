@@ -305,9 +305,9 @@ double xfer_us(double bytes, double gbps) {
   return gbps > 0 ? bytes * kUsPerByteAtOneGBps / gbps : 0;
 }
 
-// How long a waiting rank on an oversubscribed host yields its CPU before it blocks on a
-// wake-up descriptor (LOOM_YIELD_US=auto there; LOOM_SPIN_US is 0).
-constexpr double kYieldUs = static_cast<double>(auto_yield(2.0).count());
+// How long a waiting rank yields its CPU before it blocks on a wake-up descriptor
+// (LOOM_YIELD_US=auto; on an oversubscribed host LOOM_SPIN_US is 0).
+constexpr double kYieldUs = static_cast<double>(kAutoYield.count());
 
 // The extra time of a round in which each of a CPU's `load` ranks takes a step (recursive
 // doubling's round, a tree's hop), over one rank per CPU. A rank that waits yields, and the

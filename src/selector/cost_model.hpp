@@ -177,14 +177,12 @@ constexpr std::size_t auto_single_copy_min(double cpu_load) {
 }
 
 /// LOOM_YIELD_US=auto: how long a waiting rank sched_yield()s before it blocks on a wake-up
-/// descriptor, for a rank whose CPU runs `cpu_load` ranks. 20 us where each rank has a CPU (a
-/// peer's message comes soon or not at all); 200 us on a shared CPU, where the peers it waits
-/// for run while it yields, and a rank that blocked must be woken through the kernel and
-/// scheduled: 8 ranks on 2 CPUs, allreduce of 32 KiB 42-51 us against 60-75 with 20 us, 256 KiB
-/// 322-365 against 360-426; 4 ranks, 256 KiB 91-98 against 135-141. The cost model assumes it.
-constexpr std::chrono::microseconds auto_yield(double cpu_load) {
-  return std::chrono::microseconds(cpu_load > 1 ? 200 : 20);
-}
+/// descriptor. 20 us. On a shared CPU 200 us ran faster on 2 CPUs (8 ranks: 32 KiB allreduce
+/// 0.71x the time, 256 KiB 0.82x; 4 ranks: 256 KiB 0.65x), but the cost model's oversubscribed
+/// rules are fitted to ranks that block after 20 us: with 200 the calibrated per-message wait
+/// fell from 2.2 to 0.4 us, and the selector took the tree for 8 ranks' 2-8 KiB, 10-22% slower
+/// than recursive doubling. It stays 20 until the model follows (docs/performance.md).
+inline constexpr std::chrono::microseconds kAutoYield{20};
 
 struct Pipeline {
   std::size_t chunk_bytes = kChunkBytes;

@@ -393,29 +393,21 @@ TEST_CASE("selector: recursive doubling's folded ranks yield through the first r
               .is_ok());
   const double four = predict_us(Coll::AllReduce, Algo::Rd, 8, one_host(4, 2), t, {});
   CHECK(four == Approx(2 * 5).margin(0.01));  // 2 rounds x (1 + 1 + (2^2 - 1) turns)
-  // 5 ranks: the 5th folds into rank 0 and waits for its result, yielding the CPU (for 200 us,
-  // LOOM_YIELD_US=auto on a shared CPU) before it blocks: the rounds (2 x (1 + 1 + (2.5^2 -
-  // 1)), 14.5 us) run 5 ranks' turns. The fold and the result's return each cost a message
-  // (1 us) and the folded rank's step on one of the 2 CPUs (2.5 turns over 2 CPUs).
-  const double yield = static_cast<double>(loom::select::auto_yield(2.0).count());
-  REQUIRE(yield == 200);
+  // 5 ranks: the 5th folds into rank 0 and waits for its result, yielding the CPU for 20 us
+  // before it blocks: the rounds (2 x (1 + 1 + (2.5^2 - 1)), 14.5 us) run 5 ranks' turns. The
+  // fold and the result's return each cost a message (1 us) and the folded rank's step on one
+  // of the 2 CPUs (2.5 turns over 2 CPUs).
   CHECK(predict_us(Coll::AllReduce, Algo::Rd, 8, one_host(5, 2), t, {}) ==
         Approx(2 * 7.25 + 2 * (1 + 1.25)).margin(0.01));
-  // 7 ranks, with a turn of 10 us: a round with all 7 ranks' turns takes 2 + 10 x (3.5^2 - 1)
-  // = 114.5 us; after the yield the 3 folded ranks block and the rest runs at 4 ranks' 2 + 10
-  // x 3 = 32 us a round. The folded ranks' steps, 3.5 turns each, follow one another on 2
-  // CPUs. Having blocked, they are woken for their result: one oversubscribed wake-up (40 us).
-  Tuning slow = t;
-  REQUIRE(slow.apply("oversub_turn_us=10").is_ok());
-  const double seven = yield + (2 - yield / 114.5) * 32;
-  CHECK(predict_us(Coll::AllReduce, Algo::Rd, 8, one_host(7, 2), slow, {}) ==
-        Approx(seven + 2 * (1 + 10 * 3.5 * 3 / 2) + 40).margin(0.01));
-  CHECK(seven < 2 * 114.5);
-  // With a turn of 1 us the same rounds (2 x 13.25 us) end within the yield: all 7 ranks'
-  // turns, and no wake-up.
+  // 7 ranks: a round with all 7 ranks' turns takes 2 + (3.5^2 - 1) = 13.25 us; after 20 us
+  // the 3 folded ranks block and the rest runs at 4 ranks' 5 us a round. The folded ranks'
+  // steps, 3.5 turns each, follow one another on 2 CPUs. Having blocked, they are woken for
+  // their result: one oversubscribed wake-up (40 us here).
+  const double seven = 20 + (2 - 20 / 13.25) * 5;
   CHECK(predict_us(Coll::AllReduce, Algo::Rd, 8, one_host(7, 2), t, {}) ==
-        Approx(2 * 13.25 + 2 * (1 + 3.5 * 3 / 2)).margin(0.01));
-  CHECK(2 * 13.25 > four);
+        Approx(seven + 2 * (1 + 3.5 * 3 / 2) + 40).margin(0.01));
+  CHECK(seven > four);
+  CHECK(seven < 2 * 13.25);
   // 3 ranks: 2 in the round fit the 2 CPUs, the folded one yielding adds 1.5^2 - 1 turns.
   CHECK(predict_us(Coll::AllReduce, Algo::Rd, 8, one_host(3, 2), t, {}) ==
         Approx(2 + 1.25 + 2 * (1 + 0.75)).margin(0.01));
@@ -675,12 +667,4 @@ TEST_CASE("selector: the model agrees with the replayed plans on latency-bound a
         REQUIRE(model == Approx(r->us).epsilon(0.15));
       }
   }
-}
-
-TEST_CASE("selector: LOOM_YIELD_US=auto yields longer on a shared CPU", "[selector]") {
-  using std::chrono::microseconds;
-  CHECK(loom::select::auto_yield(1.0) == microseconds(20));
-  CHECK(loom::select::auto_yield(0.5) == microseconds(20));
-  CHECK(loom::select::auto_yield(1.5) == microseconds(200));
-  CHECK(loom::select::auto_yield(4.0) == microseconds(200));
 }
