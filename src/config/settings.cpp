@@ -268,8 +268,8 @@ constexpr std::array kSettings = {
          "coll"},
     Spec{"LOOM_SPIN_US", Type::Int, "-1",
          "Microseconds the executor polls without progress before it yields the CPU (then, "
-         "after 20 us of yielding, blocks in the kernel, at most 1 ms at a time); an upper "
-         "bound: the budget adapts to how long waits last. -1 chooses: 20 when this host's "
+         "after LOOM_YIELD_US of yielding, blocks in the kernel, at most 1 ms at a time); an "
+         "upper bound: the budget adapts to how long waits last. -1 chooses: 20 when this host's "
          "ranks fit its CPUs, 0 when they oversubscribe them.",
          "coll"},
 

@@ -162,20 +162,20 @@ Status CommImpl::connect(std::unique_ptr<transport::tcp::TcpTransport> tcp, cons
   std::unique_ptr<transport::shm::ShmTransport> shm;
   for (TransportKind k : layout.transport_of)
     if (k == TransportKind::Shm && !shm) {
+      const double host_load = host_cpu_load(layout, rank_);
       if (settings_.shm.single_copy_min == 0) {
         settings_.shm.single_copy_min = select::auto_single_copy_min(my_cpu_load(layout, rank_));
         // A ring's send waits for its receiver only if single copy; when a neighbour shares a
         // CPU, that wait holds the sender too, even one with a CPU of its own (3 ranks on 2
         // CPUs, 8 MiB: 7.2-9.2 ms with the lone rank's sends single copy, 4.4-4.8 buffered).
-        settings_.buffered_ring_sends = host_cpu_load(layout, rank_) > 1;
+        settings_.buffered_ring_sends = host_load > 1;
       }
       // Three or more ranks on a CPU evict each other's channels from its caches: a channel's
       // message is best written where the last one was. With fewer, the slots fit, and writing
       // the slot the receiver has just read costs more (docs/algorithms.md, shared memory).
       if (settings_.shm.slot_order == transport::shm::SlotOrder::Auto)
-        settings_.shm.slot_order = host_cpu_load(layout, rank_) > 2
-                                       ? transport::shm::SlotOrder::Reuse
-                                       : transport::shm::SlotOrder::Rotate;
+        settings_.shm.slot_order =
+            host_load > 2 ? transport::shm::SlotOrder::Reuse : transport::shm::SlotOrder::Rotate;
       LOOM_ASSIGN_OR_RETURN(shm, transport::shm::ShmTransport::create(rank_, nranks_, comm_id_,
                                                                       store_, settings_.shm));
       shm->set_peer_check([this](int peer) { return known_failure(peer); });

@@ -99,7 +99,7 @@ constexpr std::size_t round_up(std::size_t n, std::size_t to) {
 
 /// Which slot a sender writes a payload to when every published slot has been consumed.
 enum class SlotOrder : std::uint8_t {
-  Auto,    // chosen by the communicator (Reuse where ranks share CPUs, else Rotate)
+  Auto,    // chosen by the communicator (Reuse where a CPU runs 3+ ranks, else Rotate)
   Reuse,   // the first slot again: one message at a time stays in one cache-hot slot
   Rotate,  // the next slot: the one just read is left alone while the peer may still cache it
 };
