@@ -174,8 +174,9 @@ Status CommImpl::connect(std::unique_ptr<transport::tcp::TcpTransport> tcp, cons
       // message is best written where the last one was. With fewer, the slots fit, and writing
       // the slot the receiver has just read costs more (docs/algorithms.md, shared memory).
       if (settings_.shm.slot_order == transport::shm::SlotOrder::Auto)
-        settings_.shm.slot_order =
-            host_load > 2 ? transport::shm::SlotOrder::Reuse : transport::shm::SlotOrder::Rotate;
+        settings_.shm.slot_order = select::auto_reuse_slots(host_load)
+                                       ? transport::shm::SlotOrder::Reuse
+                                       : transport::shm::SlotOrder::Rotate;
       LOOM_ASSIGN_OR_RETURN(shm, transport::shm::ShmTransport::create(rank_, nranks_, comm_id_,
                                                                       store_, settings_.shm));
       shm->set_peer_check([this](int peer) { return known_failure(peer); });

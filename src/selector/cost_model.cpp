@@ -401,6 +401,27 @@ double tree_hop_alpha(const Shape& s, const Tuning& t, const Links& l, double ch
   return std::max(woken, chain * (t.intra.alpha_us + turn) + across * (slow + turn));
 }
 
+// The data time of an allreduce whose trees carry one eager chunk each on one host whose busiest
+// CPU runs three ranks or more (there the channels reuse their first slot, and the copies stay
+// cached): nothing streams, the chunk crosses the levels one after another, up and down, and each
+// level is a round of the busiest CPU's ranks, each copying about three quarters of a chunk
+// (interior ranks take two children's, leaves one, each eager copy half a message). `full`: the
+// per-chunk time with a CPU to itself. Measured on 2 CPUs, 32 KiB (16 KiB chunks), 6 calibrated
+// rounds: 0.72-0.85 chunk times per level and rank of the busiest CPU at 4, 5, 7 and 8 ranks
+// (6: 0.58), where the stream at the CPU share said 5-7 ranks' 32 KiB 15-40% high and 8 ranks'
+// 10-17% low (its third level).
+constexpr double kTreeLevelChunkShare = 0.75;
+
+bool one_chunk_tree_levels(const Shape& s, const Tuning& t, double S, double chunk) {
+  const double load = cpu_load(s);
+  return s.nhosts <= 1 && load > 1 && auto_reuse_slots(busiest_cpu_ranks(s)) && S / 2 <= chunk &&
+         chunk < single_copy_min(t, load);
+}
+
+double one_chunk_tree_levels_us(const Shape& s, double across, double full) {
+  return 2 * across * kTreeLevelChunkShare * busiest_cpu_ranks(s) * full;
+}
+
 double tree_us(Coll c, double S, const Shape& s, const Tuning& t, const Pipeline& p) {
   const bool per_host = s.nhosts > 1 && s.per_host > 1;
   const double chunk = std::min<double>(static_cast<double>(p.chunk_bytes), S / 2);
@@ -439,6 +460,9 @@ double tree_us(Coll c, double S, const Shape& s, const Tuning& t, const Pipeline
   };
   switch (c) {
     case Coll::AllReduce:  // up and down; reduces S
+      if (one_chunk_tree_levels(s, t, S, chunk))
+        return 2 * hop_alpha + one_chunk_tree_levels_us(s, across, xfer_us(chunk, bw * load)) +
+               hop_red + xfer_us(S, l.red);
       return 2 * hop_alpha + 2 * fill + hop_red + stream(allreduce_bytes) + xfer_us(S, l.red);
     case Coll::Broadcast: return hop_alpha + fill + stream(1.5 * S);
     case Coll::Reduce: return hop_alpha + fill + hop_red + stream(1.5 * S) + xfer_us(S, l.red);

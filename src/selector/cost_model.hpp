@@ -176,6 +176,13 @@ constexpr std::size_t auto_single_copy_min(double cpu_load) {
   return cpu_load > 1 ? std::size_t{32} * 1024 : std::size_t{64} * 1024;
 }
 
+/// LOOM_SHM_SLOT_ORDER=auto: a channel's next message goes to its first slot once the slots are
+/// drained (reuse) where the host's busiest CPU runs more than two ranks, whose channels would
+/// otherwise evict each other from its caches; with fewer, round-robin (docs/algorithms.md).
+constexpr bool auto_reuse_slots(double busiest_cpu_ranks) {
+  return busiest_cpu_ranks > 2;
+}
+
 /// LOOM_YIELD_US=auto: how long a waiting rank sched_yield()s before it blocks on a wake-up
 /// descriptor. 20 us. On a shared CPU 200 us ran faster on 2 CPUs (8 ranks: 32 KiB allreduce
 /// 0.71x the time, 256 KiB 0.82x; 4 ranks: 256 KiB 0.65x), but the cost model's oversubscribed

@@ -502,6 +502,43 @@ TEST_CASE("selector: messages below the single-copy threshold move at the eager 
   CHECK(tuning_from(*off)->single_copy_bytes > 1e20);
 }
 
+TEST_CASE("selector: a one-chunk tree where CPUs run 3+ ranks crosses its levels in rounds",
+          "[selector]") {
+  // Latencies off: only the data terms. In cache, a 16 KiB eager chunk takes 4.096 us at the
+  // eager rate (4 GB/s) with a CPU to itself.
+  Tuning t;
+  REQUIRE(t.apply("intra_alpha_us=0,intra_gbps=1,intra_cache_gbps=8,intra_eager_gbps=4,"
+                  "cache_bytes=1048576,core_cache_bytes=4194304,reduce_gbps=1000,"
+                  "oversub_alpha_us=0,oversub_turn_us=0")
+              .is_ok());
+  const double chunk_us = (16 << 10) * 1e-3 / 4;
+  Shape six = one_host(6, 2);  // 3 ranks per CPU: the channels reuse their first slot
+  six.tree_depth = 2;
+  // Up and down 2 levels, each a round of the busiest CPU's 3 ranks at 3/4 of a chunk each.
+  CHECK(predict_us(Coll::AllReduce, Algo::Tree, 32 << 10, six, t, {}) ==
+        Approx(2 * 2 * 0.75 * 3 * chunk_us));
+  six.tree_depth = 4;  // twice the levels, twice the time
+  CHECK(predict_us(Coll::AllReduce, Algo::Tree, 32 << 10, six, t, {}) ==
+        Approx(2 * 4 * 0.75 * 3 * chunk_us));
+  // Two ranks per CPU: the pipeline's rule, half the fill plus the stream at the CPU share
+  // (2 x 3/4 x 32 KiB at 4/2 GB/s).
+  Shape four = one_host(4, 2);
+  four.tree_depth = 2;
+  CHECK(predict_us(Coll::AllReduce, Algo::Tree, 32 << 10, four, t, {}) ==
+        Approx(2 * (2 * chunk_us / 2) + 2 * 0.75 * (32 << 10) * 1e-3 / 2));
+  // 64 KiB: 32 KiB chunks are single copy (auto on a shared CPU), not the rounds; eager when the
+  // threshold is above them.
+  six.tree_depth = 2;
+  const double single = predict_us(Coll::AllReduce, Algo::Tree, 64 << 10, six, t, {});
+  t.single_copy_bytes = 128 << 10;
+  CHECK(predict_us(Coll::AllReduce, Algo::Tree, 64 << 10, six, t, {}) ==
+        Approx(2 * 2 * 0.75 * 3 * 2 * chunk_us));
+  CHECK(single != Approx(2 * 2 * 0.75 * 3 * 2 * chunk_us));
+  // The rule follows the shared-memory transport's auto slot order.
+  CHECK_FALSE(auto_reuse_slots(2));
+  CHECK(auto_reuse_slots(3));
+}
+
 TEST_CASE("selector: a fused receive-reduce costs no separate pass on one host", "[selector]") {
   Shape s;
   s.nranks = 4;
