@@ -1,5 +1,6 @@
 #include "core/device_network.hpp"
 
+#include "common/choice.hpp"
 #include "device/net_buffers.hpp"
 #include "log/log.hpp"
 
@@ -31,11 +32,10 @@ NetDeviceVote probe(device::Device& dev, transport::ofi::OfiTransport& ofi, NetD
 }  // namespace
 
 Result<OfiHmemMode> parse_ofi_hmem(std::string_view text) {
-  if (text == "auto") return OfiHmemMode::Auto;
-  if (text == "off") return OfiHmemMode::Off;
-  if (text == "simulate") return OfiHmemMode::Simulate;
-  return make_error(ErrorCode::InvalidUsage,
-                    "LOOM_OFI_HMEM='{}' is not one of: auto, off, simulate", text);
+  return parse_choice<OfiHmemMode>("LOOM_OFI_HMEM", text,
+                                   {{"auto", OfiHmemMode::Auto},
+                                    {"off", OfiHmemMode::Off},
+                                    {"simulate", OfiHmemMode::Simulate}});
 }
 
 NetDeviceVote vote_network_device(device::Device& dev, PeerTransports& transports,

@@ -7,6 +7,7 @@
 #include <span>
 #include <string>
 
+#include "common/choice.hpp"
 #include "log/log.hpp"
 
 namespace loom::transport::shm {
@@ -19,11 +20,9 @@ std::span<const std::uint8_t> as_bytes(const std::string& s) {
 }  // namespace
 
 Result<SlotOrder> parse_slot_order(std::string_view text) {
-  if (text == "auto") return SlotOrder::Auto;
-  if (text == "reuse") return SlotOrder::Reuse;
-  if (text == "rotate") return SlotOrder::Rotate;
-  return make_error(ErrorCode::InvalidUsage,
-                    "LOOM_SHM_SLOT_ORDER='{}' is not one of: auto, reuse, rotate", text);
+  return parse_choice<SlotOrder>(
+      "LOOM_SHM_SLOT_ORDER", text,
+      {{"auto", SlotOrder::Auto}, {"reuse", SlotOrder::Reuse}, {"rotate", SlotOrder::Rotate}});
 }
 
 /// The state of one peer's connection while ensure() sets it up.

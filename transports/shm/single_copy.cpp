@@ -12,14 +12,14 @@
 #include <mutex>
 #include <vector>
 
+#include "common/choice.hpp"
+
 namespace loom::transport::shm {
 
 Result<SingleCopy> parse_single_copy(std::string_view text) {
-  if (text == "auto") return SingleCopy::Auto;
-  if (text == "on") return SingleCopy::On;
-  if (text == "off") return SingleCopy::Off;
-  return make_error(ErrorCode::InvalidUsage,
-                    "LOOM_SHM_SINGLE_COPY='{}' is not one of: auto, on, off", text);
+  return parse_choice<SingleCopy>(
+      "LOOM_SHM_SINGLE_COPY", text,
+      {{"auto", SingleCopy::Auto}, {"on", SingleCopy::On}, {"off", SingleCopy::Off}});
 }
 
 void allow_peer_reads() {
