@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <limits>
 #include <stdexcept>
+#include <utility>
+#include <vector>
 
 extern char** environ;  // NOLINT(readability-redundant-declaration)
 
@@ -38,30 +40,118 @@ Result<std::pair<std::uint64_t, std::string>> split_number(std::string_view text
   return std::pair{v, upper(trim(std::string_view(t).substr(i)))};
 }
 
+std::string format_size(std::int64_t bytes) {
+  for (auto [shift, unit] : {std::pair{40, "T"}, {30, "G"}, {20, "M"}, {10, "K"}}) {
+    const std::int64_t step = std::int64_t{1} << shift;
+    if (bytes != 0 && bytes % step == 0) return fmt::format("{}{}", bytes / step, unit);
+  }
+  return std::to_string(bytes);
+}
+
+std::string format_duration(std::int64_t ms) {
+  for (auto [per, unit] : {std::pair{std::int64_t{3'600'000}, "h"}, {60'000, "m"}, {1000, "s"}}) {
+    if (ms != 0 && ms % per == 0) return fmt::format("{}{}", ms / per, unit);
+  }
+  return fmt::format("{}ms", ms);
+}
+
+std::string format_number(Type type, std::int64_t v) {
+  if (type == Type::Size) return format_size(v);
+  if (type == Type::Duration) return format_duration(v);
+  return std::to_string(v);
+}
+
+std::string allowed_suffix(const Spec& spec) {
+  const std::string allowed = allowed_text(spec);
+  return allowed.empty() ? "" : fmt::format("; allowed: {}", allowed);
+}
+
 Status type_error(const Spec& spec, const std::string& raw, const Status& why) {
-  return make_error(ErrorCode::InvalidUsage, "setting {}='{}' is not a valid {} ({})", spec.name,
-                    raw, type_name(spec.type), why.message());
+  return make_error(ErrorCode::InvalidUsage, "setting {}='{}' is not a valid {} ({}{})", spec.name,
+                    raw, type_name(spec.type), why.message(), allowed_suffix(spec));
+}
+
+// The number a valid Int, Size or Duration text stands for (milliseconds for a duration).
+Result<std::int64_t> parse_number(Type type, const std::string& raw) {
+  switch (type) {
+    case Type::Int: return parse_int(raw);
+    case Type::Size: {
+      LOOM_ASSIGN_OR_RETURN(std::uint64_t v, parse_size(raw));
+      if (v > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+        return make_error(ErrorCode::InvalidArgument, "'{}' is too large", trim(raw));
+      return static_cast<std::int64_t>(v);
+    }
+    case Type::Duration: {
+      LOOM_ASSIGN_OR_RETURN(std::chrono::milliseconds v, parse_duration(raw));
+      return static_cast<std::int64_t>(v.count());
+    }
+    case Type::Bool:
+    case Type::String: break;
+  }
+  return make_error(ErrorCode::Internal, "not a number setting");
+}
+
+Status check_number(const Spec& spec, const std::string& raw) {
+  auto v = parse_number(spec.type, raw);
+  if (!v) return type_error(spec, raw, v.status());
+  if (*v >= spec.range.min && *v <= spec.range.max) return Status::ok();
+  // A deadline of 0 is the likeliest out-of-range duration: say what it does not mean.
+  const bool zero_time = spec.type == Type::Duration && *v == 0;
+  return make_error(
+      ErrorCode::InvalidUsage, "setting {}='{}' is out of range (allowed: {}){}", spec.name, raw,
+      allowed_text(spec),
+      zero_time ? "; 0 does not mean \"no deadline\": every wait in loom has one" : "");
+}
+
+// The names of `choices`, one by one.
+std::vector<std::string_view> choice_names(const Choices& choices) {
+  std::vector<std::string_view> names;
+  std::string_view rest = choices.names;
+  while (!rest.empty()) {
+    const std::size_t bar = rest.find('|');
+    names.push_back(rest.substr(0, bar));
+    rest = bar == std::string_view::npos ? std::string_view() : rest.substr(bar + 1);
+  }
+  return names;
+}
+
+bool is_choice(const Choices& choices, std::string_view word) {
+  for (std::string_view name : choice_names(choices))
+    if (choices.any_case ? upper(word) == upper(name) : word == name) return true;
+  return false;
+}
+
+Status check_choice(const Spec& spec, const std::string& raw) {
+  const Choices& c = spec.choices;
+  if (!c.list) {
+    if (is_choice(c, raw)) return Status::ok();
+    return make_error(ErrorCode::InvalidUsage, "setting {}='{}' is not {}", spec.name, raw,
+                      allowed_text(spec));
+  }
+  std::string_view rest = raw;
+  while (true) {
+    const std::size_t comma = rest.find(',');
+    std::string_view item = rest.substr(0, comma);
+    if (item.starts_with('^')) item.remove_prefix(1);
+    if (!item.empty() && !is_choice(c, item))
+      return make_error(ErrorCode::InvalidUsage,
+                        "setting {}='{}': '{}' is not a name it knows ({})", spec.name, raw, item,
+                        allowed_text(spec));
+    if (comma == std::string_view::npos) return Status::ok();
+    rest.remove_prefix(comma + 1);
+  }
 }
 
 Status validate(const Spec& spec, const std::string& raw) {
   switch (spec.type) {
-    case Type::Int: {
-      auto r = parse_int(raw);
-      return r ? Status::ok() : type_error(spec, raw, r.status());
-    }
+    case Type::Int:
+    case Type::Size:
+    case Type::Duration: return check_number(spec, raw);
     case Type::Bool: {
       auto r = parse_bool(raw);
       return r ? Status::ok() : type_error(spec, raw, r.status());
     }
-    case Type::Size: {
-      auto r = parse_size(raw);
-      return r ? Status::ok() : type_error(spec, raw, r.status());
-    }
-    case Type::Duration: {
-      auto r = parse_duration(raw);
-      return r ? Status::ok() : type_error(spec, raw, r.status());
-    }
-    case Type::String: return Status::ok();
+    case Type::String: return spec.choices.names.empty() ? Status::ok() : check_choice(spec, raw);
   }
   return Status::ok();
 }
@@ -91,6 +181,33 @@ std::string_view source_name(Source s) {
     case Source::Override: return "option";
   }
   return "?";
+}
+
+std::string allowed_text(const Spec& spec) {
+  switch (spec.type) {
+    case Type::Int:
+    case Type::Size:
+    case Type::Duration:
+      return fmt::format("{} to {}", format_number(spec.type, spec.range.min),
+                         format_number(spec.type, spec.range.max));
+    case Type::Bool: return "";
+    case Type::String: break;
+  }
+  if (spec.choices.names.empty()) return "";
+  std::string names;
+  for (std::string_view name : choice_names(spec.choices))
+    names += fmt::format("{}{}", names.empty() ? "" : ", ", name);
+  if (spec.choices.list)
+    return fmt::format("a comma-separated list of {}; ^NAME excludes one", names);
+  return fmt::format("one of {}", names);
+}
+
+Status check_timeout(std::string_view what, std::chrono::milliseconds timeout) {
+  if (timeout.count() >= 1 && timeout <= kMaxTimeout) return Status::ok();
+  return make_error(
+      ErrorCode::InvalidArgument, "{} of {} ms is out of range (allowed: 1ms to {}){}", what,
+      timeout.count(), format_duration(kMaxTimeout.count()),
+      timeout.count() == 0 ? "; 0 does not mean \"no deadline\": every wait in loom has one" : "");
 }
 
 const Spec* find_spec(std::string_view name) {

@@ -6,13 +6,25 @@
 namespace loom::config {
 namespace {
 
+// Ranges shared by several settings. Numbers outside a setting's range are refused at once,
+// never wrapped or clamped silently.
+constexpr Range kRank{0, kMaxRanks - 1};
+constexpr Range kRanks{1, kMaxRanks};
+constexpr Range kPort{1, 65535};
+// LOOM_SPIN_US, LOOM_YIELD_US: -1 (chosen at init) or up to a second of busy waiting.
+constexpr Range kWaitMicros{-1, 1'000'000};
+constexpr Range kNoRange{};  // String and Bool settings
+constexpr std::int64_t kKiB = 1024;
+constexpr std::int64_t kMiB = 1024 * kKiB;
+constexpr std::int64_t kGiB = 1024 * kMiB;
+
 constexpr std::array kSettings = {
     // Launch: how a process finds its job.
     Spec{"LOOM_RANK", Type::Int, "", "This process's rank (set by loomrun or your launcher).",
-         "launch"},
-    Spec{"LOOM_WORLD_SIZE", Type::Int, "", "Number of ranks in the job.", "launch"},
-    Spec{"LOOM_LOCAL_RANK", Type::Int, "", "Rank among the ranks on this host.", "launch"},
-    Spec{"LOOM_LOCAL_SIZE", Type::Int, "", "Number of ranks on this host.", "launch"},
+         "launch", kRank},
+    Spec{"LOOM_WORLD_SIZE", Type::Int, "", "Number of ranks in the job.", "launch", kRanks},
+    Spec{"LOOM_LOCAL_RANK", Type::Int, "", "Rank among the ranks on this host.", "launch", kRank},
+    Spec{"LOOM_LOCAL_SIZE", Type::Int, "", "Number of ranks on this host.", "launch", kRanks},
     Spec{"LOOM_ROOT", Type::String, "",
          "host:port of the rendezvous server that rank 0 starts; the others connect to it.",
          "launch"},
@@ -20,19 +32,20 @@ constexpr std::array kSettings = {
          "A UniqueId in hex (UniqueId::to_string); alternative to LOOM_ROOT.", "launch"},
     Spec{"LOOM_SECRET", Type::String, "",
          "Job secret (hex) shared by all ranks; loomrun sets a random one.", "launch"},
-    Spec{"RANK", Type::Int, "", "torchrun: this process's rank.", "launch"},
-    Spec{"WORLD_SIZE", Type::Int, "", "torchrun: number of ranks.", "launch"},
-    Spec{"LOCAL_RANK", Type::Int, "", "torchrun: rank on this host.", "launch"},
-    Spec{"LOCAL_WORLD_SIZE", Type::Int, "", "torchrun: number of ranks on this host.", "launch"},
+    Spec{"RANK", Type::Int, "", "torchrun: this process's rank.", "launch", kRank},
+    Spec{"WORLD_SIZE", Type::Int, "", "torchrun: number of ranks.", "launch", kRanks},
+    Spec{"LOCAL_RANK", Type::Int, "", "torchrun: rank on this host.", "launch", kRank},
+    Spec{"LOCAL_WORLD_SIZE", Type::Int, "", "torchrun: number of ranks on this host.", "launch",
+         kRanks},
     Spec{"MASTER_ADDR", Type::String, "", "torchrun: host of the rendezvous (rank 0).", "launch"},
-    Spec{"MASTER_PORT", Type::Int, "", "torchrun: port of the rendezvous.", "launch"},
+    Spec{"MASTER_PORT", Type::Int, "", "torchrun: port of the rendezvous.", "launch", kPort},
     Spec{"LOOM_PORT", Type::Int, "",
          "Rendezvous port for Slurm launches (default: derived from SLURM_JOB_ID and "
          "SLURM_STEP_ID, in 20000-29999).",
-         "launch"},
-    Spec{"SLURM_PROCID", Type::Int, "", "Slurm srun: this task's rank.", "launch"},
-    Spec{"SLURM_NTASKS", Type::Int, "", "Slurm srun: number of tasks.", "launch"},
-    Spec{"SLURM_LOCALID", Type::Int, "", "Slurm srun: task rank on this node.", "launch"},
+         "launch", kPort},
+    Spec{"SLURM_PROCID", Type::Int, "", "Slurm srun: this task's rank.", "launch", kRank},
+    Spec{"SLURM_NTASKS", Type::Int, "", "Slurm srun: number of tasks.", "launch", kRanks},
+    Spec{"SLURM_LOCALID", Type::Int, "", "Slurm srun: task rank on this node.", "launch", kRank},
     Spec{"SLURM_STEP_NODELIST", Type::String, "",
          "Slurm srun: hostlist of the step; its first host runs rank 0 and the rendezvous.",
          "launch"},
@@ -41,44 +54,48 @@ constexpr std::array kSettings = {
     Spec{"SLURM_JOB_ID", Type::String, "", "Slurm: job id (with the step id, picks the port).",
          "launch"},
     Spec{"SLURM_STEP_ID", Type::String, "", "Slurm srun: step id within the job.", "launch"},
-    Spec{"OMPI_COMM_WORLD_RANK", Type::Int, "", "Open MPI mpirun: this process's rank.", "launch"},
-    Spec{"OMPI_COMM_WORLD_SIZE", Type::Int, "", "Open MPI mpirun: number of processes.", "launch"},
+    Spec{"OMPI_COMM_WORLD_RANK", Type::Int, "", "Open MPI mpirun: this process's rank.", "launch",
+         kRank},
+    Spec{"OMPI_COMM_WORLD_SIZE", Type::Int, "", "Open MPI mpirun: number of processes.", "launch",
+         kRanks},
     Spec{"OMPI_COMM_WORLD_LOCAL_RANK", Type::Int, "", "Open MPI mpirun: rank on this host.",
-         "launch"},
+         "launch", kRank},
 
     // Logging.
     Spec{"LOOM_DEBUG", Type::String, "WARN", "Log level: OFF, ERROR, WARN, INFO, DEBUG or TRACE.",
-         "log"},
+         "log", kNoRange, Choices{"OFF|NONE|ERROR|WARN|INFO|DEBUG|TRACE", true}},
     Spec{"LOOM_DEBUG_SUBSYS", Type::String, "ALL",
-         "Comma-separated subsystems to log (INIT,BOOTSTRAP,COLL,NET,EXEC,CONFIG) or ALL; "
-         "^NAME excludes one.",
-         "log"},
+         "Comma-separated subsystems to log (INIT,BOOTSTRAP,COLL,NET,EXEC,CONFIG,SHM,TOPO,CUDA) or "
+         "ALL; ^NAME excludes one.",
+         "log", kNoRange,
+         Choices{"ALL|INIT|BOOTSTRAP|COLL|NET|EXEC|CONFIG|SHM|TOPO|CUDA", true, true}},
     Spec{"LOOM_DEBUG_FILE", Type::String, "",
          "Write logs to this file instead of stderr; %h is the host name, %p the pid.", "log"},
 
     // Reliability.
     Spec{"LOOM_TIMEOUT", Type::Duration, "600s",
          "Deadline for every blocking wait inside loom (setup, collectives, shutdown).",
-         "reliability"},
+         "reliability", Range{1, kMaxTimeout.count()}},
 
     // Network (TCP transport and bootstrap).
     Spec{"LOOM_SOCKETS_PER_PEER", Type::Int, "0",
          "TCP sockets per peer connection (1-16); large messages are striped across them. 0 "
          "chooses: one per CPU each rank of this host has to itself, 2 to 8. The connecting "
          "(lower) rank's choice holds for the pair.",
-         "net"},
+         "net", Range{0, 16}},
     Spec{"LOOM_TCP_THREADS", Type::Int, "-1",
          "Progress threads that move each rank's TCP bytes while its executor computes or "
          "sleeps (0-8). -1 chooses: one per CPU left over once every rank of this host has "
          "one, at most 2; none when the ranks fill the CPUs.",
-         "net"},
+         "net", Range{-1, 8}},
     Spec{"LOOM_SOCKET_STRIPE_MIN", Type::Size, "128K",
          "TCP messages of at least twice this size are striped: split into up to one part per "
          "socket (at most 8, about this size or larger), sent in parallel. At least 64K; 0 "
          "disables striping.",
-         "net"},
+         "net", Range{0, kGiB}},
     Spec{"LOOM_SOCKET_BUFFER", Type::Size, "4M",
-         "SO_SNDBUF/SO_RCVBUF for data sockets (0 leaves the kernel's autotuning).", "net"},
+         "SO_SNDBUF/SO_RCVBUF for data sockets (0 leaves the kernel's autotuning).", "net",
+         Range{0, kGiB}},
     Spec{"LOOM_SOCKET_IFNAME", Type::String, "",
          "Network interface whose address ranks listen on and advertise (default: the "
          "interface of the route to the rendezvous root).",
@@ -105,13 +122,13 @@ constexpr std::array kSettings = {
          "A thread that reads the ofi completion queue (drives providers with manual progress, "
          "such as tcp;ofi_rxm and efa) while the executor computes or sleeps: 1 on, 0 off, -1 "
          "chooses: on when every rank of this host has two CPUs or more.",
-         "net"},
+         "net", Range{-1, 1}},
     Spec{"LOOM_OFI_HMEM", Type::String, "auto",
          "Device buffers across hosts: auto sends them from GPU memory over ofi with FI_HMEM "
          "(GPUDirect RDMA) when every rank's provider registers device memory, else stages "
          "them through pinned host memory; off always stages; simulate registers host-sim "
          "device memory as FI_HMEM_SYSTEM, to test that path without a GPU.",
-         "net"},
+         "net", kNoRange, Choices{"auto|off|simulate"}},
     Spec{"LOOM_OFI_FALLBACK", Type::Bool, "true",
          "When the ofi transport was asked for but its provider is missing, warn and use tcp "
          "instead; false makes that an init error.",
@@ -129,14 +146,17 @@ constexpr std::array kSettings = {
 
     // Shared memory transport.
     Spec{"LOOM_SHM_SLOT_SIZE", Type::Size, "256K",
-         "Bytes per slot of a shared-memory channel; larger messages span several slots.", "shm"},
+         "Bytes per slot of a shared-memory channel; larger messages span several slots. At most "
+         "16M: every ordered pair of ranks on a host has a channel of LOOM_SHM_SLOTS slots in "
+         "/dev/shm (8 ranks, 8 slots of 16M: up to 7 GiB).",
+         "shm", Range{64, 16 * kMiB}},
     Spec{"LOOM_SHM_SLOTS", Type::Int, "8", "Slots per shared-memory channel (one per direction).",
-         "shm"},
+         "shm", Range{1, 4096}},
     Spec{"LOOM_SHM_SINGLE_COPY", Type::String, "auto",
          "Single-copy transfers of large shared-memory messages (the receiver reads the sender's "
          "buffer with process_vm_readv): auto (when a probe read at setup succeeds and it copies "
          "at least 0.6x as fast as memcpy here), on (an error if the probe fails), off.",
-         "shm"},
+         "shm", kNoRange, Choices{"auto|on|off"}},
     Spec{"LOOM_SHM_SINGLE_COPY_MIN", Type::String, "auto",
          "Shared-memory messages of at least this many bytes use the single-copy path. auto: "
          "64K, or 32K for a rank whose CPU other ranks share (there every copy takes CPU time "
@@ -151,7 +171,7 @@ constexpr std::array kSettings = {
          "more than two ranks (their channels no longer fit its caches; 6-8 ranks on 2 CPUs, "
          "32 KiB allreduce: 0.71-0.85x the time), else rotate (2-4 ranks on 2 CPUs: reuse took "
          "1.05-1.29x the time at 32 KiB).",
-         "shm"},
+         "shm", kNoRange, Choices{"auto|reuse|rotate"}},
 
     // Collectives and the executor.
     Spec{"LOOM_CHUNK_SIZE", Type::String, "auto",
@@ -160,7 +180,8 @@ constexpr std::array kSettings = {
          "(libfabric's rendezvous costs a round trip per large message).",
          "coll"},
     Spec{"LOOM_PIPELINE_DEPTH", Type::Int, "4",
-         "Chunks each rank keeps in flight per peer (scratch slots per receive stream).", "coll"},
+         "Chunks each rank keeps in flight per peer (scratch slots per receive stream).", "coll",
+         Range{1, 64}},
     Spec{"LOOM_ALGO", Type::String, "auto",
          "Algorithm: auto (the cost model picks), ring or tree; also per collective, e.g. "
          "\"allreduce:tree,broadcast:ring\" (unlisted collectives: auto).",
@@ -265,20 +286,20 @@ constexpr std::array kSettings = {
          "ran faster (the peers a rank waits for run meanwhile, and waking a blocked rank costs "
          "a kernel round trip and a reschedule: 8 ranks on 2 CPUs, 32 KiB allreduce 0.71x the "
          "time), but the cost model is fitted to 20 and picks worse algorithms with 200.",
-         "coll"},
+         "coll", kWaitMicros},
     Spec{"LOOM_SPIN_US", Type::Int, "-1",
          "Microseconds the executor polls without progress before it yields the CPU (then, "
          "after LOOM_YIELD_US of yielding, blocks in the kernel, at most 1 ms at a time); an "
          "upper bound: the budget adapts to how long waits last. -1 chooses: 20 when this host's "
          "ranks fit its CPUs, 0 when they oversubscribe them.",
-         "coll"},
+         "coll", kWaitMicros},
 
     // Device buffers (docs/gpu.md).
     Spec{"LOOM_DEVICE", Type::String, "auto",
          "Device runtime for device buffers and streams: auto (cuda when loom was built with "
          "CUDA and a GPU is visible, else none), cuda, host-sim (a host-memory simulation of "
          "the device seam for tests; shows the logic, not the hardware), none.",
-         "device"},
+         "device", kNoRange, Choices{"auto|cuda|host-sim|none"}},
     Spec{"LOOM_NVML_LIBRARY", Type::String, "libnvidia-ml.so.1",
          "NVML library (installed with the GPU driver) read at device setup to tell NVLink "
          "from PCIe between GPUs, for the logs and loom-info; a path where the driver's "

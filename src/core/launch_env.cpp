@@ -2,12 +2,17 @@
 
 #include <charconv>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "core/hostlist.hpp"
 
 namespace loom::core {
 namespace {
+
+// Rank and size variables are integers of the registry whose ranges (config::kMaxRanks) keep
+// them within int: never wrapped (LOOM_RANK=4294967297 is refused there, not taken as rank 1).
+static_assert(config::kMaxRanks <= std::numeric_limits<int>::max());
 
 Status missing(const std::string& flavour, const std::vector<std::string>& names,
                const std::vector<std::string>& found) {

@@ -93,7 +93,8 @@ TEST_CASE("launch: Slurm srun", "[launch]") {
 
   auto bad_port = slurm_env(0);
   bad_port["LOOM_PORT"] = "70000";
-  CHECK_THAT(launch(bad_port).status().message(), Contains("LOOM_PORT=70000"));
+  CHECK_THAT(launch(bad_port).status().message(),
+             Contains("LOOM_PORT='70000'") && Contains("allowed: 1 to 65535"));
 
   auto bad_list = slurm_env(0);
   bad_list["SLURM_STEP_NODELIST"] = "gpu[07-";
@@ -193,4 +194,47 @@ TEST_CASE("launch: precedence loom > torchrun > slurm > mpirun", "[launch]") {
   auto none = launch({{"SLURM_NTASKS", "2"}});
   REQUIRE_FALSE(none.is_ok());
   CHECK_THAT(none.status().message(), Contains("SLURM_PROCID") && Contains("found: SLURM_NTASKS"));
+}
+
+TEST_CASE("launch: numbers beyond a rank's range are refused naming the variable, not wrapped",
+          "[launch]") {
+  const std::map<std::string, std::string> loom_env{
+      {"LOOM_RANK", "0"}, {"LOOM_WORLD_SIZE", "4"}, {"LOOM_ROOT", "h:1"}};
+  const std::map<std::string, std::string> torch_env{
+      {"RANK", "0"}, {"WORLD_SIZE", "4"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "29500"}};
+  const std::map<std::string, std::string> mpi_env{
+      {"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "4"}, {"LOOM_ROOT", "h:1"}};
+  struct Case {
+    std::map<std::string, std::string> env;
+    const char* name;
+    const char* value;
+  };
+  for (Case c : {
+           // Once 1215752191 ranks (and ~9 GB allocated before the timeout), rank 1, and -2^31.
+           Case{loom_env, "LOOM_WORLD_SIZE", "99999999999"},
+           Case{loom_env, "LOOM_RANK", "4294967297"},
+           Case{loom_env, "LOOM_WORLD_SIZE", "2147483648"},
+           Case{torch_env, "RANK", "4294967297"},
+           Case{torch_env, "WORLD_SIZE", "2147483648"},
+           Case{torch_env, "MASTER_PORT", "4294996796"},
+           Case{slurm_env(0), "SLURM_PROCID", "4294967297"},
+           Case{slurm_env(0), "SLURM_NTASKS", "99999999999"},
+           Case{mpi_env, "OMPI_COMM_WORLD_RANK", "4294967296"},
+           Case{mpi_env, "OMPI_COMM_WORLD_SIZE", "2147483648"},
+       }) {
+    INFO(c.name << "=" << c.value);
+    c.env[c.name] = c.value;
+    auto li = launch(c.env);
+    REQUIRE_FALSE(li.is_ok());
+    CHECK(li.status().code() == ErrorCode::InvalidUsage);
+    CHECK_THAT(li.status().message(), Contains(std::string(c.name) + "='" + c.value + "'") &&
+                                          Contains("allowed: ") && !Contains("-2147483648"));
+  }
+  auto largest = loom_env;
+  largest["LOOM_WORLD_SIZE"] = "1048576";
+  largest["LOOM_RANK"] = "1048575";
+  auto li = launch(largest);
+  REQUIRE(li.is_ok());
+  CHECK(li->world_size == 1048576);
+  CHECK(li->rank == 1048575);
 }

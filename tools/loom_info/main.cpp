@@ -25,7 +25,8 @@ constexpr std::string_view kUsage =
 
 Prints loom's version and its settings: every environment variable loom reads, with its type,
 default, current value and where that value comes from (default, environment or unset), grouped
-by subsystem. LOOM_* variables that are set but that no setting declares (typos, usually) are
+by subsystem, and the values it allows (a range of numbers, or a list of names); a value outside
+them is refused. LOOM_* variables that are set but that no setting declares (typos, usually) are
 reported as warnings on stderr. Secret values (LOOM_SECRET, LOOM_ID) are not shown.
 
 With --topology, prints what loom discovers about this host and this process (as one rank of a

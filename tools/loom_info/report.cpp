@@ -96,6 +96,9 @@ std::string settings_report(const Config& config, std::size_t width) {
       if (spec.group != group) continue;
       out += format_row(row, widths);
       out += format_description(spec.description, width);
+      // Config::load refuses values outside this (loom-info then exits 1, naming it).
+      if (const std::string allowed = config::allowed_text(spec); !allowed.empty())
+        out += format_description("Allowed: " + allowed + ".", width);
     }
   }
   return out;
