@@ -10,7 +10,15 @@ using Clock = std::chrono::steady_clock;
 
 class Deadline {
  public:
-  static Deadline after(std::chrono::milliseconds d) { return Deadline(Clock::now() + d); }
+  /// `d` from now. Saturates instead of overflowing: a `d` longer than the clock can count
+  /// (about 292 years in nanoseconds) is never(), a negative one is now (expired).
+  static Deadline after(std::chrono::milliseconds d) {
+    const Clock::time_point now = Clock::now();
+    if (d <= std::chrono::milliseconds::zero()) return Deadline(now);
+    const auto room =
+        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::time_point::max() - now);
+    return d >= room ? never() : Deadline(now + d);
+  }
   static Deadline never() { return Deadline(Clock::time_point::max()); }
   explicit Deadline(Clock::time_point t) : at_(t) {}
 

@@ -417,6 +417,9 @@ Work CommImpl::submit(core::OpDesc op, const CollOptions& opts) {
     throw Error(ErrorCode::Aborted, fmt::format("rank {}: the communicator was aborted", rank_));
   throw_if_error(engine_->failure());
   if (Status remote = monitor_->first_failure(); !remote.is_ok()) throw_if_error(remote);
+  if (opts.timeout)
+    throw_if_error(config::check_timeout("CollOptions::timeout", *opts.timeout)
+                       .with_context(fmt::format("rank {}", rank_)));
   op.seq = next_seq_++;
   throw_if_error(core::validate(op, rank_, nranks_));
   const bool on_stream = value_or_throw(device::needs_stream_path(

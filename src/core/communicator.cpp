@@ -18,6 +18,8 @@ namespace {
 
 config::Config load_config(const CommOptions& options) {
   auto settings = options.settings;
+  if (options.timeout)
+    throw_if_error(config::check_timeout("CommOptions::timeout", *options.timeout));
   if (options.timeout) settings["LOOM_TIMEOUT"] = fmt::format("{}ms", options.timeout->count());
   if (options.deterministic)
     settings.insert_or_assign("LOOM_DETERMINISTIC",
