@@ -83,7 +83,7 @@ std::chrono::microseconds choose_spin(std::chrono::microseconds configured, doub
 }  // namespace
 
 Result<std::unique_ptr<CommImpl>> CommImpl::create(CommSetup setup) {
-  log::configure(setup.config);
+  LOOM_RETURN_IF_ERROR(log::configure(setup.config));
   for (const auto& name : setup.config.unknown_variables())
     LOOM_LOG_WARN(Config, "ignoring unknown setting {} (run loom-info for the list)", name);
   LOOM_ASSIGN_OR_RETURN(CommSettings settings, CommSettings::from(setup.config));

@@ -31,7 +31,7 @@ Result<net::SocketAddress> data_bind_address(const config::Config& cfg,
 Result<std::unique_ptr<CommImpl>> join(const UniqueId& id, int rank, int nranks,
                                        config::Config cfg) {
   LOOM_RETURN_IF_ERROR(check_ranks(rank, nranks));
-  log::configure(cfg);
+  LOOM_RETURN_IF_ERROR(log::configure(cfg));
   Deadline deadline = Deadline::after(cfg.get_duration("LOOM_TIMEOUT"));
   auto root = net::resolve(id.root_address());
   if (!root.is_ok())

@@ -35,7 +35,7 @@ Communicator::Communicator(const UniqueId& id, int rank, int nranks, const CommO
 Communicator Communicator::from_env(const CommOptions& options) {
   config::Config cfg = load_config(options);
   core::LaunchInfo li = value_or_throw(core::detect_launch(cfg));
-  log::configure(cfg);
+  throw_if_error(log::configure(cfg));
   LOOM_LOG_INFO(Init, "rank {} of {}: launch environment from {} ({})", li.rank, li.world_size,
                 li.source,
                 !li.detail.empty()  ? li.detail

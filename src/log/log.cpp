@@ -14,6 +14,8 @@
 namespace loom::log {
 namespace {
 
+constexpr const char* kPattern = "[%H:%M:%S.%e] [pid %P] %n %l: %v";
+
 constexpr std::array<const char*, kNumSubsys> kNames = {
     "INIT", "BOOTSTRAP", "COLL", "NET", "EXEC", "CONFIG", "SHM", "TOPO", "CUDA"};
 
@@ -31,7 +33,7 @@ Loggers& loggers() {
       out->by_subsys[static_cast<std::size_t>(i)] = std::make_shared<spdlog::logger>(
           std::string("loom.") + kNames[static_cast<std::size_t>(i)], sink);
       out->by_subsys[static_cast<std::size_t>(i)]->set_level(spdlog::level::warn);
-      out->by_subsys[static_cast<std::size_t>(i)]->set_pattern("[%H:%M:%S.%e] [pid %P] %n %l: %v");
+      out->by_subsys[static_cast<std::size_t>(i)]->set_pattern(kPattern);
     }
     return out;
   }();
@@ -84,22 +86,42 @@ std::string expand_path(std::string p) {
   return p;
 }
 
+// The sink of LOOM_DEBUG_FILE, or why the file cannot be written. Its first line is written and
+// flushed at once: a file that opens but takes no bytes (a full disk, /dev/full) would lose
+// every line without a word.
+Result<spdlog::sink_ptr> open_file_sink(const std::string& setting) {
+  const std::string path = expand_path(setting);
+  try {
+    auto sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(path);
+    sink->set_pattern(kPattern);
+    const std::string line = fmt::format("logging to {} (LOOM_DEBUG_FILE={})", path, setting);
+    sink->log(spdlog::details::log_msg("loom.INIT", spdlog::level::info, line));
+    sink->flush();
+    return spdlog::sink_ptr(std::move(sink));
+  } catch (const spdlog::spdlog_ex& e) {  // its message names the file and errno's text
+    return make_error(ErrorCode::InvalidUsage,
+                      "LOOM_DEBUG_FILE='{}': cannot write the log file {} ({}); fix the path or "
+                      "unset LOOM_DEBUG_FILE to log to stderr",
+                      setting, path, e.what());
+  }
+}
+
 }  // namespace
 
-void configure(const config::Config& cfg) {
+Status configure(const config::Config& cfg) {
   Loggers& l = loggers();
   std::lock_guard lock(l.mu);
   if (!l.configured) {
-    l.configured = true;
     std::string file = cfg.get_string("LOOM_DEBUG_FILE");
     if (!file.empty()) {
-      auto sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(expand_path(file));
+      LOOM_ASSIGN_OR_RETURN(spdlog::sink_ptr sink, open_file_sink(file));
       for (auto& lg : l.by_subsys) {
         lg->sinks().clear();
         lg->sinks().push_back(sink);
-        lg->set_pattern("[%H:%M:%S.%e] [pid %P] %n %l: %v");
+        lg->set_pattern(kPattern);
       }
     }
+    l.configured = true;
   }
   auto level = parse_level(cfg.get_string("LOOM_DEBUG"));
   auto enabled = parse_subsys(cfg.get_string("LOOM_DEBUG_SUBSYS"));
@@ -110,6 +132,7 @@ void configure(const config::Config& cfg) {
     l.by_subsys[idx]->set_level(lv);
     l.by_subsys[idx]->flush_on(spdlog::level::warn);
   }
+  return Status::ok();
 }
 
 spdlog::logger& get(Subsys s) {

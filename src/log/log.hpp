@@ -11,9 +11,11 @@ namespace loom::log {
 enum class Subsys { Init = 0, Bootstrap, Coll, Net, Exec, Config, Shm, Topo, Cuda };
 inline constexpr int kNumSubsys = 9;
 
-/// Applies the logging settings of `cfg`. The first call in a process configures the sinks;
-/// later calls only adjust levels.
-void configure(const config::Config& cfg);
+/// Applies the logging settings of `cfg`. The first successful call in a process configures the
+/// sinks; later calls only adjust levels. A LOOM_DEBUG_FILE that cannot be opened for writing is
+/// InvalidUsage naming the path and the system's reason (nothing is changed then, so the next
+/// call tries again): its logs would otherwise be lost without a word.
+[[nodiscard]] Status configure(const config::Config& cfg);
 /// The logger of one subsystem (usable before configure(): then WARN and above to stderr).
 spdlog::logger& get(Subsys s);
 
