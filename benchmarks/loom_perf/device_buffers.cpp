@@ -1,5 +1,7 @@
 #include "benchmarks/loom_perf/device_buffers.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
 
@@ -19,12 +21,24 @@ void select_device(const std::string& name, int local_rank) {
 
 DeviceBuffers::DeviceBuffers(const std::string& name, std::size_t bytes, int rank)
     : bytes_(std::max<std::size_t>(bytes, 1)) {
-  (void)rank;
   dev_ = value_or_throw(device::device_by_name(name));
   if (!dev_) throw_if_error(make_error(ErrorCode::InvalidUsage, "no device runtime '{}'", name));
   stream_ = value_or_throw(dev_->create_stream());
-  send_ = value_or_throw(dev_->alloc(bytes_));
-  recv_ = value_or_throw(dev_->alloc(bytes_));
+  auto alloc = [&](const char* which) {
+    auto p = dev_->alloc(bytes_);
+    if (!p.is_ok())
+      throw_if_error(p.status().with_context(fmt::format(
+          "rank {}: allocating the device {} buffer of {} bytes (-e)", rank, which, bytes_)));
+    return *p;
+  };
+  try {
+    send_ = alloc("send");
+    recv_ = alloc("receive");
+  } catch (...) {  // the destructor does not run for a constructor that throws
+    if (send_ != nullptr) dev_->free(send_);
+    dev_->destroy_stream(stream_);
+    throw;
+  }
 }
 
 DeviceBuffers::~DeviceBuffers() {

@@ -2,12 +2,16 @@
 //
 //   loomrun -n 4 loom-perf allreduce -b 8 -e 128M -f 2 -d float -o sum
 //
-// Exit status: 0 all checks passed, 1 wrong results, 2 usage error, 3 loom (or other) error.
+// Exit status: 0 all checks passed, 1 wrong results, 2 usage error (also: no size from -b to -e
+// holds one element, so nothing would be tested), 3 loom (or other) error, such as buffers of -e
+// bytes that cannot be allocated.
 #include <fmt/format.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <new>
+#include <string>
 #include <string_view>
 
 #include "benchmarks/loom_perf/calibrate.hpp"
@@ -16,6 +20,7 @@
 #include "benchmarks/loom_perf/device_buffers.hpp"
 #include "benchmarks/loom_perf/options.hpp"
 #include "benchmarks/loom_perf/runner.hpp"
+#include "config/config.hpp"
 #include "loom/communicator.hpp"
 #include "loom/error.hpp"
 #include "loom/unique_id.hpp"
@@ -39,7 +44,10 @@ std::string_view program_name(int argc, char** argv) {
 int local_rank_from_launcher() {
   for (const char* name :
        {"LOOM_LOCAL_RANK", "LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK"})
-    if (const char* v = std::getenv(name)) return std::atoi(v);
+    if (const char* v = std::getenv(name)) {
+      auto r = loom::config::parse_int(v);  // the communicator refuses a bad value
+      return r.is_ok() && *r >= 0 && *r < loom::config::kMaxRanks ? static_cast<int>(*r) : 0;
+    }
   return 0;
 }
 
@@ -68,6 +76,10 @@ int run(const loom::perf::Options& options, std::string_view program) {
       fmt::print(stderr, "{}: root {} is out of range for {} ranks\n", program, options.root,
                  comm.size());
     }
+    return kExitUsage;
+  }
+  if (const std::string why = loom::perf::nothing_to_test(options, comm.size()); !why.empty()) {
+    if (comm.rank() == 0) fmt::print(stderr, "{}: {}\n", program, why);
     return kExitUsage;
   }
   if (options.compare) return loom::perf::run_compare(comm, options);
@@ -101,6 +113,11 @@ int main(int argc, char** argv) {
   } catch (const loom::Error& e) {
     std::fflush(stdout);
     fmt::print(stderr, "{}: loom error ({}): {}\n", program, loom::to_string(e.code()), e.what());
+    return kExitError;
+  } catch (const std::bad_alloc&) {
+    std::fflush(stdout);
+    fmt::print(stderr, "{}: error: out of memory (buffers of -e {} bytes)\n", program,
+               options.max_bytes);
     return kExitError;
   } catch (const std::exception& e) {
     std::fflush(stdout);

@@ -9,7 +9,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <new>
+#include <stdexcept>
 
 namespace loom::perf {
 namespace {
@@ -37,15 +37,60 @@ std::string describe(Coll coll, DataType dtype, const std::optional<RedOp>& op, 
                      in_place ? "in-place" : "out-of-place");
 }
 
+// "256 TiB", "1.5 GiB", "64 KiB", "100 bytes".
+std::string human_bytes(std::size_t bytes) {
+  constexpr std::array<const char*, 4> kUnits = {"KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  int unit = -1;
+  while (v >= 1024 && unit + 1 < static_cast<int>(kUnits.size())) {
+    v /= 1024;
+    ++unit;
+  }
+  if (unit < 0) return fmt::format("{} bytes", bytes);
+  return fmt::format("{:.4g} {}", v, kUnits[static_cast<std::size_t>(unit)]);
+}
+
+// Bytes of one element of the size axis: allgather and reduce-scatter count per rank.
+std::size_t unit_of(Coll coll, DataType dtype, int nranks) {
+  const bool per_rank = coll == Coll::AllGather || coll == Coll::ReduceScatter;
+  return dtype_size(dtype) * (per_rank ? static_cast<std::size_t>(nranks) : 1);
+}
+
+// A size gives a row when it holds one element or more; -b 0 gives a zero-count row.
+bool gives_row(std::size_t size, std::size_t unit) {
+  return size == 0 || size >= unit;
+}
+
 }  // namespace
 
-AlignedBuffer::AlignedBuffer(std::size_t bytes) {
-  const std::size_t rounded =
-      std::max<std::size_t>((bytes + kAlignment - 1) / kAlignment, 1) * kAlignment;
+std::string nothing_to_test(const Options& options, int nranks) {
+  const std::vector<std::size_t> sizes = size_list(options);
+  std::string units;
+  for (const DataType dtype : options.dtypes) {
+    const std::size_t unit = unit_of(options.coll, dtype, nranks);
+    for (const std::size_t size : sizes)
+      if (gives_row(size, unit)) return {};
+    units += fmt::format("{}{} {} bytes", units.empty() ? "" : ", ", dtype_name(dtype), unit);
+  }
+  const bool per_rank =
+      nranks > 1 && (options.coll == Coll::AllGather || options.coll == Coll::ReduceScatter);
+  return fmt::format(
+      "nothing to test: no size from -b {} to -e {} holds one element ({}{}); raise -e",
+      options.min_bytes, options.max_bytes, units,
+      per_rank ? fmt::format(", {}'s sizes count the elements of all {} ranks",
+                             coll_name(options.coll), nranks)
+               : "");
+}
+
+AlignedBuffer AlignedBuffer::allocate(std::size_t bytes) noexcept {
+  AlignedBuffer b;
+  const std::size_t pages = bytes / kAlignment + (bytes % kAlignment != 0 ? 1 : 0);
+  const std::size_t rounded = std::max<std::size_t>(pages, 1) * kAlignment;
   void* p = std::aligned_alloc(kAlignment, rounded);
-  if (p == nullptr) throw std::bad_alloc();
+  if (p == nullptr) return b;
   std::memset(p, 0, rounded);
-  data_.reset(p);
+  b.data_.reset(p);
+  return b;
 }
 
 void AlignedBuffer::Free::operator()(void* p) const noexcept {
@@ -58,10 +103,31 @@ Runner::Runner(Communicator& comm, const Options& options)
       rank_(comm.rank()),
       nranks_(comm.size()),
       root_(is_rooted(options.coll) ? options.root : 0),
-      send_(options.max_bytes),
-      recv_(options.max_bytes) {
+      send_(AlignedBuffer::allocate(options.max_bytes)),
+      recv_(send_.data() ? AlignedBuffer::allocate(options.max_bytes) : AlignedBuffer()) {
+  check_allocated();
   if (options.device != "host")
     device_ = std::make_unique<DeviceBuffers>(options.device, options.max_bytes, rank_);
+}
+
+// Every rank learns whether any could not allocate its buffers, so none waits for a rank that
+// gave up; the rank that failed names the buffer and the size.
+void Runner::check_allocated() {
+  const char* failed = send_.data() == nullptr   ? "send"
+                       : recv_.data() == nullptr ? "receive"
+                                                 : nullptr;
+  std::int32_t mine = failed != nullptr ? rank_ : -1;
+  std::int32_t last = -1;
+  comm_.allreduce(&mine, &last, 1, DataType::Int32, RedOp::Max).wait();
+  if (last < 0) return;
+  if (failed != nullptr)
+    throw std::runtime_error(fmt::format(
+        "rank {}: cannot allocate the {} buffer of {} bytes ({}, set by -e {}): out of host "
+        "memory; run with a smaller -e",
+        rank_, failed, options_.max_bytes, human_bytes(options_.max_bytes), options_.max_bytes));
+  throw std::runtime_error(fmt::format(
+      "rank {}: rank {} could not allocate its buffers of {} bytes (-e {}); see its message", rank_,
+      last, options_.max_bytes, options_.max_bytes));
 }
 
 Layout Runner::call_layout(const Layout& host) const {
@@ -87,10 +153,8 @@ CollOptions Runner::call_options() const {
   return o;
 }
 
-// Bytes of one element of the size axis: allgather and reduce-scatter count per rank.
 std::size_t Runner::unit_bytes(DataType dtype) const {
-  const bool per_rank = options_.coll == Coll::AllGather || options_.coll == Coll::ReduceScatter;
-  return dtype_size(dtype) * (per_rank ? static_cast<std::size_t>(nranks_) : 1);
+  return unit_of(options_.coll, dtype, nranks_);
 }
 
 RowResult Runner::measure(std::size_t bytes) {
@@ -113,7 +177,13 @@ int Runner::run() {
   const std::vector<RedOp> ops =
       has_op(options_.coll) ? options_.ops : std::vector<RedOp>{RedOp::Sum};
   for (const DataType dtype : options_.dtypes) {
-    for (const RedOp op : ops) run_pattern(dtype, op, sizes);
+    std::size_t rows = 0;
+    for (const RedOp op : ops) rows += run_pattern(dtype, op, sizes);
+    if (rows == 0 && rank_ == 0)
+      fmt::print(stderr,
+                 "loom-perf: {} not tested: no size from -b {} to -e {} holds one of its elements "
+                 "({} bytes)\n",
+                 dtype_name(dtype), options_.min_bytes, options_.max_bytes, unit_bytes(dtype));
   }
   if (rank_ != 0) return failed_rows_.empty() ? 0 : 1;
   const double avg = busbw_count_ > 0 ? busbw_sum_ / static_cast<double>(busbw_count_) : 0.0;
@@ -143,15 +213,18 @@ std::vector<RankInfo> Runner::gather_rank_info() {
   return out;
 }
 
-void Runner::run_pattern(DataType dtype, RedOp op, const std::vector<std::size_t>& sizes) {
+std::size_t Runner::run_pattern(DataType dtype, RedOp op, const std::vector<std::size_t>& sizes) {
   const Pattern pattern(dtype, op, nranks_, root_);
   const std::size_t unit = unit_bytes(dtype);
+  std::size_t rows = 0;
   for (const std::size_t size : sizes) {
+    if (!gives_row(size, unit)) continue;  // too small for this type; -b 0 still gives a row
     const std::size_t count = size / unit;
-    if (count == 0 && size != 0) continue;  // too small for this type; -b 0 still gives a row
     const RowResult row = run_row(Case{dtype, op, &pattern, count, count * unit});
     record(row);
+    ++rows;
   }
+  return rows;
 }
 
 RowResult Runner::run_row(const Case& c) {

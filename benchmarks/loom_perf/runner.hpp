@@ -19,7 +19,9 @@ namespace loom::perf {
 /// A page-aligned, zero-filled (so pre-faulted) host buffer.
 class AlignedBuffer {
  public:
-  explicit AlignedBuffer(std::size_t bytes);
+  AlignedBuffer() = default;
+  /// A buffer of `bytes`, or an empty one (data() == nullptr) when the memory is not there.
+  [[nodiscard]] static AlignedBuffer allocate(std::size_t bytes) noexcept;
   [[nodiscard]] void* data() const noexcept { return data_.get(); }
 
  private:
@@ -29,8 +31,15 @@ class AlignedBuffer {
   std::unique_ptr<void, Free> data_;
 };
 
+/// Why the sweep of `options` on `nranks` ranks would time nothing (every size from -b to -e is
+/// below one element of every dtype, and none is 0), or "" when it has at least one row.
+std::string nothing_to_test(const Options& options, int nranks);
+
 class Runner {
  public:
+  /// Collective: allocates the send and receive buffers (-e bytes each) on every rank, and
+  /// throws std::runtime_error on every rank, naming the rank, buffer and size, when any rank
+  /// could not.
   Runner(Communicator& comm, const Options& options);
 
   /// Runs everything; rank 0 prints the table to stdout. Returns the exit status: 0, or 1 when
@@ -53,9 +62,11 @@ class Runner {
     std::size_t bytes;
   };
 
+  void check_allocated();
   [[nodiscard]] std::vector<RankInfo> gather_rank_info();
   [[nodiscard]] std::size_t unit_bytes(DataType dtype) const;
-  void run_pattern(DataType dtype, RedOp op, const std::vector<std::size_t>& sizes);
+  /// Returns the number of rows run.
+  std::size_t run_pattern(DataType dtype, RedOp op, const std::vector<std::size_t>& sizes);
   [[nodiscard]] RowResult run_row(const Case& c);
   [[nodiscard]] HalfResult run_half(const Case& c, bool in_place);
   [[nodiscard]] double time_coll(const Case& c, const Layout& layout);
