@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "config/config.hpp"
+
 namespace loom::run {
 namespace {
 
@@ -94,10 +96,16 @@ bool valid_root(std::string_view root) {
   return port && *port >= 1 && *port <= 65535;
 }
 
+// --timeout and --grace: at most config::kMaxTimeout (30 days), like every timeout of loom.
+static_assert(config::kMaxTimeout == std::chrono::hours(720), "the message below says 720h");
 std::string parse_duration_option(std::string_view flag, std::string_view text,
                                   std::optional<std::chrono::milliseconds>& out) {
   out = parse_seconds(text);
   if (!out) return std::string(flag) + ": bad duration '" + std::string(text) + "'";
+  if (*out > config::kMaxTimeout) {
+    out.reset();
+    return std::string(flag) + ": '" + std::string(text) + "' is longer than the maximum, 720h";
+  }
   return {};
 }
 
