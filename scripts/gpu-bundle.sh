@@ -40,7 +40,7 @@ while [[ $# -gt 0 ]]; do
     --build-dir) build_dir=$2; shift 2 ;;
     --no-build) do_build=0; shift ;;
     --check-only) check_only=1; shift ;;
-    -h | --help) sed -n '2,33p' "$0"; exit 0 ;;
+    -h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     -*) echo "gpu-bundle: unknown option '$1'" >&2; exit 2 ;;
     *) [[ -z $dir ]] || { echo "gpu-bundle: one DIR only" >&2; exit 2; }; dir=$1; shift ;;
   esac

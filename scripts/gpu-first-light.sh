@@ -5,9 +5,10 @@
 #   scripts/gpu-first-light.sh OUTDIR [--device cuda|host-sim] [--bin DIR] [--budget SECONDS]
 #                              [--only STEP,...] [--pack DIR]
 #
-# Steps, in this order; each run has its own timeout, all of them fit in --budget (default 450 s;
-# what no longer fits is reported as skipped), and a failed run does not stop the others. Only
-# programs that cannot start (bundle) or no visible GPU (device) stop the run early.
+# Steps, in this order; each run has its own timeout, all of them fit in --budget (default 420 s;
+# each step keeps a share of it for the steps after it: dtypes 55%, kernels 35%, sweeps 20%,
+# stream 5%; what no longer fits is reported as skipped), and a failed run does not stop the
+# others. Only programs that cannot start (bundle) or no visible GPU (device) stop the run early.
 #   bundle   the programs start (loom-info --version: every library resolves)
 #   device   nvidia-smi; the GPU as loom sees it (loom-info --transports); loom's settings
 #   dtypes   every collective x dtype (fp8 included) x op on device buffers, in and out of place,
@@ -16,7 +17,9 @@
 #   kernels  loom-kernel-bench: sum of fp32/bf16/fp16, 1 MiB .. 1 GiB, against a device-to-device
 #            copy in the same run, every output checked against the host kernels
 #   sweeps   allreduce, allgather, reducescatter, broadcast on 1, 2 and 4 ranks sharing the GPU,
-#            8 B .. 256 MiB, device buffers next to host buffers, verified (#wrong 0)
+#            up to 256 MiB, device buffers next to host buffers, verified (#wrong 0): first the
+#            targets' 2-rank allreduce (8 B by 2, in and out of place), then the rest (16 B by 4,
+#            out of place)
 #   stream   loom-stream-check on 2 and 4 ranks: a call on a stream returns at once (while the
 #            stream is held, and while a long kernel runs) and runs in stream order
 #   graph    loom-stream-check --graph: an allreduce captured into a CUDA graph (global, then
@@ -28,6 +31,8 @@
 # --bin: the programs (default: $LOOM_BUNDLE/bin when env.sh was sourced, else build/bin).
 # --only: a comma list of steps (bundle always runs). --pack DIR: after every run, copy
 # results.tsv and summary.md to DIR and tar OUTDIR into DIR/first-light.tar.gz.
+# --summary-only: run nothing; write summary.md again from OUTDIR's logs and results.tsv (e.g.
+# from a first-light.tar.gz brought back from the GPU machine).
 #
 # OUTDIR gets one log per run, results.tsv (run, status, seconds, note) and summary.md (runs,
 # targets, tables), whose compact form is printed at the end. Exit status: 0 every run passed (a
@@ -35,14 +40,15 @@
 # failed (wrong value, error or timeout); 2 usage; 3 stopped early (no programs or no GPU).
 set -u -o pipefail
 
-usage() { sed -n '2,35p' "$0"; }
+usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
 out=""
 device=${LOOM_DEVICE:-cuda}
 [[ $device == host-sim ]] || device=cuda
 bin=""
-budget=450
+budget=420
 only=""
 pack=""
+summary_only=0
 while [[ $# -gt 0 ]]; do
   case $1 in
     --device) device=$2; shift 2 ;;
@@ -50,6 +56,7 @@ while [[ $# -gt 0 ]]; do
     --budget) budget=$2; shift 2 ;;
     --only) only=$2; shift 2 ;;
     --pack) pack=$2; shift 2 ;;
+    --summary-only) summary_only=1; shift ;;
     -h | --help) usage; exit 0 ;;
     -*) echo "gpu-first-light: unknown option '$1'" >&2; usage >&2; exit 2 ;;
     *) [[ -z $out ]] || { echo "gpu-first-light: one OUTDIR only" >&2; exit 2; }; out=$1; shift ;;
@@ -66,10 +73,10 @@ out=$(cd "$out" && pwd)
 [[ -z $pack ]] || { mkdir -p "$pack" && pack=$(cd "$pack" && pwd); } || exit 2
 unset LOOM_DEVICE LOOM_TRANSPORTS  # each run sets what it needs
 results=$out/results.tsv
-: >"$results"
+[[ $summary_only -eq 1 ]] || : >"$results"
 t_start=$(date +%s)
 failed=0
-gpu_line="host-sim (no GPU)"
+gpu_line=""  # nvidia-smi's name, driver, memory, bus id (the device step, or the summary)
 
 # Sizes: the GPU's, or small ones for the host simulation (logic, not speed).
 if [[ $device == cuda ]]; then
@@ -84,7 +91,7 @@ else
   stream_ms=400
 fi
 
-wants() { [[ -z $only || ",$only," == *",$1,"* ]]; }
+wants() { [[ $1 == bundle && $only != none ]] || [[ -z $only || ",$only," == *",$1,"* ]]; }
 elapsed() { echo $(($(date +%s) - t_start)); }
 
 pack_results() {
@@ -103,16 +110,18 @@ record() {
   pack_results
 }
 
-# run NAME LIMIT LOG CMD...: runs CMD under `timeout` (at most what is left of the budget) with
-# its output in OUTDIR/LOG and records PASS, FAIL (with the log's last line) or TIMEOUT. Sets
-# rc. Commands that exit 4 are recorded NOT-SUPPORTED, 77 SKIPPED.
+# run NAME LIMIT LOG CMD...: runs CMD under `timeout` (at most what is left of the budget, less
+# `reserve`, the seconds kept for the steps after this one) with its output in OUTDIR/LOG and
+# records PASS, FAIL (with the log's last line) or TIMEOUT; when less than 15 s are left, records
+# SKIPPED instead. Sets rc. Commands that exit 4 are recorded NOT-SUPPORTED, 77 SKIPPED.
 rc=0
+reserve=0
 run() {
   local name=$1 limit=$2 log=$3
   shift 3
-  local left=$((budget - $(elapsed)))
+  local left=$((budget - $(elapsed) - reserve))
   if ((left < 15)); then
-    record "$name" SKIPPED 0 "the time budget ($budget s) is spent"
+    record "$name" SKIPPED 0 "the time budget ($budget s, $reserve s of it kept for later steps) is spent"
     rc=125
     return
   fi
@@ -176,11 +185,20 @@ write_summary() {
   other=$(awk -F'\t' '$2 != "PASS" && $2 != "FAIL" && $2 != "TIMEOUT"' "$results" | wc -l)
   wrong=$(cat "$out"/sweep-*.txt "$out"/dtypes-*.txt 2>/dev/null | perf_rows |
     awk '{ w += ($9 ~ /^[0-9]+$/ ? $9 : 0) + ($13 ~ /^[0-9]+$/ ? $13 : 0) } END { print w + 0 }')
+  [[ -z $gpu_line && -f $out/gpu.txt ]] && gpu_line=$(cat "$out/gpu.txt")
+  if [[ -z $gpu_line ]]; then
+    gpu_line="host-sim (no GPU)"
+    [[ $device == cuda ]] && gpu_line=$(nvidia-smi --query-gpu=name,driver_version,memory.total,pci.bus_id --format=csv,noheader 2>/dev/null | head -1)
+  fi
   {
     echo "# loom first light ($device)"
     echo
     echo "- GPU: $gpu_line"
-    echo "- when: $(date -u +%Y-%m-%dT%H:%M:%SZ), $(elapsed) s of a $budget s budget"
+    if [[ $summary_only -eq 1 ]]; then
+      echo "- summary written again from the logs, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    else
+      echo "- when: $(date -u +%Y-%m-%dT%H:%M:%SZ), $(elapsed) s of a $budget s budget"
+    fi
     [[ -n ${LOOM_BUNDLE:-} && -f $LOOM_BUNDLE/MANIFEST ]] && sed -n '2p;5,6p' "$LOOM_BUNDLE/MANIFEST" | sed 's/^/- /'
     echo "- runs: $pass passed, $fail failed, $other other (skipped / not supported); #wrong elements in every sweep and dtype table: $wrong"
     echo
@@ -236,6 +254,15 @@ targets() {
           printf "- 2-rank allreduce, device buffers not slower than host buffers from 1 MiB: worst device/host busbw %.2f at %d B: %s\n",
             min, at, judged != "yes" ? "not judged" : (min >= 1 ? "MET" : "MISSED")
         }'
+  else
+    echo "- 2-rank allreduce, device vs host buffers: not measured"
+  fi
+  local sr
+  sr=$(awk -F'\t' '$1 ~ /^stream:/ { print $1 " " $2 }' "$results" | paste -sd, -)
+  echo "- a collective on a stream does not block the calling thread: ${sr:-not run}"
+  sr=$(awk -F'\t' '$1 ~ /^graph:/ { print $1 " " $2 }' "$results" | paste -sd, -)
+  echo "- CUDA graph capture of an allreduce: ${sr:-not run}"
+  if [[ -f $dev && -f $host ]]; then
     echo
     echo "### 2-rank allreduce busbw (GB/s, out of place) from 1 MiB"
     echo
@@ -248,11 +275,6 @@ targets() {
               for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (k[j] < k[i]) { t = k[i]; k[i] = k[j]; k[j] = t }
               for (i = 1; i <= n; i++) printf "| %d | %s | %s | %s |\n", k[i], v["dev", k[i]], v["host", k[i]], (("copy", k[i]) in v) ? v["copy", k[i]] : "" }'
   fi
-  local sr
-  sr=$(awk -F'\t' '$1 ~ /^stream:/ { print $1 " " $2 }' "$results" | paste -sd, -)
-  echo "- a collective on a stream does not block the calling thread: ${sr:-not run}"
-  sr=$(awk -F'\t' '$1 ~ /^graph:/ { print $1 " " $2 }' "$results" | paste -sd, -)
-  echo "- CUDA graph capture of an allreduce: ${sr:-not run}"
   if [[ -f $k ]]; then
     echo
     echo "### Reduction kernels against a device-to-device copy (loom-kernel-bench)"
@@ -263,8 +285,14 @@ targets() {
   fi
 }
 
+if [[ $summary_only -eq 1 ]]; then
+  [[ -f $results ]] || { echo "gpu-first-light: no $results to summarise" >&2; exit 2; }
+  budget=0 only=none  # every step below is left out
+  failed=$(awk -F'\t' '$2 == "FAIL" || $2 == "TIMEOUT"' "$results" | wc -l)
+fi
+
 # ---- bundle
-run "bundle: programs start" 30 bundle.txt bash -c "
+wants bundle && run "bundle: programs start" 30 bundle.txt bash -c "
   set -e; for p in loom-info loom-perf loom-kernel-bench loom-stream-check loomrun loom-tests; do
     test -x '$bin/'\$p || { echo \"missing: '$bin/'\$p\"; exit 1; }; done
   '$bin/loom-info' --version; echo LD_LIBRARY_PATH=\${LD_LIBRARY_PATH:-}; echo libstdc++: \${LOOM_BUNDLE_CXX:-host}
@@ -276,9 +304,11 @@ run "bundle: programs start" 30 bundle.txt bash -c "
 if wants device; then
   if [[ $device == cuda ]]; then
     run "device: nvidia-smi" 60 device-nvidia-smi.txt bash -c \
-      'nvidia-smi && nvidia-smi -L && nvidia-smi topo -m; nvidia-smi -q -d CLOCK,MEMORY,COMPUTE,PERFORMANCE'
+      'nvidia-smi && nvidia-smi -L || exit 1; nvidia-smi topo -m; nvidia-smi -q -d CLOCK,MEMORY,COMPUTE,PERFORMANCE
+       nvcc --version; nproc; free -g; df -h /dev/shm /tmp; ulimit -a; exit 0'
     gpu_line=$(nvidia-smi --query-gpu=name,driver_version,memory.total,pci.bus_id --format=csv,noheader 2>/dev/null | head -1)
     [[ -n $gpu_line ]] || stop_early "nvidia-smi sees no GPU"
+    echo "$gpu_line" >"$out/gpu.txt"
   fi
   run "device: loom-info" 60 device-loom-info.txt bash -c \
     "LOOM_DEVICE=$device '$bin/loom-info' --transports && LOOM_DEVICE=$device '$bin/loom-info' --settings"
@@ -286,6 +316,7 @@ if wants device; then
 fi
 
 # ---- dtypes: every collective x dtype x op, verified
+reserve=$((budget * 55 / 100))  # the kernels, the targets' sweeps, stream, graph
 if wants dtypes; then
   for spec in "2 cuda_ipc" "2 staged" "3 cuda_ipc"; do
     read -r n path <<<"$spec"
@@ -304,35 +335,39 @@ if wants dtypes; then
 fi
 
 # ---- kernels: reduction kernels against a device-to-device copy
+reserve=$((budget * 35 / 100))
 if wants kernels; then
   run "kernels: sum vs copy" 150 kernels.txt "$bin/loom-kernel-bench" --device "$device" \
     "${kb_sizes[@]}" -n 20 -d float,bfloat16,half -o sum
 fi
 
 # ---- sweeps: device buffers next to host buffers
+reserve=$((budget * 20 / 100))
 if wants sweeps; then
   sweep() { # COLL N BUF ARGS...
     local coll=$1 n=$2 buf=$3
     shift 3
     local dev=()
     [[ $buf == device ]] && dev=(--device "$device")
-    perf_cmd 75 "$n" LOOM_DEBUG=WARN -- "$coll" "${dev[@]}" -b 8 -e "$sw_max" -f 2 -c 1 "$@"
+    perf_cmd 75 "$n" LOOM_DEBUG=WARN -- "$coll" "${dev[@]}" -e "$sw_max" -c 1 "$@"
     run "sweeps: $coll n$n $buf" 75 "sweep-$coll-n$n-$buf.txt" "${cmd[@]}"
   }
-  # The targets' runs first (both halves, more iterations), then the rest out of place.
-  sweep allreduce 2 device -n 10 -w 3
-  sweep allreduce 2 host -n 10 -w 3
+  # The targets' runs first (8 B .. max by 2, both halves, more iterations), then the rest out of
+  # place, 16 B .. max by 4.
+  sweep allreduce 2 device -b 8 -f 2 -n 10 -w 3
+  sweep allreduce 2 host -b 8 -f 2 -n 10 -w 3
   for coll in allreduce allgather reducescatter broadcast; do
     for n in 1 2 4; do
       for buf in device host; do
         [[ $coll == allreduce && $n == 2 ]] && continue
-        sweep "$coll" "$n" "$buf" -n 5 -w 2 --outofplace-only
+        sweep "$coll" "$n" "$buf" -b 16 -f 4 -n 5 -w 2 --outofplace-only
       done
     done
   done
 fi
 
 # ---- stream semantics
+reserve=$((budget * 5 / 100))
 if wants stream; then
   for n in 2 4; do
     run "stream: n$n" 90 "stream-n$n.txt" "$bin/loomrun" -n "$n" --timeout 80s \
@@ -349,6 +384,7 @@ if wants graph; then
 fi
 
 # ---- unit tests of the device logic, next to a real GPU
+reserve=0
 if wants tests; then
   if [[ $device == cuda ]]; then
     run "tests: [device],[cuda_ipc],[kernels]" 120 tests.txt "$bin/loom-tests" \
@@ -363,10 +399,16 @@ write_summary
 pack_results
 echo
 echo "==== first light ($device): $(elapsed) s; summary in $out/summary.md"
-grep -E '^- ' "$out/summary.md"
+sed -n '3,5p' "$out/summary.md"
+sed -n '/^## Targets/,$p' "$out/summary.md"
 awk -F'\t' '$2 == "FAIL" || $2 == "TIMEOUT" { print "  " $2 ": " $1 ": " $4 }' "$results"
 if [[ $failed -ne 0 ]]; then
   echo "==== FAILED: $failed run(s)"
   exit 1
 fi
-echo "==== every run passed"
+skipped=$(awk -F'\t' '$2 == "SKIPPED"' "$results" | wc -l)
+if [[ $skipped -ne 0 ]]; then
+  echo "==== every run that ran passed; $skipped run(s) skipped"
+else
+  echo "==== every run passed"
+fi

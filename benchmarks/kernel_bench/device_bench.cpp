@@ -74,11 +74,9 @@ void fill_random(DataType t, void* out, std::size_t count, std::uint64_t seed) {
       return fill<std::uint16_t>(out, count,
                                  [&] { return kernels::float_to_bfloat16(rng.real()); });
     case DataType::Float8E4M3:
-      return fill<std::uint8_t>(out, count,
-                                [&] { return kernels::float_to_fp8_e4m3(rng.real()); });
+      return fill<std::uint8_t>(out, count, [&] { return kernels::float_to_fp8_e4m3(rng.real()); });
     case DataType::Float8E5M2:
-      return fill<std::uint8_t>(out, count,
-                                [&] { return kernels::float_to_fp8_e5m2(rng.real()); });
+      return fill<std::uint8_t>(out, count, [&] { return kernels::float_to_fp8_e5m2(rng.real()); });
     default: {
       const std::size_t bytes = count * dtype_size(t);
       auto* p = static_cast<std::uint8_t*>(out);
@@ -93,8 +91,8 @@ void fill_random(DataType t, void* out, std::size_t count, std::uint64_t seed) {
 #if defined(LOOM_HAVE_CUDA)
 void check_cuda(cudaError_t err, const char* what) {
   if (err != cudaSuccess)
-    throw std::runtime_error(fmt::format("{} failed: {} ({})", what, cudaGetErrorString(err),
-                                         cudaGetErrorName(err)));
+    throw std::runtime_error(
+        fmt::format("{} failed: {} ({})", what, cudaGetErrorString(err), cudaGetErrorName(err)));
 }
 #endif
 
@@ -170,8 +168,7 @@ class Timer {
 // `sets` groups of three buffers (x, y -> z) of `bytes` each, in one allocation.
 class Pool {
  public:
-  Pool(device::Device& dev, std::size_t bytes, int sets)
-      : dev_(dev), bytes_(bytes), sets_(sets) {
+  Pool(device::Device& dev, std::size_t bytes, int sets) : dev_(dev), bytes_(bytes), sets_(sets) {
     base_ = static_cast<std::uint8_t*>(value_or_throw(dev.alloc(3 * bytes * sets)));
   }
   ~Pool() { dev_.free(base_); }
@@ -248,8 +245,8 @@ struct Bench {
     return wrong;
   }
 
-  void row(std::size_t bytes, std::string_view type, std::string_view op, double sec,
-           double moved, double copy_gbs, std::string_view check) {
+  void row(std::size_t bytes, std::string_view type, std::string_view op, double sec, double moved,
+           double copy_gbs, std::string_view check) {
     const double gbs = moved / sec / 1e9;
     const std::string of_copy =
         copy_gbs > 0 ? fmt::format("{:.0f}%", 100.0 * gbs / copy_gbs) : std::string("-");
@@ -269,9 +266,8 @@ struct Bench {
       fill_random(DataType::Uint8, hx.data(), bytes, bytes);
       fill_random(DataType::Uint8, hy.data(), bytes, bytes + 1);
       upload(pool, bytes);
-      const double sec = time_launches([&](int i) {
-        throw_if_error(dev.copy_async(pool.z(i), pool.x(i), bytes, s));
-      });
+      const double sec = time_launches(
+          [&](int i) { throw_if_error(dev.copy_async(pool.z(i), pool.x(i), bytes, s)); });
       copy_gbs = 2.0 * static_cast<double>(bytes) / sec / 1e9;
       row(bytes, "copy", "-", sec, 2.0 * static_cast<double>(bytes), 0, "-");
     }
@@ -292,8 +288,7 @@ struct Bench {
           verdict = wrong == 0 ? "ok" : fmt::format("WRONG: {} of {} elements", wrong, count);
           wrong_rows += wrong != 0;
         }
-        row(n, to_string(t), to_string(op), sec, 3.0 * static_cast<double>(n), copy_gbs,
-            verdict);
+        row(n, to_string(t), to_string(op), sec, 3.0 * static_cast<double>(n), copy_gbs, verdict);
       }
     }
   }
@@ -311,8 +306,8 @@ void print_device(device::Device& dev) {
     (void)cudaRuntimeGetVersion(&rt);
     (void)cudaDriverGetVersion(&drv);
     fmt::print(
-        "# device {}: {} (sm_{}{}), {} SMs, L2 {} MiB, {:.1f} GiB; CUDA runtime {}, driver {}\n",
-        d, p.name, p.major, p.minor, p.multiProcessorCount, p.l2CacheSize >> 20,
+        "# device {}: {} (sm_{}{}), {} SMs, L2 {} MiB, {:.1f} GiB; CUDA runtime {}, driver {}\n", d,
+        p.name, p.major, p.minor, p.multiProcessorCount, p.l2CacheSize >> 20,
         static_cast<double>(p.totalGlobalMem) / (1 << 30), rt, drv);
     return;
   }

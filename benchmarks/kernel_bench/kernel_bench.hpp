@@ -14,7 +14,7 @@ struct Args {
   std::size_t min_bytes = 0;  // 0: only max_bytes (one size)
   std::size_t max_bytes = std::size_t{64} << 20;
   std::size_t factor = 2;
-  int iters = 20;  // kernel launches per timed batch
+  int iters = 20;     // kernel launches per timed batch
   bool copy = true;   // device: a device-to-device copy row at each size (the HBM limit)
   bool check = true;  // device: each kernel's output against the host kernels, bit for bit
   std::vector<DataType> dtypes{DataType::Float32, DataType::BFloat16, DataType::Float16,

@@ -128,7 +128,8 @@ struct SlowWriter {
   static void fn(void* arg) {
     auto* w = static_cast<SlowWriter*>(arg);
     std::this_thread::sleep_for(std::chrono::milliseconds(w->ms));
-    for (std::size_t i = 0; i < w->n; ++i) w->data[i] = w->base + static_cast<std::int32_t>(i % 1000);
+    for (std::size_t i = 0; i < w->n; ++i)
+      w->data[i] = w->base + static_cast<std::int32_t>(i % 1000);
   }
 };
 
@@ -169,9 +170,9 @@ class Check {
     sync();
     w.wait(std::chrono::seconds(30));
     const std::uint64_t wrong = count_wrong(7);
-    return report("held stream", call_ms, held && pending && untouched, wrong,
-                  fmt::format("held {}, Work pending {}, later copy not run {}", held, pending,
-                              untouched));
+    return report(
+        "held stream", call_ms, held && pending && untouched, wrong,
+        fmt::format("held {}, Work pending {}, later copy not run {}", held, pending, untouched));
   }
 
   // 2. A long-running producer on the stream, then the collective.
@@ -183,8 +184,8 @@ class Check {
     SlowWriter writer{buf_, n_, base, o_.ms};
 #if defined(LOOM_HAVE_CUDA)
     if (dev_->name() == "cuda") {
-      const auto err = static_cast<cudaError_t>(loom_stream_check_spin(
-          s_, buf_, n_, base, static_cast<std::uint64_t>(o_.ms) * 1000000));
+      const auto err = static_cast<cudaError_t>(
+          loom_stream_check_spin(s_, buf_, n_, base, static_cast<std::uint64_t>(o_.ms) * 1000000));
       if (err != cudaSuccess)
         throw std::runtime_error(fmt::format("spin kernel launch: {}", cudaGetErrorString(err)));
     } else {
@@ -220,8 +221,8 @@ class Check {
     return c;
   }
   void sync() {
-    throw_if_error(dev_->synchronize(s_, Deadline::after(std::chrono::milliseconds(o_.ms) +
-                                                         std::chrono::seconds(60))));
+    throw_if_error(dev_->synchronize(
+        s_, Deadline::after(std::chrono::milliseconds(o_.ms) + std::chrono::seconds(60))));
   }
   // buf = k * (rank + 1) + i % 1000 (k passed already multiplied), through the pinned buffer.
   void upload(std::int32_t base) {
@@ -253,13 +254,12 @@ class Check {
     comm_.allreduce(&wrong, &wrong_all, 1, DataType::Uint64, RedOp::Sum).wait();
     const bool ok = bad_all == 0 && wrong_all == 0;
     if (!ok_local)
-      fmt::print(stderr, "rank {}: {}: {} (call {:.2f} ms)\n", comm_.rank(), what, detail,
-                 call_ms);
+      fmt::print(stderr, "rank {}: {}: {} (call {:.2f} ms)\n", comm_.rank(), what, detail, call_ms);
     if (comm_.rank() == 0)
-      fmt::print("{}: {}: allreduce of {} int32 on {} ranks ({}) returned in {:.2f} ms at most; "
-                 "{} rank(s) failed the enqueue check, {} wrong element(s)\n",
-                 ok ? "ok" : "FAIL", what, n_, comm_.size(), dev_->name(), worst_ms, bad_all,
-                 wrong_all);
+      fmt::print(
+          "{}: {}: allreduce of {} int32 on {} ranks ({}) returned in {:.2f} ms at most; "
+          "{} rank(s) failed the enqueue check, {} wrong element(s)\n",
+          ok ? "ok" : "FAIL", what, n_, comm_.size(), dev_->name(), worst_ms, bad_all, wrong_all);
     std::fflush(stdout);
     return ok;
   }
@@ -330,9 +330,10 @@ int Check::graph(const std::string& mode) {
   } catch (const Error& e) {
     work_state = std::string("failed: ") + e.what();
   }
-  fmt::print("ok: {}: allreduce captured, replayed twice, result exact (the captured call's "
-             "Work: {})\n",
-             tag, work_state);
+  fmt::print(
+      "ok: {}: allreduce captured, replayed twice, result exact (the captured call's "
+      "Work: {})\n",
+      tag, work_state);
   (void)cudaGraphExecDestroy(exec);
   (void)cudaGraphDestroy(g);
   return 0;
