@@ -20,8 +20,9 @@
 #            up to 256 MiB, device buffers next to host buffers, verified (#wrong 0): first the
 #            targets' 2-rank allreduce (8 B by 2, in and out of place), then the rest (16 B by 4,
 #            out of place)
-#   stream   loom-stream-check on 2 and 4 ranks: a call on a stream returns at once (while the
-#            stream is held, and while a long kernel runs) and runs in stream order
+#   stream   loom-stream-check on 2 and 4 ranks over cuda_ipc, 2 staged: a call on a stream
+#            returns at once (while the stream is held, and while a long kernel runs) and runs
+#            in stream order
 #   graph    loom-stream-check --graph: an allreduce captured into a CUDA graph (global, then
 #            relaxed capture) and replayed, or "not supported" with the error
 #   tests    loom-tests' device tags ([device], [cuda_ipc], [kernels]; host-run logic) next to a
@@ -369,9 +370,13 @@ fi
 # ---- stream semantics
 reserve=$((budget * 5 / 100))
 if wants stream; then
-  for n in 2 4; do
-    run "stream: n$n" 90 "stream-n$n.txt" "$bin/loomrun" -n "$n" --timeout 80s \
-      "$bin/loom-stream-check" --device "$device" --ms "$stream_ms"
+  for spec in "2 cuda_ipc" "4 cuda_ipc" "2 staged"; do
+    read -r n path <<<"$spec"
+    trs=()
+    [[ $path == staged ]] && trs=(LOOM_TRANSPORTS=^cuda_ipc)
+    run "stream: n$n $path" 90 "stream-n$n-$path.txt" env LOOM_DEBUG=INFO "${trs[@]}" \
+      "$bin/loomrun" -n "$n" --timeout 80s "$bin/loom-stream-check" --device "$device" \
+      --ms "$stream_ms"
   done
 fi
 
