@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # env.sh of a GPU bundle (scripts/gpu-bundle.sh copies this file there): source it to run the
 # bundle's programs. Puts the bundle's bin/ on PATH and its libraries IN FRONT of
 # LD_LIBRARY_PATH, keeping what was there (on a GPU machine that is often the driver's folder:
