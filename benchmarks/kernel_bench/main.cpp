@@ -1,39 +1,48 @@
 // loom-kernel-bench: bandwidth of the reduction kernels. With --device cuda, the device kernels
-// (kernels/cuda) through the device seam, for the issue-6 target "90% of device memory bandwidth
-// at 64 MiB, counting bytes read + written" (a reduce of N bytes moves 3N: two inputs read, one
-// output written); with --device host, the vectorised host kernels (kernels/host) that every
-// host-memory collective reduces with.
+// (kernels/cuda) through the device seam, for the targets of docs/gpu.md (a reduce of N bytes
+// moves 3N: two inputs read, one output written), each size next to a device-to-device copy of
+// the same size measured in the same run (the memory's limit) and each kernel's output checked
+// against the host kernels (device_bench.cpp); with --device host, the vectorised host kernels
+// (kernels/host) that every host-memory collective reduces with.
 //
-//   loom-kernel-bench [--device cuda|host|host-sim] [-e SIZE] [-n ITERS] [-d TYPE,...] [-o OP,...]
+//   loom-kernel-bench [--device cuda|host|host-sim] [-b MIN] [-e SIZE] [-f FACTOR] [-n ITERS]
+//                     [-d TYPE,...] [-o OP,...] [--copy 0|1] [--check 0|1]
 //
-// Prints one row per (dtype, op): size, time per kernel, GB/s of 3N bytes. --device host-sim
-// runs the device kernels' logic on the host over an emulated grid: a smoke test, not a speed
-// figure.
+// Prints one row per (size, dtype, op): size, time per kernel, GB/s of 3N bytes; on a device
+// also a copy row per size, the kernel's share of the copy's GB/s and the check. Without -b only
+// the size -e runs. --device host-sim runs the device kernels' logic on the host over an
+// emulated grid: a smoke test, not a speed figure. Exit status: 0, 1 a wrong value, 2 usage,
+// 3 error.
 #include <fmt/format.h>
 
 #include <chrono>
 #include <cstdlib>
-#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "device/device.hpp"
+#include "benchmarks/kernel_bench/kernel_bench.hpp"
 #include "kernels/host/reduce.hpp"
 #include "loom/error.hpp"
 #include "loom/types.hpp"
 
+namespace loom::kbench {
+
+std::vector<std::size_t> size_list(const Args& a) {
+  if (a.min_bytes == 0) return {a.max_bytes};
+  std::vector<std::size_t> out;
+  for (std::size_t b = a.min_bytes; b <= a.max_bytes; b *= a.factor) {
+    out.push_back(b);
+    if (a.factor < 2) break;
+  }
+  return out;
+}
+
+}  // namespace loom::kbench
+
 namespace {
 
-struct Args {
-  std::string device = "cuda";
-  std::size_t bytes = std::size_t{64} << 20;
-  int iters = 20;
-  std::vector<loom::DataType> dtypes{loom::DataType::Float32, loom::DataType::BFloat16,
-                                     loom::DataType::Float16, loom::DataType::Float8E4M3,
-                                     loom::DataType::Float8E5M2};
-  std::vector<loom::RedOp> ops{loom::RedOp::Sum};
-};
+using loom::kbench::Args;
 
 std::size_t parse_size(std::string_view s) {
   std::size_t mult = 1;
@@ -58,111 +67,94 @@ std::vector<T> parse_list(std::string_view s, Parse parse) {
   return out;
 }
 
+bool parse_flag(std::string_view f, std::string_view v) {
+  if (v != "0" && v != "1") throw std::invalid_argument(fmt::format("{} takes 0 or 1", f));
+  return v == "1";
+}
+
 Args parse_args(int argc, char** argv) {
   Args a;
   for (int i = 1; i < argc; ++i) {
     const std::string_view f = argv[i];
     if (f == "-h" || f == "--help") {
       fmt::print(
-          "usage: loom-kernel-bench [--device cuda|host|host-sim] [-e SIZE] [-n ITERS] "
-          "[-d TYPE,...] [-o OP,...]\n");
+          "usage: loom-kernel-bench [--device cuda|host|host-sim] [-b MIN] [-e SIZE] "
+          "[-f FACTOR] [-n ITERS] [-d TYPE,...] [-o OP,...] [--copy 0|1] [--check 0|1]\n");
       std::exit(0);
     }
     if (i + 1 >= argc) throw std::invalid_argument(fmt::format("{} needs a value", f));
     const std::string_view v = argv[++i];
     if (f == "--device") {
       a.device = std::string(v);
+    } else if (f == "-b") {
+      a.min_bytes = parse_size(v);
     } else if (f == "-e") {
-      a.bytes = parse_size(v);
+      a.max_bytes = parse_size(v);
+    } else if (f == "-f") {
+      a.factor = parse_size(v);
     } else if (f == "-n") {
       a.iters = std::stoi(std::string(v));
     } else if (f == "-d") {
       a.dtypes = parse_list<loom::DataType>(v, loom::parse_dtype);
     } else if (f == "-o") {
       a.ops = parse_list<loom::RedOp>(v, loom::parse_redop);
+    } else if (f == "--copy") {
+      a.copy = parse_flag(f, v);
+    } else if (f == "--check") {
+      a.check = parse_flag(f, v);
     } else {
       throw std::invalid_argument(fmt::format("unknown option '{}'", f));
     }
   }
+  if (a.max_bytes == 0 || a.iters < 1 || a.factor < 2 || a.min_bytes > a.max_bytes)
+    throw std::invalid_argument("sizes need 0 < -b <= -e, -f >= 2 and -n >= 1");
   return a;
-}
-
-// Issues one reduce of (dtype, op, out, in, in, count); `finish` waits for those issued.
-using ReduceFn =
-    std::function<void(loom::DataType, loom::RedOp, void*, const void*, const void*, std::size_t)>;
-
-// Times every (dtype, op) of `a` on the buffers x, y -> z and prints its row.
-void sweep(const Args& a, std::string_view where, void* x, void* y, void* z, const ReduceFn& reduce,
-           const std::function<void()>& finish) {
-  fmt::print(
-      "# loom-kernel-bench on {}: {} bytes per buffer, {} iterations; GB/s counts 3 x "
-      "bytes (two inputs read, one output written)\n",
-      where, a.bytes, a.iters);
-  fmt::print("{:>12}  {:>9}  {:>5}  {:>10}  {:>8}\n", "bytes", "type", "op", "time(us)", "GB/s");
-  for (loom::DataType t : a.dtypes) {
-    const std::size_t count = a.bytes / loom::dtype_size(t);
-    for (loom::RedOp op : a.ops) {
-      reduce(t, op, z, x, y, count);  // warm-up
-      finish();
-      const auto start = std::chrono::steady_clock::now();
-      for (int i = 0; i < a.iters; ++i) reduce(t, op, z, x, y, count);
-      finish();
-      const std::chrono::duration<double> el = std::chrono::steady_clock::now() - start;
-      const double sec = el.count() / a.iters;
-      const double bytes = 3.0 * static_cast<double>(count * loom::dtype_size(t));
-      fmt::print("{:>12}  {:>9}  {:>5}  {:>10.1f}  {:>8.1f}\n", count * loom::dtype_size(t),
-                 loom::to_string(t), loom::to_string(op), sec * 1e6, bytes / sec / 1e9);
-    }
-  }
 }
 
 // The host kernels on zeroed buffers (no subnormal or NaN lanes to slow any dtype down).
 int run_host(const Args& a) {
-  std::vector<std::byte> x(a.bytes), y(a.bytes), z(a.bytes);  // value-initialised: zeros
-  sweep(
-      a, "host (kernels/host)", x.data(), y.data(), z.data(),
-      [](loom::DataType t, loom::RedOp op, void* d, const void* p, const void* q, std::size_t n) {
-        loom::kernels::reduce(t, op, d, p, q, n);
-      },
-      [] {});
+  fmt::print(
+      "# loom-kernel-bench on host (kernels/host): {} iterations; GB/s counts 3 x bytes (two "
+      "inputs read, one output written)\n",
+      a.iters);
+  fmt::print("{:>12}  {:>9}  {:>5}  {:>10}  {:>8}\n", "bytes", "type", "op", "time(us)", "GB/s");
+  for (const std::size_t size : loom::kbench::size_list(a)) {
+    std::vector<std::byte> x(size), y(size), z(size);  // value-initialised: zeros
+    for (loom::DataType t : a.dtypes) {
+      const std::size_t count = size / loom::dtype_size(t);
+      for (loom::RedOp op : a.ops) {
+        loom::kernels::reduce(t, op, z.data(), x.data(), y.data(), count);  // warm-up
+        const auto start = std::chrono::steady_clock::now();
+        for (int i = 0; i < a.iters; ++i)
+          loom::kernels::reduce(t, op, z.data(), x.data(), y.data(), count);
+        const std::chrono::duration<double> el = std::chrono::steady_clock::now() - start;
+        const double sec = el.count() / a.iters;
+        const double bytes = 3.0 * static_cast<double>(count * loom::dtype_size(t));
+        fmt::print("{:>12}  {:>9}  {:>5}  {:>10.1f}  {:>8.1f}\n", count * loom::dtype_size(t),
+                   loom::to_string(t), loom::to_string(op), sec * 1e6, bytes / sec / 1e9);
+      }
+    }
+  }
   return 0;
-}
-
-int run_device(const Args& a) {
-  loom::device::Device* dev = loom::value_or_throw(loom::device::device_by_name(a.device));
-  if (!dev) throw std::invalid_argument("no device runtime");
-  loom::device::Stream s = loom::value_or_throw(dev->create_stream());
-  void* x = loom::value_or_throw(dev->alloc(a.bytes));
-  void* y = loom::value_or_throw(dev->alloc(a.bytes));
-  void* z = loom::value_or_throw(dev->alloc(a.bytes));
-  const auto deadline = [] { return loom::Deadline::after(std::chrono::minutes(5)); };
-  sweep(
-      a, dev->name(), x, y, z,
-      [&](loom::DataType t, loom::RedOp op, void* d, const void* p, const void* q, std::size_t n) {
-        loom::throw_if_error(dev->reduce_async(t, op, d, p, q, n, s));
-      },
-      [&] { loom::throw_if_error(dev->synchronize(s, deadline())); });
-  dev->free(x);
-  dev->free(y);
-  dev->free(z);
-  dev->destroy_stream(s);
-  return 0;
-}
-
-int run(const Args& a) {
-  return a.device == "host" ? run_host(a) : run_device(a);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  Args args;
   try {
-    return run(parse_args(argc, argv));
+    args = parse_args(argc, argv);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "loom-kernel-bench: {}\n", e.what());
+    return 2;
+  }
+  try {
+    return args.device == "host" ? run_host(args) : loom::kbench::run_device(args);
   } catch (const loom::Error& e) {
     fmt::print(stderr, "loom-kernel-bench: {}\n", e.what());
     return 3;
   } catch (const std::exception& e) {
     fmt::print(stderr, "loom-kernel-bench: {}\n", e.what());
-    return 2;
+    return 3;
   }
 }
