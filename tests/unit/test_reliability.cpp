@@ -370,6 +370,10 @@ class VanishingStore final : public bootstrap::Store {
     LOOM_RETURN_IF_ERROR(answer());
     return delta;
   }
+  Result<std::int64_t> erase_prefix(const std::string& /*prefix*/) override {
+    LOOM_RETURN_IF_ERROR(answer());
+    return 0;
+  }
   [[nodiscard]] bool server_lost() const override { return gone_ && lost_; }
 
  private:
@@ -395,7 +399,7 @@ TEST_CASE("reliability: a store that vanishes without a shutdown fails the rank 
   std::vector<RankIdentity> ids(3);
   for (int r = 0; r < 3; ++r)
     ids[static_cast<std::size_t>(r)] = {fmt::format("h{}", r), fmt::format("boot{}", r), ::getpid(),
-                                        0, r == 0};
+                                        0, r == 0, ""};
   std::mutex mu;
   std::vector<Status> failures;
   FailureMonitor::Hooks hooks;
@@ -451,10 +455,10 @@ TEST_CASE(
   }
   auto store = std::make_shared<bootstrap::InMemoryStore>();
   const std::uint64_t ns = transport::shm::own_pid_namespace();
-  std::vector<RankIdentity> ids = {{"h0", "boot0", child, ns, false},
-                                   {"h0", "boot0", ::getpid(), ns, false},
-                                   {"h1", "boot1", ::getpid(), 0, false},
-                                   {"h1", "boot1", ::getpid(), 0, false}};
+  std::vector<RankIdentity> ids = {{"h0", "boot0", child, ns, false, ""},
+                                   {"h0", "boot0", ::getpid(), ns, false, ""},
+                                   {"h1", "boot1", ::getpid(), 0, false, ""},
+                                   {"h1", "boot1", ::getpid(), 0, false, ""}};
   FailureMonitor::Hooks hooks;
   hooks.fail = [](const Status&) {};
   hooks.progress = [] { return RankProgress{}; };
