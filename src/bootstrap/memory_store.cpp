@@ -35,4 +35,19 @@ Result<std::int64_t> InMemoryStore::add(const std::string& key, std::int64_t del
   return value;
 }
 
+Result<std::int64_t> InMemoryStore::erase_prefix(const std::string& prefix) {
+  std::lock_guard lock(mu_);
+  std::int64_t n = 0;
+  for (auto it = data_.lower_bound(prefix); it != data_.end() && it->first.starts_with(prefix);) {
+    it = data_.erase(it);
+    ++n;
+  }
+  return n;
+}
+
+std::size_t InMemoryStore::size() {
+  std::lock_guard lock(mu_);
+  return data_.size();
+}
+
 }  // namespace loom::bootstrap

@@ -81,7 +81,19 @@ Status failed_barrier(const Bytes& done, const std::string& context, int nranks)
                     context, rank, reason);
 }
 
+constexpr std::chrono::milliseconds kCheckSlice{250};
+
 }  // namespace
+
+Result<Bytes> store_get_checked(Store& store, const std::string& key, Deadline deadline,
+                                const WaitCheck& check) {
+  if (!check) return store.get(key, deadline);
+  for (;;) {
+    auto got = store.get(key, deadline.earliest(Deadline::after(kCheckSlice)));
+    if (got.is_ok() || got.status().code() != ErrorCode::Timeout || deadline.expired()) return got;
+    LOOM_RETURN_IF_ERROR(check());
+  }
+}
 
 Result<std::int64_t> parse_counter(std::span<const std::uint8_t> bytes, const std::string& key) {
   std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
@@ -115,7 +127,7 @@ Result<std::int64_t> counter_add(const Bytes* current, std::int64_t delta, const
 
 Result<std::vector<Bytes>> store_allgather(Store& store, const std::string& prefix, int rank,
                                            int nranks, std::span<const std::uint8_t> value,
-                                           Deadline deadline) {
+                                           Deadline deadline, const WaitCheck& check) {
   LOOM_RETURN_IF_ERROR(check_rank("allgather", prefix, rank, nranks));
   LOOM_RETURN_IF_ERROR(
       store.set(rank_key(prefix, rank), value).with_context("allgather '" + prefix + "'"));
@@ -123,7 +135,7 @@ Result<std::vector<Bytes>> store_allgather(Store& store, const std::string& pref
   out[static_cast<std::size_t>(rank)].assign(value.begin(), value.end());
   for (int r = 0; r < nranks; ++r) {
     if (r == rank) continue;
-    auto got = store.get(rank_key(prefix, r), deadline);
+    auto got = store_get_checked(store, rank_key(prefix, r), deadline, check);
     if (!got.is_ok()) {
       if (got.status().code() == ErrorCode::Timeout) {
         return allgather_timeout(store, prefix, rank, nranks, r);
@@ -136,8 +148,8 @@ Result<std::vector<Bytes>> store_allgather(Store& store, const std::string& pref
   return out;
 }
 
-Status store_barrier(Store& store, const std::string& name, int rank, int nranks,
-                     Deadline deadline) {
+Status store_barrier(Store& store, const std::string& name, int rank, int nranks, Deadline deadline,
+                     const WaitCheck& check) {
   LOOM_RETURN_IF_ERROR(check_rank("barrier", name, rank, nranks));
   const std::string context = fmt::format("barrier '{}' (rank {} of {})", name, rank, nranks);
   const std::string count_key = name + "/count";
@@ -154,7 +166,7 @@ Status store_barrier(Store& store, const std::string& name, int rank, int nranks
     const std::uint8_t one[] = {'1'};
     LOOM_RETURN_IF_ERROR(store.set(done_key, one).with_context(context));
   }
-  auto done = store.get(done_key, deadline);
+  auto done = store_get_checked(store, done_key, deadline, check);
   if (done.is_ok()) return failed_barrier(done.value(), context, nranks);
   if (done.status().code() != ErrorCode::Timeout) return done.status().with_context(context);
   std::string how_many = "not all ranks arrived";

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -15,6 +16,14 @@ namespace loom::bootstrap {
 
 using Bytes = std::vector<std::uint8_t>;
 
+/// A client of the store that vanished without saying goodbye (its process died, or its
+/// connection broke): the rank its hello named, its pid and host.
+struct GoneClient {
+  int rank = -1;
+  std::uint32_t pid = 0;
+  std::string host;
+};
+
 class Store {
  public:
   virtual ~Store() = default;
@@ -25,18 +34,30 @@ class Store {
   virtual Result<Bytes> get(const std::string& key, Deadline deadline) = 0;
   /// Atomically adds `delta` to the integer counter `key` (missing: 0) and returns the new value.
   virtual Result<std::int64_t> add(const std::string& key, std::int64_t delta) = 0;
+  /// Removes every key that starts with `prefix` (a finished communicator's keys); returns how
+  /// many were removed.
+  virtual Result<std::int64_t> erase_prefix(const std::string& prefix) = 0;
+  /// The clients that vanished without a goodbye so far (stores without clients: none).
+  virtual Result<std::vector<GoneClient>> gone() { return std::vector<GoneClient>{}; }
   /// True once the store's server went away without a clean shutdown (its process died): the
   /// failure monitor reports the rank that hosted it. Stores without a server never lose it.
   [[nodiscard]] virtual bool server_lost() const { return false; }
 };
 
+/// Asked every few hundred milliseconds while a rendezvous waits: an error (a rank known to
+/// have died) ends the wait with it.
+using WaitCheck = std::function<Status()>;
+
 /// Every rank publishes `value` under `prefix`; returns all ranks' values in rank order.
 Result<std::vector<Bytes>> store_allgather(Store& store, const std::string& prefix, int rank,
                                            int nranks, std::span<const std::uint8_t> value,
-                                           Deadline deadline);
+                                           Deadline deadline, const WaitCheck& check = {});
 /// Returns once all `nranks` ranks have entered the barrier named `name` (each name used once).
-Status store_barrier(Store& store, const std::string& name, int rank, int nranks,
-                     Deadline deadline);
+Status store_barrier(Store& store, const std::string& name, int rank, int nranks, Deadline deadline,
+                     const WaitCheck& check = {});
+/// store.get(key, deadline), asking `check` between slices of the wait (as above).
+Result<Bytes> store_get_checked(Store& store, const std::string& key, Deadline deadline,
+                                const WaitCheck& check);
 /// Fails barrier `name` for the ranks waiting at it (or arriving later): a rank that will not
 /// reach it posts why, so the others fail at once with its reason instead of at their deadline.
 /// The first failing rank's reason stands. Call only instead of store_barrier, never after it.

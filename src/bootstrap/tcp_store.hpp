@@ -6,6 +6,8 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "bootstrap/store.hpp"
 #include "common/crypto.hpp"
@@ -13,24 +15,48 @@
 
 namespace loom::bootstrap {
 
+struct ServerOptions {
+  /// A connection that has not proved the secret within this time is dropped (and logged).
+  std::chrono::milliseconds hello_timeout{5000};
+  /// Connections still in their hello beyond this number: the oldest is dropped.
+  std::size_t max_pending = 256;
+  /// Bytes of keys and values one rank may hold in the store (every write counted to the rank
+  /// that made it): a client beyond it gets an error instead of growing the server's memory.
+  std::size_t client_quota = std::size_t{64} << 20;
+};
+
+/// An authenticated client of a TcpStoreServer, as its hello said.
+struct StoreClientInfo {
+  int rank = -1;
+  std::uint32_t pid = 0;
+  std::string host;
+};
+
 /// Serves a store on a listening socket from a background thread until destroyed.
 /// Clients must present `comm_id` in their hello and prove knowledge of `secret` (HMAC-SHA256
 /// over the server's random challenge); others are dropped (and logged) before any request is
-/// read.
+/// read. A second process claiming a rank that a connected client holds is refused, naming
+/// both. A client that vanishes without saying goodbye is listed by Store::gone().
 class TcpStoreServer {
  public:
   static Result<std::unique_ptr<TcpStoreServer>> start(const net::SocketAddress& bind_addr,
                                                        std::uint64_t comm_id,
-                                                       const crypto::Secret& secret = {});
+                                                       const crypto::Secret& secret = {},
+                                                       const ServerOptions& options = {});
   /// Serves on a socket that is already listening (a standby listener bound at init: clients
   /// that connected before the server started wait in its backlog).
   static Result<std::unique_ptr<TcpStoreServer>> start_on(net::Fd listen_fd, std::uint64_t comm_id,
-                                                          const crypto::Secret& secret);
+                                                          const crypto::Secret& secret,
+                                                          const ServerOptions& options = {});
   ~TcpStoreServer();  // says Closing to every client, stops the thread, closes every socket
   TcpStoreServer(const TcpStoreServer&) = delete;
   TcpStoreServer& operator=(const TcpStoreServer&) = delete;
   /// The address clients connect to (ephemeral port resolved).
   [[nodiscard]] const net::SocketAddress& address() const;
+  /// The authenticated clients connected now (thread-safe snapshot).
+  [[nodiscard]] std::vector<StoreClientInfo> clients() const;
+  /// Why the server will shut down (its owner failed), told to every client with Closing.
+  void set_closing_reason(const std::string& why);
 
   struct Impl;
 
@@ -47,7 +73,8 @@ class TcpStoreServer {
 /// and the next call reconnects (with a new hello). When the server closes the connection
 /// (server gone, or it rejected this client) the client is broken for good: every later call
 /// fails at once with PeerFailed. A server shutting down cleanly says so first (a Closing
-/// frame), so server_lost() tells a finalized server from a dead one.
+/// frame), so server_lost() tells a finalized server from a dead one. A client destroyed (or
+/// left behind at a normal process exit) says goodbye, so its server does not list it as gone.
 class TcpStoreClient final : public Store {
  public:
   /// Connects (retrying until `deadline`, so ranks may start before the server) and says hello.
@@ -59,6 +86,8 @@ class TcpStoreClient final : public Store {
   Status set(const std::string& key, std::span<const std::uint8_t> value) override;
   Result<Bytes> get(const std::string& key, Deadline deadline) override;
   Result<std::int64_t> add(const std::string& key, std::int64_t delta) override;
+  Result<std::int64_t> erase_prefix(const std::string& prefix) override;
+  Result<std::vector<GoneClient>> gone() override;
   /// The server closed the connection without its clean-shutdown frame (its process died, or
   /// the connection broke): false while connected and after a clean shutdown.
   [[nodiscard]] bool server_lost() const override;

@@ -1,9 +1,15 @@
 // TcpStoreClient: blocking request/response over one socket, serialised by a mutex. See
 // tcp_store.hpp for the behaviour after timeouts and server failure.
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <chrono>
+#include <cstdlib>
 #include <mutex>
+#include <set>
+#include <sstream>
 #include <string>
 
 #include "bootstrap/tcp_store.hpp"
@@ -63,9 +69,10 @@ struct TcpStoreClient::Impl {
   int rank = 0;
   crypto::Secret secret{};
   std::mutex mu;
-  net::Fd fd;                // invalid after an out-of-sync timeout: the next call reconnects
-  Status broken;             // the server closed the connection: every later call fails with this
-  bool server_left = false;  // ... after saying Closing (a clean shutdown)
+  net::Fd fd;                  // invalid after an out-of-sync timeout: the next call reconnects
+  Status broken;               // the server closed the connection: every later call fails with this
+  bool server_left = false;    // ... after saying Closing (a clean shutdown)
+  std::string closing_reason;  // ... and why, when its owner said
   std::atomic<bool> lost{false};  // ... without saying Closing (read without the mutex)
   std::atomic<milliseconds::rep> op_timeout_ms{kDefaultOpTimeout.count()};
 
@@ -82,6 +89,10 @@ struct TcpStoreClient::Impl {
                       const std::string& what);
   Result<Response> recv_response(wire::Op op, Deadline deadline, const std::string& what);
   Status fail(const Status& s, const std::string& what);
+  /// Sends BYE (best effort, bounded) so the server does not list this client as gone. Called
+  /// with `mu` held.
+  void say_bye();
+  Status read_refusal(int sock, const std::string& ctx) const;
   Status check_server_proof(int sock, const crypto::Nonce& mine,
                             std::span<const std::uint8_t> fields, Deadline deadline,
                             const std::string& ctx) const;
@@ -102,6 +113,53 @@ Status TcpStoreClient::Impl::check_server_proof(int sock, const crypto::Nonce& m
   return Status::ok();
 }
 
+void TcpStoreClient::Impl::say_bye() {
+  if (!fd.valid() || !broken.is_ok()) return;
+  static const std::string kKey = "-";
+  (void)send_request(wire::Op::Bye, kKey, 0, {}, Deadline::after(milliseconds(200)), "goodbye");
+  fd.reset();
+}
+
+// After a DuplicateRank ack: the server says who holds the rank.
+Status TcpStoreClient::Impl::read_refusal(int sock, const std::string& ctx) const {
+  std::uint8_t len[2] = {};
+  const Deadline d = Deadline::after(milliseconds(2000));
+  std::string text = "(no reason given)";
+  if (net::recv_all(sock, len, 2, d, "refusal").is_ok()) {
+    std::string got(std::min<std::size_t>(wire::get_u16(len), wire::kMaxRefusalBytes), '\0');
+    if (net::recv_all(sock, got.data(), got.size(), d, "refusal").is_ok()) text = got;
+  }
+  return make_error(ErrorCode::InvalidUsage, "rank {}: the {} refused this process: {}", rank, ctx,
+                    text);
+}
+
+namespace {
+
+// Live clients, told goodbye at a normal process exit (a communicator the program never
+// destroyed): the server then does not take that exit for a crash.
+struct LiveClients {
+  std::mutex mu;
+  std::set<TcpStoreClient::Impl*> all;
+};
+
+LiveClients& live_clients() {
+  static auto* live = [] {
+    auto* l = new LiveClients;  // never destroyed: the exit handler may run after statics go
+    std::atexit([] {
+      std::lock_guard lk(live_clients().mu);
+      for (TcpStoreClient::Impl* c : live_clients().all) {
+        std::unique_lock held(c->mu, std::defer_lock);
+        for (int i = 0; i < 20 && !held.try_lock(); ++i) ::usleep(5000);
+        if (held.owns_lock()) c->say_bye();
+      }
+    });
+    return l;
+  }();
+  return *live;
+}
+
+}  // namespace
+
 Status TcpStoreClient::Impl::handshake(Deadline deadline) {
   const std::string ctx = "rendezvous server at " + server_name;
   auto connected = net::connect_with_retry(server, deadline);
@@ -115,7 +173,10 @@ Status TcpStoreClient::Impl::handshake(Deadline deadline) {
                       "{} is not a loom rendezvous server of this version (bad challenge)", ctx);
   crypto::Nonce nonce{};
   std::copy_n(challenge.begin() + 8, nonce.size(), nonce.begin());
-  auto fields = wire::encode_hello({.comm_id = comm_id, .rank = rank});
+  auto fields = wire::encode_hello({.comm_id = comm_id,
+                                    .rank = rank,
+                                    .pid = static_cast<std::uint32_t>(::getpid()),
+                                    .host = net::host_name()});
   std::array<std::uint8_t, wire::kHelloBytes> hello{};
   std::copy(fields.begin(), fields.end(), hello.begin());
   crypto::Mac proof = crypto::prove(secret, wire::kHelloDomain, nonce, fields);
@@ -150,17 +211,23 @@ Status TcpStoreClient::Impl::handshake(Deadline deadline) {
     case wire::AckStatus::BadVersion:
       return make_error(ErrorCode::InvalidUsage, "{} speaks protocol version {} (ours: {})", ctx,
                         wire::get_u16(&ack[4]), wire::kVersion);
+    case wire::AckStatus::DuplicateRank: return read_refusal(sock.get(), ctx);
   }
   return make_error(ErrorCode::PeerFailed, "{} sent an unknown hello status", ctx);
 }
 
 Status TcpStoreClient::Impl::fail(const Status& s, const std::string& what) {
+  if (s.code() == ErrorCode::Timeout) say_bye();  // out of sync: a reconnect follows, not a death
   fd.reset();
   if (s.code() == ErrorCode::PeerFailed) {
     std::string_view detail = s.message();
     if (detail.starts_with(what + ": ")) detail.remove_prefix(what.size() + 2);
     lost = !server_left;
-    if (server_left)
+    if (server_left && !closing_reason.empty())
+      broken =
+          make_error(ErrorCode::PeerFailed, "rendezvous server at {} shut down: {} (during {})",
+                     server_name, closing_reason, what);
+    else if (server_left)
       broken = make_error(ErrorCode::PeerFailed,
                           "rendezvous server at {} shut down (its owner finalized; during {})",
                           server_name, what);
@@ -213,13 +280,18 @@ Result<Response> TcpStoreClient::Impl::recv_response(wire::Op op, Deadline deadl
   bool valid = true;
   switch (r.reply) {
     case wire::Reply::Ok:
-      payload = op == wire::Op::Get ? h.arg : 0;
-      valid = op != wire::Op::Get || h.arg <= wire::kMaxValueBytes;
+      payload = op == wire::Op::Get || op == wire::Op::Gone ? h.arg : 0;
+      valid = (op != wire::Op::Get || h.arg <= wire::kMaxValueBytes) &&
+              (op != wire::Op::Gone || h.arg <= wire::kMaxGoneBytes);
       break;
     case wire::Reply::Timeout: valid = op == wire::Op::Get; break;
-    case wire::Reply::Closing:
+    case wire::Reply::Closing: {
       server_left = true;
+      std::string why(std::min<std::uint64_t>(h.arg, wire::kMaxErrorBytes), '\0');
+      if (net::recv_all(fd.get(), why.data(), why.size(), deadline, what).is_ok())
+        closing_reason = why;
       return make_error(ErrorCode::PeerFailed, "{}: the server shut down", what);
+    }
     case wire::Reply::Error:
       payload = h.arg;
       valid = h.arg <= wire::kMaxErrorBytes;
@@ -262,8 +334,21 @@ Result<Response> TcpStoreClient::Impl::call(wire::Op op, const std::string& key,
   return r;
 }
 
-TcpStoreClient::TcpStoreClient(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-TcpStoreClient::~TcpStoreClient() = default;
+TcpStoreClient::TcpStoreClient(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {
+  LiveClients& live = live_clients();
+  std::lock_guard lk(live.mu);
+  live.all.insert(impl_.get());
+}
+
+TcpStoreClient::~TcpStoreClient() {
+  {
+    LiveClients& live = live_clients();
+    std::lock_guard lk(live.mu);
+    live.all.erase(impl_.get());
+  }
+  std::lock_guard lk(impl_->mu);
+  impl_->say_bye();
+}
 
 Result<std::unique_ptr<TcpStoreClient>> TcpStoreClient::connect(const net::SocketAddress& server,
                                                                 std::uint64_t comm_id, int rank,
@@ -321,6 +406,30 @@ Result<std::int64_t> TcpStoreClient::add(const std::string& key, std::int64_t de
     return make_error(ErrorCode::InvalidArgument, "{}: {}", what, payload_text(r.payload));
   }
   return static_cast<std::int64_t>(r.arg);
+}
+
+Result<std::int64_t> TcpStoreClient::erase_prefix(const std::string& prefix) {
+  const std::string what = fmt::format("store erase '{}'", prefix);
+  const Deadline d = impl_->op_deadline();
+  LOOM_ASSIGN_OR_RETURN(Response r, impl_->call(wire::Op::Erase, prefix, 0, {}, d, d, what));
+  if (r.reply == wire::Reply::Error) {
+    return make_error(ErrorCode::InvalidArgument, "{}: {}", what, payload_text(r.payload));
+  }
+  return static_cast<std::int64_t>(r.arg);
+}
+
+Result<std::vector<GoneClient>> TcpStoreClient::gone() {
+  const std::string what = "store list of vanished clients";
+  const Deadline d = impl_->op_deadline();
+  LOOM_ASSIGN_OR_RETURN(Response r, impl_->call(wire::Op::Gone, "-", 0, {}, d, d, what));
+  if (r.reply == wire::Reply::Error) {
+    return make_error(ErrorCode::InvalidArgument, "{}: {}", what, payload_text(r.payload));
+  }
+  std::vector<GoneClient> out;
+  std::istringstream in(payload_text(r.payload));
+  GoneClient g;
+  while (in >> g.rank >> g.pid >> g.host) out.push_back(g);
+  return out;
 }
 
 }  // namespace loom::bootstrap

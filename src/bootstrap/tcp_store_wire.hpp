@@ -3,19 +3,27 @@
 //
 //   challenge server -> client magic u32 | version u16 | reserved u16 (0) | nonce [16]
 //   hello    client -> server  magic u32 | version u16 | reserved u16 (0) | comm_id u64 | rank i32
+//                              | pid u32 | host [64] (NUL-padded hostname)
 //                              | proof [32] = crypto::prove(secret, kHelloDomain, nonce, the
-//                              first 20 bytes); checked before anything else is trusted
+//                              first 88 bytes); checked before anything else is trusted
 //                              | client nonce [16]
 //   ack      server -> client  magic u32 | version u16 | AckStatus u16, and after an Ok ack
 //                              proof [32] = crypto::prove(secret, kServerDomain, client nonce,
-//                              the hello's first 20 bytes): the client checks it before it sends
-//                              a request, so neither side talks to a process without the secret
+//                              the hello's first 88 bytes): the client checks it before it sends
+//                              a request, so neither side talks to a process without the secret;
+//                              after a DuplicateRank ack: length u16 | text (who holds the rank)
 //   request  client -> server  Op u8 | key_len u32 | arg u64 | key | value (SET only)
-//            arg: SET value length; GET wait in ms (0: don't wait, kWaitForever); ADD delta (i64)
+//            arg: SET value length; GET wait in ms (0: don't wait, kWaitForever); ADD delta
+//            (i64); ERASE, GONE, BYE: 0. ERASE removes every key that starts with `key`; GONE
+//            (key "-") lists the clients that vanished without a BYE; BYE (key "-") says this
+//            client closes cleanly and gets no answer.
 //   response server -> client  Reply u8 | arg u64 | payload
-//            Ok: GET value (arg = length), SET nothing, ADD new value in arg (i64)
+//            Ok: GET value (arg = length), SET nothing, ADD new value in arg (i64), ERASE the
+//            number of keys removed in arg, GONE a text payload (arg = length), one line per
+//            client: "rank pid host"
 //            Timeout (GET only): nothing; Error: message (arg = length)
-//            Closing (unsolicited, arg 0): the server is shutting down cleanly (its owner
+//            Closing (unsolicited, arg = length of an optional reason text that follows): the
+//            server is shutting down cleanly (its owner
 //            finalized); it replaces the answer to any pending request and is the last frame.
 //            A connection that ends without it means the server's process died.
 //
@@ -24,17 +32,22 @@
 // timed-out GET leaves the connection in sync.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 namespace loom::bootstrap::wire {
 
 constexpr std::uint32_t kMagic = 0x4C4D5354;  // "LMST"
-constexpr std::uint16_t kVersion = 4;         // 2: authenticated hello; 3: Closing; 4: mutual proof
+// 2: authenticated hello; 3: Closing; 4: mutual proof; 5: pid and host in the hello, duplicate
+// ranks refused, ERASE, GONE, BYE.
+constexpr std::uint16_t kVersion = 5;
 constexpr std::size_t kChallengeBytes = 24;
-constexpr std::size_t kHelloFieldBytes = 20;
+constexpr std::size_t kHostBytes = 64;
+constexpr std::size_t kHelloFieldBytes = 24 + kHostBytes;
 constexpr std::size_t kHelloBytes = kHelloFieldBytes + 32 + 16;
 constexpr const char* kHelloDomain = "loom-store-hello-v2";
 constexpr const char* kServerDomain = "loom-store-server-v1";
@@ -45,10 +58,12 @@ constexpr std::size_t kResponseHeaderBytes = 9;
 constexpr std::size_t kMaxKeyBytes = 4096;
 constexpr std::size_t kMaxValueBytes = std::size_t{64} << 20;
 constexpr std::size_t kMaxErrorBytes = 4096;
+constexpr std::size_t kMaxGoneBytes = std::size_t{1} << 20;
+constexpr std::size_t kMaxRefusalBytes = 1024;
 constexpr std::uint64_t kWaitForever = ~std::uint64_t{0};
 
-enum class AckStatus : std::uint16_t { Ok = 0, WrongCommId = 1, BadVersion = 2 };
-enum class Op : std::uint8_t { Set = 1, Get = 2, Add = 3 };
+enum class AckStatus : std::uint16_t { Ok = 0, WrongCommId = 1, BadVersion = 2, DuplicateRank = 3 };
+enum class Op : std::uint8_t { Set = 1, Get = 2, Add = 3, Erase = 4, Gone = 5, Bye = 6 };
 enum class Reply : std::uint8_t { Ok = 0, Timeout = 1, Error = 2, Closing = 3 };
 
 inline void put_u16(std::uint8_t* p, std::uint16_t v) {
@@ -80,6 +95,8 @@ struct Hello {
   std::uint16_t reserved = 0;
   std::uint64_t comm_id = 0;
   std::int32_t rank = 0;
+  std::uint32_t pid = 0;
+  std::string host;  // at most kHostBytes - 1 bytes travel
 };
 
 /// The hello's fields (the proof follows them on the wire).
@@ -90,12 +107,23 @@ inline std::array<std::uint8_t, kHelloFieldBytes> encode_hello(const Hello& h) {
   put_u16(&b[6], h.reserved);
   put_u64(&b[8], h.comm_id);
   put_u32(&b[16], static_cast<std::uint32_t>(h.rank));
+  put_u32(&b[20], h.pid);
+  std::copy_n(h.host.begin(), std::min(h.host.size(), kHostBytes - 1), b.begin() + 24);
   return b;
 }
 
+/// Decodes the fields; the host stops at the first NUL or non-printable byte.
 inline Hello decode_hello(const std::uint8_t* p) {
-  return {get_u32(p), get_u16(p + 4), get_u16(p + 6), get_u64(p + 8),
-          static_cast<std::int32_t>(get_u32(p + 16))};
+  Hello h{get_u32(p),
+          get_u16(p + 4),
+          get_u16(p + 6),
+          get_u64(p + 8),
+          static_cast<std::int32_t>(get_u32(p + 16)),
+          get_u32(p + 20),
+          {}};
+  for (std::size_t i = 0; i < kHostBytes && p[24 + i] > ' ' && p[24 + i] < 0x7f; ++i)
+    h.host.push_back(static_cast<char>(p[24 + i]));
+  return h;
 }
 
 inline std::array<std::uint8_t, kAckBytes> encode_ack(AckStatus s) {
@@ -135,7 +163,7 @@ inline RequestHeader decode_request(const std::uint8_t* p) {
 
 /// Why `h` is invalid ("" when valid). Checked before the key and value are read.
 inline std::string_view validate_request(const RequestHeader& h) {
-  if (h.op < static_cast<std::uint8_t>(Op::Set) || h.op > static_cast<std::uint8_t>(Op::Add)) {
+  if (h.op < static_cast<std::uint8_t>(Op::Set) || h.op > static_cast<std::uint8_t>(Op::Bye)) {
     return "unknown opcode";
   }
   if (h.key_len == 0 || h.key_len > kMaxKeyBytes) return "key length out of range";

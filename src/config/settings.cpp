@@ -31,7 +31,15 @@ constexpr std::array kSettings = {
     Spec{"LOOM_ID", Type::String, "",
          "A UniqueId in hex (UniqueId::to_string); alternative to LOOM_ROOT.", "launch"},
     Spec{"LOOM_SECRET", Type::String, "",
-         "Job secret (hex) shared by all ranks; loomrun sets a random one.", "launch"},
+         "Job secret shared by all ranks: 32 to 64 hex digits (128-256 bits); loomrun sets a "
+         "random one. Unset: the secret file LOOM_SECRET_FILE authenticates the job.",
+         "launch"},
+    Spec{"LOOM_SECRET_FILE", Type::String, "",
+         "Where jobs without LOOM_SECRET find the secret every rank shares: a file of 32 hex "
+         "digits, mode 0600, created on first use (default ~/.config/loom/secret; a shared home "
+         "directory carries it to every host). 'none' runs the job unauthenticated (with a "
+         "warning).",
+         "launch"},
     Spec{"RANK", Type::Int, "", "torchrun: this process's rank.", "launch", kRank},
     Spec{"WORLD_SIZE", Type::Int, "", "torchrun: number of ranks.", "launch", kRanks},
     Spec{"LOCAL_RANK", Type::Int, "", "torchrun: rank on this host.", "launch", kRank},
@@ -60,6 +68,12 @@ constexpr std::array kSettings = {
          kRanks},
     Spec{"OMPI_COMM_WORLD_LOCAL_RANK", Type::Int, "", "Open MPI mpirun: rank on this host.",
          "launch", kRank},
+    Spec{"TORCHELASTIC_RUN_ID", Type::String, "",
+         "torchrun: the run's id (keeps two jobs' secrets apart).", "launch"},
+    Spec{"PMIX_NAMESPACE", Type::String, "",
+         "mpirun (PMIx): the job's namespace (keeps two jobs' secrets apart).", "launch"},
+    Spec{"OMPI_MCA_ess_base_jobid", Type::String, "",
+         "Open MPI mpirun: the job's id (keeps two jobs' secrets apart).", "launch"},
 
     // Logging.
     Spec{"LOOM_DEBUG", Type::String, "WARN", "Log level: OFF, ERROR, WARN, INFO, DEBUG or TRACE.",
@@ -76,6 +90,14 @@ constexpr std::array kSettings = {
     Spec{"LOOM_TIMEOUT", Type::Duration, "600s",
          "Deadline for every blocking wait inside loom (setup, collectives, shutdown).",
          "reliability", Range{1, kMaxTimeout.count()}},
+    Spec{"LOOM_HELLO_TIMEOUT", Type::Duration, "5s",
+         "A connection to the rendezvous store or to a data listener that has not proved the "
+         "job's secret within this time is dropped (and logged).",
+         "reliability", Range{10, 3'600'000}},
+    Spec{"LOOM_STORE_QUOTA", Type::Size, "64M",
+         "Bytes of keys and values one rank may hold in the rendezvous store; a rank past it "
+         "gets an error.",
+         "reliability", Range{64 * kKiB, 64 * kGiB}},
 
     // Network (TCP transport and bootstrap).
     Spec{"LOOM_SOCKETS_PER_PEER", Type::Int, "0",

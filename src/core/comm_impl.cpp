@@ -105,19 +105,8 @@ CommImpl::CommImpl(CommSetup setup, CommSettings settings)
       config_(std::move(setup.config)),
       settings_(std::move(settings)),
       store_(std::move(setup.store)),
-      server_(std::move(setup.server)) {}
-
-CommImpl::~CommImpl() {
-  unregister_for_status(this);  // first: the SIGUSR1 report may be reading this communicator
-  // Drain first (a peer's failure, reported by the monitor, still fails what hangs), then stop
-  // the monitor (it finishes a pending hang report), then the engine.
-  if (engine_) engine_->drain();
-  if (monitor_ && !aborted_.load()) {
-    monitor_->mark_left();
-    monitor_->stop();
-  }
-  engine_.reset();
-}
+      server_(std::move(setup.server)),
+      liveness_(std::move(setup.liveness)) {}
 
 // Learns the job's layout, sets up the transports it needs, connects the ring neighbours, and
 // starts the engine. A rank that fails on the way tells the others at the closing rendezvous, so
@@ -126,12 +115,12 @@ CommImpl::~CommImpl() {
 Status CommImpl::init(std::unique_ptr<transport::tcp::TcpTransport> tcp, Deadline deadline) {
   const std::string prefix = fmt::format("loom/{:016x}/", comm_id_);
   LOOM_ASSIGN_OR_RETURN(JobLayout layout, exchange_layout(*store_, prefix, rank_, nranks_, config_,
-                                                          tcp->address(), deadline));
+                                                          tcp->address(), deadline, liveness_));
   if (Status st = connect(std::move(tcp), layout, prefix, deadline); !st.is_ok()) {
     (void)bootstrap::store_barrier_fail(*store_, rendezvous_name(prefix), rank_, st);
     return st;
   }
-  LOOM_RETURN_IF_ERROR(finish_rendezvous(*store_, prefix, rank_, nranks_, deadline));
+  LOOM_RETURN_IF_ERROR(finish_rendezvous(*store_, prefix, rank_, nranks_, deadline, liveness_));
   settings_.spin = choose_spin(settings_.spin, my_cpu_load(layout, rank_));
   if (settings_.yield.count() < 0) settings_.yield = select::kAutoYield;
   exec::EngineOptions eo;
@@ -144,6 +133,7 @@ Status CommImpl::init(std::unique_ptr<transport::tcp::TcpTransport> tcp, Deadlin
   };
   engine_ = std::make_unique<exec::Engine>(eo);
   LOOM_RETURN_IF_ERROR(start_monitor(layout, deadline));
+  liveness_ = nullptr;  // the failure monitor watches the ranks from now on
   LOOM_LOG_INFO(Init,
                 "rank {} of {}: communicator {:016x} ready ({} ranks on this host, spin {} us, "
                 "yield {} us)",
@@ -267,7 +257,8 @@ Status CommImpl::agree_on_plan_settings(const std::string& prefix, const device:
   const std::string key = prefix + "plan_settings";
   if (rank_ == 0)
     return store_->set(key, {reinterpret_cast<const std::uint8_t*>(text.data()), text.size()});
-  LOOM_ASSIGN_OR_RETURN(bootstrap::Bytes theirs, store_->get(key, deadline));
+  LOOM_ASSIGN_OR_RETURN(bootstrap::Bytes theirs,
+                        bootstrap::store_get_checked(*store_, key, deadline, liveness_));
   std::string root(theirs.begin(), theirs.end());
   if (root == text) return Status::ok();
   std::string diff;

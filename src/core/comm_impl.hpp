@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -66,6 +67,9 @@ struct CommSetup {
   net::SocketAddress bind_address;                    // where this rank's transport listens
   config::Config config;
   crypto::Secret secret{};  // the job's secret: every data connection proves knowledge of it
+  /// Asked while the communicator is being created (every few hundred ms of waiting): fails
+  /// creation at once, naming the rank, when a member is known to have died.
+  std::function<Status()> liveness;
 };
 
 struct JobLayout;
@@ -118,14 +122,33 @@ class CommImpl {
   Status start_monitor(const JobLayout& layout, Deadline deadline);
   Status init_direct_path(device::Device* dev, const JobLayout& layout, const std::string& prefix,
                           Deadline deadline);
-  /// A new communicator over this one's store (or over `store`, served here by `server`).
+  /// A new communicator of `members` (this communicator's ranks, in their new order) over this
+  /// one's store (or over `store`, served here by `server`).
   Result<std::unique_ptr<CommImpl>> derive(
-      std::uint64_t comm_id, int new_rank, int new_size,
+      std::uint64_t comm_id, int new_rank, const std::vector<int>& members,
       std::shared_ptr<bootstrap::Store> store = nullptr,
       std::shared_ptr<bootstrap::TcpStoreServer> server = nullptr);
   /// shrink() without the store's host: the survivors meet on the lowest survivor's standby.
   Result<std::unique_ptr<CommImpl>> shrink_rerooted(std::uint64_t comm_id, int new_rank,
-                                                    int new_size, const std::vector<int>& out);
+                                                    const std::vector<int>& members,
+                                                    const std::vector<int>& out);
+  /// split() into a group without the store's host: the group's rank 0 serves the group's own
+  /// store (its address travels through this one under `key`), so the group does not depend on
+  /// a process outside it.
+  Result<std::unique_ptr<CommImpl>> split_rerooted(std::uint64_t comm_id, int new_rank,
+                                                   const std::vector<int>& members,
+                                                   const std::string& key);
+  /// Joins the store at `where` as `new_rank` (the new communicator's) and derives over it.
+  Result<std::unique_ptr<CommImpl>> derive_on(std::uint64_t comm_id, int new_rank,
+                                              const std::vector<int>& members,
+                                              const std::string& where,
+                                              std::shared_ptr<bootstrap::TcpStoreServer> server);
+  /// Fails when a rank of `members` (this communicator's ranks) is known to have failed.
+  [[nodiscard]] Status members_alive(const std::vector<int>& members) const;
+  // Leaving (comm_lifecycle.cpp).
+  /// The store's host waits until its peers no longer need the store for what it did.
+  void linger_for_peers();
+  void leave();
   void describe_shape(const JobLayout& layout);
   /// Also checks that every rank has the same device runtime (`dev`, may be null).
   Status agree_on_plan_settings(const std::string& prefix, const device::Device* dev,
@@ -173,6 +196,8 @@ class CommImpl {
   mutable std::mutex abort_mu_;
   net::SocketAddress data_address_;  // this rank's tcp listener (derived comms bind its host)
   std::uint64_t derived_ = 0;        // split/shrink calls so far
+  std::atomic<std::int64_t> derived_done_{0};  // ... finished with this communicator's store
+  std::function<Status()> liveness_;           // CommSetup::liveness, while being created
   // Re-rooting the store when the rank hosting it dies (comm_reliability.cpp).
   int store_host_ = -1;                      // rank whose process serves store_ (-1: none)
   net::Fd standby_;                          // this rank's standby store listener

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "core/comm_impl.hpp"
+#include "core/comm_setup.hpp"
 #include "core/job_layout.hpp"
 #include "log/log.hpp"
 #include "transports/shm/peer_process.hpp"
@@ -42,6 +43,7 @@ RankIdentity parse_identity(const bootstrap::Bytes& b, const topo::RankInfo* inf
   long long pid = 0;
   int serves = 0;
   in >> pid >> id.pid_ns >> id.host_id >> serves >> standby >> id.host;
+  id.hostname = id.host;
   if (standby == "-") standby.clear();
   id.serves_store = serves == 1;
   id.pid = static_cast<pid_t>(pid > 0 && pid < (1ll << 31) ? pid : 0);
@@ -73,10 +75,10 @@ Status CommImpl::start_monitor(const JobLayout& layout, Deadline deadline) {
   }
   std::string card = identity_card(server_ != nullptr, standby);
   LOOM_ASSIGN_OR_RETURN(
-      auto cards,
-      bootstrap::store_allgather(
-          *store_, prefix + "who", rank_, nranks_,
-          std::span(reinterpret_cast<const std::uint8_t*>(card.data()), card.size()), deadline));
+      auto cards, bootstrap::store_allgather(
+                      *store_, prefix + "who", rank_, nranks_,
+                      std::span(reinterpret_cast<const std::uint8_t*>(card.data()), card.size()),
+                      deadline, liveness_));
   std::vector<RankIdentity> ids;
   standby_addrs_.assign(static_cast<std::size_t>(nranks_), "");
   for (int r = 0; r < nranks_; ++r) {
@@ -115,6 +117,7 @@ RankProgress CommImpl::progress() const {
   RankProgress p;
   p.submitted = static_cast<std::int64_t>(next_seq_.load()) - 1;
   p.completed = last_completed_.load();
+  p.derived = derived_done_.load();
   std::lock_guard lk(progress_mu_);
   if (!unfinished_.empty()) {
     p.current_seq = static_cast<std::int64_t>(unfinished_.front().first);
@@ -128,7 +131,7 @@ Status CommImpl::name_failed_peer(const Status& why) const {
 }
 
 Status CommImpl::known_failure(int peer) const {
-  if (!monitor_) return Status::ok();
+  if (!monitor_) return liveness_ ? liveness_() : Status::ok();  // still being created
   const std::vector<int> failed = monitor_->failed_ranks();
   if (std::find(failed.begin(), failed.end(), peer) == failed.end()) return Status::ok();
   return name_failed_peer(
@@ -183,28 +186,55 @@ std::string CommImpl::status() const {
   return out;
 }
 
+Status CommImpl::members_alive(const std::vector<int>& members) const {
+  for (int r : members)
+    if (Status st = known_failure(r); !st.is_ok()) return st;
+  return Status::ok();
+}
+
 Result<std::unique_ptr<CommImpl>> CommImpl::derive(
-    std::uint64_t comm_id, int new_rank, int new_size, std::shared_ptr<bootstrap::Store> store,
-    std::shared_ptr<bootstrap::TcpStoreServer> server) {
+    std::uint64_t comm_id, int new_rank, const std::vector<int>& members,
+    std::shared_ptr<bootstrap::Store> store, std::shared_ptr<bootstrap::TcpStoreServer> server) {
   net::SocketAddress bind = data_address_;
   bind.set_port(0);
   if (!store) {
     store = store_;
     server = server_;
   }
-  CommSetup setup{new_rank,          new_size, comm_id, std::move(store),
-                  std::move(server), bind,     config_, settings_.tcp.secret};
+  CommSetup setup;
+  setup.rank = new_rank;
+  setup.nranks = static_cast<int>(members.size());
+  setup.comm_id = comm_id;
+  setup.store = std::move(store);
+  setup.server = std::move(server);
+  setup.bind_address = bind;
+  setup.config = config_;
+  setup.secret = settings_.tcp.secret;
+  setup.liveness = [this, members] { return members_alive(members); };
   return CommImpl::create(std::move(setup));
+}
+
+Result<std::unique_ptr<CommImpl>> CommImpl::derive_on(
+    std::uint64_t comm_id, int new_rank, const std::vector<int>& members, const std::string& where,
+    std::shared_ptr<bootstrap::TcpStoreServer> server) {
+  LOOM_ASSIGN_OR_RETURN(net::SocketAddress addr, net::resolve(where));
+  auto client = bootstrap::TcpStoreClient::connect(
+      addr, comm_id, new_rank, Deadline::after(settings_.timeout), settings_.tcp.secret);
+  if (!client.is_ok())
+    return client.status().with_context(
+        fmt::format("rank {}: joining the new communicator's store at {}", rank_, where));
+  client.value()->set_op_timeout(settings_.timeout);
+  return derive(comm_id, new_rank, members,
+                std::shared_ptr<bootstrap::Store>(std::move(client).value()), std::move(server));
 }
 
 // The rank that served the store is excluded (it died): the lowest survivor serves a new store
 // on the standby listener it opened at init, and every survivor joins it with the job's secret.
 // Survivors that disagree on `out` present different communicator ids and are turned away.
 Result<std::unique_ptr<CommImpl>> CommImpl::shrink_rerooted(std::uint64_t comm_id, int new_rank,
-                                                            int new_size,
+                                                            const std::vector<int>& members,
                                                             const std::vector<int>& out) {
-  int root = 0;
-  while (std::binary_search(out.begin(), out.end(), root)) ++root;
+  const int root = members.front();
   const std::string& where = standby_addrs_[static_cast<std::size_t>(root)];
   if (where.empty())
     return make_error(ErrorCode::InvalidUsage,
@@ -218,52 +248,92 @@ Result<std::unique_ptr<CommImpl>> CommImpl::shrink_rerooted(std::uint64_t comm_i
                         "rank {}: shrink: this rank's standby store already serves an earlier "
                         "shrink",
                         rank_);
-    LOOM_ASSIGN_OR_RETURN(server, bootstrap::TcpStoreServer::start_on(std::move(standby_), comm_id,
-                                                                      settings_.tcp.secret));
+    LOOM_ASSIGN_OR_RETURN(
+        server, bootstrap::TcpStoreServer::start_on(std::move(standby_), comm_id,
+                                                    settings_.tcp.secret, store_options(config_)));
   }
-  LOOM_ASSIGN_OR_RETURN(net::SocketAddress addr, net::resolve(where));
-  auto client = bootstrap::TcpStoreClient::connect(
-      addr, comm_id, new_rank, Deadline::after(settings_.timeout), settings_.tcp.secret);
-  if (!client.is_ok())
-    return client.status().with_context(
-        fmt::format("rank {}: shrink: joining rank {}'s standby store at {}", rank_, root, where));
-  client.value()->set_op_timeout(settings_.timeout);
   LOOM_LOG_INFO(Init,
-                "rank {}: shrink: the store's host (rank {}) is excluded; rank {} serves "
-                "the new store at {}",
-                rank_, store_host_, root, where);
-  return derive(comm_id, new_rank, new_size,
-                std::shared_ptr<bootstrap::Store>(std::move(client).value()), std::move(server));
+                "rank {}: shrink without {}: the store's host (rank {}) is excluded; rank {} "
+                "serves the new store at {}",
+                rank_, format_rank_ranges(out), store_host_, root, where);
+  return derive_on(comm_id, new_rank, members, where, std::move(server));
 }
+
+// The group's rank 0 starts a store on a fresh port of its data address and publishes the
+// address in this communicator's store; the others read it there and join.
+Result<std::unique_ptr<CommImpl>> CommImpl::split_rerooted(std::uint64_t comm_id, int new_rank,
+                                                           const std::vector<int>& members,
+                                                           const std::string& key) {
+  std::shared_ptr<bootstrap::TcpStoreServer> server;
+  std::string where;
+  if (new_rank == 0) {
+    net::SocketAddress at = data_address_;
+    at.set_port(0);
+    LOOM_ASSIGN_OR_RETURN(server, bootstrap::TcpStoreServer::start(
+                                      at, comm_id, settings_.tcp.secret, store_options(config_)));
+    where = server->address().to_string();
+    LOOM_RETURN_IF_ERROR(
+        store_->set(key, {reinterpret_cast<const std::uint8_t*>(where.data()), where.size()}));
+  } else {
+    LOOM_ASSIGN_OR_RETURN(bootstrap::Bytes b, store_->get(key, Deadline::after(settings_.timeout)));
+    where.assign(b.begin(), b.end());
+  }
+  LOOM_LOG_INFO(Init, "rank {}: split: the group (without the store's host, rank {}) meets at {}",
+                rank_, store_host_, where);
+  return derive_on(comm_id, new_rank, members, where, std::move(server));
+}
+
+namespace {
+
+// One split's entries: (key, old rank) of each rank of `color`, ordered.
+Result<std::vector<int>> split_members(const std::vector<bootstrap::Bytes>& all, int color,
+                                       int rank) {
+  std::vector<std::pair<long long, int>> members;  // (key, old rank) of my color
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    std::istringstream in(std::string(all[r].begin(), all[r].end()));
+    long long c = 0;
+    long long k = 0;
+    if (!(in >> c >> k))
+      return make_error(ErrorCode::Internal, "rank {}: split: bad entry of rank {}", rank, r);
+    if (c == color) members.emplace_back(k, static_cast<int>(r));
+  }
+  std::sort(members.begin(), members.end());
+  std::vector<int> out;
+  for (const auto& m : members) out.push_back(m.second);
+  return out;
+}
+
+}  // namespace
 
 Result<std::unique_ptr<CommImpl>> CommImpl::split(int color, int key) {
   if (aborted_.load()) return Status{ErrorCode::Aborted, "split on an aborted communicator"};
   const std::uint64_t gen = ++derived_;
-  const std::string prefix = fmt::format("loom/{:016x}/split/{}", comm_id_, gen);
+  const std::string base = fmt::format("loom/{:016x}/split/", comm_id_);
+  const std::string prefix = base + std::to_string(gen);
   std::string mine = fmt::format("{} {}", color, key);
-  LOOM_ASSIGN_OR_RETURN(
-      auto all, bootstrap::store_allgather(
-                    *store_, prefix, rank_, nranks_,
-                    std::span(reinterpret_cast<const std::uint8_t*>(mine.data()), mine.size()),
-                    Deadline::after(settings_.timeout)));
-  if (color < 0) return std::unique_ptr<CommImpl>{};
-  std::vector<std::pair<long long, int>> members;  // (key, old rank) of my color
-  for (int r = 0; r < nranks_; ++r) {
-    std::istringstream in(std::string(all[static_cast<std::size_t>(r)].begin(),
-                                      all[static_cast<std::size_t>(r)].end()));
-    long long c = 0;
-    long long k = 0;
-    if (!(in >> c >> k))
-      return make_error(ErrorCode::Internal, "rank {}: split: bad entry of rank {}", rank_, r);
-    if (c == color) members.emplace_back(k, r);
-  }
-  std::sort(members.begin(), members.end());
-  auto me = std::find(members.begin(), members.end(), std::pair<long long, int>(key, rank_));
-  int new_rank = static_cast<int>(me - members.begin());
-  std::uint64_t id = mix(mix(mix(comm_id_, gen), static_cast<std::uint64_t>(color)), 0x5);
-  LOOM_LOG_INFO(Init, "rank {}: split color {} key {} -> rank {} of {}", rank_, color, key,
-                new_rank, members.size());
-  return derive(id, new_rank, static_cast<int>(members.size()));
+  auto all = bootstrap::store_allgather(
+      *store_, prefix, rank_, nranks_,
+      std::span(reinterpret_cast<const std::uint8_t*>(mine.data()), mine.size()),
+      Deadline::after(settings_.timeout));
+  // Every rank has posted this split's entries, so every rank has finished the previous split.
+  if (all.is_ok() && gen > 1) (void)store_->erase_prefix(base + std::to_string(gen - 1) + "/");
+  auto child = [&]() -> Result<std::unique_ptr<CommImpl>> {
+    LOOM_RETURN_IF_ERROR(all.status());
+    if (color < 0) return std::unique_ptr<CommImpl>{};
+    LOOM_ASSIGN_OR_RETURN(std::vector<int> members, split_members(*all, color, rank_));
+    const int new_rank =
+        static_cast<int>(std::find(members.begin(), members.end(), rank_) - members.begin());
+    std::uint64_t id = mix(mix(mix(comm_id_, gen), static_cast<std::uint64_t>(color)), 0x5);
+    LOOM_LOG_INFO(Init, "rank {}: split color {} key {} -> rank {} of {}", rank_, color, key,
+                  new_rank, members.size());
+    const bool host_inside =
+        std::find(members.begin(), members.end(), store_host_) != members.end();
+    if (store_host_ >= 0 && !host_inside)
+      return split_rerooted(id, new_rank, members, fmt::format("{}/store/{}", prefix, color));
+    return derive(id, new_rank, members);
+  }();
+  ++derived_done_;  // done with this store for the split (a child on it holds its own reference)
+  return child;
 }
 
 Result<std::unique_ptr<CommImpl>> CommImpl::shrink(const std::vector<int>& excluded) {
@@ -282,14 +352,18 @@ Result<std::unique_ptr<CommImpl>> CommImpl::shrink(const std::vector<int>& exclu
   // Ranks that disagree on `excluded` derive different ids and time out instead of mixing.
   std::uint64_t id = mix(mix(comm_id_, gen), 0x7);
   for (int r : out) id = mix(id, static_cast<std::uint64_t>(r));
+  std::vector<int> members;
+  for (int r = 0; r < nranks_; ++r)
+    if (!std::binary_search(out.begin(), out.end(), r)) members.push_back(r);
   int new_rank =
-      rank_ - static_cast<int>(std::lower_bound(out.begin(), out.end(), rank_) - out.begin());
+      static_cast<int>(std::find(members.begin(), members.end(), rank_) - members.begin());
   LOOM_LOG_INFO(Init, "rank {}: shrink without ranks {} -> rank {} of {}", rank_,
-                format_rank_ranges(out), new_rank, nranks_ - static_cast<int>(out.size()));
-  const int new_size = nranks_ - static_cast<int>(out.size());
-  if (store_host_ >= 0 && std::binary_search(out.begin(), out.end(), store_host_))
-    return shrink_rerooted(id, new_rank, new_size, out);
-  return derive(id, new_rank, new_size);
+                format_rank_ranges(out), new_rank, members.size());
+  auto child = store_host_ >= 0 && std::binary_search(out.begin(), out.end(), store_host_)
+                   ? shrink_rerooted(id, new_rank, members, out)
+                   : derive(id, new_rank, members);
+  ++derived_done_;
+  return child;
 }
 
 }  // namespace loom::detail

@@ -1,5 +1,7 @@
 #include "core/comm_setup.hpp"
 
+#include <functional>
+
 #include "bootstrap/tcp_store.hpp"
 #include "common/socket.hpp"
 #include "log/log.hpp"
@@ -26,7 +28,34 @@ Result<net::SocketAddress> data_bind_address(const config::Config& cfg,
   return a;
 }
 
+// While the job's first communicator is being created its ranks are the store's clients, each
+// under its own rank: one that vanished without a goodbye died, and the others fail at once
+// naming it instead of waiting for LOOM_TIMEOUT.
+std::function<Status()> store_liveness(std::shared_ptr<bootstrap::Store> store, int rank,
+                                       int nranks) {
+  return [store = std::move(store), rank, nranks]() -> Status {
+    auto gone = store->gone();
+    if (!gone.is_ok()) return Status::ok();  // the waits report the store's own failure
+    for (const bootstrap::GoneClient& g : *gone)
+      if (g.rank >= 0 && g.rank < nranks && g.rank != rank)
+        return make_error(ErrorCode::PeerFailed,
+                          "rank {}: rank {} (host {}, pid {}) went away while the communicator "
+                          "was being created: its connection to the rendezvous store closed "
+                          "without a goodbye (the process died?)",
+                          rank, g.rank, g.host, g.pid)
+            .with_peer(g.rank);
+    return Status::ok();
+  };
+}
+
 }  // namespace
+
+bootstrap::ServerOptions store_options(const config::Config& cfg) {
+  bootstrap::ServerOptions o;
+  if (cfg.has("LOOM_HELLO_TIMEOUT")) o.hello_timeout = cfg.get_duration("LOOM_HELLO_TIMEOUT");
+  if (cfg.has("LOOM_STORE_QUOTA")) o.client_quota = cfg.get_size("LOOM_STORE_QUOTA");
+  return o;
+}
 
 Result<std::unique_ptr<CommImpl>> join(const UniqueId& id, int rank, int nranks,
                                        config::Config cfg) {
@@ -38,7 +67,7 @@ Result<std::unique_ptr<CommImpl>> join(const UniqueId& id, int rank, int nranks,
     return root.status().with_context(fmt::format("rank {}: rendezvous address", rank));
   std::unique_ptr<bootstrap::TcpStoreServer> server;
   if (id.root_served_by_rank0() && rank == 0) {
-    auto s = bootstrap::TcpStoreServer::start(*root, id.comm_id(), id.secret());
+    auto s = bootstrap::TcpStoreServer::start(*root, id.comm_id(), id.secret(), store_options(cfg));
     if (!s.is_ok())
       return s.status().with_context(
           fmt::format("rank 0: starting the rendezvous server at {}", id.root_address()));
@@ -49,22 +78,40 @@ Result<std::unique_ptr<CommImpl>> join(const UniqueId& id, int rank, int nranks,
   const net::SocketAddress target = server ? server->address() : *root;
   auto client =
       bootstrap::TcpStoreClient::connect(target, id.comm_id(), rank, deadline, id.secret());
-  if (!client.is_ok())
-    return client.status().with_context(
+  if (!client.is_ok()) {
+    Status st = client.status().with_context(
         fmt::format("rank {}: joining the rendezvous at {}", rank, target.to_string()));
+    if (st.code() == ErrorCode::PeerFailed && id.root_served_by_rank0() && rank != 0)
+      st = Status(st.code(), st.message() + " [rank 0 serves the rendezvous: did it fail?]")
+               .with_peer(0);
+    return st;
+  }
   client.value()->set_op_timeout(cfg.get_duration("LOOM_TIMEOUT"));
   LOOM_ASSIGN_OR_RETURN(net::SocketAddress bind, data_bind_address(cfg, target));
   std::shared_ptr<bootstrap::TcpStoreServer> serving(std::move(server));
   if (!serving) serving = store_served_here(id.comm_id());  // UniqueId::create() in this process
-  CommSetup setup{rank,
-                  nranks,
-                  id.comm_id(),
-                  std::shared_ptr<bootstrap::Store>(std::move(client).value()),
-                  std::move(serving),
-                  bind,
-                  std::move(cfg),
-                  id.secret()};
-  return CommImpl::create(std::move(setup));
+  std::shared_ptr<bootstrap::Store> store(std::move(client).value());
+  CommSetup setup;
+  setup.rank = rank;
+  setup.nranks = nranks;
+  setup.comm_id = id.comm_id();
+  setup.store = store;
+  setup.server = serving;
+  setup.bind_address = bind;
+  setup.config = std::move(cfg);
+  setup.secret = id.secret();
+  setup.liveness = store_liveness(store, rank, nranks);
+  auto comm = CommImpl::create(std::move(setup));
+  if (!comm.is_ok() && serving)  // the other ranks learn why the store goes away
+    serving->set_closing_reason(
+        fmt::format("rank {}, which serves it, failed: {}", rank, comm.status().message()));
+  if (!comm.is_ok() && store->server_lost() && id.root_served_by_rank0() && rank != 0)
+    return Status(comm.status().code(),
+                  comm.status().message() +
+                      " [rank 0 served the rendezvous store: it died while the communicator was "
+                      "being created]")
+        .with_peer(0);
+  return comm;
 }
 
 Result<std::unique_ptr<CommImpl>> join_store(std::shared_ptr<bootstrap::Store> store, int rank,
@@ -73,7 +120,13 @@ Result<std::unique_ptr<CommImpl>> join_store(std::shared_ptr<bootstrap::Store> s
   LOOM_RETURN_IF_ERROR(check_ranks(rank, nranks));
   LOOM_ASSIGN_OR_RETURN(net::SocketAddress bind, net::resolve(bind_host));
   bind.set_port(0);
-  CommSetup setup{rank, nranks, comm_id, std::move(store), nullptr, bind, std::move(cfg)};
+  CommSetup setup;
+  setup.rank = rank;
+  setup.nranks = nranks;
+  setup.comm_id = comm_id;
+  setup.store = std::move(store);
+  setup.bind_address = bind;
+  setup.config = std::move(cfg);
   return CommImpl::create(std::move(setup));
 }
 

@@ -4,11 +4,15 @@
 #include <memory>
 
 #include "bootstrap/store.hpp"
+#include "bootstrap/tcp_store.hpp"
 #include "config/config.hpp"
 #include "core/comm_impl.hpp"
 #include "loom/unique_id.hpp"
 
 namespace loom::detail {
+
+/// The rendezvous server's limits, from LOOM_HELLO_TIMEOUT and LOOM_STORE_QUOTA.
+bootstrap::ServerOptions store_options(const config::Config& cfg);
 
 /// Connects to the rendezvous named by `id` (rank 0 starts it when the id says so), then
 /// creates the communicator.

@@ -4,6 +4,7 @@
 #include "core/comm_impl.hpp"
 #include "core/comm_setup.hpp"
 #include "core/launch_env.hpp"
+#include "launch/job_secret.hpp"
 #include "log/log.hpp"
 
 namespace loom {
@@ -41,7 +42,8 @@ Communicator Communicator::from_env(const CommOptions& options) {
                 !li.detail.empty()  ? li.detail
                 : li.id_hex.empty() ? "root " + li.root
                                     : "LOOM_ID");
-  UniqueId id = li.id_hex.empty() ? UniqueId::for_root(li.root, li.secret_hex)
+  UniqueId id = li.id_hex.empty() ? UniqueId::for_root(
+                                        li.root, value_or_throw(launch::job_secret(cfg, li.source)))
                                   : UniqueId::from_string(li.id_hex);
   return Communicator(value_or_throw(detail::join(id, li.rank, li.world_size, std::move(cfg))));
 }

@@ -159,6 +159,7 @@ void FailureMonitor::loop() {
       poll_store();
       answer_status_requests();
     }
+    if (!store_broken_) check_gone();
     // Sleep here, not in a waiting store get: the store connection is shared with the
     // communicator's own setup traffic (lazy shm/tcp handshakes), which a 100 ms get would stall.
     std::unique_lock lk(mu_);
@@ -296,7 +297,7 @@ void FailureMonitor::answer_status_requests() {
     (void)store_->set(fmt::format("{}status/{}/{}", prefix_, next_request_, rank_),
                       as_bytes(encode_progress(p)));
     std::string asker(as_text(*got));
-    if (asker != std::to_string(rank_))
+    if (asker != std::to_string(rank_) && !asker.starts_with("q"))  // q: a quiet request
       LOOM_LOG_WARN(Coll,
                     "rank {}: rank {} timed out and asked for this rank's progress: last "
                     "submitted #{}, last completed #{}",

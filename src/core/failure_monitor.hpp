@@ -10,6 +10,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -23,6 +24,7 @@
 #include <vector>
 
 #include "bootstrap/store.hpp"
+#include "bootstrap/tcp_store.hpp"
 #include "common/status.hpp"
 
 namespace loom::detail {
@@ -34,6 +36,7 @@ struct RankIdentity {
   pid_t pid = 0;
   std::uint64_t pid_ns = 0;
   bool serves_store = false;  // its process runs the communicator's rendezvous store
+  std::string hostname{};     // as its process names its host (the store lists clients so)
 };
 
 /// One rank's answer to a status request.
@@ -42,6 +45,7 @@ struct RankProgress {
   std::int64_t completed = -1;    // last completed sequence number (-1: none)
   std::int64_t current_seq = -1;  // the oldest unfinished operation (-1: idle)
   std::string current;            // its description
+  std::int64_t derived = 0;       // split()/shrink() calls finished with this store
 };
 
 /// A failure as posted to the store: `code` of `rank`, noticed by `reporter`.
@@ -88,6 +92,16 @@ class FailureMonitor {
   [[nodiscard]] Status name_peer(const Status& why) const;
   /// This rank leaves cleanly (communicator destroyed): its exit is not a failure.
   void mark_left();
+  /// After mark_left() and stop(): counts this rank out; the last rank to leave erases every
+  /// key of the communicator (`comm_prefix`) from the store.
+  void count_out(const std::string& comm_prefix);
+  /// Waits until every other rank has left, failed, lost its store connection (not in
+  /// `clients()`), or finished everything `mine` says this rank finished; returns the ranks
+  /// still missing at `until`. For the rank whose process serves the store: its peers may still
+  /// need the store for work this rank has completed.
+  std::vector<int> wait_for_peers(
+      const RankProgress& mine,
+      const std::function<std::vector<bootstrap::StoreClientInfo>()>& clients, Deadline until);
   /// Finishes queued work (a hang report: bounded by 2 s), then stops the thread.
   void stop();
   /// Stops at once, dropping queued work (abort()).
@@ -108,6 +122,13 @@ class FailureMonitor {
   void apply(const FailureRecord& r);
   void post(const FailureRecord& r);
   void answer_status_requests();
+  void check_gone();
+  /// Posts a status request (quiet: the answering ranks log nothing); its number, or -1.
+  std::int64_t request_status(bool quiet);
+  /// Rank `r`'s answer to request `n` (nullopt: none yet), waiting at most `wait`.
+  std::optional<RankProgress> status_answer(std::int64_t n, int r, std::chrono::milliseconds wait);
+  [[nodiscard]] bool has_left(int r);
+  [[nodiscard]] int rank_of(std::uint32_t pid, const std::string& host) const;
   void attribute_hang(const Status& why);
   [[nodiscard]] bool stopping() const;
   void store_gone(const Status& why);
@@ -133,6 +154,7 @@ class FailureMonitor {
   std::int64_t next_record_ = 1;
   std::int64_t next_request_ = 1;
   bool store_broken_ = false;
+  std::set<int> gone_seen_;
   struct Watched;
   std::vector<std::unique_ptr<Watched>> watched_;
   std::thread thread_;

@@ -42,14 +42,15 @@ std::optional<FailureRecord> decode_failure(std::string_view text, int nranks) {
 }
 
 std::string encode_progress(const RankProgress& p) {
-  return fmt::format("{} {} {}\n{}", p.submitted, p.completed, p.current_seq, clip(p.current));
+  return fmt::format("{} {} {} {}\n{}", p.submitted, p.completed, p.current_seq, p.derived,
+                     clip(p.current));
 }
 
 std::optional<RankProgress> decode_progress(std::string_view text) {
-  std::int64_t v[3];
-  if (text.size() > kMaxMessage + 64 || !parse_ints(text, v, 3)) return std::nullopt;
-  if (v[0] < -1 || v[1] < -1 || v[2] < -1) return std::nullopt;
-  return RankProgress{v[0], v[1], v[2], std::string(text)};
+  std::int64_t v[4];
+  if (text.size() > kMaxMessage + 64 || !parse_ints(text, v, 4)) return std::nullopt;
+  if (v[0] < -1 || v[1] < -1 || v[2] < -1 || v[3] < 0) return std::nullopt;
+  return RankProgress{v[0], v[1], v[2], std::string(text), v[3]};
 }
 
 std::string format_rank_ranges(const std::vector<int>& ranks) {

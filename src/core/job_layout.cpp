@@ -78,12 +78,13 @@ int JobLayout::ranks_on_my_host(int rank) const {
 
 Result<JobLayout> exchange_layout(bootstrap::Store& store, const std::string& prefix, int rank,
                                   int nranks, const config::Config& cfg,
-                                  const net::SocketAddress& tcp_address, Deadline deadline) {
+                                  const net::SocketAddress& tcp_address, Deadline deadline,
+                                  const bootstrap::WaitCheck& check) {
   LOOM_ASSIGN_OR_RETURN(auto mine, topo::discover_local(rank, cfg));
   LOOM_ASSIGN_OR_RETURN(std::string allow, effective_transports(rank, cfg, tcp_address));
   auto card = make_card(tcp_address, allow, topo::encode(mine.first, mine.second));
-  LOOM_ASSIGN_OR_RETURN(
-      auto all, bootstrap::store_allgather(store, prefix + "card", rank, nranks, card, deadline));
+  LOOM_ASSIGN_OR_RETURN(auto all, bootstrap::store_allgather(store, prefix + "card", rank, nranks,
+                                                             card, deadline, check));
   JobLayout l;
   std::vector<std::pair<topo::RankInfo, topo::HostInfo>> parts;
   std::vector<std::vector<TransportKind>> allowed;
@@ -111,14 +112,15 @@ std::string rendezvous_name(const std::string& prefix) {
 }
 
 Status finish_rendezvous(bootstrap::Store& store, const std::string& prefix, int rank, int nranks,
-                         Deadline deadline) {
+                         Deadline deadline, const bootstrap::WaitCheck& check) {
   LOOM_RETURN_IF_ERROR(
-      bootstrap::store_barrier(store, rendezvous_name(prefix), rank, nranks, deadline));
+      bootstrap::store_barrier(store, rendezvous_name(prefix), rank, nranks, deadline, check));
   if (rank != 0) {
     LOOM_ASSIGN_OR_RETURN(std::int64_t acked, store.add(prefix + "acked", 1));
     if (acked == nranks - 1) LOOM_RETURN_IF_ERROR(store.set(prefix + "acked/all", {}));
   } else if (nranks > 1) {
-    LOOM_RETURN_IF_ERROR(store.get(prefix + "acked/all", deadline).status());
+    LOOM_RETURN_IF_ERROR(
+        bootstrap::store_get_checked(store, prefix + "acked/all", deadline, check).status());
   }
   return Status::ok();
 }

@@ -27,7 +27,8 @@ struct JobLayout {
 /// replaces the probed topology; rank 0 writes the result to LOOM_TOPO_DUMP_FILE.
 Result<JobLayout> exchange_layout(bootstrap::Store& store, const std::string& prefix, int rank,
                                   int nranks, const config::Config& cfg,
-                                  const net::SocketAddress& tcp_address, Deadline deadline);
+                                  const net::SocketAddress& tcp_address, Deadline deadline,
+                                  const bootstrap::WaitCheck& check = {});
 
 /// The closing rendezvous' barrier (see bootstrap::store_barrier_fail for a rank that will not
 /// reach it).
@@ -36,6 +37,6 @@ std::string rendezvous_name(const std::string& prefix);
 /// Ends the rendezvous: returns once every rank is done with the store, so rank 0 (which may
 /// host the store's server) cannot take it away from a rank still reading.
 Status finish_rendezvous(bootstrap::Store& store, const std::string& prefix, int rank, int nranks,
-                         Deadline deadline);
+                         Deadline deadline, const bootstrap::WaitCheck& check = {});
 
 }  // namespace loom::detail

@@ -194,7 +194,10 @@ UniqueId UniqueId::create(std::string_view bind_address) {
     throw_if_error(addr.status().with_context(
         fmt::format("UniqueId::create: bind address '{}'", bind_address)));
   }
-  auto server = bootstrap::TcpStoreServer::start(addr.value(), id.comm_id_, id.secret_);
+  auto cfg = config::Config::load();  // the server's limits; bad settings fail later, named
+  auto server = bootstrap::TcpStoreServer::start(
+      addr.value(), id.comm_id_, id.secret_,
+      cfg.is_ok() ? detail::store_options(*cfg) : bootstrap::ServerOptions{});
   if (!server.is_ok()) throw_if_error(server.status().with_context("UniqueId::create"));
   id.root_ = advertised(server.value()->address());
   if (id.root_.size() > kMaxRoot) {

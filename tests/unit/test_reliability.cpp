@@ -166,6 +166,31 @@ TEST_CASE("reliability: split by color orders ranks by key", "[reliability]") {
   });
 }
 
+TEST_CASE("reliability: finished communicators leave no keys in the store", "[reliability]") {
+  // Repeated split + destroy must not grow the store (each split used to leave ~10 KB on rank
+  // 0's store for good); once every rank destroyed the parent, nothing of it remains.
+  auto store = std::make_shared<bootstrap::InMemoryStore>();
+  constexpr int kRanks = 4;
+  constexpr int kRounds = 12;
+  std::vector<std::size_t> sizes(kRounds);
+  loom::test::on_rank_threads(kRanks, [&](int r) {
+    Communicator comm = loom::test::make_comm(store, r, kRanks, 0x5107e, {{"LOOM_TIMEOUT", "60s"}});
+    std::vector<int> v(64, 1);
+    for (int i = 0; i < kRounds; ++i) {
+      {
+        Communicator sub = comm.split(comm.rank() % 2, comm.rank());
+        sub.allreduce(std::span<int>(v), RedOp::Max).wait();
+      }
+      comm.allreduce(std::span<int>(v), RedOp::Max).wait();  // every child is gone by now
+      if (r == 0) sizes[static_cast<std::size_t>(i)] = store->size();
+      comm.allreduce(std::span<int>(v), RedOp::Max).wait();
+    }
+  });
+  CAPTURE(sizes);
+  CHECK(sizes[kRounds - 1] == sizes[2]);
+  CHECK(store->size() == 0);
+}
+
 TEST_CASE("reliability: a timeout logs a report naming the rank that stopped calling",
           "[reliability]") {
   std::latch done(3);
@@ -370,6 +395,10 @@ class VanishingStore final : public bootstrap::Store {
     LOOM_RETURN_IF_ERROR(answer());
     return delta;
   }
+  Result<std::int64_t> erase_prefix(const std::string& /*prefix*/) override {
+    LOOM_RETURN_IF_ERROR(answer());
+    return 0;
+  }
   [[nodiscard]] bool server_lost() const override { return gone_ && lost_; }
 
  private:
@@ -395,7 +424,7 @@ TEST_CASE("reliability: a store that vanishes without a shutdown fails the rank 
   std::vector<RankIdentity> ids(3);
   for (int r = 0; r < 3; ++r)
     ids[static_cast<std::size_t>(r)] = {fmt::format("h{}", r), fmt::format("boot{}", r), ::getpid(),
-                                        0, r == 0};
+                                        0, r == 0, ""};
   std::mutex mu;
   std::vector<Status> failures;
   FailureMonitor::Hooks hooks;
@@ -451,10 +480,10 @@ TEST_CASE(
   }
   auto store = std::make_shared<bootstrap::InMemoryStore>();
   const std::uint64_t ns = transport::shm::own_pid_namespace();
-  std::vector<RankIdentity> ids = {{"h0", "boot0", child, ns, false},
-                                   {"h0", "boot0", ::getpid(), ns, false},
-                                   {"h1", "boot1", ::getpid(), 0, false},
-                                   {"h1", "boot1", ::getpid(), 0, false}};
+  std::vector<RankIdentity> ids = {{"h0", "boot0", child, ns, false, ""},
+                                   {"h0", "boot0", ::getpid(), ns, false, ""},
+                                   {"h1", "boot1", ::getpid(), 0, false, ""},
+                                   {"h1", "boot1", ::getpid(), 0, false, ""}};
   FailureMonitor::Hooks hooks;
   hooks.fail = [](const Status&) {};
   hooks.progress = [] { return RankProgress{}; };

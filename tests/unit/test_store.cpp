@@ -15,6 +15,7 @@
 #include "bootstrap/tcp_store.hpp"
 #include "bootstrap/tcp_store_wire.hpp"
 #include "common/crypto.hpp"
+#include "store_harness.hpp"
 
 using namespace std::chrono_literals;
 using loom::Clock;
@@ -26,38 +27,7 @@ namespace wire = loom::bootstrap::wire;
 
 namespace {
 
-constexpr std::uint64_t kCommId = 0x10057e57ull;
-
-bs::Bytes bytes(const std::string& s) {
-  return {s.begin(), s.end()};
-}
-std::string text(const bs::Bytes& b) {
-  return {b.begin(), b.end()};
-}
-
-long elapsed_ms(Clock::time_point since) {
-  return static_cast<long>(
-      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - since).count());
-}
-
-net::SocketAddress loopback_any_port() {
-  auto a = net::resolve("127.0.0.1:0");
-  REQUIRE(a.is_ok());
-  return a.value();
-}
-
-std::unique_ptr<bs::TcpStoreServer> start_server(std::uint64_t comm_id = kCommId) {
-  auto s = bs::TcpStoreServer::start(loopback_any_port(), comm_id);
-  REQUIRE(s.is_ok());
-  return std::move(s).value();
-}
-
-std::unique_ptr<bs::TcpStoreClient> connect_client(const bs::TcpStoreServer& server, int rank,
-                                                   std::uint64_t comm_id = kCommId) {
-  auto c = bs::TcpStoreClient::connect(server.address(), comm_id, rank, Deadline::after(5s));
-  REQUIRE(c.is_ok());
-  return std::move(c).value();
-}
+using namespace store_test;
 
 // One store view per rank: all ranks share one InMemoryStore...
 struct MemoryRanks {
@@ -82,78 +52,6 @@ void run_ranks(int nranks, Fn fn) {
   std::vector<std::thread> threads;
   for (int r = 0; r < nranks; ++r) threads.emplace_back(fn, r);
   for (auto& t : threads) t.join();
-}
-
-// A raw connection to the server that has already said a valid hello.
-// Connects and says an authenticated hello (the default, all-zero secret) by hand.
-net::Fd raw_hello(const bs::TcpStoreServer& server, const loom::crypto::Secret& secret = {}) {
-  auto fd = net::connect_with_retry(server.address(), Deadline::after(2s));
-  REQUIRE(fd.is_ok());
-  std::array<std::uint8_t, wire::kChallengeBytes> challenge{};
-  REQUIRE(net::recv_all(fd.value().get(), challenge.data(), challenge.size(), Deadline::after(2s),
-                        "challenge")
-              .is_ok());
-  loom::crypto::Nonce nonce{};
-  std::copy_n(challenge.begin() + 8, nonce.size(), nonce.begin());
-  auto fields = wire::encode_hello({.comm_id = kCommId, .rank = 9});
-  auto proof = loom::crypto::prove(secret, wire::kHelloDomain, nonce, fields);
-  std::vector<std::uint8_t> hello(fields.begin(), fields.end());
-  hello.insert(hello.end(), proof.begin(), proof.end());
-  const loom::crypto::Nonce mine{7, 7, 7};  // the client's challenge to the server
-  hello.insert(hello.end(), mine.begin(), mine.end());
-  REQUIRE(net::send_all(fd.value().get(), hello.data(), hello.size(), Deadline::after(2s), "hello")
-              .is_ok());
-  std::array<std::uint8_t, wire::kAckBytes> ack{};
-  REQUIRE(
-      net::recv_all(fd.value().get(), ack.data(), ack.size(), Deadline::after(2s), "ack").is_ok());
-  CHECK(wire::get_u16(&ack[6]) == 0);
-  std::array<std::uint8_t, wire::kServerProofBytes> server_proof{};
-  REQUIRE(net::recv_all(fd.value().get(), server_proof.data(), server_proof.size(),
-                        Deadline::after(2s), "server proof")
-              .is_ok());
-  CHECK(loom::crypto::mac_equal(server_proof,
-                                loom::crypto::prove(secret, wire::kServerDomain, mine, fields)));
-  return std::move(fd).value();
-}
-
-// Says a hello proved with `secret` and returns without reading the answer.
-net::Fd raw_hello_unchecked(const bs::TcpStoreServer& server, const loom::crypto::Secret& secret) {
-  auto fd = net::connect_with_retry(server.address(), Deadline::after(2s));
-  REQUIRE(fd.is_ok());
-  std::array<std::uint8_t, wire::kChallengeBytes> challenge{};
-  REQUIRE(net::recv_all(fd.value().get(), challenge.data(), challenge.size(), Deadline::after(2s),
-                        "challenge")
-              .is_ok());
-  loom::crypto::Nonce nonce{};
-  std::copy_n(challenge.begin() + 8, nonce.size(), nonce.begin());
-  auto fields = wire::encode_hello({.comm_id = kCommId, .rank = 9});
-  auto proof = loom::crypto::prove(secret, wire::kHelloDomain, nonce, fields);
-  std::vector<std::uint8_t> hello(fields.begin(), fields.end());
-  hello.insert(hello.end(), proof.begin(), proof.end());
-  const loom::crypto::Nonce mine{7, 7, 7};  // the client's challenge to the server
-  hello.insert(hello.end(), mine.begin(), mine.end());
-  REQUIRE(net::send_all(fd.value().get(), hello.data(), hello.size(), Deadline::after(2s), "hello")
-              .is_ok());
-  return std::move(fd).value();
-}
-
-// True when the server closes `fd` (within 2 s).
-// (Whatever the server sent before, e.g. its challenge, is read and ignored.)
-bool server_drops(int fd) {
-  Deadline until = Deadline::after(2s);
-  for (int i = 0; i < 4096; ++i) {
-    std::uint8_t b = 0;
-    loom::Status st = net::recv_all(fd, &b, 1, until, "probe");
-    if (!st.is_ok()) return st.code() == ErrorCode::PeerFailed;
-  }
-  return false;
-}
-
-void check_still_works(bs::Store& s, const std::string& key) {
-  REQUIRE(s.set(key, bytes("ok")).is_ok());
-  auto got = s.get(key, Deadline::after(2s));
-  REQUIRE(got.is_ok());
-  CHECK(text(got.value()) == "ok");
 }
 
 }  // namespace
