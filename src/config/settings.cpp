@@ -60,6 +60,12 @@ constexpr std::array kSettings = {
     Spec{"LOOM_TIMEOUT", Type::Duration, "600s",
          "Deadline for every blocking wait inside loom (setup, collectives, shutdown).",
          "reliability"},
+    Spec{"LOOM_MISMATCH_CHECK_AFTER", Type::Duration, "1s",
+         "An operation that has waited this long makes the ranks compare their calls of that "
+         "sequence number through the store, so mismatched calls that exchange no message "
+         "(reduces with different roots) fail with Mismatch instead of waiting for "
+         "LOOM_TIMEOUT. 0 turns the check off; at most 1h.",
+         "reliability"},
 
     // Network (TCP transport and bootstrap).
     Spec{"LOOM_SOCKETS_PER_PEER", Type::Int, "0",

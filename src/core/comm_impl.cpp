@@ -21,6 +21,7 @@ namespace loom::detail {
 Result<CommSettings> CommSettings::from(const config::Config& cfg) {
   CommSettings s;
   s.timeout = cfg.get_duration("LOOM_TIMEOUT");
+  s.check_calls_after = cfg.get_duration("LOOM_MISMATCH_CHECK_AFTER");
   LOOM_ASSIGN_OR_RETURN(s.chunk_bytes, select::chunk_from(cfg));
   s.depth = static_cast<std::size_t>(cfg.get_int("LOOM_PIPELINE_DEPTH"));
   s.spin = std::chrono::microseconds(cfg.get_int("LOOM_SPIN_US"));    // < 0: chosen at init
@@ -41,6 +42,9 @@ Result<CommSettings> CommSettings::from(const config::Config& cfg) {
   LOOM_ASSIGN_OR_RETURN(s.ofi_hmem, parse_ofi_hmem(cfg.get_string("LOOM_OFI_HMEM")));
   if (s.timeout.count() <= 0)
     return make_error(ErrorCode::InvalidUsage, "LOOM_TIMEOUT must be positive");
+  if (s.check_calls_after.count() < 0 || s.check_calls_after > std::chrono::hours(1))
+    return make_error(ErrorCode::InvalidUsage, "LOOM_MISMATCH_CHECK_AFTER={} ms is outside [0, 1h]",
+                      s.check_calls_after.count());
   if (s.depth < 1 || s.depth > 64)
     return make_error(ErrorCode::InvalidUsage, "LOOM_PIPELINE_DEPTH={} is outside [1, 64]",
                       s.depth);
@@ -112,6 +116,9 @@ CommImpl::~CommImpl() {
   // Drain first (a peer's failure, reported by the monitor, still fails what hangs), then stop
   // the monitor (it finishes a pending hang report), then the engine.
   if (engine_) engine_->drain();
+  // Messages of finished calls that no call took: a mismatched call (reported to the others).
+  if (engine_ && !aborted_.load() && !engine_->check_idle(std::chrono::seconds(1)).is_ok())
+    LOOM_LOG_ERROR(Coll, "rank {}: the communicator was destroyed after a mismatched call", rank_);
   if (monitor_ && !aborted_.load()) {
     monitor_->mark_left();
     monitor_->stop();
@@ -142,6 +149,7 @@ Status CommImpl::init(std::unique_ptr<transport::tcp::TcpTransport> tcp, Deadlin
     note_failed_peer(why);
     return monitor_ ? monitor_->local_failure(why) : why;
   };
+  eo.idle_check = [this] { return check_unread_messages(); };
   engine_ = std::make_unique<exec::Engine>(eo);
   LOOM_RETURN_IF_ERROR(start_monitor(layout, deadline));
   LOOM_LOG_INFO(Init,
@@ -419,6 +427,7 @@ Work CommImpl::submit(core::OpDesc op, const CollOptions& opts) {
   if (Status remote = monitor_->first_failure(); !remote.is_ok()) throw_if_error(remote);
   op.seq = next_seq_++;
   throw_if_error(core::validate(op, rank_, nranks_));
+  remember_call(op);
   const bool on_stream = value_or_throw(device::needs_stream_path(
       stream_path_ ? &stream_path_->device() : nullptr, op, rank_, nranks_, opts.stream));
   if (op.count == 0 && op.kind != core::CollKind::Barrier) {
