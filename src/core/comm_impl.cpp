@@ -427,16 +427,17 @@ Work CommImpl::submit(core::OpDesc op, const CollOptions& opts) {
   if (Status remote = monitor_->first_failure(); !remote.is_ok()) throw_if_error(remote);
   op.seq = next_seq_++;
   throw_if_error(core::validate(op, rank_, nranks_));
-  remember_call(op);
   const bool on_stream = value_or_throw(device::needs_stream_path(
       stream_path_ ? &stream_path_->device() : nullptr, op, rank_, nranks_, opts.stream));
   if (op.count == 0 && op.kind != core::CollKind::Barrier) {
+    remember_call(op);
     auto done = std::make_shared<OpState>();
     done->done = true;
     return Work(done);
   }
   std::shared_ptr<const algo::Plan> plan = cached_plan(op, opts);
   if (plan->steps.empty()) {
+    remember_call(op);
     auto done = std::make_shared<OpState>();
     done->done = true;
     return Work(done);
@@ -447,6 +448,7 @@ Work CommImpl::submit(core::OpDesc op, const CollOptions& opts) {
   {
     std::lock_guard lk(progress_mu_);
     unfinished_.emplace_back(op.seq, core::describe(op));
+    calls_[op.seq % kCallHistory] = CallRecord{op.seq, op};  // as remember_call()
   }
   if (on_stream) return submit_on_stream(op, opts.stream, std::move(plan), deadline);
   return Work(

@@ -93,7 +93,8 @@ void EngineCore::worker_loop() {
 }
 
 // Sleeps until there is an operation that no caller has driven for the grace period (true) or
-// a tick passes (false). Parks without a tick once the communicator has been idle for long.
+// a tick passes (false). Parks without a tick once the communicator has been idle for long,
+// waking only for the idle checks still due (EngineOptions::idle_check).
 bool EngineCore::worker_should_drive(Lock& lk) {
   auto now = Clock::now();
   if (!queue_.empty() && !driving_) {
@@ -109,6 +110,8 @@ bool EngineCore::worker_should_drive(Lock& lk) {
       next_idle_check_ *= 5;
       driving_ = true;
       (void)run_idle_check(lk);
+    } else if (now - last_activity_ < options_.park_after) {  // the usual tick until then
+      work_cv_.wait_for(lk, std::min<Clock::duration>(options_.max_block, due - now));
     } else {  // parked until then: submit() wakes it
       worker_parked_ = true;
       work_cv_.wait_until(lk, due, [&, gen = completions_] {
