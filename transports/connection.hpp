@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,12 @@ std::string describe_tag(const Tag& tag);
 Status mismatched_message(int self, int peer, const Tag& expected, std::size_t expected_len,
                           const Tag& got, std::size_t got_len);
 
+/// A message that has arrived from a peer and that no posted receive has taken yet.
+struct Unread {
+  Tag tag;
+  std::uint64_t length = 0;  // the whole message's length
+};
+
 /// For Connection::irecv_reduce: when the message arrives, dst[i] = local[i] OP incoming[i]
 /// for every element, read straight from the transport's buffers (no staging copy). `dst` may be
 /// `local`.
@@ -110,6 +117,12 @@ class Connection {
     (void)tag;
     return Status(ErrorCode::Internal, name() + ": irecv_reduce is not supported");
   }
+  /// The next message from the peer that has arrived and that no posted receive has claimed,
+  /// without consuming it; nullopt when none has arrived, when a receive is posted (it checks
+  /// the message itself), or when the transport cannot tell. Never blocks. The communicator asks
+  /// when it is idle, at a barrier and at destruction: a message of a call it has finished is
+  /// one that no call will ever receive (a mismatched call, docs/reliability.md).
+  virtual std::optional<Unread> peek_unread() { return std::nullopt; }
   /// Makes progress; true once the request has completed (after which it must not be tested
   /// again). Never blocks.
   virtual Result<bool> test(const Request& request) = 0;

@@ -26,7 +26,8 @@ Communicator wrap_communicator(std::unique_ptr<CommImpl> impl);
 /// matching arguments; each call returns a Work handle at once (`.wait()` makes it blocking).
 ///
 /// Buffers: `send` and `recv` may be the same pointer for an in-place call (allgather: `send` ==
-/// `recv + rank * count`; reduce_scatter: `recv` == `send + rank * recvcount`). Buffers must stay
+/// `recv + rank * count`; reduce_scatter: `recv` == `send + rank * recvcount`); buffers that
+/// overlap in any other way are refused (InvalidArgument). Buffers must stay
 /// valid until the Work completes. Calls on one communicator must come from one thread at a time.
 class Communicator {
  public:

@@ -98,6 +98,12 @@ constexpr std::array kSettings = {
          "Bytes of keys and values one rank may hold in the rendezvous store; a rank past it "
          "gets an error.",
          "reliability", Range{64 * kKiB, 64 * kGiB}},
+    Spec{"LOOM_MISMATCH_CHECK_AFTER", Type::Duration, "1s",
+         "An operation that has waited this long makes the ranks compare their calls of that "
+         "sequence number through the store, so mismatched calls that exchange no message "
+         "(reduces with different roots) fail with Mismatch instead of waiting for "
+         "LOOM_TIMEOUT. 0 turns the check off; at most 1h.",
+         "reliability", Range{0, 3'600'000}},
 
     // Network (TCP transport and bootstrap).
     Spec{"LOOM_SOCKETS_PER_PEER", Type::Int, "0",

@@ -31,6 +31,10 @@ Result<exec::Progress> CollectiveTask::progress() {
   // Named here too: a failure the monitor reported first reaches the engine without its hook.
   if (!r.is_ok()) return comm_.name_failed_peer(r.status().with_context(describe()));
   if (*r == exec::Progress::Done) {
+    // Every rank has finished its earlier calls: a message of one of them still unread was
+    // sent by a mismatched call.
+    if (op_.kind == core::CollKind::Barrier && op_.seq > 0)
+      LOOM_RETURN_IF_ERROR(comm_.find_unread_messages(op_.seq - 1));
     finalize();
     comm_.note_completed(op_.seq);
   }

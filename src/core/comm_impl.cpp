@@ -21,6 +21,7 @@ namespace loom::detail {
 Result<CommSettings> CommSettings::from(const config::Config& cfg) {
   CommSettings s;
   s.timeout = cfg.get_duration("LOOM_TIMEOUT");
+  s.check_calls_after = cfg.get_duration("LOOM_MISMATCH_CHECK_AFTER");
   LOOM_ASSIGN_OR_RETURN(s.chunk_bytes, select::chunk_from(cfg));
   s.depth = static_cast<std::size_t>(cfg.get_int("LOOM_PIPELINE_DEPTH"));
   s.spin = std::chrono::microseconds(cfg.get_int("LOOM_SPIN_US"));    // < 0: chosen at init
@@ -41,6 +42,9 @@ Result<CommSettings> CommSettings::from(const config::Config& cfg) {
   LOOM_ASSIGN_OR_RETURN(s.ofi_hmem, parse_ofi_hmem(cfg.get_string("LOOM_OFI_HMEM")));
   if (s.timeout.count() <= 0)
     return make_error(ErrorCode::InvalidUsage, "LOOM_TIMEOUT must be positive");
+  if (s.check_calls_after.count() < 0 || s.check_calls_after > std::chrono::hours(1))
+    return make_error(ErrorCode::InvalidUsage, "LOOM_MISMATCH_CHECK_AFTER={} ms is outside [0, 1h]",
+                      s.check_calls_after.count());
   if (s.depth < 1 || s.depth > 64)
     return make_error(ErrorCode::InvalidUsage, "LOOM_PIPELINE_DEPTH={} is outside [1, 64]",
                       s.depth);
@@ -131,6 +135,7 @@ Status CommImpl::init(std::unique_ptr<transport::tcp::TcpTransport> tcp, Deadlin
     note_failed_peer(why);
     return monitor_ ? monitor_->local_failure(why) : why;
   };
+  eo.idle_check = [this] { return check_unread_messages(); };
   engine_ = std::make_unique<exec::Engine>(eo);
   LOOM_RETURN_IF_ERROR(start_monitor(layout, deadline));
   liveness_ = nullptr;  // the failure monitor watches the ranks from now on
@@ -416,12 +421,14 @@ Work CommImpl::submit(core::OpDesc op, const CollOptions& opts) {
   const bool on_stream = value_or_throw(device::needs_stream_path(
       stream_path_ ? &stream_path_->device() : nullptr, op, rank_, nranks_, opts.stream));
   if (op.count == 0 && op.kind != core::CollKind::Barrier) {
+    remember_call(op);
     auto done = std::make_shared<OpState>();
     done->done = true;
     return Work(done);
   }
   std::shared_ptr<const algo::Plan> plan = cached_plan(op, opts);
   if (plan->steps.empty()) {
+    remember_call(op);
     auto done = std::make_shared<OpState>();
     done->done = true;
     return Work(done);
@@ -432,6 +439,7 @@ Work CommImpl::submit(core::OpDesc op, const CollOptions& opts) {
   {
     std::lock_guard lk(progress_mu_);
     unfinished_.emplace_back(op.seq, core::describe(op));
+    calls_[op.seq % kCallHistory] = CallRecord{op.seq, op};  // as remember_call()
   }
   if (on_stream) return submit_on_stream(op, opts.stream, std::move(plan), deadline);
   return Work(

@@ -2,6 +2,7 @@
 // turns a call into a Plan and submits it.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -38,6 +39,7 @@ struct JobLayout;
 /// Settings the communicator reads once, at creation.
 struct CommSettings {
   std::chrono::milliseconds timeout{600'000};
+  std::chrono::milliseconds check_calls_after{1000};  // LOOM_MISMATCH_CHECK_AFTER (0: off)
   std::size_t chunk_bytes = 0;  // 0: auto, resolved at init (select::auto_chunk_bytes)
   std::size_t depth = 4;
   std::chrono::microseconds spin{50};
@@ -94,6 +96,13 @@ class CommImpl {
   void note_completed(std::uint64_t seq);
   /// A PeerFailed naming a peer (local or reported): tells the cuda_ipc transport (first wins).
   void note_failed_peer(const Status& why);
+  /// Mismatched calls that no message check catches (call_check.cpp): this rank's call #seq
+  /// ("reduce #3 (4 x float32, sum, root 1)"), nullopt if not made or long forgotten...
+  [[nodiscard]] std::optional<std::string> describe_call(std::uint64_t seq) const;
+  /// ...and Mismatch naming both ranks and both calls when a connection holds a message of a
+  /// call up to #upto, which this rank has finished: no call will ever receive it. Run as the
+  /// driving thread (a barrier's task, the engine's idle check).
+  Status find_unread_messages(std::uint64_t upto);
 
   // Reliability (see docs/reliability.md).
   /// Fails every pending operation with Aborted and releases the engine, the failure monitor
@@ -150,6 +159,9 @@ class CommImpl {
   void linger_for_peers();
   void leave();
   void describe_shape(const JobLayout& layout);
+  void remember_call(const core::OpDesc& op);
+  /// The engine's idle check: messages of finished calls left unread.
+  Status check_unread_messages();
   /// Also checks that every rank has the same device runtime (`dev`, may be null).
   Status agree_on_plan_settings(const std::string& prefix, const device::Device* dev,
                                 Deadline deadline);
@@ -192,6 +204,12 @@ class CommImpl {
   std::atomic<std::int64_t> last_completed_{-1};
   mutable std::mutex progress_mu_;
   std::deque<std::pair<std::uint64_t, std::string>> unfinished_;  // submitted, not completed
+  static constexpr std::size_t kCallHistory = 256;  // calls remembered for the stall check
+  struct CallRecord {
+    std::uint64_t seq = ~std::uint64_t{0};
+    core::OpDesc op;
+  };
+  std::array<CallRecord, kCallHistory> calls_{};  // call #s at s % kCallHistory (progress_mu_)
   std::atomic<bool> aborted_{false};
   mutable std::mutex abort_mu_;
   net::SocketAddress data_address_;  // this rank's tcp listener (derived comms bind its host)

@@ -95,6 +95,10 @@ Status CommImpl::start_monitor(const JobLayout& layout, Deadline deadline) {
     if (engine_) engine_->abort(why, Clock::duration::zero());
   };
   hooks.progress = [this] { return progress(); };
+  hooks.call = [this](std::int64_t seq) {
+    return seq < 0 ? std::nullopt : describe_call(static_cast<std::uint64_t>(seq));
+  };
+  hooks.check_calls_after = settings_.check_calls_after;
   monitor_ = std::make_unique<FailureMonitor>(store_, prefix + "ft/", rank_, std::move(ids),
                                               std::move(hooks), store_host_);
   return Status::ok();

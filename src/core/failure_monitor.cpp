@@ -158,6 +158,7 @@ void FailureMonitor::loop() {
     if (!store_broken_) {
       poll_store();
       answer_status_requests();
+      check_calls();
     }
     if (!store_broken_) check_gone();
     // Sleep here, not in a waiting store get: the store connection is shared with the
@@ -293,6 +294,10 @@ void FailureMonitor::answer_status_requests() {
     auto got = store_->get(prefix_ + "status/req/" + std::to_string(next_request_),
                            Deadline::after(milliseconds(0)));
     if (!got.is_ok()) return;
+    if (take_call_check_request(as_text(*got))) {  // answered by check_calls()
+      ++next_request_;
+      continue;
+    }
     RankProgress p = hooks_.progress();
     (void)store_->set(fmt::format("{}status/{}/{}", prefix_, next_request_, rank_),
                       as_bytes(encode_progress(p)));

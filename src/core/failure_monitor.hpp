@@ -5,7 +5,10 @@
 //    fails this rank's pending operations with the recorded cause;
 //  - checks the processes of the peers on this host (pidfd) and posts a record when one exits;
 //  - answers status requests (hang attribution): when a rank times out it asks every rank which
-//    operation it has reached and logs one report naming the ranks that lag behind.
+//    operation it has reached and logs one report naming the ranks that lag behind;
+//  - checks stalled calls: when this rank's operation has waited longer than
+//    LOOM_MISMATCH_CHECK_AFTER, every rank that reaches that sequence number compares its call
+//    with the first one published in the store (mismatched calls that exchange no message).
 #pragma once
 
 #include <sys/types.h>
@@ -15,6 +18,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -62,6 +66,10 @@ std::optional<FailureRecord> decode_failure(std::string_view text, int nranks);
 std::string encode_progress(const RankProgress& p);
 std::optional<RankProgress> decode_progress(std::string_view text);
 
+/// The status request that asks every rank to compare its call #seq (failure_call_check.cpp).
+std::string encode_call_check_request(std::int64_t seq);
+std::optional<std::int64_t> decode_call_check_request(std::string_view text);
+
 /// "0-2,4,6-7".
 std::string format_rank_ranges(const std::vector<int>& ranks);
 
@@ -75,6 +83,10 @@ class FailureMonitor {
   struct Hooks {
     std::function<void(const Status&)> fail;  // fails this rank's operations (non-blocking)
     std::function<RankProgress()> progress;   // this rank's progress (non-blocking)
+    /// This rank's call #seq as text, nullopt if not made (or forgotten); null: no call check.
+    std::function<std::optional<std::string>(std::int64_t seq)> call;
+    /// How long an operation waits before the ranks compare their calls (0: never).
+    std::chrono::milliseconds check_calls_after{0};
   };
 
   /// `store_host`: the rank whose process serves `store` (-1: none of this communicator's).
@@ -130,6 +142,12 @@ class FailureMonitor {
   [[nodiscard]] bool has_left(int r);
   [[nodiscard]] int rank_of(std::uint32_t pid, const std::string& host) const;
   void attribute_hang(const Status& why);
+  void check_calls();
+  void start_call_check(std::int64_t seq, std::chrono::steady_clock::duration waited);
+  /// A status request asking to compare calls: noted (true), or another request (false).
+  bool take_call_check_request(std::string_view text);
+  /// Compares this rank's call #seq with the one published first; true when done with it.
+  bool compare_call(std::int64_t seq, std::int64_t& claim);
   [[nodiscard]] bool stopping() const;
   void store_gone(const Status& why);
 
@@ -155,6 +173,10 @@ class FailureMonitor {
   std::int64_t next_request_ = 1;
   bool store_broken_ = false;
   std::set<int> gone_seen_;
+  std::int64_t stalled_seq_ = -1;  // the operation in progress when last looked at
+  std::chrono::steady_clock::time_point stalled_since_{};
+  std::int64_t checked_seq_ = -1;  // the last stalled operation this rank asked to check
+  std::map<std::int64_t, std::int64_t> call_checks_;  // seq -> claim number (0: not claimed yet)
   struct Watched;
   std::vector<std::unique_ptr<Watched>> watched_;
   std::thread thread_;

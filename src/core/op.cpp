@@ -46,6 +46,37 @@ std::string describe(const OpDesc& op) {
   return s + ")";
 }
 
+namespace {
+
+// Send and receive ranges may be disjoint or in place exactly as documented (in_place()); any
+// other overlap would have a collective read what it already overwrote. Addresses are compared
+// as integers: device pointers too, without asking the device runtime.
+template <typename Fail>
+Status check_overlap(const OpDesc& op, int rank, int nranks, Fail&& fail) {
+  const auto s = reinterpret_cast<std::uintptr_t>(op.send);
+  const auto r = reinterpret_cast<std::uintptr_t>(op.recv);
+  const std::size_t sb = op.send_bytes(nranks);
+  const std::size_t rb = op.recv_bytes(nranks);
+  if (s + sb <= r || r + rb <= s || op.in_place(rank)) return Status::ok();
+  const std::size_t block = op.count * dtype_size(op.dtype);
+  std::string rule = "send == recv";
+  if (op.kind == CollKind::AllGather)
+    rule = fmt::format("send == recv + rank x count elements ({} bytes here)",
+                       block * static_cast<std::size_t>(rank));
+  if (op.kind == CollKind::ReduceScatter)
+    rule = fmt::format("recv == send + rank x recvcount elements ({} bytes here)",
+                       block * static_cast<std::size_t>(rank));
+  const auto where = [](std::uintptr_t a, std::uintptr_t b) {
+    return a >= b ? fmt::format("+{}", a - b) : fmt::format("-{}", b - a);
+  };
+  return fail(fmt::format(
+      "send and receive buffers overlap (send = recv {} bytes; {} and {} bytes long): they must "
+      "be disjoint or in place exactly ({})",
+      where(s, r), sb, rb, rule));
+}
+
+}  // namespace
+
 Status validate(const OpDesc& op, int rank, int nranks) {
   auto fail = [&](const std::string& why) {
     return Status(ErrorCode::InvalidArgument,
@@ -64,6 +95,7 @@ Status validate(const OpDesc& op, int rank, int nranks) {
   bool needs_recv = !(op.kind == CollKind::Reduce && rank != op.root);
   if (needs_send && op.send == nullptr) return fail("send buffer is null");
   if (needs_recv && op.recv == nullptr) return fail("receive buffer is null");
+  if (needs_send && needs_recv) return check_overlap(op, rank, nranks, fail);
   return Status::ok();
 }
 
@@ -96,11 +128,18 @@ std::string describe_tag(const Tag& tag) {
 
 Status mismatched_message(int self, int peer, const Tag& expected, std::size_t expected_len,
                           const Tag& got, std::size_t got_len) {
+  // A message of a call this rank has finished: it took no such message in that call.
+  std::string stale;
+  if (got.seq < expected.seq)
+    stale = fmt::format(
+        "; rank {} finished its call #{} without taking this message (left unread): the ranks' "
+        "calls #{} differ",
+        self, got.seq, got.seq);
   return make_error(ErrorCode::Mismatch,
                     "mismatched collective calls: rank {} expected {} ({} bytes) from rank {}, "
-                    "but rank {} sent {} ({} bytes)",
+                    "but rank {} sent {} ({} bytes){}",
                     self, describe_tag(expected), expected_len, peer, peer, describe_tag(got),
-                    got_len);
+                    got_len, stale);
 }
 
 }  // namespace loom::transport

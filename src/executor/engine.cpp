@@ -93,7 +93,8 @@ void EngineCore::worker_loop() {
 }
 
 // Sleeps until there is an operation that no caller has driven for the grace period (true) or
-// a tick passes (false). Parks without a tick once the communicator has been idle for long.
+// a tick passes (false). Parks without a tick once the communicator has been idle for long,
+// waking only for the idle checks still due (EngineOptions::idle_check).
 bool EngineCore::worker_should_drive(Lock& lk) {
   auto now = Clock::now();
   if (!queue_.empty() && !driving_) {
@@ -102,14 +103,56 @@ bool EngineCore::worker_should_drive(Lock& lk) {
     work_cv_.wait_until(lk, due);
     return false;
   }
+  if (queue_.empty() && idle_checks_left_ > 0 && !driving_) {
+    const auto due = last_activity_ + next_idle_check_;
+    if (now >= due) {
+      --idle_checks_left_;
+      next_idle_check_ *= 5;
+      driving_ = true;
+      (void)run_idle_check(lk);
+    } else if (now - last_activity_ < options_.park_after) {  // the usual tick until then
+      work_cv_.wait_for(lk, std::min<Clock::duration>(options_.max_block, due - now));
+    } else {  // parked until then: submit() wakes it
+      worker_parked_ = true;
+      work_cv_.wait_until(lk, due, [&, gen = completions_] {
+        return stop_ || !queue_.empty() || completions_ != gen;  // a new schedule
+      });
+      worker_parked_ = false;
+    }
+    return false;
+  }
   if (queue_.empty() && now - last_activity_ >= options_.park_after) {
     worker_parked_ = true;
-    work_cv_.wait(lk, [&] { return stop_ || !queue_.empty(); });
+    work_cv_.wait(lk, [&] { return stop_ || !queue_.empty() || idle_checks_left_ > 0; });
     worker_parked_ = false;
     return false;
   }
   work_cv_.wait_for(lk, options_.max_block);
   return false;
+}
+
+Status EngineCore::run_idle_check(Lock& lk) {
+  Status st;
+  if (options_.idle_check && failure_.is_ok() && !aborted_.load(std::memory_order_acquire)) {
+    lk.unlock();
+    st = options_.idle_check();
+    lk.lock();
+  }
+  driving_ = false;
+  if (!st.is_ok()) {
+    LOOM_LOG_ERROR(Exec, "{}", st.message());
+    if (failure_.is_ok()) failure_ = options_.on_failure ? options_.on_failure(st) : st;
+  }
+  if (!queue_.empty()) undriven_since_ = Clock::now();  // submitted meanwhile: not driven yet
+  done_cv_.notify_all();
+  return st;
+}
+
+Status EngineCore::check_idle(Clock::duration grace) {
+  Lock lk(mu_);
+  if (!done_cv_.wait_for(lk, grace, [&] { return !driving_; })) return Status::ok();
+  driving_ = true;
+  return run_idle_check(lk);
 }
 
 void EngineCore::stop() {
@@ -264,6 +307,12 @@ void EngineCore::adapt_spin(Clock::duration idle, bool blocked) {
 
 void EngineCore::finish(OpState& op, Status status) {
   op.done = true;
+  if (status.is_ok() && options_.idle_check) {  // idle checks due again (see EngineOptions)
+    idle_checks_left_ = kIdleChecks;
+    next_idle_check_ = options_.idle_check_after;
+    ++completions_;
+    if (worker_parked_) work_cv_.notify_one();
+  }
   if (!status.is_ok()) {
     LOOM_LOG_ERROR(Exec, "{}", status.message());
     if (failure_.is_ok()) {

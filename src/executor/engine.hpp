@@ -58,6 +58,13 @@ struct EngineOptions {
   /// Called (under the engine's lock: must not block or call back) when the first operation
   /// fails, with its status; returns the status to record (e.g. with more context).
   std::function<Status(const Status&)> on_failure;
+  /// Run by the worker while no thread drives, once the queue has stayed empty for
+  /// `idle_check_after` after operations completed, then again after 5, 25, 125 and 625 times
+  /// that (a peer may send later: 20 ms, 100 ms, 0.5 s, 2.5 s, 12.5 s), and by check_idle(): a
+  /// failure it returns is the engine's first failure, as if an operation had failed (messages
+  /// that a mismatched call left unread). Null: none.
+  std::function<Status()> idle_check;
+  std::chrono::milliseconds idle_check_after{20};
 };
 
 /// The queue and the driving protocol, shared with Work handles (which may outlive the Engine).
@@ -84,6 +91,9 @@ class EngineCore {
     Lock lk(mu_);
     return queue_.empty() ? nullptr : queue_.back();
   }
+  /// Runs options.idle_check now, as the driving thread (waits up to `grace` for the one that
+  /// drives to stop), unless the engine failed; returns (and records) its failure.
+  Status check_idle(Clock::duration grace);
   /// Fails every queued operation that has not completed (used at destruction).
   void fail_all(const Status& why);
   /// Fails the running operation (within one poll interval, 100 ms) and every later one with
@@ -100,6 +110,8 @@ class EngineCore {
   void adapt_spin(Clock::duration idle, bool blocked);
   Status idle_wait(Task& task, Clock::duration idle, Deadline until, bool& blocked);
   bool worker_should_drive(Lock& lk);
+  /// With driving_ just set by the caller: runs the idle check unlocked, then clears driving_.
+  Status run_idle_check(Lock& lk);
 
   EngineOptions options_;
   Clock::duration spin_budget_{0};  // touched only by the driving thread
@@ -117,6 +129,10 @@ class EngineCore {
   // once per completed operation.
   std::atomic<int> handoff_{0};
   bool worker_parked_ = false;  // the worker waits without a tick: submit() must wake it
+  static constexpr int kIdleChecks = 5;
+  int idle_checks_left_ = 0;           // idle checks still due since the last completion
+  Clock::duration next_idle_check_{};  // after last_activity_
+  std::uint64_t completions_ = 0;      // successful operations (with an idle check)
   bool stop_ = false;
   Status failure_;
   std::atomic<bool> aborted_{false};
@@ -138,6 +154,8 @@ class Engine {
   void drain();
   /// See EngineCore::abort.
   void abort(const Status& why, Clock::duration grace) { core_->abort(why, grace); }
+  /// See EngineCore::check_idle (call after drain()).
+  Status check_idle(Clock::duration grace) { return core_->check_idle(grace); }
 
  private:
   std::shared_ptr<EngineCore> core_;

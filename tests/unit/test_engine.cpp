@@ -232,3 +232,37 @@ TEST_CASE("engine: a wait with nothing to block on naps instead of spinning", "[
   INFO("CPU time of the waiting thread: " << cpu << " ms");
   CHECK(cpu < 80);
 }
+
+// The idle check (messages a mismatched call left unread, for a communicator): run by the worker
+// once the queue has stayed empty for idle_check_after after an operation completed (never
+// before any), again later, as the only driving thread; a failure it returns fails later calls.
+TEST_CASE("engine: the idle check runs after operations complete and its failure sticks",
+          "[engine]") {
+  std::atomic<int> checks{0};
+  std::atomic<bool> fail{false};
+  ex::EngineOptions o = options(100us);
+  o.idle_check_after = 20ms;
+  o.idle_check = [&] {
+    ++checks;
+    return fail ? Status(ErrorCode::Mismatch, "a stray message") : Status::ok();
+  };
+  ex::Engine engine(o);
+  std::this_thread::sleep_for(150ms);
+  CHECK(checks == 0);  // nothing completed yet
+  Record rec;
+  REQUIRE(
+      wait(engine.submit(std::make_unique<FakeTask>(rec, 2, Deadline::after(30s))), 30s).is_ok());
+  auto until = Clock::now() + 10s;
+  while (checks < 2 && Clock::now() < until) std::this_thread::sleep_for(5ms);
+  CHECK(checks >= 2);  // at 20 ms and 100 ms
+  CHECK(engine.failure().is_ok());
+  fail = true;
+  Status st = engine.check_idle(1s);
+  CHECK(st.code() == ErrorCode::Mismatch);
+  CHECK(engine.failure().code() == ErrorCode::Mismatch);
+  Record later;
+  CHECK(
+      wait(engine.submit(std::make_unique<FakeTask>(later, 1, Deadline::after(30s))), 30s).code() ==
+      ErrorCode::Mismatch);
+  CHECK_FALSE(later.finished);
+}

@@ -379,6 +379,14 @@ Status ShmConnection::peer_gone(const Op& op) const {
                     who(), peer_.rank, self_, what);
 }
 
+// The descriptor of the oldest unconsumed slot, when no receive is posted: a message's first
+// fragment (every fragment before it belonged to receives that completed).
+std::optional<Unread> ShmConnection::peek_unread() {
+  if (!recvq_.empty() || !broken_.is_ok() || incoming_empty()) return std::nullopt;
+  const SlotDesc d = in_.desc(tail_);
+  return Unread{d.tag, d.total};
+}
+
 // Arms the sleeping flag of each direction we wait on, then re-checks: the peer's wake_peer
 // either sees the flag (and rings the doorbell) or its store is visible to the re-check.
 bool ShmConnection::prepare_wait(std::vector<pollfd>& fds) {

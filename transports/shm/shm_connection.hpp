@@ -53,6 +53,7 @@ class ShmConnection final : public Connection {
   [[nodiscard]] bool supports_recv_reduce() const override { return true; }
   Result<Request> irecv_reduce(const ReduceInto& into, std::size_t len, const Tag& tag) override;
   Result<bool> test(const Request& request) override;
+  std::optional<Unread> peek_unread() override;
   bool prepare_wait(std::vector<pollfd>& fds) override;
 
  private:

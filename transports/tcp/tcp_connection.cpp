@@ -333,6 +333,31 @@ Status TcpConnection::check_header(const Part& p) const {
   return Status::ok();
 }
 
+// With no receive posted, each socket's staged bytes begin at a part's header: the next
+// message's first part is on the socket the next receive would use. Reads what has arrived
+// into its staging buffer (where the next receive takes it from) until a header is there.
+std::optional<Unread> TcpConnection::peek_unread() {
+  auto lk = lock();
+  if (!broken_.is_ok()) return std::nullopt;
+  for (const Socket& s : sockets_)
+    if (!s.recvq.empty()) return std::nullopt;
+  Socket& s = sockets_[next_recv_socket_ % sockets_.size()];
+  if (s.stage_end - s.stage_begin < kHeader) {
+    std::memmove(s.stage.get(), s.stage.get() + s.stage_begin, s.stage_end - s.stage_begin);
+    s.stage_end -= s.stage_begin;
+    s.stage_begin = 0;
+    ssize_t n =
+        ::recv(s.fd.get(), s.stage.get() + s.stage_end, kStageBytes - s.stage_end, MSG_DONTWAIT);
+    if (n > 0) s.stage_end += static_cast<std::size_t>(n);  // EOF and errors: for a receive
+    if (s.stage_end < kHeader) return std::nullopt;
+  }
+  MessageHeader h;
+  std::memcpy(&h, s.stage.get() + s.stage_begin, kHeader);
+  if (h.magic != kDataMagic || h.version != kWireVersion || h.comm_id != comm_id_)
+    return std::nullopt;  // corrupt: the next receive says so
+  return Unread{h.tag, h.length};
+}
+
 bool TcpConnection::prepare_wait(std::vector<pollfd>& fds) {
   if (thread_wake_fd_ >= 0) {  // the thread watches the sockets and signals completions
     fds.push_back({notify_fd_.get(), POLLIN, 0});

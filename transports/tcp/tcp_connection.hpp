@@ -42,6 +42,7 @@ class TcpConnection final : public Connection {
   Result<Request> irecv(const MemRegion& region, std::size_t off, std::size_t len,
                         const Tag& tag) override;
   Result<bool> test(const Request& request) override;
+  std::optional<Unread> peek_unread() override;
   bool prepare_wait(std::vector<pollfd>& fds) override;
 
   /// Switches to progress-thread mode: new work is announced on `thread_wake_fd` (eventfd).
