@@ -34,11 +34,24 @@ class Store {
   virtual Result<Bytes> get(const std::string& key, Deadline deadline) = 0;
   /// Atomically adds `delta` to the integer counter `key` (missing: 0) and returns the new value.
   virtual Result<std::int64_t> add(const std::string& key, std::int64_t delta) = 0;
+  /// set() and add() bounded by `deadline` instead of the store's operation timeout, for callers
+  /// that must not wait long for a store that stopped answering (the hang report).
+  virtual Status set_by(const std::string& key, std::span<const std::uint8_t> value,
+                        Deadline /*deadline*/) {
+    return set(key, value);
+  }
+  virtual Result<std::int64_t> add_by(const std::string& key, std::int64_t delta,
+                                      Deadline /*deadline*/) {
+    return add(key, delta);
+  }
   /// Removes every key that starts with `prefix` (a finished communicator's keys); returns how
   /// many were removed.
   virtual Result<std::int64_t> erase_prefix(const std::string& prefix) = 0;
-  /// The clients that vanished without a goodbye so far (stores without clients: none).
-  virtual Result<std::vector<GoneClient>> gone() { return std::vector<GoneClient>{}; }
+  /// The clients that vanished without a goodbye so far (stores without clients: none), asked
+  /// within `deadline`.
+  virtual Result<std::vector<GoneClient>> gone(Deadline /*deadline*/) {
+    return std::vector<GoneClient>{};
+  }
   /// True once the store's server went away without a clean shutdown (its process died): the
   /// failure monitor reports the rank that hosted it. Stores without a server never lose it.
   [[nodiscard]] virtual bool server_lost() const { return false; }

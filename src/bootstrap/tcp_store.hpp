@@ -86,8 +86,12 @@ class TcpStoreClient final : public Store {
   Status set(const std::string& key, std::span<const std::uint8_t> value) override;
   Result<Bytes> get(const std::string& key, Deadline deadline) override;
   Result<std::int64_t> add(const std::string& key, std::int64_t delta) override;
+  Status set_by(const std::string& key, std::span<const std::uint8_t> value,
+                Deadline deadline) override;
+  Result<std::int64_t> add_by(const std::string& key, std::int64_t delta,
+                              Deadline deadline) override;
   Result<std::int64_t> erase_prefix(const std::string& prefix) override;
-  Result<std::vector<GoneClient>> gone() override;
+  Result<std::vector<GoneClient>> gone(Deadline deadline) override;
   /// The server closed the connection without its clean-shutdown frame (its process died, or
   /// the connection broke): false while connected and after a clean shutdown.
   [[nodiscard]] bool server_lost() const override;

@@ -373,8 +373,13 @@ void TcpStoreClient::set_op_timeout(std::chrono::milliseconds timeout) {
 }
 
 Status TcpStoreClient::set(const std::string& key, std::span<const std::uint8_t> value) {
+  return set_by(key, value, impl_->op_deadline());
+}
+
+Status TcpStoreClient::set_by(const std::string& key, std::span<const std::uint8_t> value,
+                              Deadline deadline) {
   const std::string what = fmt::format("store set '{}'", key);
-  const Deadline d = impl_->op_deadline();
+  const Deadline d = deadline.earliest(impl_->op_deadline());
   LOOM_ASSIGN_OR_RETURN(Response r,
                         impl_->call(wire::Op::Set, key, value.size(), value, d, d, what));
   if (r.reply == wire::Reply::Error) {
@@ -398,8 +403,13 @@ Result<Bytes> TcpStoreClient::get(const std::string& key, Deadline deadline) {
 }
 
 Result<std::int64_t> TcpStoreClient::add(const std::string& key, std::int64_t delta) {
+  return add_by(key, delta, impl_->op_deadline());
+}
+
+Result<std::int64_t> TcpStoreClient::add_by(const std::string& key, std::int64_t delta,
+                                            Deadline deadline) {
   const std::string what = fmt::format("store add '{}'", key);
-  const Deadline d = impl_->op_deadline();
+  const Deadline d = deadline.earliest(impl_->op_deadline());
   LOOM_ASSIGN_OR_RETURN(Response r, impl_->call(wire::Op::Add, key,
                                                 static_cast<std::uint64_t>(delta), {}, d, d, what));
   if (r.reply == wire::Reply::Error) {
@@ -418,9 +428,9 @@ Result<std::int64_t> TcpStoreClient::erase_prefix(const std::string& prefix) {
   return static_cast<std::int64_t>(r.arg);
 }
 
-Result<std::vector<GoneClient>> TcpStoreClient::gone() {
+Result<std::vector<GoneClient>> TcpStoreClient::gone(Deadline deadline) {
   const std::string what = "store list of vanished clients";
-  const Deadline d = impl_->op_deadline();
+  const Deadline d = deadline.earliest(impl_->op_deadline());
   LOOM_ASSIGN_OR_RETURN(Response r, impl_->call(wire::Op::Gone, "-", 0, {}, d, d, what));
   if (r.reply == wire::Reply::Error) {
     return make_error(ErrorCode::InvalidArgument, "{}: {}", what, payload_text(r.payload));

@@ -34,7 +34,7 @@ Result<net::SocketAddress> data_bind_address(const config::Config& cfg,
 std::function<Status()> store_liveness(std::shared_ptr<bootstrap::Store> store, int rank,
                                        int nranks) {
   return [store = std::move(store), rank, nranks]() -> Status {
-    auto gone = store->gone();
+    auto gone = store->gone(Deadline::after(std::chrono::seconds(2)));
     if (!gone.is_ok()) return Status::ok();  // the waits report the store's own failure
     for (const bootstrap::GoneClient& g : *gone)
       if (g.rank >= 0 && g.rank < nranks && g.rank != rank)

@@ -80,6 +80,11 @@ void FailureMonitor::stop_now() {
   if (thread_.joinable()) thread_.join();
 }
 
+bool FailureMonitor::has_work() const {
+  std::lock_guard lk(mu_);
+  return !queue_.empty() || stop_now_;
+}
+
 bool FailureMonitor::stopping() const {
   std::lock_guard lk(mu_);
   return stop_now_;
@@ -154,13 +159,15 @@ void FailureMonitor::loop() {
       if (stop_ && work.empty()) return;
     }
     for (const Status& s : work) handle_local(s);
-    check_local_peers();
-    if (!store_broken_) {
-      poll_store();
-      answer_status_requests();
-      check_calls();
+    // The routine looks, each skipped when this rank's own failure arrives meanwhile: a store
+    // that stopped answering makes each of them slow, and the failure's report comes first.
+    for (auto look : {&FailureMonitor::check_local_peers, &FailureMonitor::poll_store,
+                      &FailureMonitor::answer_status_requests, &FailureMonitor::check_calls,
+                      &FailureMonitor::check_gone}) {
+      if (has_work()) break;
+      if (look != &FailureMonitor::check_local_peers && store_broken_) break;
+      (this->*look)();
     }
-    if (!store_broken_) check_gone();
     // Sleep here, not in a waiting store get: the store connection is shared with the
     // communicator's own setup traffic (lazy shm/tcp handshakes), which a 100 ms get would stall.
     std::unique_lock lk(mu_);
@@ -318,35 +325,50 @@ void FailureMonitor::attribute_hang(const Status& why) {
   std::string what = mine.current.empty() ? fmt::format("operation #{}", seq) : mine.current;
   std::vector<std::optional<RankProgress>> answers(static_cast<std::size_t>(nranks_));
   answers[static_cast<std::size_t>(rank_)] = mine;
-  if (!store_broken_) {
-    auto n = store_->add(prefix_ + "status/count", 1);
-    if (n.is_ok() &&
-        store_->set(fmt::format("{}status/req/{}", prefix_, *n), as_bytes(std::to_string(rank_)))
-            .is_ok()) {
-      // Poll for the answers, answering other ranks' requests meanwhile: ranks that time out
-      // together each wait for the others' answers.
-      Deadline until = Deadline::after(kReportWait);
-      int missing = nranks_ - 1;
-      while (missing > 0 && !until.expired() && !stopping()) {
-        answer_status_requests();
-        for (int r = 0; r < nranks_; ++r) {
-          auto i = static_cast<std::size_t>(r);
-          if (r == rank_ || answers[i]) continue;
-          auto got = store_->get(fmt::format("{}status/{}/{}", prefix_, *n, r),
-                                 Deadline::after(milliseconds(5)));
-          if (!got.is_ok()) continue;
-          answers[i] = decode_progress(as_text(*got));
-          if (!answers[i]) answers[i] = RankProgress{};  // garbage: count as answered
-          --missing;
-        }
-      }
-    }
-  }
+  const bool answered = store_broken_ || gather_progress(answers, Deadline::after(kReportWait));
   std::string report = hang_report(seq, what, answers, ranks_);
+  if (!answered)  // a stopped store: every rank would look silent, which says nothing
+    report = fmt::format(
+        "{} timed out; the rendezvous store{} did not answer within {} ms, so the other ranks' "
+        "progress is unknown (is its process stopped or overloaded?)",
+        what, store_host_ >= 0 ? " (served by " + identify(store_host_) + ")" : "",
+        kReportWait.count());
   LOOM_LOG_ERROR(Coll, "rank {}: {}", rank_, report);
   LOOM_LOG_DEBUG(Coll, "rank {}: the timeout was: {}", rank_, why.message());
   std::lock_guard lk(mu_);
   report_ = report;
+}
+
+// Posts a status request and polls for the answers until `until`, answering other ranks'
+// requests meanwhile (ranks that time out together each wait for the others' answers). False
+// when the store itself stopped answering.
+bool FailureMonitor::gather_progress(std::vector<std::optional<RankProgress>>& answers,
+                                     Deadline until) {
+  constexpr milliseconds kSlow{500};  // a 5 ms get that takes this long: the store is silent
+  auto n = store_->add_by(prefix_ + "status/count", 1, until);
+  if (!n.is_ok()) return n.status().code() != ErrorCode::Timeout;
+  Status posted = store_->set_by(fmt::format("{}status/req/{}", prefix_, *n),
+                                 as_bytes(std::to_string(rank_)), until);
+  if (!posted.is_ok()) return posted.code() != ErrorCode::Timeout;
+  int missing = nranks_ - 1;
+  while (missing > 0 && !until.expired() && !stopping()) {
+    answer_status_requests();
+    for (int r = 0; r < nranks_ && !until.expired(); ++r) {
+      auto i = static_cast<std::size_t>(r);
+      if (r == rank_ || answers[i]) continue;
+      const auto asked = Clock::now();
+      auto got = store_->get(fmt::format("{}status/{}/{}", prefix_, *n, r),
+                             Deadline::after(milliseconds(5)));
+      if (!got.is_ok()) {
+        if (Clock::now() - asked > kSlow) return false;
+        continue;
+      }
+      answers[i] = decode_progress(as_text(*got));
+      if (!answers[i]) answers[i] = RankProgress{};  // garbage: count as answered
+      --missing;
+    }
+  }
+  return true;
 }
 
 }  // namespace loom::detail

@@ -142,6 +142,7 @@ class FailureMonitor {
   [[nodiscard]] bool has_left(int r);
   [[nodiscard]] int rank_of(std::uint32_t pid, const std::string& host) const;
   void attribute_hang(const Status& why);
+  bool gather_progress(std::vector<std::optional<RankProgress>>& answers, Deadline until);
   void check_calls();
   void start_call_check(std::int64_t seq, std::chrono::steady_clock::duration waited);
   /// A status request asking to compare calls: noted (true), or another request (false).
@@ -149,6 +150,7 @@ class FailureMonitor {
   /// Compares this rank's call #seq with the one published first; true when done with it.
   bool compare_call(std::int64_t seq, std::int64_t& claim);
   [[nodiscard]] bool stopping() const;
+  [[nodiscard]] bool has_work() const;
   void store_gone(const Status& why);
 
   std::shared_ptr<bootstrap::Store> store_;

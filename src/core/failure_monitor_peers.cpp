@@ -13,6 +13,7 @@ using std::chrono::milliseconds;
 constexpr milliseconds kPeerPoll{50};  // wait_for_peers: left markers, connections
 constexpr int kAskEvery = 4;           // ... and a status request every 4th poll
 constexpr milliseconds kAnswerWait{0};
+constexpr milliseconds kGoneWait{1000};  // a store that takes longer is answering nothing else
 
 std::span<const std::uint8_t> as_bytes(const std::string& s) {
   return {reinterpret_cast<const std::uint8_t*>(s.data()), s.size()};
@@ -41,7 +42,7 @@ bool FailureMonitor::has_left(int r) {
 // A rank whose store connection ended without a goodbye has died (or lost its network): the
 // store's server saw it, so every rank learns of it within one poll, whichever host it ran on.
 void FailureMonitor::check_gone() {
-  auto gone = store_->gone();
+  auto gone = store_->gone(Deadline::after(kGoneWait));
   if (!gone.is_ok()) {
     if (gone.status().code() == ErrorCode::PeerFailed) store_gone(gone.status());
     return;

@@ -414,6 +414,79 @@ class VanishingStore final : public bootstrap::Store {
 
 }  // namespace
 
+namespace {
+
+// A store whose server's process is stopped (SIGSTOP): nothing answers. Calls with a deadline
+// time out at it (gets a second after, like the TCP client's grace); set() and add() without one
+// would wait for the operation timeout (here 30 s).
+class FrozenStore final : public bootstrap::Store {
+ public:
+  Status set(const std::string& key, std::span<const std::uint8_t> value) override {
+    return set_by(key, value, Deadline::after(std::chrono::seconds(30)));
+  }
+  Status set_by(const std::string& key, std::span<const std::uint8_t> /*value*/,
+                Deadline d) override {
+    return freeze(key, d);
+  }
+  Result<bootstrap::Bytes> get(const std::string& key, Deadline d) override {
+    return freeze(key, Deadline(d.at() + std::chrono::seconds(1)));
+  }
+  Result<std::int64_t> add(const std::string& key, std::int64_t delta) override {
+    return add_by(key, delta, Deadline::after(std::chrono::seconds(30)));
+  }
+  Result<std::int64_t> add_by(const std::string& key, std::int64_t /*delta*/,
+                              Deadline d) override {
+    return freeze(key, d);
+  }
+  Result<std::int64_t> erase_prefix(const std::string& key) override {
+    return freeze(key, Deadline::after(std::chrono::seconds(30)));
+  }
+  Result<std::vector<bootstrap::GoneClient>> gone(Deadline d) override { return freeze("-", d); }
+  void thaw() {
+    std::lock_guard lk(mu_);
+    thawed_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  Status freeze(const std::string& key, Deadline d) {
+    std::unique_lock lk(mu_);
+    cv_.wait_until(lk, d.at(), [&] { return thawed_; });
+    return {ErrorCode::Timeout, "no answer for " + key};
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool thawed_ = false;
+};
+
+}  // namespace
+
+TEST_CASE("reliability: with the store's host stopped, the hang report says so within seconds",
+          "[reliability]") {
+  using namespace loom::detail;
+  auto store = std::make_shared<FrozenStore>();
+  std::vector<RankIdentity> ids(4);
+  for (int r = 0; r < 4; ++r)
+    ids[static_cast<std::size_t>(r)] = {fmt::format("h{}", r), fmt::format("boot{}", r), ::getpid(),
+                                        0, r == 0, ""};
+  FailureMonitor::Hooks hooks;
+  hooks.fail = [](const Status&) {};
+  hooks.progress = [] { return RankProgress{7, 6, 7, "allreduce #7 (4 x float, sum)"}; };
+  FailureMonitor monitor(store, "t/", 2, ids, hooks, /*store_host=*/0);
+  std::this_thread::sleep_for(milliseconds(300));  // the monitor is inside its slow looks
+  const auto timed_out = Clock::now();
+  (void)monitor.local_failure(Status(ErrorCode::Timeout, "allreduce #7 timed out"));
+  REQUIRE(eventually([&] { return !monitor.last_report().empty(); }, milliseconds(10000)));
+  const auto took = std::chrono::duration_cast<milliseconds>(Clock::now() - timed_out);
+  CHECK(took < milliseconds(3500));
+  CHECK_THAT(monitor.last_report(), Contains("allreduce #7 (4 x float, sum) timed out"));
+  CHECK_THAT(monitor.last_report(), Contains("the rendezvous store (served by rank 0 (host h0"));
+  CHECK_THAT(monitor.last_report(), Contains("did not answer within 2000 ms"));
+  CHECK_THAT(monitor.last_report(), !Contains("rank 1 did not answer"));
+  store->thaw();
+  monitor.stop_now();
+}
+
 TEST_CASE("reliability: a store that vanishes without a shutdown fails the rank that served it",
           "[reliability]") {
   using namespace loom::detail;

@@ -139,7 +139,7 @@ TEST_CASE("bootstrap: the store lists clients that vanish without a goodbye, not
   }  // closed without a goodbye, as a killed process's socket is
   std::vector<bs::GoneClient> gone;
   for (int i = 0; i < 100 && gone.empty(); ++i) {
-    auto g = watcher->gone();
+    auto g = watcher->gone(Deadline::after(2s));
     REQUIRE(g.is_ok());
     gone = g.value();
     if (gone.empty()) std::this_thread::sleep_for(10ms);
