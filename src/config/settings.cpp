@@ -79,6 +79,11 @@ constexpr std::array kSettings = {
          "net"},
     Spec{"LOOM_SOCKET_BUFFER", Type::Size, "4M",
          "SO_SNDBUF/SO_RCVBUF for data sockets (0 leaves the kernel's autotuning).", "net"},
+    Spec{"LOOM_HELLO_TIMEOUT", Type::Duration, "5s",
+         "How long a connection accepted by a rank's tcp data listener may take to prove the "
+         "job's secret (its hello) before it is dropped and logged (100ms-600s). Handshakes run "
+         "concurrently, so idle foreign connections never delay a peer's.",
+         "net"},
     Spec{"LOOM_SOCKET_IFNAME", Type::String, "",
          "Network interface whose address ranks listen on and advertise (default: the "
          "interface of the route to the rendezvous root).",

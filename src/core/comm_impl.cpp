@@ -29,6 +29,7 @@ Result<CommSettings> CommSettings::from(const config::Config& cfg) {
   s.tcp.socket_buffer = cfg.get_size("LOOM_SOCKET_BUFFER");
   s.tcp.stripe_min = cfg.get_size("LOOM_SOCKET_STRIPE_MIN");
   s.tcp.progress_threads = static_cast<int>(cfg.get_int("LOOM_TCP_THREADS"));
+  s.tcp.hello_timeout = cfg.get_duration("LOOM_HELLO_TIMEOUT");
   s.shm.slot_bytes = cfg.get_size("LOOM_SHM_SLOT_SIZE");
   s.shm.nslots = static_cast<std::size_t>(cfg.get_int("LOOM_SHM_SLOTS"));
   LOOM_ASSIGN_OR_RETURN(s.shm.single_copy,
@@ -47,6 +48,10 @@ Result<CommSettings> CommSettings::from(const config::Config& cfg) {
   if (s.tcp.sockets_per_peer < 0 || s.tcp.sockets_per_peer > 16)
     return make_error(ErrorCode::InvalidUsage, "LOOM_SOCKETS_PER_PEER={} is outside [0, 16]",
                       s.tcp.sockets_per_peer);
+  if (s.tcp.hello_timeout < std::chrono::milliseconds(100) ||
+      s.tcp.hello_timeout > std::chrono::seconds(600))
+    return make_error(ErrorCode::InvalidUsage, "LOOM_HELLO_TIMEOUT={} ms is outside [100ms, 600s]",
+                      s.tcp.hello_timeout.count());
   LOOM_ASSIGN_OR_RETURN(s.policy, select::Policy::parse(s.algo));
   LOOM_ASSIGN_OR_RETURN(s.tuning, select::tuning_from(cfg));
   s.deterministic = cfg.get_bool("LOOM_DETERMINISTIC");
