@@ -157,6 +157,17 @@ constexpr std::array kSettings = {
          "32 KiB allreduce: 0.71-0.85x the time), else rotate (2-4 ranks on 2 CPUs: reuse took "
          "1.05-1.29x the time at 32 KiB).",
          "shm"},
+    Spec{"LOOM_SHM_SEGMENTS", Type::String, "auto",
+         "How a shared-memory channel reaches its receiver: memfd (an anonymous segment whose "
+         "descriptor travels over a Unix socket: nothing is ever named in /dev/shm), named (a "
+         "/dev/shm segment named after its creator, unlinked once mapped and removed by any "
+         "later loom process once its creator is gone). auto: memfd where memfd_create works, "
+         "else named.",
+         "shm"},
+    Spec{"LOOM_TEST_SHM_KILL_AFTER_CREATE", Type::Bool, "0",
+         "Test knob (loom's own tests only): a rank kills itself (SIGKILL) right after creating "
+         "its first shared-memory channel segment, before writing the segment's header.",
+         "shm"},
 
     // Collectives and the executor.
     Spec{"LOOM_CHUNK_SIZE", Type::String, "auto",

@@ -37,6 +37,9 @@ Result<CommSettings> CommSettings::from(const config::Config& cfg) {
   LOOM_ASSIGN_OR_RETURN(s.shm.single_copy_min, select::single_copy_min_from(cfg));  // 0: auto
   LOOM_ASSIGN_OR_RETURN(s.shm.slot_order,
                         transport::shm::parse_slot_order(cfg.get_string("LOOM_SHM_SLOT_ORDER")));
+  LOOM_ASSIGN_OR_RETURN(s.shm.segments,
+                        transport::shm::parse_segment_kind(cfg.get_string("LOOM_SHM_SEGMENTS")));
+  s.shm.test_kill_after_create = cfg.get_bool("LOOM_TEST_SHM_KILL_AFTER_CREATE");
   s.algo = cfg.get_string("LOOM_ALGO");
   s.device = cfg.get_string("LOOM_DEVICE");
   LOOM_ASSIGN_OR_RETURN(s.ofi_hmem, parse_ofi_hmem(cfg.get_string("LOOM_OFI_HMEM")));
