@@ -25,7 +25,13 @@ fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 # Only this job's segments count: other jobs (tests of other builds) may run at the same time.
 job_segments() { find /dev/shm -maxdepth 1 -name "loom-$1-*" 2>/dev/null; }
-comm_of() { grep -h -m1 -oE "shm transport of communicator [0-9a-f]{16}" "$@" | head -1 | awk '{print $5}'; }
+# The communicator id of a job, from rank 0's rendezvous server (0x..., unpadded).
+comm_of() {
+  local id
+  id=$(grep -h -m1 -oE "rendezvous server listening on .* \(communicator id 0x[0-9a-f]+\)" "$@" |
+    head -1 | grep -oE "0x[0-9a-f]+")
+  [[ -n $id ]] && printf '%016x\n' "$id"
+}
 
 # wait_bounded PID SECONDS: waits for PID (a child of this shell); kills it after SECONDS.
 # Sets rc (124 when it had to be killed).
@@ -54,7 +60,7 @@ run_job() {
     # env execs loom-perf: each pid is the rank itself.
     env LOOM_RANK=$r LOOM_WORLD_SIZE=$n LOOM_ROOT=127.0.0.1:$port LOOM_TIMEOUT=60s \
       LOOM_TRANSPORTS=shm LOOM_SHM_SEGMENTS="$mode" LOOM_TEST_SHM_KILL_AFTER_CREATE=$knob \
-      LOOM_DEBUG=INFO LOOM_DEBUG_SUBSYS=SHM,INIT \
+      LOOM_DEBUG=INFO LOOM_DEBUG_SUBSYS=SHM,INIT,BOOTSTRAP \
       "$BIN/loom-perf" allreduce -b 4K -e 4K -n 3 -w 1 >"$TMP/$tag.$r" 2>&1 &
     pids+=($!)
   done
@@ -116,8 +122,11 @@ killed_during_setup() {
   local next
   next=$(comm_of "$TMP/next-$mode".*)
   left=$(job_segments "$comm"; [[ -n $next ]] && job_segments "$next")
-  [[ -z $left ]] || fail "$mode: segments left in /dev/shm after the next job: $left"
-  echo "$mode: /dev/shm holds nothing of communicators $comm and $next"
+  if [[ -n $left ]]; then
+    fail "$mode: segments left in /dev/shm after the next job: $left"
+  else
+    echo "$mode: /dev/shm holds nothing of communicators $comm and $next"
+  fi
 }
 
 killed_during_setup auto
