@@ -319,3 +319,15 @@ TEST_CASE("tcp accept: foreign connections made before lazy connections do not f
   CHECK(errors.empty());
   CHECK(Clock::now() - start < milliseconds(5000));
 }
+
+TEST_CASE("tcp accept: LOOM_HELLO_TIMEOUT is bounded", "[tcp][hello][config]") {
+  auto store = std::make_shared<bootstrap::InMemoryStore>();
+  for (const char* bad : {"50ms", "601s"}) {
+    INFO(bad);
+    auto e = test::catch_error([&] {
+      test::make_comm(store, 0, 1, 0x4e110, {{"LOOM_HELLO_TIMEOUT", bad}});
+    });
+    CHECK(e.code() == ErrorCode::InvalidUsage);
+    CHECK_THAT(e.what(), Contains("LOOM_HELLO_TIMEOUT"));
+  }
+}
