@@ -305,10 +305,12 @@ Result<bootstrap::Bytes> ShmTransport::wait_for_key(const std::string& k, const 
   for (;;) {
     auto got = store_->get(k, deadline.earliest(Deadline::after(kSlice)));
     if (got.is_ok() || got.status().code() != ErrorCode::Timeout || deadline.expired()) return got;
-    if (h != nullptr)
+    if (h != nullptr) {
       LOOM_RETURN_IF_ERROR(check_peer(*h));
-    else if (peer_check_)
-      LOOM_RETURN_IF_ERROR(peer_check_(peer));
+    } else {
+      LOOM_RETURN_IF_ERROR(check_others());
+      if (peer_check_) LOOM_RETURN_IF_ERROR(peer_check_(peer));
+    }
   }
 }
 
@@ -316,18 +318,25 @@ Result<bootstrap::Bytes> ShmTransport::wait_for_key(const std::string& k, const 
 // `h`, or any other peer this ensure() sets up (a wait for one peer then ends with the death of
 // another, which is the cause, rather than with what that death does to the one awaited).
 Status ShmTransport::check_peer(const Handshake& h) const {
-  auto exited = [&](const Handshake& x) {
-    return make_error(ErrorCode::PeerFailed,
-                      "rank {}: rank {} (pid {}) exited before its shared-memory connection was "
-                      "set up",
-                      rank_, x.peer, x.card.pid)
-        .with_peer(x.peer);
-  };
   if (!h.info.process.alive()) return exited(h);
+  LOOM_RETURN_IF_ERROR(check_others());
+  return peer_check_ ? peer_check_(h.peer) : Status::ok();
+}
+
+// The peers of this ensure() whose cards were read and whose processes have exited.
+Status ShmTransport::check_others() const {
   if (setting_up_ != nullptr)
     for (const Handshake& x : *setting_up_)
       if (!x.info.process.alive()) return exited(x);
-  return peer_check_ ? peer_check_(h.peer) : Status::ok();
+  return Status::ok();
+}
+
+Status ShmTransport::exited(const Handshake& h) const {
+  return make_error(ErrorCode::PeerFailed,
+                    "rank {}: rank {} (pid {}) exited before its shared-memory connection was set "
+                    "up",
+                    rank_, h.peer, h.card.pid)
+      .with_peer(h.peer);
 }
 
 // Maps h.peer's sending channel, checks it and acknowledges it.

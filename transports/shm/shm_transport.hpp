@@ -88,6 +88,8 @@ class ShmTransport {
   Result<bootstrap::Bytes> wait_for_key(const std::string& key, const Handshake* h,
                                         Deadline deadline, int peer = -1);
   Status check_peer(const Handshake& h) const;
+  Status check_others() const;
+  Status exited(const Handshake& h) const;
   [[nodiscard]] std::string key(int from, int to) const;
 
   int rank_;

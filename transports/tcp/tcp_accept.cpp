@@ -98,11 +98,16 @@ void HelloExchange::fail(std::string why) {
 }
 
 void HelloAcceptor::drop(const Pending& p, const std::string& why) {
+  warn(fmt::format("rank {}: dropped a connection from {}: {}", rules_.rank, p.from, why));
+}
+
+// The first kMaxWarnings events at WARN, the rest at DEBUG: a flood must not flood the log.
+void HelloAcceptor::warn(const std::string& what) {
   if (warnings_ < kMaxWarnings) {
-    LOOM_LOG_WARN(Net, "rank {}: dropped a connection from {}: {}{}", rules_.rank, p.from, why,
-                  ++warnings_ == kMaxWarnings ? " (further drops are logged at DEBUG)" : "");
+    LOOM_LOG_WARN(Net, "{}{}", what,
+                  ++warnings_ == kMaxWarnings ? " (further ones are logged at DEBUG)" : "");
   } else {
-    LOOM_LOG_DEBUG(Net, "rank {}: dropped a connection from {}: {}", rules_.rank, p.from, why);
+    LOOM_LOG_DEBUG(Net, "{}", what);
   }
 }
 
@@ -120,8 +125,8 @@ void HelloAcceptor::accept_all(int listener) {
       const int err = errno;
       if (err == EAGAIN || err == EWOULDBLOCK) return;
       if (err == EINTR || err == ECONNABORTED || err == EPROTO) continue;
-      LOOM_LOG_WARN(Net, "rank {}: accepting a tcp connection failed: {}", rules_.rank,
-                    std::strerror(err));
+      warn(fmt::format("rank {}: accepting a tcp connection failed: {}", rules_.rank,
+                       std::strerror(err)));
       if ((err == EMFILE || err == ENFILE) && !pending_.empty()) {
         drop(*pending_.front(), "closed to free a descriptor (too many open files)");
         pending_.pop_front();

@@ -115,6 +115,7 @@ class HelloAcceptor {
   void accept_all(int listener);
   void progress(Pending& p, const std::function<bool(const Hello&)>& admit);
   void drop(const Pending& p, const std::string& why);
+  void warn(const std::string& what);
 
   HelloRules rules_;
   std::chrono::milliseconds timeout_;
