@@ -18,6 +18,7 @@ cmake -S . -B build-fuzz "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link $san" -DCMAKE_EXE_LINKER_FLAGS="$san" \
   -DLOOM_BUILD_FUZZERS=ON -DLOOM_CUDA=OFF -DLOOM_BUILD_TESTS=OFF -DLOOM_BUILD_BENCHMARKS=OFF \
   -DLOOM_FUZZ_SECONDS="$seconds" >/dev/null
-cmake --build build-fuzz --target loom-fuzz-tcp-header loom-fuzz-bootstrap-messages \
+cmake --build build-fuzz --target loom-fuzz-tcp-header loom-fuzz-tcp-hello \
+  loom-fuzz-shm-card loom-fuzz-bootstrap-messages \
   --parallel "$(nproc)"
 ctest --test-dir build-fuzz -L fuzz --output-on-failure

@@ -91,9 +91,10 @@ constexpr std::array kSettings = {
          "Deadline for every blocking wait inside loom (setup, collectives, shutdown).",
          "reliability", Range{1, kMaxTimeout.count()}},
     Spec{"LOOM_HELLO_TIMEOUT", Type::Duration, "5s",
-         "A connection to the rendezvous store or to a data listener that has not proved the "
-         "job's secret within this time is dropped (and logged).",
-         "reliability", Range{10, 3'600'000}},
+         "A connection to the rendezvous store or to a rank's tcp data listener that has not "
+         "proved the job's secret (its hello) within this time is dropped and logged (100ms-600s). "
+         "Handshakes run concurrently, so idle foreign connections never delay a rank's.",
+         "reliability", Range{100, 600'000}},
     Spec{"LOOM_STORE_QUOTA", Type::Size, "64M",
          "Bytes of keys and values one rank may hold in the rendezvous store; a rank past it "
          "gets an error.",
@@ -200,6 +201,17 @@ constexpr std::array kSettings = {
          "32 KiB allreduce: 0.71-0.85x the time), else rotate (2-4 ranks on 2 CPUs: reuse took "
          "1.05-1.29x the time at 32 KiB).",
          "shm", kNoRange, Choices{"auto|reuse|rotate"}},
+    Spec{"LOOM_SHM_SEGMENTS", Type::String, "auto",
+         "How a shared-memory channel reaches its receiver: memfd (an anonymous segment whose "
+         "descriptor travels over a Unix socket: nothing is ever named in /dev/shm), named (a "
+         "/dev/shm segment named after its creator, unlinked once mapped and removed by any "
+         "later loom process once its creator is gone). auto: memfd where memfd_create works, "
+         "else named.",
+         "shm", kNoRange, Choices{"auto|memfd|named"}},
+    Spec{"LOOM_TEST_SHM_KILL_AFTER_CREATE", Type::Bool, "0",
+         "Test knob (loom's own tests only): a rank kills itself (SIGKILL) right after creating "
+         "its first shared-memory channel segment, before writing the segment's header.",
+         "shm"},
 
     // Collectives and the executor.
     Spec{"LOOM_CHUNK_SIZE", Type::String, "auto",

@@ -30,6 +30,7 @@ Result<CommSettings> CommSettings::from(const config::Config& cfg) {
   s.tcp.socket_buffer = cfg.get_size("LOOM_SOCKET_BUFFER");
   s.tcp.stripe_min = cfg.get_size("LOOM_SOCKET_STRIPE_MIN");
   s.tcp.progress_threads = static_cast<int>(cfg.get_int("LOOM_TCP_THREADS"));
+  s.tcp.hello_timeout = cfg.get_duration("LOOM_HELLO_TIMEOUT");
   s.shm.slot_bytes = cfg.get_size("LOOM_SHM_SLOT_SIZE");
   s.shm.nslots = static_cast<std::size_t>(cfg.get_int("LOOM_SHM_SLOTS"));
   LOOM_ASSIGN_OR_RETURN(s.shm.single_copy,
@@ -37,6 +38,9 @@ Result<CommSettings> CommSettings::from(const config::Config& cfg) {
   LOOM_ASSIGN_OR_RETURN(s.shm.single_copy_min, select::single_copy_min_from(cfg));  // 0: auto
   LOOM_ASSIGN_OR_RETURN(s.shm.slot_order,
                         transport::shm::parse_slot_order(cfg.get_string("LOOM_SHM_SLOT_ORDER")));
+  LOOM_ASSIGN_OR_RETURN(s.shm.segments,
+                        transport::shm::parse_segment_kind(cfg.get_string("LOOM_SHM_SEGMENTS")));
+  s.shm.test_kill_after_create = cfg.get_bool("LOOM_TEST_SHM_KILL_AFTER_CREATE");
   s.algo = cfg.get_string("LOOM_ALGO");
   s.device = cfg.get_string("LOOM_DEVICE");
   LOOM_ASSIGN_OR_RETURN(s.ofi_hmem, parse_ofi_hmem(cfg.get_string("LOOM_OFI_HMEM")));
@@ -51,6 +55,10 @@ Result<CommSettings> CommSettings::from(const config::Config& cfg) {
   if (s.tcp.sockets_per_peer < 0 || s.tcp.sockets_per_peer > 16)
     return make_error(ErrorCode::InvalidUsage, "LOOM_SOCKETS_PER_PEER={} is outside [0, 16]",
                       s.tcp.sockets_per_peer);
+  if (s.tcp.hello_timeout < std::chrono::milliseconds(100) ||
+      s.tcp.hello_timeout > std::chrono::seconds(600))
+    return make_error(ErrorCode::InvalidUsage, "LOOM_HELLO_TIMEOUT={} ms is outside [100ms, 600s]",
+                      s.tcp.hello_timeout.count());
   LOOM_ASSIGN_OR_RETURN(s.policy, select::Policy::parse(s.algo));
   LOOM_ASSIGN_OR_RETURN(s.tuning, select::tuning_from(cfg));
   s.deterministic = cfg.get_bool("LOOM_DETERMINISTIC");

@@ -50,9 +50,11 @@ inline const std::vector<std::string>& transport_kinds() {
   // shm-single-copy: shm with every message of 4 KiB or more sent as a single-copy descriptor (the
   // receiver reads the sender's buffer with process_vm_readv); left out where that is refused.
   // shm-reuse: shm whose senders put a message in the first slot whenever the channel is empty
-  // (SlotOrder::Reuse, the default where ranks share CPUs).
+  // (SlotOrder::Reuse, the default where ranks share CPUs). shm-named: shm over named /dev/shm
+  // segments (LOOM_SHM_SEGMENTS=named, the fallback where memfd_create is refused).
   static const std::vector<std::string> kinds = [] {
-    std::vector<std::string> k = {"tcp", "tcp-striped", "tcp-threads", "shm", "shm-reuse"};
+    std::vector<std::string> k = {"tcp", "tcp-striped", "tcp-threads",
+                                  "shm", "shm-reuse",   "shm-named"};
     if (single_copy_works()) k.emplace_back("shm-single-copy");
     for (const char* prov : {"tcp;ofi_rxm", "shm"})
       if (transport::ofi::probe_provider({prov, "127.0.0.1"}).is_ok())
@@ -118,6 +120,7 @@ class TransportPair {
       LOOM_RETURN_IF_ERROR(p->listen_tcp(options.tcp));
     } else if (kind.rfind("shm", 0) == 0) {
       if (kind == "shm-reuse") options.shm.slot_order = transport::shm::SlotOrder::Reuse;
+      if (kind == "shm-named") options.shm.segments = transport::shm::SegmentKind::Named;
       if (kind == "shm-single-copy") {
         options.shm.single_copy = transport::shm::SingleCopy::On;
         options.shm.single_copy_min = 4096;  // smaller messages interleave on the slot path

@@ -150,7 +150,7 @@ Status CudaIpcTransport::publish(int peer) {
     LOOM_ASSIGN_OR_RETURN(p.out_registered,
                           dev_.host_register(p.out.mapping.data() + kControlBytes, kFifoBytes));
   }
-  return store_->set(key(rank_, peer), as_bytes(name));
+  return store_->set(key(rank_, peer), as_bytes(p.out.name.str()));  // name + owner tag
 }
 
 // Maps `peer`'s FIFO to us and creates the connection.

@@ -64,13 +64,17 @@ Result<ChannelGeometry> check_channel(const Mapping& mapping, std::uint64_t comm
 
 namespace {
 
-// True if `dir`/`name` is a loom channel of ours whose sender process is gone.
+// True if `dir`/`name` is a loom segment of ours whose creator is gone: by the owner its name
+// records (any content: a creator killed before it wrote the header leaves zeros), or, for names
+// without one (loom before owner-tagged names), by the channel header's sender.
 bool orphaned(const std::string& dir, const std::string& name, std::uint64_t own_comm_id) {
   net::Fd fd(::open((dir + "/" + name).c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
   struct stat st {};
   if (!fd.valid() || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) ||
-      st.st_uid != ::geteuid() || static_cast<std::size_t>(st.st_size) < sizeof(ChannelHeader))
+      st.st_uid != ::geteuid())
     return false;
+  if (auto owner = parse_owner(name)) return owner_gone(*owner);
+  if (static_cast<std::size_t>(st.st_size) < sizeof(ChannelHeader)) return false;
   // Read a copy: never map a file that another process may be changing.
   alignas(ChannelHeader) unsigned char raw[sizeof(ChannelHeader)];
   if (::pread(fd.get(), raw, sizeof raw, 0) != static_cast<ssize_t>(sizeof raw)) return false;

@@ -48,12 +48,13 @@ void init_channel(const Mapping& mapping, const ChannelGeometry& g, std::uint64_
 Result<ChannelGeometry> check_channel(const Mapping& mapping, std::uint64_t comm_id, int from,
                                       int to);
 
-/// Removes channel segments that crashed jobs left in `dir` (/dev/shm): a segment is unlinked
-/// only once mapped by both sides, so a job killed during connection setup can leave one. A
-/// segment is removed when it is ours (same uid), carries a channel header, and names a sender
-/// process in our pid namespace that no longer exists. Channels of communicator `own_comm_id`
-/// are left to its connection setup (which unlinks them and reports the dead peer). Returns the
-/// names removed.
+/// Removes segments that killed processes left in `dir` (/dev/shm): a named segment (the
+/// fallback where anonymous ones are impossible) is unlinked only once mapped by both sides, so a
+/// process killed during connection setup can leave one. A "loom-*" file of ours (same uid) is
+/// removed when the owner its name records (owner_tag()) provably no longer exists, whatever it
+/// holds. A name without an owner (older loom) is removed when it carries a channel header naming
+/// a sender process in our pid namespace that no longer exists, unless it belongs to
+/// communicator `own_comm_id` (left to its connection setup). Returns the names removed.
 std::vector<std::string> remove_orphaned_channels(std::uint64_t own_comm_id,
                                                   const std::string& dir = "/dev/shm");
 

@@ -7,6 +7,9 @@
 
 #include <cerrno>
 #include <csignal>
+#include <fstream>
+#include <sstream>
+#include <string>
 
 namespace loom::transport::shm {
 
@@ -14,6 +17,34 @@ std::uint64_t own_pid_namespace() {
   struct stat st {};
   if (::stat("/proc/self/ns/pid", &st) != 0) return 0;
   return static_cast<std::uint64_t>(st.st_ino);
+}
+
+std::optional<ProcessStat> read_process_stat(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(f, line)) return std::nullopt;
+  // Field 2 is the command in parentheses (which may hold spaces and parentheses itself); field
+  // 3 is the state, field 22 the start time.
+  auto close = line.rfind(')');
+  if (close == std::string::npos) return std::nullopt;
+  std::istringstream rest(line.substr(close + 1));
+  std::string field;
+  ProcessStat st;
+  for (int i = 3; i <= 22; ++i) {
+    if (!(rest >> field)) return std::nullopt;
+    if (i == 3) st.state = field[0];
+  }
+  try {
+    st.start = std::stoull(field);
+  } catch (...) {
+    return std::nullopt;
+  }
+  return st;
+}
+
+std::uint64_t process_start_time(pid_t pid) {
+  auto st = read_process_stat(pid);
+  return st ? st->start : 0;
 }
 
 PeerProcess PeerProcess::watch(pid_t pid, std::uint64_t pid_ns) {

@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <optional>
 
 #include "common/socket.hpp"
 
@@ -13,6 +14,16 @@ namespace loom::transport::shm {
 
 /// Inode of this process's pid namespace (0 if unknown). Pids are comparable only within one.
 std::uint64_t own_pid_namespace();
+/// What /proc/<pid>/stat says of a process: its state ('R', 'S', ..., 'Z' for a zombie) and
+/// when it started, in clock ticks after boot.
+struct ProcessStat {
+  char state = 0;
+  std::uint64_t start = 0;
+};
+/// Empty if unknown (no such process, or no /proc).
+std::optional<ProcessStat> read_process_stat(pid_t pid);
+/// When process `pid` started (ProcessStat::start); 0 if unknown.
+std::uint64_t process_start_time(pid_t pid);
 
 class PeerProcess {
  public:

@@ -1,11 +1,20 @@
-// POSIX shared-memory segments with RAII: a mapping that unmaps itself, and a name that unlinks
-// itself, so no error path leaves memory mapped or a file in /dev/shm.
+// Shared-memory segments with RAII: a mapping that unmaps itself, and a name that unlinks
+// itself, so no error path leaves memory mapped or a file in /dev/shm. A segment is anonymous
+// (memfd_create: no name anywhere, freed with its last descriptor or mapping, whoever dies) or,
+// where that is impossible, named in /dev/shm with its creator's identity in the name (pid
+// namespace, pid, start time), so that any later process can prove the creator gone and remove
+// it, whatever the segment holds (remove_orphaned_channels).
 #pragma once
+
+#include <sys/types.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 
+#include "common/socket.hpp"
 #include "common/status.hpp"
 
 namespace loom::transport::shm {
@@ -55,16 +64,41 @@ class SegmentName {
 };
 
 struct CreatedSegment {
-  SegmentName name;
+  SegmentName name;  // empty for an anonymous segment
   Mapping mapping;
+  net::Fd fd;  // an anonymous segment's descriptor, until it is handed to the peer
 };
 
-/// Creates a new segment `name` ("/loom-...") of `bytes` with O_CREAT|O_EXCL and mode 0600,
-/// reserves its memory (so a full /dev/shm fails here rather than with SIGBUS later) and maps it.
-Result<CreatedSegment> create_segment(const std::string& name, std::size_t bytes);
+/// Creates a new segment named `prefix` ("/loom-...") followed by owner_tag(), of `bytes`, with
+/// O_CREAT|O_EXCL and mode 0600, reserves its memory (so a full /dev/shm fails here rather than
+/// with SIGBUS later) and maps it. The full name is the result's name.str().
+Result<CreatedSegment> create_segment(const std::string& prefix, std::size_t bytes);
+/// Creates an anonymous segment of `bytes` (memfd_create), reserved and mapped like a named one.
+Result<CreatedSegment> create_anonymous_segment(std::size_t bytes);
+/// Whether this process may create anonymous segments (memfd_create is refused by old kernels
+/// and some seccomp profiles). Asked once.
+bool anonymous_segments_available();
 
 /// Opens and maps an existing segment, whose size must be within [min_bytes, max_bytes].
 Result<Mapping> open_segment(const std::string& name, std::size_t min_bytes, std::size_t max_bytes);
+/// Maps the segment behind descriptor `fd` (received from its creator), likewise checked.
+Result<Mapping> map_segment_fd(int fd, std::size_t min_bytes, std::size_t max_bytes,
+                               const std::string& what);
+
+/// The creator of a named segment, as its name records it.
+struct SegmentOwner {
+  std::uint64_t pid_ns = 0;  // inode of its pid namespace
+  pid_t pid = 0;
+  std::uint64_t start = 0;  // its start time (clock ticks after boot; 0: unknown)
+};
+/// "_o<pid namespace>_<pid>_<start time>": appended to every named segment this process creates.
+std::string owner_tag();
+/// The owner recorded at the end of a segment name, if it has one.
+std::optional<SegmentOwner> parse_owner(std::string_view name);
+/// True only when the owner provably no longer exists: it is in our pid namespace and no process
+/// has its pid, or the process with its pid started at another time (the pid was reused), or it
+/// is that process's unreaped corpse (a zombie).
+bool owner_gone(const SegmentOwner& owner);
 
 /// Removes `name` from /dev/shm; a name already gone is not an error.
 void unlink_segment(const std::string& name);

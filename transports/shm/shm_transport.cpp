@@ -1,14 +1,19 @@
 #include "transports/shm/shm_transport.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
+#include <csignal>
 #include <cstddef>
 #include <cstring>
 #include <span>
 #include <string>
+#include <thread>
 
 #include "common/choice.hpp"
 #include "log/log.hpp"
+#include "transports/shm/shm_card.hpp"
 
 namespace loom::transport::shm {
 namespace {
@@ -19,6 +24,12 @@ std::span<const std::uint8_t> as_bytes(const std::string& s) {
 
 }  // namespace
 
+Result<SegmentKind> parse_segment_kind(std::string_view text) {
+  return parse_choice<SegmentKind>(
+      "LOOM_SHM_SEGMENTS", text,
+      {{"auto", SegmentKind::Auto}, {"memfd", SegmentKind::Memfd}, {"named", SegmentKind::Named}});
+}
+
 Result<SlotOrder> parse_slot_order(std::string_view text) {
   return parse_choice<SlotOrder>(
       "LOOM_SHM_SLOT_ORDER", text,
@@ -28,13 +39,52 @@ Result<SlotOrder> parse_slot_order(std::string_view text) {
 /// The state of one peer's connection while ensure() sets it up.
 struct ShmTransport::Handshake {
   int peer = -1;
-  CreatedSegment out;  // our sending channel (unlinked once the peer acknowledges it)
+  std::string nonce;   // names our sending channel (published on our card)
+  Card card;           // the peer's
+  bool by_fd = false;  // both sides have mailboxes: channels travel as descriptors
+  CreatedSegment out;  // our sending channel (a name is unlinked once the peer acknowledges it)
+  std::string out_id;  // what the peer acknowledges: "memfd:<nonce>" or the segment's name
   Mapping in;          // the peer's sending channel
+  std::string in_id;
   ChannelGeometry in_geometry;
   ShmPeer info;
   bool single_copy_in = false;   // we may read the peer's buffers (our probe succeeded)
   bool single_copy_out = false;  // the peer reads ours
 };
+
+namespace {
+
+// Anonymous segments need memfd_create and a mailbox; auto falls back to named segments (logged)
+// where either is refused.
+Result<std::unique_ptr<FdMailbox>> open_mailbox(std::uint64_t comm_id, int rank,
+                                                const ShmOptions& options) {
+  if (options.segments == SegmentKind::Named) return std::unique_ptr<FdMailbox>();
+  Status why = anonymous_segments_available()
+                   ? Status::ok()
+                   : Status(ErrorCode::SystemError, "memfd_create is refused here");
+  if (why.is_ok()) {
+    auto box = FdMailbox::open(comm_id, rank);
+    if (box.is_ok()) return box;
+    why = box.status();
+  }
+  if (options.segments == SegmentKind::Memfd)
+    return make_error(ErrorCode::InvalidUsage,
+                      "rank {}: LOOM_SHM_SEGMENTS=memfd, but anonymous segments cannot be handed "
+                      "over here ({}); use auto or named",
+                      rank, why.message());
+  LOOM_LOG_INFO(Shm,
+                "rank {}: anonymous shared memory unavailable ({}): using named /dev/shm "
+                "segments",
+                rank, why.message());
+  return std::unique_ptr<FdMailbox>();
+}
+
+void remove_orphans(int rank, std::uint64_t comm_id) {
+  for (const std::string& name : remove_orphaned_channels(comm_id))
+    LOOM_LOG_INFO(Shm, "rank {}: removed /dev/shm/{}, left by a process that is gone", rank, name);
+}
+
+}  // namespace
 
 Result<std::unique_ptr<ShmTransport>> ShmTransport::create(int rank, int nranks,
                                                            std::uint64_t comm_id,
@@ -53,17 +103,19 @@ Result<std::unique_ptr<ShmTransport>> ShmTransport::create(int rank, int nranks,
                       options.nslots, options.slot_bytes, kMinSlotBytes, kMaxSlotBytes, kMaxSlots,
                       kMaxChannelBytes);
   LOOM_ASSIGN_OR_RETURN(std::shared_ptr<Doorbell> bell, Doorbell::create(comm_id, rank));
+  LOOM_ASSIGN_OR_RETURN(std::unique_ptr<FdMailbox> mailbox, open_mailbox(comm_id, rank, options));
   if (options.single_copy != SingleCopy::Off) allow_peer_reads();
-  for (const std::string& name : remove_orphaned_channels(comm_id))
-    LOOM_LOG_INFO(Shm, "rank {}: removed /dev/shm/{}, left by a process that died during setup",
-                  rank, name);
-  return std::unique_ptr<ShmTransport>(
-      new ShmTransport(rank, nranks, comm_id, std::move(store), g, options, std::move(bell)));
+  remove_orphans(rank, comm_id);
+  LOOM_LOG_INFO(Shm, "rank {}: shm transport of communicator {:016x}: channels travel as {}", rank,
+                comm_id, mailbox ? "anonymous segments (memfd)" : "named /dev/shm segments");
+  return std::unique_ptr<ShmTransport>(new ShmTransport(
+      rank, nranks, comm_id, std::move(store), g, options, std::move(bell), std::move(mailbox)));
 }
 
 ShmTransport::ShmTransport(int rank, int nranks, std::uint64_t comm_id,
                            std::shared_ptr<bootstrap::Store> store, ChannelGeometry geometry,
-                           ShmOptions options, std::shared_ptr<Doorbell> doorbell)
+                           ShmOptions options, std::shared_ptr<Doorbell> doorbell,
+                           std::unique_ptr<FdMailbox> mailbox)
     : rank_(rank),
       nranks_(nranks),
       comm_id_(comm_id),
@@ -71,6 +123,7 @@ ShmTransport::ShmTransport(int rank, int nranks, std::uint64_t comm_id,
       geometry_(geometry),
       options_(options),
       bell_(std::move(doorbell)),
+      mailbox_(std::move(mailbox)),
       conns_(static_cast<std::size_t>(nranks)) {}
 
 ShmTransport::~ShmTransport() = default;
@@ -101,11 +154,11 @@ Status ShmTransport::ensure(const std::vector<int>& peers, Deadline deadline) {
                         nranks_);
     if (get(p) == nullptr) hs.emplace_back().peer = p;
   }
-  // Publishing never waits, and each phase only waits for what the peer does in an earlier
-  // phase of its own ensure(), so ranks calling ensure() for each other cannot deadlock.
-  for (Handshake& h : hs) LOOM_RETURN_IF_ERROR(publish(h));
-  for (Handshake& h : hs) LOOM_RETURN_IF_ERROR(open_incoming(h, deadline));
-  for (Handshake& h : hs) LOOM_RETURN_IF_ERROR(await_mapped(h, deadline));
+  if (Status st = connect_all(hs, deadline); !st.is_ok()) {
+    hs.clear();  // unlinks what this call named
+    if (st.code() == ErrorCode::PeerFailed) remove_orphans(rank_, comm_id_);
+    return st;
+  }
   for (Handshake& h : hs) {
     LOOM_LOG_INFO(Shm,
                   "rank {}: connected to rank {} over shm ({} slots of {} bytes each way; single "
@@ -123,72 +176,196 @@ Status ShmTransport::ensure(const std::vector<int>& peers, Deadline deadline) {
   return Status::ok();
 }
 
-// Creates our sending channel to h.peer and publishes its name and our doorbell's.
-Status ShmTransport::publish(Handshake& h) {
-  LOOM_ASSIGN_OR_RETURN(std::string nonce, random_hex(16));
-  std::string name = fmt::format("/loom-{:016x}-{}-{}-{}", comm_id_, rank_, h.peer, nonce);
-  LOOM_ASSIGN_OR_RETURN(h.out, create_segment(name, geometry_.total_bytes()));
-  init_channel(h.out.mapping, geometry_, comm_id_, rank_, h.peer);
-  return store_->set(key(rank_, h.peer), as_bytes(name + " " + bell_->name()));
+// Publishing never waits, and each phase only waits for what the peer does in an earlier phase
+// of its own ensure(), so ranks calling ensure() for each other cannot deadlock.
+Status ShmTransport::connect_all(std::vector<Handshake>& hs, Deadline deadline) {
+  setting_up_ = &hs;
+  struct Done {
+    const std::vector<Handshake>** p;
+    ~Done() { *p = nullptr; }
+  } done{&setting_up_};
+  for (Handshake& h : hs) LOOM_RETURN_IF_ERROR(publish(h));
+  for (Handshake& h : hs) LOOM_RETURN_IF_ERROR(deliver(h, deadline));
+  for (Handshake& h : hs) LOOM_RETURN_IF_ERROR(open_incoming(h, deadline));
+  for (Handshake& h : hs) LOOM_RETURN_IF_ERROR(await_mapped(h, deadline));
+  return Status::ok();
 }
 
-// Waits for a key `peer` sets, in slices, asking between them whether the peer is known to
-// have failed: a rank that left or died before connecting ends the wait at once, not at the
-// deadline. (Short gets also leave the shared store connection to the failure monitor.)
-Result<bootstrap::Bytes> ShmTransport::wait_for_key(const std::string& k, int peer,
-                                                    Deadline deadline) {
+// Publishes our card for h.peer: who we are, where to ring us and where to hand us a channel.
+Status ShmTransport::publish(Handshake& h) {
+  LOOM_ASSIGN_OR_RETURN(h.nonce, random_hex(16));
+  Card card;
+  card.pid = ::getpid();
+  card.pid_ns = own_pid_namespace();
+  card.doorbell = bell_->name();
+  card.mailbox = mailbox_ ? mailbox_->name() : "";
+  card.nonce = h.nonce;
+  return store_->set(key(rank_, h.peer), as_bytes(format_card(card)));
+}
+
+// Reads h.peer's card, creates our sending channel and hands it over: its descriptor to the
+// peer's mailbox, or its name to the store.
+Status ShmTransport::deliver(Handshake& h, Deadline deadline) {
+  Handshake* nobody = nullptr;  // the peer's process is unknown until its card is read
+  auto got = wait_for_key(key(h.peer, rank_), nobody, deadline, h.peer);
+  if (!got.is_ok())
+    return got.status().with_context(fmt::format(
+        "rank {}: waiting for rank {} to publish its shared-memory card (is it running and "
+        "calling the same collectives?)",
+        rank_, h.peer));
+  LOOM_ASSIGN_OR_RETURN(h.card, parse_card(std::string(got->begin(), got->end()), rank_, h.peer));
+  h.info.rank = h.peer;
+  h.info.process = PeerProcess::watch(h.card.pid, h.card.pid_ns);
+  LOOM_RETURN_IF_ERROR(check_peer(h));
+  h.by_fd = mailbox_ != nullptr && !h.card.mailbox.empty();
+  if (!h.by_fd && options_.segments == SegmentKind::Memfd)
+    return make_error(ErrorCode::InvalidUsage,
+                      "rank {}: LOOM_SHM_SEGMENTS=memfd, but rank {} hands over named segments "
+                      "(set LOOM_SHM_SEGMENTS alike on every rank)",
+                      rank_, h.peer);
+  LOOM_RETURN_IF_ERROR(create_channel(h));
+  if (!h.by_fd) return store_->set(key(rank_, h.peer) + "/segment", as_bytes(h.out_id));
+  Letter letter;
+  letter.comm_id = comm_id_;
+  letter.from_rank = rank_;
+  letter.to_rank = h.peer;
+  std::memcpy(letter.nonce.data(), h.nonce.data(), letter.nonce.size());
+  LOOM_ASSIGN_OR_RETURN(DoorbellAddress to, DoorbellAddress::from_name(h.card.mailbox));
+  if (Status st = FdMailbox::send(to, letter, h.out.fd.get(), deadline); !st.is_ok()) {
+    if (st.code() != ErrorCode::PeerFailed) return st;
+    // Its mailbox is gone because it exited (its descriptors close a moment before its exit is
+    // seen): say so; a peer that still runs is out of reach.
+    for (int i = 0; i < 50 && h.info.process.alive(); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    LOOM_RETURN_IF_ERROR(check_peer(h));
+    return make_error(ErrorCode::SystemError,
+                      "rank {}: rank {} (pid {}) runs, but its shared-memory mailbox cannot be "
+                      "reached (is it in another network namespace? then use the tcp transport)",
+                      rank_, h.peer, h.card.pid);
+  }
+  h.out.fd.reset();  // the peer holds it now (or its socket does, until it takes it)
+  return Status::ok();
+}
+
+Status ShmTransport::create_channel(Handshake& h) {
+  if (h.by_fd) {
+    LOOM_ASSIGN_OR_RETURN(h.out, create_anonymous_segment(geometry_.total_bytes()));
+    h.out_id = "memfd:" + h.nonce;
+  } else {
+    const std::string prefix =
+        fmt::format("/loom-{:016x}-{}-{}-{}", comm_id_, rank_, h.peer, h.nonce);
+    LOOM_ASSIGN_OR_RETURN(h.out, create_segment(prefix, geometry_.total_bytes()));
+    h.out_id = h.out.name.str();
+  }
+  // Tests only: the worst moment to be killed, with the segment created and its header unwritten.
+  if (options_.test_kill_after_create) ::raise(SIGKILL);
+  init_channel(h.out.mapping, geometry_, comm_id_, rank_, h.peer);
+  return Status::ok();
+}
+
+// Takes h.peer's sending channel: its descriptor from our mailbox, or its name from the store
+// (then unlinked at once: the creator unlinks it too, whoever comes first).
+Status ShmTransport::receive_channel(Handshake& h, Deadline deadline) {
+  const std::size_t min_bytes = ChannelGeometry{kMinSlotBytes, 1}.total_bytes();
+  if (h.by_fd) {
+    std::array<char, 32> nonce{};
+    std::memcpy(nonce.data(), h.card.nonce.data(), nonce.size());
+    auto fd = mailbox_->receive(h.peer, h.card.pid, nonce, deadline, [&] { return check_peer(h); });
+    if (!fd.is_ok())
+      return fd.status().with_context(
+          fmt::format("rank {}: waiting for rank {}'s shared-memory channel", rank_, h.peer));
+    h.in_id = "memfd:" + h.card.nonce;
+    LOOM_ASSIGN_OR_RETURN(h.in, map_segment_fd(fd->get(), min_bytes, kMaxChannelBytes,
+                                               fmt::format("(memfd of rank {})", h.peer)));
+    return Status::ok();
+  }
+  auto got = wait_for_key(key(h.peer, rank_) + "/segment", &h, deadline);
+  if (!got.is_ok())
+    return got.status().with_context(fmt::format(
+        "rank {}: waiting for rank {} to publish its shared-memory channel", rank_, h.peer));
+  h.in_id.assign(got->begin(), got->end());
+  const std::string prefix =
+      fmt::format("/loom-{:016x}-{}-{}-{}_o", comm_id_, h.peer, rank_, h.card.nonce);
+  if (h.in_id.rfind(prefix, 0) != 0 || h.in_id.find('/', 1) != std::string::npos)
+    return make_error(ErrorCode::Mismatch,
+                      "rank {}: rank {} published a malformed shared-memory channel name", rank_,
+                      h.peer);
+  LOOM_ASSIGN_OR_RETURN(h.in, open_segment(h.in_id, min_bytes, kMaxChannelBytes));
+  unlink_segment(h.in_id);
+  return Status::ok();
+}
+
+// Waits for a key the peer sets, in slices, asking between them whether the peer is known to
+// have failed or its process has exited: a rank that left or died before connecting ends the
+// wait at once, not at the deadline. (Short gets also leave the shared store connection to the
+// failure monitor.)
+Result<bootstrap::Bytes> ShmTransport::wait_for_key(const std::string& k, const Handshake* h,
+                                                    Deadline deadline, int peer) {
   constexpr auto kSlice = std::chrono::milliseconds(100);
   for (;;) {
     auto got = store_->get(k, deadline.earliest(Deadline::after(kSlice)));
     if (got.is_ok() || got.status().code() != ErrorCode::Timeout || deadline.expired()) return got;
-    if (peer_check_) LOOM_RETURN_IF_ERROR(peer_check_(peer));
+    if (h != nullptr) {
+      LOOM_RETURN_IF_ERROR(check_peer(*h));
+    } else {
+      LOOM_RETURN_IF_ERROR(check_others());
+      if (peer_check_) LOOM_RETURN_IF_ERROR(peer_check_(peer));
+    }
   }
 }
 
-// Maps h.peer's sending channel, checks it, unlinks its name and acknowledges it.
+// A peer whose process has exited (its card names it), or that the communicator knows failed:
+// `h`, or any other peer this ensure() sets up (a wait for one peer then ends with the death of
+// another, which is the cause, rather than with what that death does to the one awaited).
+Status ShmTransport::check_peer(const Handshake& h) const {
+  if (!h.info.process.alive()) return exited(h);
+  LOOM_RETURN_IF_ERROR(check_others());
+  return peer_check_ ? peer_check_(h.peer) : Status::ok();
+}
+
+// The peers of this ensure() whose cards were read and whose processes have exited.
+Status ShmTransport::check_others() const {
+  if (setting_up_ != nullptr)
+    for (const Handshake& x : *setting_up_)
+      if (!x.info.process.alive()) return exited(x);
+  return Status::ok();
+}
+
+Status ShmTransport::exited(const Handshake& h) const {
+  return make_error(ErrorCode::PeerFailed,
+                    "rank {}: rank {} (pid {}) exited before its shared-memory connection was set "
+                    "up",
+                    rank_, h.peer, h.card.pid)
+      .with_peer(h.peer);
+}
+
+// Maps h.peer's sending channel, checks it and acknowledges it.
 Status ShmTransport::open_incoming(Handshake& h, Deadline deadline) {
-  auto got = wait_for_key(key(h.peer, rank_), h.peer, deadline);
-  if (!got.is_ok())
-    return got.status().with_context(fmt::format(
-        "rank {}: waiting for rank {} to publish its shared-memory channel (is it running and "
-        "calling the same collectives?)",
-        rank_, h.peer));
-  std::string value(got->begin(), got->end());
-  std::size_t space = value.find(' ');
-  std::string segment = value.substr(0, space);
-  std::string prefix = fmt::format("/loom-{:016x}-{}-{}-", comm_id_, h.peer, rank_);
-  if (space == std::string::npos || segment.rfind(prefix, 0) != 0)
-    return make_error(ErrorCode::Mismatch,
-                      "rank {}: rank {} published a malformed shared-memory channel name", rank_,
-                      h.peer);
-  LOOM_ASSIGN_OR_RETURN(h.info.doorbell, DoorbellAddress::from_name(value.substr(space + 1)));
-  LOOM_ASSIGN_OR_RETURN(h.in, open_segment(segment, ChannelGeometry{kMinSlotBytes, 1}.total_bytes(),
-                                           kMaxChannelBytes));
-  unlink_segment(segment);  // the creator unlinks it too: whoever comes first
+  LOOM_RETURN_IF_ERROR(receive_channel(h, deadline));
+  LOOM_ASSIGN_OR_RETURN(h.info.doorbell, DoorbellAddress::from_name(h.card.doorbell));
   LOOM_ASSIGN_OR_RETURN(h.in_geometry, check_channel(h.in, comm_id_, h.peer, rank_));
   auto& header = *reinterpret_cast<ChannelHeader*>(h.in.data());
-  h.info.rank = h.peer;
-  h.info.process = PeerProcess::watch(header.sender_pid, header.sender_pid_ns);
-  if (!h.info.process.alive())
-    return make_error(ErrorCode::PeerFailed,
-                      "rank {}: rank {} (pid {}) exited before its shared-memory connection was "
-                      "set up",
-                      rank_, h.peer, header.sender_pid);
+  if (header.sender_pid != h.card.pid || header.sender_pid_ns != h.card.pid_ns)
+    return make_error(ErrorCode::Mismatch,
+                      "rank {}: the shared-memory channel from rank {} was created by pid {}, "
+                      "but rank {} is pid {}",
+                      rank_, h.peer, header.sender_pid, h.peer, h.card.pid);
+  LOOM_RETURN_IF_ERROR(check_peer(h));
   LOOM_RETURN_IF_ERROR(bell_->probe(h.info.doorbell, h.peer));
   LOOM_RETURN_IF_ERROR(probe_single_copy(h));
   header.single_copy.store(h.single_copy_in ? 1 : 0, std::memory_order_relaxed);
   header.mapped.store(1, std::memory_order_release);
-  return store_->set(key(h.peer, rank_) + "/mapped", as_bytes(segment));
+  return store_->set(key(h.peer, rank_) + "/mapped", as_bytes(h.in_id));
 }
 
-// Waits until h.peer has mapped our sending channel, then removes its name.
+// Waits until h.peer has mapped our sending channel, then removes its name (if it has one).
 Status ShmTransport::await_mapped(Handshake& h, Deadline deadline) {
-  auto got = wait_for_key(key(rank_, h.peer) + "/mapped", h.peer, deadline);
+  auto got = wait_for_key(key(rank_, h.peer) + "/mapped", &h, deadline);
   if (!got.is_ok())
     return got.status().with_context(fmt::format(
         "rank {}: waiting for rank {} to map our shared-memory channel", rank_, h.peer));
   const auto& header = *reinterpret_cast<const ChannelHeader*>(h.out.mapping.data());
-  if (std::string(got->begin(), got->end()) != h.out.name.str() ||
+  if (std::string(got->begin(), got->end()) != h.out_id ||
       header.mapped.load(std::memory_order_acquire) != 1)
     return make_error(ErrorCode::Mismatch,
                       "rank {}: rank {} acknowledged a different shared-memory channel (an "

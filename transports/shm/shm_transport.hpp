@@ -1,8 +1,12 @@
-// Sets up ShmConnections between ranks on one host. Each rank owns a doorbell; for every pair,
-// each side creates the channel segment it sends on and publishes its (unguessable) name through
-// the bootstrap store; the receiver maps it and acknowledges; the name is then unlinked at once,
-// so nothing is left in /dev/shm even if a process is killed later. Connections are made on
-// first use: both ranks call ensure() for each other at about the same time.
+// Sets up ShmConnections between ranks on one host. Each rank owns a doorbell and a descriptor
+// mailbox (abstract Unix sockets: no files). For every pair, each side publishes a card (pid,
+// doorbell, mailbox, a nonce) through the bootstrap store, then creates the channel segment it
+// sends on and hands it over: as an anonymous segment (memfd) whose descriptor goes to the
+// peer's mailbox (fd_mailbox.hpp), so nothing is ever named in /dev/shm; or, where that is
+// impossible (no memfd_create, LOOM_SHM_SEGMENTS=named), as a /dev/shm segment named after its
+// creator (shm_segment.hpp) and published in the store, unlinked once the receiver has mapped
+// it and removed by any later process once its creator is provably gone. Connections are made
+// on first use: both ranks call ensure() for each other at about the same time.
 #pragma once
 
 #include <cstddef>
@@ -14,10 +18,18 @@
 
 #include "bootstrap/store.hpp"
 #include "common/deadline.hpp"
+#include "transports/shm/fd_mailbox.hpp"
 #include "transports/shm/shm_connection.hpp"
 #include "transports/shm/single_copy.hpp"
 
 namespace loom::transport::shm {
+
+/// How channel segments travel (LOOM_SHM_SEGMENTS).
+enum class SegmentKind : std::uint8_t {
+  Auto,   // anonymous (memfd) where this process can create them, else named
+  Memfd,  // anonymous only (an error where impossible)
+  Named,  // named /dev/shm segments
+};
 
 struct ShmOptions {
   std::size_t slot_bytes = 256 << 10;  // rounded up to a multiple of 64
@@ -25,10 +37,14 @@ struct ShmOptions {
   SingleCopy single_copy = SingleCopy::Auto;  // LOOM_SHM_SINGLE_COPY
   std::size_t single_copy_min = 64 << 10;     // messages this large (and larger) use it
   SlotOrder slot_order = SlotOrder::Auto;     // LOOM_SHM_SLOT_ORDER (Auto here: Rotate)
+  SegmentKind segments = SegmentKind::Auto;   // LOOM_SHM_SEGMENTS
+  bool test_kill_after_create = false;        // LOOM_TEST_SHM_KILL_AFTER_CREATE (tests only)
 };
 
 /// Parses LOOM_SHM_SLOT_ORDER: auto, reuse or rotate.
 Result<SlotOrder> parse_slot_order(std::string_view text);
+/// Parses LOOM_SHM_SEGMENTS: auto, memfd or named.
+Result<SegmentKind> parse_segment_kind(std::string_view text);
 
 class ShmTransport {
  public:
@@ -39,14 +55,18 @@ class ShmTransport {
   ShmTransport(const ShmTransport&) = delete;
   ShmTransport& operator=(const ShmTransport&) = delete;
 
-  /// Connections to `peers`, establishing missing ones in three phases over all of them (create
-  /// and publish every outgoing channel; map every incoming one; wait for every acknowledgement),
-  /// so no two ranks wait on each other. On failure, whatever this call created is unlinked.
+  /// Connections to `peers`, establishing missing ones in phases over all of them (publish every
+  /// card; create and hand over every outgoing channel; map every incoming one; wait for every
+  /// acknowledgement), each waiting only for what peers do in an earlier phase, so no two ranks
+  /// wait on each other. On failure, whatever this call created is unlinked, and when a peer
+  /// failed, segments of processes that are gone are removed from /dev/shm.
   Status ensure(const std::vector<int>& peers, Deadline deadline);
   /// The connection to `peer` (null if not established).
   [[nodiscard]] Connection* get(int peer) const;
   /// The abstract socket name of this rank's doorbell.
   [[nodiscard]] const std::string& doorbell_name() const;
+  /// Whether this rank hands its channels over as anonymous segments (else named ones).
+  [[nodiscard]] bool anonymous() const { return mailbox_ != nullptr; }
   /// What ensure() asks, at least every 100 ms while it waits for a peer, whether that peer is
   /// known to have failed (a non-ok status ends the wait with it). None: wait until the deadline.
   void set_peer_check(std::function<Status(int peer)> check) { peer_check_ = std::move(check); }
@@ -55,12 +75,21 @@ class ShmTransport {
   struct Handshake;
 
   ShmTransport(int rank, int nranks, std::uint64_t comm_id, std::shared_ptr<bootstrap::Store> store,
-               ChannelGeometry geometry, ShmOptions options, std::shared_ptr<Doorbell> doorbell);
+               ChannelGeometry geometry, ShmOptions options, std::shared_ptr<Doorbell> doorbell,
+               std::unique_ptr<FdMailbox> mailbox);
+  Status connect_all(std::vector<Handshake>& hs, Deadline deadline);
   Status publish(Handshake& h);
+  Status deliver(Handshake& h, Deadline deadline);
+  Status create_channel(Handshake& h);
+  Status receive_channel(Handshake& h, Deadline deadline);
   Status open_incoming(Handshake& h, Deadline deadline);
   Status await_mapped(Handshake& h, Deadline deadline);
   Status probe_single_copy(Handshake& h);
-  Result<bootstrap::Bytes> wait_for_key(const std::string& key, int peer, Deadline deadline);
+  Result<bootstrap::Bytes> wait_for_key(const std::string& key, const Handshake* h,
+                                        Deadline deadline, int peer = -1);
+  Status check_peer(const Handshake& h) const;
+  Status check_others() const;
+  Status exited(const Handshake& h) const;
   [[nodiscard]] std::string key(int from, int to) const;
 
   int rank_;
@@ -70,8 +99,10 @@ class ShmTransport {
   ChannelGeometry geometry_;
   ShmOptions options_;
   std::shared_ptr<Doorbell> bell_;
+  std::unique_ptr<FdMailbox> mailbox_;  // null: named segments
   std::vector<std::unique_ptr<ShmConnection>> conns_;
   std::function<Status(int)> peer_check_;
+  const std::vector<Handshake>* setting_up_ = nullptr;  // during ensure(): its handshakes
 };
 
 }  // namespace loom::transport::shm

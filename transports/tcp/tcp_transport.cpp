@@ -70,6 +70,7 @@ Result<std::unique_ptr<TcpTransport>> TcpTransport::listen(int rank, int nranks,
                                                            const net::SocketAddress& bind,
                                                            TcpOptions options) {
   LOOM_ASSIGN_OR_RETURN(net::Fd fd, net::listen_on(bind));
+  LOOM_RETURN_IF_ERROR(net::set_nonblocking(fd.get(), true));  // accepts never wait (acceptor_)
   LOOM_ASSIGN_OR_RETURN(net::SocketAddress addr, net::bound_address(fd.get()));
   options.sockets_per_peer = std::clamp(options.sockets_per_peer, 0, static_cast<int>(kMaxSockets));
   if (options.stripe_min != 0) options.stripe_min = std::max(options.stripe_min, kMinStripe);
@@ -85,7 +86,8 @@ TcpTransport::TcpTransport(int rank, int nranks, std::uint64_t comm_id, net::Fd 
       listener_(std::move(listener)),
       address_(address),
       options_(options),
-      conns_(static_cast<std::size_t>(nranks)) {}
+      conns_(static_cast<std::size_t>(nranks)),
+      acceptor_(HelloRules{options.secret, comm_id, rank}, options.hello_timeout) {}
 
 Connection* TcpTransport::get(int peer) const {
   return conns_[static_cast<std::size_t>(peer)].get();
@@ -162,6 +164,8 @@ Status TcpTransport::hello(int fd, const Hello& h, int peer, const net::SocketAd
   return Status::ok();
 }
 
+// Runs the handshakes of every connection the listener has (other peers' too: they are filed for
+// their own accept_from) until `peer`'s sockets are all in.
 Status TcpTransport::accept_from(int peer, Deadline deadline) {
   auto complete = [&] {
     auto it = pending_.find(peer);
@@ -170,71 +174,38 @@ Status TcpTransport::accept_from(int peer, Deadline deadline) {
                                [](const net::Fd& fd) { return fd.valid(); });
     return valid == it->second.nsockets;
   };
-  while (!complete()) {
-    Status st = accept_one(deadline);
-    if (st.code() == ErrorCode::Timeout)
+  for (;;) {
+    for (AcceptedSocket& s :
+         acceptor_.step(listener_.get(), [this](const Hello& h) { return admit(h); }))
+      file(std::move(s));
+    if (complete()) break;
+    if (deadline.expired())
       return make_error(ErrorCode::Timeout,
                         "rank {}: timed out waiting for rank {} to connect (is it running and "
                         "calling the same collectives?)",
                         rank_, peer);
-    LOOM_RETURN_IF_ERROR(st);
+    acceptor_.wait(listener_.get(), deadline);
   }
   Pending p = std::move(pending_[peer]);
   pending_.erase(peer);
   return add_connection(peer, std::move(p.fds), p.stripe_min);
 }
 
-// Accepts one socket and files it under its peer; foreign or malformed hellos are dropped.
-Status TcpTransport::accept_one(Deadline deadline) {
-  LOOM_ASSIGN_OR_RETURN(net::Fd fd, net::accept_until(listener_.get(), deadline));
-  Hello h;
-  Deadline hello_deadline = deadline.earliest(Deadline::after(std::chrono::seconds(10)));
-  const crypto::Nonce nonce = crypto::make_nonce();
-  std::array<std::uint8_t, kHelloMessageBytes> msg{};
-  Status st = net::send_all(fd.get(), nonce.data(), nonce.size(), hello_deadline, "challenge");
-  if (st.is_ok()) st = net::recv_all(fd.get(), msg.data(), msg.size(), hello_deadline, "hello");
-  if (st.is_ok()) {
-    crypto::Mac got{};
-    std::memcpy(got.data(), msg.data() + sizeof h, got.size());
-    auto want = crypto::prove(options_.secret, kHelloDomain, nonce,
-                              std::span<const std::uint8_t>(msg.data(), sizeof h));
-    if (!crypto::mac_equal(got, want)) {
-      LOOM_LOG_WARN(Net,
-                    "rank {}: dropped a connection that failed authentication (wrong job secret)",
-                    rank_);
-      return Status::ok();
-    }
-    std::memcpy(&h, msg.data(), sizeof h);
-  }
-  bool ok = st.is_ok() && h.magic == kHelloMagic && h.version == kWireVersion &&
-            h.comm_id == comm_id_ && h.to_rank == rank_ && h.from_rank >= 0 &&
-            h.from_rank < rank_ && h.nsockets >= 1 && h.nsockets <= kMaxSockets &&
-            h.socket_index < h.nsockets;
-  if (ok) {  // every socket of one peer must announce the same count and threshold
-    auto it = pending_.find(h.from_rank);
-    ok = it == pending_.end() || (it->second.nsockets == h.nsockets &&
+// Every socket of one peer must announce the same count and threshold.
+bool TcpTransport::admit(const Hello& h) const {
+  auto it = pending_.find(h.from_rank);
+  return it == pending_.end() || (it->second.nsockets == h.nsockets &&
                                   it->second.stripe_min == std::size_t{h.stripe_kib} << 10);
-  }
-  if (ok) {  // prove the secret back, on the connector's challenge
-    crypto::Nonce theirs{};
-    std::memcpy(theirs.data(), msg.data() + sizeof h + sizeof(crypto::Mac), theirs.size());
-    const crypto::Mac answer = crypto::prove(options_.secret, kAcceptDomain, theirs,
-                                             std::span<const std::uint8_t>(msg.data(), sizeof h));
-    st = net::send_all(fd.get(), answer.data(), answer.size(), hello_deadline, "hello answer");
-    ok = st.is_ok();
-  }
-  if (!ok) {
-    LOOM_LOG_WARN(
-        Net, "rank {}: dropped a connection with an invalid hello ({})", rank_,
-        st.is_ok() ? "wrong magic, version, communicator, rank or socket count" : st.message());
-    return Status::ok();
-  }
+}
+
+// Files an authenticated socket under its peer.
+void TcpTransport::file(AcceptedSocket s) {
+  const Hello& h = s.hello;
   Pending& p = pending_[h.from_rank];
   p.nsockets = h.nsockets;
   p.stripe_min = std::size_t{h.stripe_kib} << 10;
   if (p.fds.size() <= h.socket_index) p.fds.resize(h.socket_index + 1);
-  p.fds[h.socket_index] = std::move(fd);
-  return Status::ok();
+  p.fds[h.socket_index] = std::move(s.fd);
 }
 
 Status TcpTransport::add_connection(int peer, std::vector<net::Fd> sockets,

@@ -1,15 +1,18 @@
 // Sets up TcpConnections: each rank listens on one socket; for every pair, the lower rank
 // connects (K sockets) and the higher rank accepts, adopting the connector's socket count and
 // striping threshold from its hello. Connections are made on first use, and the ring neighbours
-// at init.
+// at init. Accepting runs every pending handshake at once (HelloAcceptor), so connections that
+// are not a peer's never hold up one that is.
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <memory>
 #include <vector>
 
 #include "common/crypto.hpp"
 #include "common/socket.hpp"
+#include "transports/tcp/tcp_accept.hpp"
 #include "transports/tcp/tcp_connection.hpp"
 #include "transports/tcp/tcp_progress.hpp"
 
@@ -21,6 +24,7 @@ struct TcpOptions {
   std::size_t socket_buffer = 4u << 20;  // SO_SNDBUF/SO_RCVBUF (see apply_socket_buffer)
   int progress_threads = -1;             // -1: chosen from the CPUs per rank (choose_threads)
   crypto::Secret secret{};               // every connection proves knowledge of it
+  std::chrono::milliseconds hello_timeout{5000};  // an accepted connection's time to say hello
 };
 
 /// Sockets per peer for `sockets_per_peer` 0 (auto): one per CPU this rank has to itself
@@ -62,7 +66,8 @@ class TcpTransport {
   Status hello(int fd, const Hello& h, int peer, const net::SocketAddress& addr,
                Deadline deadline) const;
   Status accept_from(int peer, Deadline deadline);
-  Status accept_one(Deadline deadline);
+  bool admit(const Hello& h) const;
+  void file(AcceptedSocket s);
   Status add_connection(int peer, std::vector<net::Fd> sockets, std::size_t stripe_min);
   struct Pending {  // accepted sockets of one peer, awaiting the rest
     std::vector<net::Fd> fds;
@@ -80,6 +85,7 @@ class TcpTransport {
   std::vector<net::SocketAddress> peers_;
   std::vector<std::unique_ptr<TcpConnection>> conns_;
   std::map<int, Pending> pending_;         // by peer
+  HelloAcceptor acceptor_;                 // connections not yet authenticated
   std::unique_ptr<TcpProgress> progress_;  // destroyed first: its threads use the connections
 };
 
