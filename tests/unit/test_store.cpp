@@ -17,17 +17,9 @@
 #include "common/crypto.hpp"
 #include "store_harness.hpp"
 
-using namespace std::chrono_literals;
-using loom::Clock;
-using loom::Deadline;
-using loom::ErrorCode;
-namespace bs = loom::bootstrap;
-namespace net = loom::net;
-namespace wire = loom::bootstrap::wire;
+using namespace store_test;  // Clock, Deadline, ErrorCode, bs, net, wire and the helpers
 
 namespace {
-
-using namespace store_test;
 
 // One store view per rank: all ranks share one InMemoryStore...
 struct MemoryRanks {
