@@ -69,7 +69,7 @@ ProcessGroupLoom::ProcessGroupLoom(const c10::intrusive_ptr<c10d::Store>& store,
   options.deterministic = config_.deterministic;
   try {
     const loom::UniqueId id = exchange_id(*store, rank, size);
-    comm_ = std::make_unique<loom::Communicator>(id, rank, size, options);
+    comm_ = std::make_shared<loom::Communicator>(id, rank, size, options);
   } catch (const loom::Error& e) {
     rethrow_loom(("initialisation of group '" + config_.group_name + "'").c_str(), e);
   }
@@ -145,6 +145,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::launch(IssuedOp op,
   TORCH_CHECK(comm_, "loom ", op.name, ": the process group was shut down");
   reap_locked();
   op.rank = rank_;
+  op.failure_context = [weak = std::weak_ptr<loom::Communicator>(comm_)]() -> std::string {
+    auto comm = weak.lock();
+    return comm ? comm->status() : std::string();
+  };
   std::optional<loom::Error> failed;
   try {
     issue(*comm_, call_options(timeout), op.works);

@@ -121,7 +121,7 @@ class ProcessGroupLoom : public c10d::Backend {
   BackendConfig config_;
   std::optional<std::chrono::milliseconds> call_timeout_;  // setTimeout()
   mutable std::mutex mu_;                                  // issue lock: comm_ calls and inflight_
-  std::unique_ptr<loom::Communicator> comm_;
+  std::shared_ptr<loom::Communicator> comm_;               // shared: failure_context reads it
   std::deque<c10::intrusive_ptr<LoomWork>> inflight_;
   std::shared_ptr<CompletionWatcher> watcher_;
   uint64_t seq_ = 0;

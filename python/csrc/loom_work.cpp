@@ -20,8 +20,14 @@ LoomWork::LoomWork(IssuedOp op, std::shared_ptr<CompletionWatcher> watcher)
 LoomWork::~LoomWork() = default;
 
 std::exception_ptr LoomWork::torch_error(const loom::Error& e) const {
-  return make_backend_error("loom " + op_.name + " failed (" +
-                            std::string(loom::to_string(e.code())) + "): " + e.what());
+  std::string msg =
+      "loom " + op_.name + " failed (" + std::string(loom::to_string(e.code())) + "): " + e.what();
+  if (op_.failure_context &&
+      (e.code() == loom::ErrorCode::PeerFailed || e.code() == loom::ErrorCode::Timeout)) {
+    const std::string context = op_.failure_context();
+    if (!context.empty()) msg += " [communicator status: " + context + "]";
+  }
+  return make_backend_error(msg);
 }
 
 bool LoomWork::loom_done(std::exception_ptr& error) {

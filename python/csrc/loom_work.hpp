@@ -38,6 +38,9 @@ struct IssuedOp {
   std::vector<at::Tensor> keep_alive;  // inputs and staging buffers the loom calls use
   std::function<void()> on_success;    // copies staged results back; may be empty
   std::vector<loom::Work> works;       // in issue order
+  /// loom's view of the communicator when an op fails (status(): failed ranks, the last
+  /// timeout report naming the ranks that lagged), appended to the error; may be empty.
+  std::function<std::string()> failure_context;
 };
 
 class LoomWork : public c10d::Work {

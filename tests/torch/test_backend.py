@@ -84,8 +84,9 @@ class Errors(unittest.TestCase):
                 self.assertIn("loom cannot reduce tensors of dtype Short", msgs["int16"])
                 self.assertTrue(msgs["int16"].startswith("TypeError"), msgs["int16"])
                 self.assertIn("cannot reduce bool tensors with AVG", msgs["bool AVG"])
-                self.assertIn("cannot reduce complex tensors with ReduceOp.MAX",
-                              msgs["complex MAX"])
+                self.assertIn("does not support RedOpType.MAX on complex", msgs["complex MAX"])
+                self.assertIn("loom cannot reduce complex tensors with ReduceOp.MAX",
+                              msgs["complex MAX (backend)"])
                 self.assertIn("got a tensor on meta", msgs["meta device"])
                 self.assertIn("must be on one device", msgs["mixed devices"])
                 self.assertIsNone(msgs["still works"])
@@ -105,10 +106,11 @@ class Errors(unittest.TestCase):
             msg, took = res[rank]
             with self.subTest(rank=rank):
                 self.assertIn("DistBackendError", msg)
-                self.assertIn("Timeout", msg)
-                self.assertIn("rank 2", msg)
+                self.assertIn("(Timeout)", msg)
                 self.assertGreater(took, 1.5)
                 self.assertLess(took, 7.0)
+        # The rank that waited on the late one names it (the other may wait on a neighbour).
+        self.assertTrue(any("rank 2" in res[r][0] for r in (0, 1)), res)
 
     def test_rank_dying_mid_step_is_reported_by_the_others(self):
         ws = 3
