@@ -83,6 +83,7 @@ class Recorder(unittest.TextTestResult):
             "detail": detail[-4000:],
             "seconds": round(time.monotonic() - self._start, 2),
         }
+        write_report(self.outcomes, partial=True)
 
     def addSuccess(self, test):
         super().addSuccess(test)
@@ -109,27 +110,37 @@ class Recorder(unittest.TextTestResult):
         self._record(test, "fail", "unexpected success")
 
 
+STARTED = time.monotonic()
+
+
+def write_report(outcomes, partial):
+    counts = {"pass": 0, "skip": 0, "fail": 0}
+    for o in outcomes.values():
+        counts[o["outcome"]] += 1
+    report = {
+        "backend": ARGS.backend,
+        "world_size": ARGS.world_size,
+        "torch": torch.__version__,
+        "seconds": round(time.monotonic() - STARTED, 1),
+        "partial": partial,
+        "counts": counts,
+        "tests": outcomes,
+    }
+    tmp = ARGS.out + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(report, f, indent=1, sort_keys=True)
+    os.replace(tmp, ARGS.out)
+    return counts
+
+
 def main():
     loader = unittest.TestLoader()
     suite = loader.loadTestsFromTestCase(TestDistBackendWithSpawn)
     if ARGS.filter:
         suite = unittest.TestSuite(t for t in suite if any(f in t.id() for f in ARGS.filter))
     runner = unittest.TextTestRunner(resultclass=Recorder, verbosity=2, stream=sys.stdout)
-    start = time.monotonic()
     result = runner.run(suite)
-    counts = {"pass": 0, "skip": 0, "fail": 0}
-    for o in result.outcomes.values():
-        counts[o["outcome"]] += 1
-    report = {
-        "backend": ARGS.backend,
-        "world_size": ARGS.world_size,
-        "torch": torch.__version__,
-        "seconds": round(time.monotonic() - start, 1),
-        "counts": counts,
-        "tests": result.outcomes,
-    }
-    with open(ARGS.out, "w") as f:
-        json.dump(report, f, indent=1, sort_keys=True)
+    counts = write_report(result.outcomes, partial=False)
     print(f"{ARGS.backend} at {ARGS.world_size} ranks: {counts['pass']} passed, "
           f"{counts['fail']} failed, {counts['skip']} skipped")
     return 0
