@@ -28,6 +28,7 @@ def parse_args():
     p.add_argument("--out", required=True, help="JSON file for the per-test outcomes")
     p.add_argument("-k", "--filter", action="append", default=[],
                    help="only tests whose name contains this (repeatable)")
+    p.add_argument("--names", help="only these tests: a file with one test name per line")
     p.add_argument("--test-timeout", type=int, default=120,
                    help="seconds one test may take before it fails (the suite's own timeout)")
     return p.parse_args()
@@ -138,6 +139,10 @@ def main():
     suite = loader.loadTestsFromTestCase(TestDistBackendWithSpawn)
     if ARGS.filter:
         suite = unittest.TestSuite(t for t in suite if any(f in t.id() for f in ARGS.filter))
+    if ARGS.names:
+        with open(ARGS.names) as f:
+            wanted = {line.strip() for line in f if line.strip() and not line.startswith("#")}
+        suite = unittest.TestSuite(t for t in suite if t.id().rsplit(".", 1)[-1] in wanted)
     runner = unittest.TextTestRunner(resultclass=Recorder, verbosity=2, stream=sys.stdout)
     result = runner.run(suite)
     counts = write_report(result.outcomes, partial=False)

@@ -129,5 +129,50 @@ class Errors(unittest.TestCase):
         self.assertLess(elapsed, 60.0)
 
 
+class Launchers(unittest.TestCase):
+    def test_slurm_environment_maps_to_torch_env(self):
+        env = {"SLURM_PROCID": "3", "SLURM_NTASKS": "8", "SLURM_LOCALID": "1",
+               "SLURM_STEP_NODELIST": "node[07-09,12],gpu1", "SLURM_JOB_ID": "4242"}
+        added = loom.torch.env_from_launcher(env)
+        self.assertEqual(added, {"RANK": "3", "WORLD_SIZE": "8", "LOCAL_RANK": "1",
+                                 "MASTER_ADDR": "node07", "MASTER_PORT": "29742"})
+
+    def test_mpirun_environment_maps_to_torch_env(self):
+        env = {"OMPI_COMM_WORLD_RANK": "1", "OMPI_COMM_WORLD_SIZE": "2",
+               "OMPI_COMM_WORLD_LOCAL_RANK": "1", "LOOM_ROOT": "10.1.2.3:29600",
+               # mpirun inside a Slurm allocation: OMPI_* describe the process
+               "SLURM_PROCID": "0", "SLURM_NTASKS": "1"}
+        loom.torch.env_from_launcher(env)
+        self.assertEqual((env["RANK"], env["WORLD_SIZE"], env["MASTER_ADDR"], env["MASTER_PORT"]),
+                         ("1", "2", "10.1.2.3", "29600"))
+        with self.assertRaisesRegex(RuntimeError, "set MASTER_ADDR"):
+            loom.torch.env_from_launcher({"OMPI_COMM_WORLD_RANK": "0",
+                                          "OMPI_COMM_WORLD_SIZE": "2"})
+
+    def test_torchrun_environment_is_left_alone(self):
+        env = {"RANK": "0", "WORLD_SIZE": "2", "SLURM_PROCID": "5", "SLURM_NTASKS": "9"}
+        self.assertEqual(loom.torch.env_from_launcher(env), {})
+        self.assertEqual(env["RANK"], "0")
+
+    def test_init_process_group_under_a_fake_srun(self):
+        """Two processes with only Slurm's variables join through loom.torch's helper."""
+        import subprocess
+        code = ("import loom.torch, torch, torch.distributed as d; loom.torch.init_process_group();"
+                "t = torch.ones(3) * (d.get_rank() + 1); d.all_reduce(t); print(t.tolist());"
+                "d.destroy_process_group()")
+        procs = []
+        for r in range(2):
+            env = {k: v for k, v in os.environ.items()
+                   if k not in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
+            env.update({"SLURM_PROCID": str(r), "SLURM_NTASKS": "2", "SLURM_LOCALID": str(r),
+                        "SLURM_STEP_NODELIST": "127.0.0.1", "MASTER_PORT": str(29000 + os.getpid() % 1000)})
+            procs.append(subprocess.Popen([sys.executable, "-c", code], env=env,
+                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        outs = [p.communicate(timeout=120) for p in procs]
+        for p, (out, err) in zip(procs, outs):
+            self.assertEqual(p.returncode, 0, err[-2000:])
+            self.assertIn("[3.0, 3.0, 3.0]", out)
+
+
 if __name__ == "__main__":
     unittest.main()
