@@ -344,17 +344,23 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::allgather(
 c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::allgather_coalesced(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& opts) {
-  check_devices("allgather_coalesced", inputs);
-  TORCH_CHECK_VALUE(outputs.size() == inputs.size(), "loom allgather_coalesced: ", outputs.size(),
-                    " output lists for ", inputs.size(), " inputs");
+  // outputs[r][i] receives rank r's inputs[i].
+  const char* name = "allgather_coalesced";
+  check_devices(name, inputs);
+  TORCH_CHECK_VALUE(static_cast<int>(outputs.size()) == size_, "loom ", name, ": ", outputs.size(),
+                    " output lists for a group of ", size_);
+  for (const auto& list : outputs)
+    TORCH_CHECK_VALUE(list.size() == inputs.size(), "loom ", name, ": an output list has ",
+                      list.size(), " tensors for ", inputs.size(), " inputs");
   std::vector<Piece> pieces;
   std::vector<at::Tensor> all_outputs;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
-    pieces.push_back(allgather_list_piece("allgather_coalesced", outputs[i], inputs[i], size_));
-    all_outputs.insert(all_outputs.end(), outputs[i].begin(), outputs[i].end());
+    std::vector<at::Tensor> per_rank;
+    for (const auto& list : outputs) per_rank.push_back(list[i]);
+    pieces.push_back(allgather_list_piece(name, per_rank, inputs[i], size_));
   }
-  IssuedOp op{
-      c10d::OpType::ALLGATHER_COALESCED, "allgather_coalesced", rank_, all_outputs, {}, {}, {}};
+  for (const auto& list : outputs) all_outputs.insert(all_outputs.end(), list.begin(), list.end());
+  IssuedOp op{c10d::OpType::ALLGATHER_COALESCED, name, rank_, all_outputs, {}, {}, {}};
   return run_pieces(LOOM_TORCH_LAUNCHER, std::move(op), std::move(pieces));
 }
 
