@@ -102,6 +102,8 @@ def main():
     while s <= parse_size(args.end):
         sizes.append(s)
         s *= args.factor
+    if sizes[-1] != parse_size(args.end):
+        sizes.append(parse_size(args.end))  # always measure the end size (-e 256M)
     results = []
     if rank == 0:
         print(f"# {ws} ranks, torch {torch.__version__}, loom {loom.torch.loom_version}")

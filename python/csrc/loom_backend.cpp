@@ -51,6 +51,14 @@ struct Piece {
   std::function<loom::Work(loom::Communicator&, const loom::CollOptions&)> issue;  // empty: 0 B
 };
 
+IssuedOp new_op(c10d::OpType type, std::string name, std::vector<at::Tensor> outputs) {
+  IssuedOp op;
+  op.type = type;
+  op.name = std::move(name);
+  op.outputs = std::move(outputs);
+  return op;
+}
+
 std::function<void()> copy_back_if_staged(const at::Tensor& dst, const at::Tensor& staged) {
   if (dst.is_same(staged)) return {};
   return [dst, staged]() mutable { dst.copy_(staged); };
@@ -214,7 +222,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::allreduce(std::vector<at::Tenso
                                                            const c10d::AllreduceOptions& opts) {
   check_single("allreduce", tensors);
   check_devices("allreduce", tensors);
-  IssuedOp op{c10d::OpType::ALLREDUCE, "allreduce", rank_, tensors, {}, {}, {}};
+  IssuedOp op = new_op(c10d::OpType::ALLREDUCE, "allreduce", tensors);
   return run_pieces(LOOM_TORCH_LAUNCHER, std::move(op),
                     {allreduce_piece("allreduce", tensors[0], opts.reduceOp)});
 }
@@ -225,7 +233,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::allreduce_coalesced(
   std::vector<Piece> pieces;
   for (const auto& t : tensors)
     pieces.push_back(allreduce_piece("allreduce_coalesced", t, opts.reduceOp));
-  IssuedOp op{c10d::OpType::ALLREDUCE_COALESCED, "allreduce_coalesced", rank_, tensors, {}, {}, {}};
+  IssuedOp op = new_op(c10d::OpType::ALLREDUCE_COALESCED, "allreduce_coalesced", tensors);
   return run_pieces(LOOM_TORCH_LAUNCHER, std::move(op), std::move(pieces));
 }
 
@@ -246,7 +254,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::broadcast(std::vector<at::Tenso
       return c.broadcast(ptr, ptr, bytes, loom::DataType::Uint8, root, co);
     };
   }
-  IssuedOp op{c10d::OpType::BROADCAST, "broadcast", rank_, tensors, {}, {}, {}};
+  IssuedOp op = new_op(c10d::OpType::BROADCAST, "broadcast", tensors);
   return run_pieces(LOOM_TORCH_LAUNCHER, std::move(op), {std::move(p)});
 }
 
@@ -270,7 +278,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::reduce(std::vector<at::Tensor>&
       return c.reduce(ptr, recv, count, m.dtype, m.op, root, co);
     };
   }
-  IssuedOp op{c10d::OpType::REDUCE, "reduce", rank_, tensors, {}, {}, {}};
+  IssuedOp op = new_op(c10d::OpType::REDUCE, "reduce", tensors);
   return run_pieces(LOOM_TORCH_LAUNCHER, std::move(op), {std::move(p)});
 }
 
@@ -290,7 +298,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::allgather_one(const char* name,
       return c.allgather(send, recv, bytes, loom::DataType::Uint8, co);
     };
   }
-  IssuedOp op{type, name, rank_, {output}, {}, {}, {}};
+  IssuedOp op = new_op(type, name, {output});
   return run_pieces(LOOM_TORCH_LAUNCHER, std::move(op), {std::move(p)});
 }
 
@@ -336,7 +344,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::allgather(
   check_devices("allgather", inputs);
   TORCH_CHECK_VALUE(outputs.size() == 1, "loom allgather takes one output list, got ",
                     outputs.size());
-  IssuedOp op{c10d::OpType::ALLGATHER, "allgather", rank_, outputs[0], {}, {}, {}};
+  IssuedOp op = new_op(c10d::OpType::ALLGATHER, "allgather", outputs[0]);
   return run_pieces(LOOM_TORCH_LAUNCHER, std::move(op),
                     {allgather_list_piece("allgather", outputs[0], inputs[0], size_)});
 }
@@ -360,7 +368,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::allgather_coalesced(
     pieces.push_back(allgather_list_piece(name, per_rank, inputs[i], size_));
   }
   for (const auto& list : outputs) all_outputs.insert(all_outputs.end(), list.begin(), list.end());
-  IssuedOp op{c10d::OpType::ALLGATHER_COALESCED, name, rank_, all_outputs, {}, {}, {}};
+  IssuedOp op = new_op(c10d::OpType::ALLGATHER_COALESCED, name, all_outputs);
   return run_pieces(LOOM_TORCH_LAUNCHER, std::move(op), std::move(pieces));
 }
 
@@ -388,7 +396,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::allgather_into_tensor_coalesced
     }
     pieces.push_back(std::move(p));
   }
-  IssuedOp op{c10d::OpType::ALLGATHER_INTO_TENSOR_COALESCED, name, rank_, outputs, {}, {}, {}};
+  IssuedOp op = new_op(c10d::OpType::ALLGATHER_INTO_TENSOR_COALESCED, name, outputs);
   return run_pieces(LOOM_TORCH_LAUNCHER, std::move(op), std::move(pieces));
 }
 
@@ -426,7 +434,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::reduce_scatter(
   at::Tensor flat = flat_buffer(output, size_);
   const int64_t n = output.numel();
   for (int r = 0; r < size_; ++r) flat.narrow(0, r * n, n).copy_(inputs[0][r].reshape({n}));
-  IssuedOp op{c10d::OpType::REDUCE_SCATTER, "reduce_scatter", rank_, outputs, {}, {}, {}};
+  IssuedOp op = new_op(c10d::OpType::REDUCE_SCATTER, "reduce_scatter", outputs);
   return run_pieces(LOOM_TORCH_LAUNCHER, std::move(op),
                     {reduce_scatter_piece("reduce_scatter", output, flat, opts.reduceOp)});
 }
@@ -436,7 +444,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::_reduce_scatter_base(
   const char* name = "reduce_scatter_tensor";
   check_devices(name, {output, input});
   check_same_shape(name, {input}, output.scalar_type(), output.numel() * size_);
-  IssuedOp op{c10d::OpType::_REDUCE_SCATTER_BASE, name, rank_, {output}, {}, {}, {}};
+  IssuedOp op = new_op(c10d::OpType::_REDUCE_SCATTER_BASE, name, {output});
   return run_pieces(LOOM_TORCH_LAUNCHER, std::move(op),
                     {reduce_scatter_piece(name, output, contiguous_staging(input), opts.reduceOp)});
 }
@@ -455,12 +463,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::reduce_scatter_tensor_coalesced
     pieces.push_back(
         reduce_scatter_piece(name, outputs[i], contiguous_staging(inputs[i]), opts.reduceOp));
   }
-  IssuedOp op{c10d::OpType::REDUCE_SCATTER_TENSOR_COALESCED, name, rank_, outputs, {}, {}, {}};
+  IssuedOp op = new_op(c10d::OpType::REDUCE_SCATTER_TENSOR_COALESCED, name, outputs);
   return run_pieces(LOOM_TORCH_LAUNCHER, std::move(op), std::move(pieces));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::barrier(const c10d::BarrierOptions& opts) {
-  IssuedOp op{c10d::OpType::BARRIER, "barrier", rank_, {}, {}, {}, {}};
+  IssuedOp op = new_op(c10d::OpType::BARRIER, "barrier", {});
   Piece p{{}, {}, [](loom::Communicator& c, const loom::CollOptions& co) { return c.barrier(co); }};
   return run_pieces(LOOM_TORCH_LAUNCHER, std::move(op), {std::move(p)});
 }

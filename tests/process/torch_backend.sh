@@ -31,4 +31,4 @@ if ! (cd "$SRC/python" && LOOM_PREFIX="$BUILD/loom-install" "$PYTHON" setup.py -
 fi
 echo "ok: built loom.torch into $lib"
 cd "$SRC/tests/torch" || exit 1
-PYTHONPATH="$lib${PYTHONPATH:+:$PYTHONPATH}" timeout 500 "$PYTHON" -m unittest -v test_backend 2>&1
+PYTHONPATH="$lib${PYTHONPATH:+:$PYTHONPATH}" timeout 1200 "$PYTHON" -m unittest -v test_backend 2>&1

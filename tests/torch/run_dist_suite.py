@@ -29,6 +29,9 @@ def parse_args():
     p.add_argument("-k", "--filter", action="append", default=[],
                    help="only tests whose name contains this (repeatable)")
     p.add_argument("--names", help="only these tests: a file with one test name per line")
+    p.add_argument("--as-gloo", action="store_true",
+                   help="backend loom, but the suite's name gates (tests it runs for gloo only) "
+                        "are evaluated as for gloo")
     p.add_argument("--test-timeout", type=int, default=120,
                    help="seconds one test may take before it fails (the suite's own timeout)")
     return p.parse_args()
@@ -42,6 +45,13 @@ if ARGS is not None:
     os.environ.setdefault("TEMP_DIR", tempfile.mkdtemp(prefix="loom-dist-suite-"))
     os.environ["DISTRIBUTED_TESTS_DEFAULT_TIMEOUT"] = str(ARGS.test_timeout)
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    if ARGS.as_gloo:
+        if ARGS.backend != "loom":
+            raise SystemExit("--as-gloo is for --backend loom")
+        os.environ["LOOM_SUITE_AS_GLOO"] = "1"  # seen by the spawned ranks too
+AS_GLOO = os.environ.get("LOOM_SUITE_AS_GLOO") == "1"
+if AS_GLOO:
+    os.environ["BACKEND"] = "gloo"  # the decorators read it at import
 
 import torch  # noqa: E402,F401
 import torch.distributed as dist  # noqa: E402
@@ -49,14 +59,20 @@ import torch.distributed as dist  # noqa: E402
 import loom.torch  # noqa: E402,F401  (registers "loom" here and in every spawned rank)
 from torch.testing._internal.common_distributed import DistTestCases  # noqa: E402
 
-if os.environ.get("BACKEND") == "loom":
+if os.environ.get("BACKEND") == "loom" or AS_GLOO:
     for feature in ("ddp", "subgroup", "plugin"):
         DistTestCases.backend_feature[feature].add("loom")
 
+import torch.testing._internal.distributed.distributed_test as dt  # noqa: E402
 from torch.testing._internal.distributed.distributed_test import (  # noqa: E402
     DistributedTest,
     TestDistBackend,
 )
+
+if AS_GLOO:
+    # Gates were decided for gloo; the tests themselves run (and branch) as loom.
+    dt.BACKEND = "loom"
+    os.environ["BACKEND"] = "loom"
 
 
 class TestDistBackendWithSpawn(TestDistBackend, DistributedTest._DistTestBase):
