@@ -164,12 +164,12 @@ def data_movement(rank, ws):
             and same(ts[1], expected("SUM", torch.float32, ws, 5))):
         bad.append("all_reduce_coalesced")
     # all_gather_coalesced: outs[r][i] receives rank r's ins[i]
-    ins = [make(rank, torch.float32), make(rank, torch.int32, 3)]
-    outs = [[torch.zeros(N), torch.zeros(3, dtype=torch.int32)] for _ in range(ws)]
+    ins = [make(rank, torch.float32), make(rank, torch.float32, 3)]
+    outs = [[torch.zeros(N), torch.zeros(3)] for _ in range(ws)]
     dist.all_gather_coalesced(outs, ins)
     for r in range(ws):
         if not (same(outs[r][0], make(r, torch.float32))
-                and same(outs[r][1], make(r, torch.int32, 3))):
+                and same(outs[r][1], make(r, torch.float32, 3))):
             bad.append(f"all_gather_coalesced from rank {r}")
     # zero-element tensors are fine
     z = torch.empty(0)
