@@ -1,0 +1,511 @@
+#include "loom_backend.hpp"
+
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <array>
+#include <loom/unique_id.hpp>
+#include <utility>
+
+#include "tensor_args.hpp"
+
+namespace loom_torch {
+namespace {
+
+constexpr const char* kInitCountKey = "loom/init_count";
+
+// Every rank of a (re)initialisation adds 1 to a counter in the group's store; all adds of one
+// initialisation precede any of the next (which needs this one's communicator), so the counter
+// names the generation and a re-created group never reads a stale id.
+std::string id_key(c10d::Store& store, int size) {
+  const int64_t n = store.add(kInitCountKey, 1);
+  return "loom/unique_id/" + std::to_string((n - 1) / size);
+}
+
+loom::UniqueId exchange_id(c10d::Store& store, int rank, int size) {
+  const std::string key = id_key(store, size);
+  if (rank == 0) {
+    const loom::UniqueId id = loom::UniqueId::create();
+    const auto bytes = id.to_bytes();
+    store.set(key, std::vector<uint8_t>(bytes.begin(), bytes.end()));
+    return id;
+  }
+  const std::vector<uint8_t> bytes = store.get(key);  // waits up to the store's timeout
+  TORCH_CHECK(bytes.size() == loom::UniqueId::kBytes, "loom: the id under '", key,
+              "' in the store has ", bytes.size(), " bytes, expected ", loom::UniqueId::kBytes);
+  std::array<uint8_t, loom::UniqueId::kBytes> raw{};
+  std::copy(bytes.begin(), bytes.end(), raw.begin());
+  return loom::UniqueId::from_bytes(raw);
+}
+
+[[noreturn]] void rethrow_loom(const char* what, const loom::Error& e) {
+  std::rethrow_exception(make_backend_error(std::string("loom ") + what + " failed (" +
+                                            std::string(loom::to_string(e.code())) +
+                                            "): " + e.what()));
+}
+
+// One loom call of a torch op: what it needs alive, how results get back, how to issue it.
+struct Piece {
+  std::vector<at::Tensor> keep;
+  std::function<void()> copy_back;  // empty when the call writes the caller's tensor itself
+  std::function<loom::Work(loom::Communicator&, const loom::CollOptions&)> issue;  // empty: 0 B
+};
+
+IssuedOp new_op(c10d::OpType type, std::string name, std::vector<at::Tensor> outputs) {
+  IssuedOp op;
+  op.type = type;
+  op.name = std::move(name);
+  op.outputs = std::move(outputs);
+  return op;
+}
+
+std::function<void()> copy_back_if_staged(const at::Tensor& dst, const at::Tensor& staged) {
+  if (dst.is_same(staged)) return {};
+  return [dst, staged]() mutable { dst.copy_(staged); };
+}
+
+}  // namespace
+
+ProcessGroupLoom::ProcessGroupLoom(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                   BackendConfig config)
+    : c10d::Backend(rank, size),
+      config_(std::move(config)),
+      watcher_(std::make_shared<CompletionWatcher>()) {
+  loom::CommOptions options;
+  options.timeout = config_.timeout;
+  options.settings = config_.settings;
+  options.deterministic = config_.deterministic;
+  try {
+    const loom::UniqueId id = exchange_id(*store, rank, size);
+    comm_ = std::make_shared<loom::Communicator>(id, rank, size, options);
+  } catch (const loom::Error& e) {
+    rethrow_loom(("initialisation of group '" + config_.group_name + "'").c_str(), e);
+  }
+}
+
+ProcessGroupLoom::~ProcessGroupLoom() {
+  try {
+    shutdown();
+  } catch (...) {  // a destructor must not throw; shutdown's errors were the ops' errors
+  }
+}
+
+c10::intrusive_ptr<c10d::Backend::Options> ProcessGroupLoom::getBackendOptions() {
+  auto opts = c10::make_intrusive<Options>("loom", config_.timeout);
+  opts->group_name = config_.group_name;
+  return opts;
+}
+
+void ProcessGroupLoom::setTimeout(std::chrono::milliseconds timeout) {
+  std::lock_guard lk(mu_);
+  call_timeout_ = timeout;
+}
+
+void ProcessGroupLoom::abort() {
+  std::lock_guard lk(mu_);    // held briefly by issuing threads: loom calls return at once
+  if (comm_) comm_->abort();  // pending works fail with Aborted within loom's 1 s bound
+}
+
+void ProcessGroupLoom::drain() {
+  std::deque<c10::intrusive_ptr<LoomWork>> pending;
+  {
+    std::lock_guard lk(mu_);
+    pending.swap(inflight_);
+  }
+  for (auto& w : pending) w->drive();
+}
+
+void ProcessGroupLoom::shutdown() {
+  drain();
+  if (watcher_) watcher_->stop();
+  std::lock_guard lk(mu_);
+  comm_.reset();
+}
+
+std::string ProcessGroupLoom::loom_status() const {
+  std::lock_guard lk(mu_);
+  return comm_ ? comm_->status() : std::string("loom: the process group was shut down");
+}
+
+std::vector<int> ProcessGroupLoom::failed_ranks() const {
+  std::lock_guard lk(mu_);
+  return comm_ ? comm_->failed_ranks() : std::vector<int>{};
+}
+
+loom::CollOptions ProcessGroupLoom::call_options(std::chrono::milliseconds timeout) const {
+  loom::CollOptions co;
+  if (timeout != c10d::kUnsetTimeout) {
+    co.timeout = timeout;
+  } else if (call_timeout_) {
+    co.timeout = call_timeout_;
+  }
+  return co;
+}
+
+void ProcessGroupLoom::reap_locked() {
+  while (!inflight_.empty() && inflight_.front()->poll()) inflight_.pop_front();
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::launch(IssuedOp op,
+                                                        std::chrono::milliseconds timeout,
+                                                        const Issue& issue) {
+  std::lock_guard lk(mu_);
+  TORCH_CHECK(comm_, "loom ", op.name, ": the process group was shut down");
+  reap_locked();
+  op.rank = rank_;
+  op.failure_context = [weak = std::weak_ptr<loom::Communicator>(comm_)]() -> std::string {
+    auto comm = weak.lock();
+    return comm ? comm->status() : std::string();
+  };
+  std::optional<loom::Error> failed;
+  try {
+    issue(*comm_, call_options(timeout), op.works);
+  } catch (const loom::Error& e) {
+    failed = e;
+  }
+  ++seq_;
+  const std::string name = op.name;
+  auto work = c10::make_intrusive<LoomWork>(std::move(op), watcher_);
+  // Calls issued before a failing one still use their buffers: keep the work until they end.
+  if (!work->poll()) inflight_.push_back(work);
+  if (failed) rethrow_loom(name.c_str(), *failed);
+  return work;
+}
+
+namespace {
+
+c10::intrusive_ptr<c10d::Work> run_pieces(
+    const std::function<c10::intrusive_ptr<c10d::Work>(
+        IssuedOp, const std::function<void(loom::Communicator&, const loom::CollOptions&,
+                                           std::vector<loom::Work>&)>&)>& launch,
+    IssuedOp op, std::vector<Piece> pieces) {
+  std::vector<std::function<void()>> copies;
+  for (auto& p : pieces) {
+    op.keep_alive.insert(op.keep_alive.end(), p.keep.begin(), p.keep.end());
+    if (p.copy_back) copies.push_back(std::move(p.copy_back));
+  }
+  if (!copies.empty()) {
+    op.on_success = [copies = std::move(copies)] {
+      for (const auto& c : copies) c();
+    };
+  }
+  return launch(std::move(op),
+                [pieces = std::move(pieces)](loom::Communicator& comm, const loom::CollOptions& co,
+                                             std::vector<loom::Work>& works) {
+                  for (const auto& p : pieces)
+                    if (p.issue) works.push_back(p.issue(comm, co));
+                });
+}
+
+Piece allreduce_piece(const char* name, const at::Tensor& t, const c10d::ReduceOp& rop) {
+  const ReduceMapping m = map_reduction(name, t.scalar_type(), rop);
+  at::Tensor buf = contiguous_staging(t);
+  Piece p{{t, buf}, copy_back_if_staged(t, buf), {}};
+  const std::size_t count = static_cast<std::size_t>(t.numel()) * m.elems_per_element;
+  if (count > 0) {
+    void* ptr = buf.data_ptr();
+    p.issue = [=](loom::Communicator& c, const loom::CollOptions& co) {
+      return c.allreduce(ptr, ptr, count, m.dtype, m.op, co);
+    };
+  }
+  return p;
+}
+
+}  // namespace
+
+#define LOOM_TORCH_LAUNCHER                           \
+  [this, &opts](IssuedOp o, const Issue& issue) {     \
+    return launch(std::move(o), opts.timeout, issue); \
+  }
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::allreduce(std::vector<at::Tensor>& tensors,
+                                                           const c10d::AllreduceOptions& opts) {
+  check_single("allreduce", tensors);
+  check_devices("allreduce", tensors);
+  IssuedOp op = new_op(c10d::OpType::ALLREDUCE, "allreduce", tensors);
+  return run_pieces(LOOM_TORCH_LAUNCHER, std::move(op),
+                    {allreduce_piece("allreduce", tensors[0], opts.reduceOp)});
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::allreduce_coalesced(
+    std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
+  check_devices("allreduce_coalesced", tensors);
+  std::vector<Piece> pieces;
+  for (const auto& t : tensors)
+    pieces.push_back(allreduce_piece("allreduce_coalesced", t, opts.reduceOp));
+  IssuedOp op = new_op(c10d::OpType::ALLREDUCE_COALESCED, "allreduce_coalesced", tensors);
+  return run_pieces(LOOM_TORCH_LAUNCHER, std::move(op), std::move(pieces));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::broadcast(std::vector<at::Tensor>& tensors,
+                                                           const c10d::BroadcastOptions& opts) {
+  check_single("broadcast", tensors);
+  check_devices("broadcast", tensors);
+  TORCH_CHECK_VALUE(opts.rootRank >= 0 && opts.rootRank < size_, "loom broadcast: root ",
+                    opts.rootRank, " is not a rank of this group of ", size_);
+  const at::Tensor& t = tensors[0];
+  at::Tensor buf = contiguous_staging(t);
+  Piece p{{t, buf}, copy_back_if_staged(t, buf), {}};
+  const std::size_t bytes = byte_count(t);
+  if (bytes > 0) {
+    void* ptr = buf.data_ptr();
+    const int root = static_cast<int>(opts.rootRank);
+    p.issue = [=](loom::Communicator& c, const loom::CollOptions& co) {
+      return c.broadcast(ptr, ptr, bytes, loom::DataType::Uint8, root, co);
+    };
+  }
+  IssuedOp op = new_op(c10d::OpType::BROADCAST, "broadcast", tensors);
+  return run_pieces(LOOM_TORCH_LAUNCHER, std::move(op), {std::move(p)});
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::reduce(std::vector<at::Tensor>& tensors,
+                                                        const c10d::ReduceOptions& opts) {
+  check_single("reduce", tensors);
+  check_devices("reduce", tensors);
+  TORCH_CHECK_VALUE(opts.rootRank >= 0 && opts.rootRank < size_, "loom reduce: root ",
+                    opts.rootRank, " is not a rank of this group of ", size_);
+  const at::Tensor& t = tensors[0];
+  const ReduceMapping m = map_reduction("reduce", t.scalar_type(), opts.reduceOp);
+  const bool is_root = rank_ == opts.rootRank;
+  at::Tensor buf = contiguous_staging(t);
+  Piece p{{t, buf}, is_root ? copy_back_if_staged(t, buf) : nullptr, {}};
+  const std::size_t count = static_cast<std::size_t>(t.numel()) * m.elems_per_element;
+  if (count > 0) {
+    void* ptr = buf.data_ptr();
+    void* recv = is_root ? ptr : nullptr;  // the other ranks' tensors stay as they were
+    const int root = static_cast<int>(opts.rootRank);
+    p.issue = [=](loom::Communicator& c, const loom::CollOptions& co) {
+      return c.reduce(ptr, recv, count, m.dtype, m.op, root, co);
+    };
+  }
+  IssuedOp op = new_op(c10d::OpType::REDUCE, "reduce", tensors);
+  return run_pieces(LOOM_TORCH_LAUNCHER, std::move(op), {std::move(p)});
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::allgather_one(const char* name, c10d::OpType type,
+                                                               at::Tensor output, at::Tensor input,
+                                                               const c10d::AllgatherOptions& opts) {
+  check_devices(name, {output, input});
+  check_same_shape(name, {output}, input.scalar_type(), input.numel() * size_);
+  at::Tensor in = contiguous_staging(input);
+  at::Tensor out = contiguous_staging(output);
+  Piece p{{in, out}, copy_back_if_staged(output, out), {}};
+  const std::size_t bytes = byte_count(input);
+  if (bytes > 0) {
+    const void* send = in.data_ptr();
+    void* recv = out.data_ptr();
+    p.issue = [=](loom::Communicator& c, const loom::CollOptions& co) {
+      return c.allgather(send, recv, bytes, loom::DataType::Uint8, co);
+    };
+  }
+  IssuedOp op = new_op(type, name, {output});
+  return run_pieces(LOOM_TORCH_LAUNCHER, std::move(op), {std::move(p)});
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::_allgather_base(
+    at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) {
+  return allgather_one("all_gather_into_tensor", c10d::OpType::_ALLGATHER_BASE, output, input,
+                       opts);
+}
+
+namespace {
+
+// allgather into a list of per-rank tensors: gather into one flat buffer, then copy out.
+Piece allgather_list_piece(const char* name, const std::vector<at::Tensor>& outputs,
+                           const at::Tensor& input, int size) {
+  TORCH_CHECK_VALUE(static_cast<int>(outputs.size()) == size, "loom ", name, ": ", outputs.size(),
+                    " output tensors for a group of ", size);
+  check_devices(name, outputs);
+  check_same_shape(name, outputs, input.scalar_type(), input.numel());
+  at::Tensor in = contiguous_staging(input);
+  at::Tensor flat = flat_buffer(input, size);
+  Piece p{{in, flat}, {}, {}};
+  p.copy_back = [outputs, flat, n = input.numel()]() mutable {
+    for (std::size_t r = 0; r < outputs.size(); ++r)
+      outputs[r].copy_(flat.narrow(0, static_cast<int64_t>(r) * n, n).view(outputs[r].sizes()));
+  };
+  const std::size_t bytes = byte_count(input);
+  if (bytes > 0) {
+    const void* send = in.data_ptr();
+    void* recv = flat.data_ptr();
+    p.issue = [=](loom::Communicator& c, const loom::CollOptions& co) {
+      return c.allgather(send, recv, bytes, loom::DataType::Uint8, co);
+    };
+  }
+  return p;
+}
+
+}  // namespace
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::allgather(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+  check_single("allgather", inputs);
+  check_devices("allgather", inputs);
+  TORCH_CHECK_VALUE(outputs.size() == 1, "loom allgather takes one output list, got ",
+                    outputs.size());
+  IssuedOp op = new_op(c10d::OpType::ALLGATHER, "allgather", outputs[0]);
+  return run_pieces(LOOM_TORCH_LAUNCHER, std::move(op),
+                    {allgather_list_piece("allgather", outputs[0], inputs[0], size_)});
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::allgather_coalesced(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+  // outputs[r][i] receives rank r's inputs[i].
+  const char* name = "allgather_coalesced";
+  check_devices(name, inputs);
+  TORCH_CHECK_VALUE(static_cast<int>(outputs.size()) == size_, "loom ", name, ": ", outputs.size(),
+                    " output lists for a group of ", size_);
+  for (const auto& list : outputs)
+    TORCH_CHECK_VALUE(list.size() == inputs.size(), "loom ", name, ": an output list has ",
+                      list.size(), " tensors for ", inputs.size(), " inputs");
+  std::vector<Piece> pieces;
+  std::vector<at::Tensor> all_outputs;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    std::vector<at::Tensor> per_rank;
+    for (const auto& list : outputs) per_rank.push_back(list[i]);
+    pieces.push_back(allgather_list_piece(name, per_rank, inputs[i], size_));
+  }
+  for (const auto& list : outputs) all_outputs.insert(all_outputs.end(), list.begin(), list.end());
+  IssuedOp op = new_op(c10d::OpType::ALLGATHER_COALESCED, name, all_outputs);
+  return run_pieces(LOOM_TORCH_LAUNCHER, std::move(op), std::move(pieces));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::allgather_into_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+  const char* name = "allgather_into_tensor_coalesced";
+  check_devices(name, inputs);
+  TORCH_CHECK_VALUE(outputs.size() == inputs.size(), "loom ", name, ": ", outputs.size(),
+                    " outputs for ", inputs.size(), " inputs");
+  std::vector<Piece> pieces;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    check_devices(name, {outputs[i], inputs[i]});
+    check_same_shape(name, {outputs[i]}, inputs[i].scalar_type(), inputs[i].numel() * size_);
+    at::Tensor in = contiguous_staging(inputs[i]);
+    at::Tensor out = contiguous_staging(outputs[i]);
+    Piece p{{in, out}, copy_back_if_staged(outputs[i], out), {}};
+    const std::size_t bytes = byte_count(in);
+    if (bytes > 0) {
+      const void* send = in.data_ptr();
+      void* recv = out.data_ptr();
+      p.issue = [=](loom::Communicator& c, const loom::CollOptions& co) {
+        return c.allgather(send, recv, bytes, loom::DataType::Uint8, co);
+      };
+    }
+    pieces.push_back(std::move(p));
+  }
+  IssuedOp op = new_op(c10d::OpType::ALLGATHER_INTO_TENSOR_COALESCED, name, outputs);
+  return run_pieces(LOOM_TORCH_LAUNCHER, std::move(op), std::move(pieces));
+}
+
+namespace {
+
+// reduce_scatter from a flat contiguous input of size * output.numel() elements.
+Piece reduce_scatter_piece(const char* name, const at::Tensor& output, const at::Tensor& flat_in,
+                           const c10d::ReduceOp& rop) {
+  const ReduceMapping m = map_reduction(name, output.scalar_type(), rop);
+  at::Tensor out = contiguous_staging(output);
+  Piece p{{flat_in, out}, copy_back_if_staged(output, out), {}};
+  const std::size_t count = static_cast<std::size_t>(output.numel()) * m.elems_per_element;
+  if (count > 0) {
+    const void* send = flat_in.data_ptr();
+    void* recv = out.data_ptr();
+    p.issue = [=](loom::Communicator& c, const loom::CollOptions& co) {
+      return c.reduce_scatter(send, recv, count, m.dtype, m.op, co);
+    };
+  }
+  return p;
+}
+
+}  // namespace
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::reduce_scatter(
+    std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  check_single("reduce_scatter", outputs);
+  check_devices("reduce_scatter", outputs);
+  TORCH_CHECK_VALUE(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == size_,
+                    "loom reduce_scatter takes one list of ", size_, " input tensors");
+  const at::Tensor& output = outputs[0];
+  check_devices("reduce_scatter", inputs[0]);
+  check_same_shape("reduce_scatter", inputs[0], output.scalar_type(), output.numel());
+  at::Tensor flat = flat_buffer(output, size_);
+  const int64_t n = output.numel();
+  for (int r = 0; r < size_; ++r) flat.narrow(0, r * n, n).copy_(inputs[0][r].reshape({n}));
+  IssuedOp op = new_op(c10d::OpType::REDUCE_SCATTER, "reduce_scatter", outputs);
+  return run_pieces(LOOM_TORCH_LAUNCHER, std::move(op),
+                    {reduce_scatter_piece("reduce_scatter", output, flat, opts.reduceOp)});
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::_reduce_scatter_base(
+    at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
+  const char* name = "reduce_scatter_tensor";
+  check_devices(name, {output, input});
+  check_same_shape(name, {input}, output.scalar_type(), output.numel() * size_);
+  IssuedOp op = new_op(c10d::OpType::_REDUCE_SCATTER_BASE, name, {output});
+  return run_pieces(LOOM_TORCH_LAUNCHER, std::move(op),
+                    {reduce_scatter_piece(name, output, contiguous_staging(input), opts.reduceOp)});
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::reduce_scatter_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  const char* name = "reduce_scatter_tensor_coalesced";
+  check_devices(name, outputs);
+  TORCH_CHECK_VALUE(outputs.size() == inputs.size(), "loom ", name, ": ", outputs.size(),
+                    " outputs for ", inputs.size(), " inputs");
+  std::vector<Piece> pieces;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    check_devices(name, {outputs[i], inputs[i]});
+    check_same_shape(name, {inputs[i]}, outputs[i].scalar_type(), outputs[i].numel() * size_);
+    pieces.push_back(
+        reduce_scatter_piece(name, outputs[i], contiguous_staging(inputs[i]), opts.reduceOp));
+  }
+  IssuedOp op = new_op(c10d::OpType::REDUCE_SCATTER_TENSOR_COALESCED, name, outputs);
+  return run_pieces(LOOM_TORCH_LAUNCHER, std::move(op), std::move(pieces));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::barrier(const c10d::BarrierOptions& opts) {
+  IssuedOp op = new_op(c10d::OpType::BARRIER, "barrier", {});
+  Piece p{{}, {}, [](loom::Communicator& c, const loom::CollOptions& co) { return c.barrier(co); }};
+  return run_pieces(LOOM_TORCH_LAUNCHER, std::move(op), {std::move(p)});
+}
+
+#undef LOOM_TORCH_LAUNCHER
+
+// --- Not in loom's public API yet (issue 24) ---------------------------------------------
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::gather(std::vector<std::vector<at::Tensor>>&,
+                                                        std::vector<at::Tensor>&,
+                                                        const c10d::GatherOptions&) {
+  unsupported_op("gather");
+}
+c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::scatter(std::vector<at::Tensor>&,
+                                                         std::vector<std::vector<at::Tensor>>&,
+                                                         const c10d::ScatterOptions&) {
+  unsupported_op("scatter");
+}
+c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::alltoall_base(at::Tensor&, at::Tensor&,
+                                                               std::vector<int64_t>&,
+                                                               std::vector<int64_t>&,
+                                                               const c10d::AllToAllOptions&) {
+  unsupported_op("all_to_all_single");
+}
+c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::alltoall(std::vector<at::Tensor>&,
+                                                          std::vector<at::Tensor>&,
+                                                          const c10d::AllToAllOptions&) {
+  unsupported_op("all_to_all");
+}
+c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::send(std::vector<at::Tensor>&, int, int) {
+  unsupported_op("send");
+}
+c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::recv(std::vector<at::Tensor>&, int, int) {
+  unsupported_op("recv");
+}
+c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::recvAnysource(std::vector<at::Tensor>&, int) {
+  unsupported_op("recv (any source)");
+}
+
+}  // namespace loom_torch

@@ -1,0 +1,191 @@
+#include "loom_work.hpp"
+
+#include <ATen/core/jit_type.h>
+#include <c10/util/Exception.h>
+
+#include <optional>
+#include <utility>
+
+namespace loom_torch {
+
+std::exception_ptr make_backend_error(const std::string& message) {
+  return std::make_exception_ptr(C10_BUILD_ERROR(DistBackendError, message));
+}
+
+LoomWork::LoomWork(IssuedOp op, std::shared_ptr<CompletionWatcher> watcher)
+    : c10d::Work(op.rank, op.type, nullptr), op_(std::move(op)), watcher_(std::move(watcher)) {
+  future_ = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
+}
+
+LoomWork::~LoomWork() = default;
+
+std::exception_ptr LoomWork::torch_error(const loom::Error& e) const {
+  std::string msg =
+      "loom " + op_.name + " failed (" + std::string(loom::to_string(e.code())) + "): " + e.what();
+  if (op_.failure_context &&
+      (e.code() == loom::ErrorCode::PeerFailed || e.code() == loom::ErrorCode::Timeout)) {
+    const std::string context = op_.failure_context();
+    if (!context.empty()) msg += " [communicator status: " + context + "]";
+  }
+  return make_backend_error(msg);
+}
+
+bool LoomWork::loom_done(std::exception_ptr& error) {
+  for (const auto& w : op_.works) {
+    try {
+      if (!w.test()) return false;
+    } catch (const loom::Error& e) {
+      error = torch_error(e);
+      return true;  // a failed call ends the op (later ones fail with the same cause)
+    }
+  }
+  return true;
+}
+
+void LoomWork::settle(std::exception_ptr error) {
+  std::lock_guard lk(settle_mu_);
+  if (settled_.load(std::memory_order_acquire)) return;
+  if (!error && op_.on_success) {
+    try {
+      op_.on_success();
+    } catch (...) {
+      error = std::current_exception();
+    }
+  }
+  if (error) {
+    future_->setError(error);
+  } else {
+    future_->markCompleted(c10::IValue(op_.outputs));
+  }
+  // The loom calls are done: staging buffers may go (outputs stay for result()).
+  op_.keep_alive.clear();
+  op_.on_success = nullptr;
+  finish(error);  // c10d::Work: completed_, exception_, wakes waiters
+  settled_.store(true, std::memory_order_release);
+}
+
+bool LoomWork::poll() {
+  if (settled_.load(std::memory_order_acquire)) return true;
+  std::exception_ptr error;
+  if (!loom_done(error)) return false;
+  settle(error);
+  return true;
+}
+
+void LoomWork::drive() {
+  if (settled_.load(std::memory_order_acquire)) return;
+  std::exception_ptr error;
+  for (const auto& w : op_.works) {
+    try {
+      w.wait();  // bounded by the operation's own deadline (CommOptions/CollOptions timeout)
+    } catch (const loom::Error& e) {
+      error = torch_error(e);
+      break;
+    }
+  }
+  settle(error);
+}
+
+bool LoomWork::isCompleted() {
+  return poll();
+}
+
+bool LoomWork::isSuccess() const {
+  std::lock_guard lk(mutex_);
+  return completed_ && !exception_;
+}
+
+std::exception_ptr LoomWork::exception() const {
+  std::lock_guard lk(mutex_);
+  return exception_;
+}
+
+std::vector<at::Tensor> LoomWork::result() {
+  return op_.outputs;
+}
+
+void LoomWork::rethrow_if_failed() const {
+  std::lock_guard lk(mutex_);
+  if (exception_) std::rethrow_exception(exception_);
+}
+
+bool LoomWork::wait(std::chrono::milliseconds timeout) {
+  if (!settled_.load(std::memory_order_acquire)) {
+    if (timeout <= kNoTimeout) {
+      drive();
+    } else {
+      const auto until = std::chrono::steady_clock::now() + timeout;
+      std::exception_ptr error;
+      bool failed = false;
+      for (const auto& w : op_.works) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+            until - std::chrono::steady_clock::now());
+        try {
+          w.wait(std::max(left, std::chrono::milliseconds(0)));
+        } catch (const loom::Error& e) {
+          // A bounded wait that ran out leaves the operation running; anything else failed it.
+          if (e.code() == loom::ErrorCode::Timeout && !loom_done(error)) {
+            std::rethrow_exception(make_backend_error(
+                "loom " + op_.name + ": wait(timeout=" + std::to_string(timeout.count()) +
+                " ms) timed out; the operation is still in progress (" + e.what() + ")"));
+          }
+          if (!error) error = torch_error(e);
+          failed = true;
+          break;
+        }
+      }
+      settle(failed ? error : nullptr);
+    }
+  }
+  rethrow_if_failed();
+  return true;
+}
+
+c10::intrusive_ptr<c10::ivalue::Future> LoomWork::getFuture() {
+  if (!settled_.load(std::memory_order_acquire) && watcher_ &&
+      !watched_.exchange(true, std::memory_order_acq_rel)) {
+    watcher_->watch(c10::intrusive_ptr<LoomWork>::reclaim_copy(this));
+  }
+  return future_;
+}
+
+CompletionWatcher::~CompletionWatcher() {
+  stop();
+}
+
+void CompletionWatcher::watch(c10::intrusive_ptr<LoomWork> work) {
+  std::lock_guard lk(mu_);
+  if (stopping_) {
+    // The backend is shutting down: settle here (bounded by the op's deadline).
+    work->drive();
+    return;
+  }
+  if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
+  queue_.push_back(std::move(work));
+  cv_.notify_one();
+}
+
+void CompletionWatcher::stop() {
+  {
+    std::lock_guard lk(mu_);
+    stopping_ = true;
+    cv_.notify_one();
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+void CompletionWatcher::loop() {
+  std::unique_lock lk(mu_);
+  for (;;) {
+    cv_.wait(lk, [this] { return stopping_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stopping and drained
+    auto work = std::move(queue_.front());
+    queue_.pop_front();
+    lk.unlock();
+    work->drive();
+    work.reset();
+    lk.lock();
+  }
+}
+
+}  // namespace loom_torch

@@ -1,0 +1,94 @@
+"""Runs a function on N ranks (spawned processes) of a torch.distributed job and collects
+what each rank returned or raised. Every run has a deadline: ranks still alive after it are
+killed and the run fails, naming them."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import tempfile
+import time
+import traceback
+from datetime import timedelta
+
+
+def _rank_main(fn, rank, world_size, init_file, backend, timeout_s, pg_options, env, queue):
+    os.environ.update(env)
+    try:
+        import torch.distributed as dist
+
+        import loom.torch  # noqa: F401  registers "loom"
+
+        dist.init_process_group(
+            backend,
+            init_method=f"file://{init_file}",
+            rank=rank,
+            world_size=world_size,
+            timeout=timedelta(seconds=timeout_s),
+            pg_options=pg_options,
+        )
+        result = fn(rank, world_size)
+        queue.put((rank, "ok", result))
+        dist.destroy_process_group()
+    except BaseException as e:  # noqa: BLE001  (reported to the parent)
+        queue.put((rank, "error", f"{type(e).__name__}: {e}\n{traceback.format_exc()}"))
+
+
+def run_ranks(fn, world_size, *, backend="loom", timeout_s=60.0, deadline_s=180.0,
+              pg_options=None, env=None, allow_dead=()):
+    """Runs fn(rank, world_size) on every rank after init_process_group(backend).
+
+    Returns {rank: ("ok", value) | ("error", text)}. Ranks listed in allow_dead may exit
+    without reporting (a test that kills a rank). Raises AssertionError when a rank is still
+    running at the deadline or exited without a report."""
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    with tempfile.TemporaryDirectory() as tmp:
+        init_file = os.path.join(tmp, "store")
+        procs = [
+            ctx.Process(
+                target=_rank_main,
+                args=(fn, r, world_size, init_file, backend, timeout_s, pg_options, env or {},
+                      queue),
+            )
+            for r in range(world_size)
+        ]
+        for p in procs:
+            p.start()
+        results = {}
+        end = time.monotonic() + deadline_s
+        expected = set(range(world_size)) - set(allow_dead)
+        while not expected.issubset(results) and time.monotonic() < end:
+            try:
+                rank, kind, value = queue.get(timeout=0.5)
+                results[rank] = (kind, value)
+            except Exception:  # noqa: BLE001  (queue.Empty)
+                if all(not p.is_alive() for p in procs):
+                    # Drain what the last ranks put before exiting.
+                    while not queue.empty():
+                        rank, kind, value = queue.get()
+                        results[rank] = (kind, value)
+                    break
+        for p in procs:
+            p.join(timeout=max(0.0, end - time.monotonic()) if p.is_alive() else 0)
+        stuck = [r for r, p in enumerate(procs) if p.is_alive()]
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+                p.join()
+        if stuck:
+            raise AssertionError(f"ranks {stuck} still running after {deadline_s} s; "
+                                 f"results so far: {results}")
+        missing = sorted(expected - set(results))
+        if missing:
+            codes = {r: procs[r].exitcode for r in missing}
+            raise AssertionError(f"ranks {missing} exited without a result (exit codes {codes})")
+        return results
+
+
+def values(results, test):
+    """The value every rank returned; fails the test with the ranks' errors otherwise."""
+    errors = {r: v for r, (k, v) in results.items() if k != "ok"}
+    if errors:
+        test.fail("\n".join(f"rank {r}: {v}" for r, v in sorted(errors.items())))
+    return {r: v for r, (k, v) in results.items()}

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# PyTorch's distributed test suite (DistributedTest._DistTestBase) against loom and gloo at 2
+# and 3 ranks, then the comparison (counts, and what passes with gloo but not with loom).
+# Usage: tests/torch/run_dist_suite.sh [OUT_DIR] [-k FILTER ...]
+#   WORLD_SIZES="2 3" BACKENDS="gloo loom" choose the runs; loom.torch must be importable
+#   (scripts/install-torch-backend.sh, or PYTHONPATH=build/torch-ext/lib after
+#   tests/process/torch_backend.sh). The whole suite takes about 30-40 min per run on 2 cores.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+out=${1:-dist-suite}
+shift || true
+mkdir -p "$out"
+for ws in ${WORLD_SIZES:-2 3}; do
+  for backend in ${BACKENDS:-gloo loom}; do
+    echo "== $backend, $ws ranks"
+    python3 "$here/run_dist_suite.py" --backend "$backend" --world-size "$ws" \
+      --out "$out/$backend-$ws.json" "$@" >"$out/$backend-$ws.log" 2>&1 || true
+    tail -1 "$out/$backend-$ws.log"
+  done
+done
+python3 "$here/compare_dist_suite.py" "$out" | tee "$out/summary.md"
