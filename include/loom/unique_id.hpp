@@ -19,8 +19,10 @@ class UniqueId {
 
   /// Starts a rendezvous server in this process, listening on `bind_address` ("host:port",
   /// "host", or "" for this host's first non-loopback IPv4 address with an ephemeral port), and
-  /// returns the id naming it, with a fresh random secret and communicator id. The server lives
-  /// until every rank of the job has joined (or this process exits).
+  /// returns the id naming it, with a fresh random secret and communicator id. When a
+  /// communicator of this process joins the id, the server lives as long as that communicator
+  /// (and those derived from it) and the peers that still need it; otherwise until this process
+  /// exits.
   static UniqueId create(std::string_view bind_address = "");
 
   /// An id naming a rendezvous server that the rank 0 Communicator will start itself at

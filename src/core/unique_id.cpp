@@ -117,11 +117,18 @@ std::string advertised(const net::SocketAddress& bound) {
   return addr.value().to_string();
 }
 
-// Servers started by UniqueId::create(), alive until the process exits.
+// Servers started by UniqueId::create(). Each is owned here until a communicator of this process
+// joins it; from then on its communicators own it (and wait for their peers before it goes, see
+// comm_lifecycle.cpp), so a process that makes many ids (a group each) does not keep every
+// server. A server no communicator of this process joins lives until the process exits.
 struct ServerRegistry {
+  struct Entry {
+    std::uint64_t comm_id = 0;
+    std::shared_ptr<bootstrap::TcpStoreServer> owned;  // until a communicator joins
+    std::weak_ptr<bootstrap::TcpStoreServer> joined;   // after
+  };
   std::mutex mu;
-  std::vector<std::shared_ptr<bootstrap::TcpStoreServer>> servers;
-  std::vector<std::uint64_t> comm_ids;  // of each server
+  std::vector<Entry> entries;
 };
 
 ServerRegistry& registry() {
@@ -208,8 +215,8 @@ UniqueId UniqueId::create(std::string_view bind_address) {
                 id.comm_id_);
   ServerRegistry& reg = registry();
   std::lock_guard lock(reg.mu);
-  reg.servers.push_back(std::move(server).value());
-  reg.comm_ids.push_back(id.comm_id_);
+  std::erase_if(reg.entries, [](const auto& e) { return !e.owned && e.joined.expired(); });
+  reg.entries.push_back({id.comm_id_, std::move(server).value(), {}});
   return id;
 }
 
@@ -218,8 +225,14 @@ namespace detail {
 std::shared_ptr<bootstrap::TcpStoreServer> store_served_here(std::uint64_t comm_id) {
   ServerRegistry& reg = registry();
   std::lock_guard lock(reg.mu);
-  for (std::size_t i = 0; i < reg.servers.size(); ++i)
-    if (reg.comm_ids[i] == comm_id) return reg.servers[i];
+  for (ServerRegistry::Entry& e : reg.entries) {
+    if (e.comm_id != comm_id) continue;
+    if (e.owned) {  // the first communicator to join takes it over
+      e.joined = e.owned;
+      return std::move(e.owned);
+    }
+    return e.joined.lock();
+  }
   return nullptr;
 }
 

@@ -13,6 +13,7 @@ environment variables (`loom-info` lists them).
 
 from __future__ import annotations
 
+import atexit
 import os
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -139,4 +140,16 @@ def failed_ranks(group=None) -> list[int]:
     return _loom_backend(group).failed_ranks()
 
 
+def _finalize_at_exit() -> None:
+    """Destroys loom's process groups when the interpreter exits without
+    destroy_process_group(): the rank whose process serves a group's rendezvous store then waits
+    for the others to finish their last calls instead of taking the store with it."""
+    try:
+        if dist.is_initialized() and dist.get_backend() == BACKEND:
+            dist.destroy_process_group()
+    except Exception:  # noqa: BLE001  (exit must go on; loom has logged what failed)
+        pass
+
+
 register()
+atexit.register(_finalize_at_exit)
