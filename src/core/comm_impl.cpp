@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "algorithms/deterministic.hpp"
 #include "algorithms/recursive_doubling.hpp"
@@ -104,7 +105,16 @@ Result<std::unique_ptr<CommImpl>> CommImpl::create(CommSetup setup) {
       auto tcp, transport::tcp::TcpTransport::listen(setup.rank, setup.nranks, setup.comm_id,
                                                      setup.bind_address, settings.tcp));
   std::unique_ptr<CommImpl> comm(new CommImpl(std::move(setup), settings));
-  LOOM_RETURN_IF_ERROR(comm->init(std::move(tcp), Deadline::after(settings.timeout)));
+  if (Status st = comm->init(std::move(tcp), Deadline::after(settings.timeout)); !st.is_ok()) {
+    // A peer died during setup: what it named in /dev/shm goes now, not with the next job (twice:
+    // its store connection may close a moment before its process is provably gone).
+    if (st.code() == ErrorCode::PeerFailed)
+      for (int i = 0; i < 2; ++i) {
+        if (i > 0) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        transport::shm::remove_orphans(comm->rank_, comm->comm_id_);
+      }
+    return st;
+  }
   register_for_status(comm.get());
   if (comm->config_.get_bool("LOOM_STATUS_SIGNAL")) enable_status_signal();
   return comm;

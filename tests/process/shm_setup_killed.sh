@@ -88,7 +88,10 @@ killed_during_setup() {
       tail -5 "$TMP/$tag.$r" >&2
     fi
   done
-  grep -Eq "PeerFailed.*rank $victim \(pid ${victim_pid:-[0-9]+}\) exited" "$TMP/$tag".* ||
+  # "rank 1 (pid N) exited before ..." (shm saw it) or "rank 1 (host h, pid N) went away ..."
+  # (the rendezvous store saw its connection end without a goodbye)
+  grep -Eq "PeerFailed.*rank $victim \((host [^,]*, )?pid ${victim_pid:-[0-9]+}\) (exited|went away)" \
+    "$TMP/$tag".* ||
     fail "$mode: no survivor named rank $victim"
   pids=()
   local elapsed=$((SECONDS - t0))

@@ -50,6 +50,11 @@ struct ShmTransport::Handshake {
   ShmPeer info;
   bool single_copy_in = false;   // we may read the peer's buffers (our probe succeeded)
   bool single_copy_out = false;  // the peer reads ours
+  // Both channels acknowledged: the peer's setup is complete, so it may complete the operation it
+  // connected for and exit before ours is (its last call), which is no failure.
+  bool acked = false;       // we acknowledged the peer's channel
+  bool peer_acked = false;  // the peer acknowledged ours
+  [[nodiscard]] bool done() const { return acked && peer_acked; }
 };
 
 namespace {
@@ -79,12 +84,12 @@ Result<std::unique_ptr<FdMailbox>> open_mailbox(std::uint64_t comm_id, int rank,
   return std::unique_ptr<FdMailbox>();
 }
 
+}  // namespace
+
 void remove_orphans(int rank, std::uint64_t comm_id) {
   for (const std::string& name : remove_orphaned_channels(comm_id))
     LOOM_LOG_INFO(Shm, "rank {}: removed /dev/shm/{}, left by a process that is gone", rank, name);
 }
-
-}  // namespace
 
 Result<std::unique_ptr<ShmTransport>> ShmTransport::create(int rank, int nranks,
                                                            std::uint64_t comm_id,
@@ -318,17 +323,26 @@ Result<bootstrap::Bytes> ShmTransport::wait_for_key(const std::string& k, const 
 // `h`, or any other peer this ensure() sets up (a wait for one peer then ends with the death of
 // another, which is the cause, rather than with what that death does to the one awaited).
 Status ShmTransport::check_peer(const Handshake& h) const {
-  if (!h.info.process.alive()) return exited(h);
+  if (!h.info.process.alive() && !setup_done(h)) return exited(h);
   LOOM_RETURN_IF_ERROR(check_others());
   return peer_check_ ? peer_check_(h.peer) : Status::ok();
 }
 
-// The peers of this ensure() whose cards were read and whose processes have exited.
+// The peers of this ensure() whose cards were read and whose processes have exited before both
+// channels were acknowledged (a peer whose setup is done may have finished and left).
 Status ShmTransport::check_others() const {
   if (setting_up_ != nullptr)
     for (const Handshake& x : *setting_up_)
-      if (!x.info.process.alive()) return exited(x);
+      if (!x.info.process.alive() && !setup_done(x)) return exited(x);
   return Status::ok();
+}
+
+// Both channels acknowledged, whether or not this rank has read the peer's acknowledgement yet.
+bool ShmTransport::setup_done(const Handshake& h) const {
+  if (h.done()) return true;
+  return h.acked &&
+         store_->get(key(rank_, h.peer) + "/mapped", Deadline::after(std::chrono::milliseconds(0)))
+             .is_ok();
 }
 
 Status ShmTransport::exited(const Handshake& h) const {
@@ -355,7 +369,9 @@ Status ShmTransport::open_incoming(Handshake& h, Deadline deadline) {
   LOOM_RETURN_IF_ERROR(probe_single_copy(h));
   header.single_copy.store(h.single_copy_in ? 1 : 0, std::memory_order_relaxed);
   header.mapped.store(1, std::memory_order_release);
-  return store_->set(key(h.peer, rank_) + "/mapped", as_bytes(h.in_id));
+  LOOM_RETURN_IF_ERROR(store_->set(key(h.peer, rank_) + "/mapped", as_bytes(h.in_id)));
+  h.acked = true;
+  return Status::ok();
 }
 
 // Waits until h.peer has mapped our sending channel, then removes its name (if it has one).
@@ -372,6 +388,7 @@ Status ShmTransport::await_mapped(Handshake& h, Deadline deadline) {
                       "earlier, failed connection attempt?)",
                       rank_, h.peer);
   h.out.name.unlink();
+  h.peer_acked = true;
   h.single_copy_out = options_.single_copy != SingleCopy::Off &&
                       header.single_copy.load(std::memory_order_relaxed) != 0;
   return Status::ok();

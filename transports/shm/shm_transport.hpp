@@ -46,6 +46,11 @@ Result<SlotOrder> parse_slot_order(std::string_view text);
 /// Parses LOOM_SHM_SEGMENTS: auto, memfd or named.
 Result<SegmentKind> parse_segment_kind(std::string_view text);
 
+/// Removes the named channel segments (the fallback to memfd) whose creators are provably gone:
+/// done at every shm setup, and by a rank whose communicator's creation failed on a peer's
+/// death, so that a rank killed during setup leaves nothing in /dev/shm.
+void remove_orphans(int rank, std::uint64_t comm_id);
+
 class ShmTransport {
  public:
   static Result<std::unique_ptr<ShmTransport>> create(int rank, int nranks, std::uint64_t comm_id,
@@ -90,6 +95,7 @@ class ShmTransport {
   Status check_peer(const Handshake& h) const;
   Status check_others() const;
   Status exited(const Handshake& h) const;
+  [[nodiscard]] bool setup_done(const Handshake& h) const;
   [[nodiscard]] std::string key(int from, int to) const;
 
   int rank_;
