@@ -585,3 +585,46 @@ TEST_CASE(
                                 Contains("[after rank 1: peer rank 3 (host h1"));
   monitor.stop();
 }
+
+TEST_CASE("reliability: a report that a same-host peer's process exited while it runs is ignored",
+          "[reliability]") {
+  using namespace loom::detail;
+  // Rank 0 is a live child process on this host; a record (a forged one, or a confused rank's)
+  // says its process exited. This rank can see it runs: the record must not make it "failed".
+  pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::pause();
+    ::_exit(0);
+  }
+  auto store = std::make_shared<bootstrap::InMemoryStore>();
+  const std::uint64_t ns = transport::shm::own_pid_namespace();
+  std::vector<RankIdentity> ids = {{"h0", "boot0", child, ns, false, ""},
+                                   {"h0", "boot0", ::getpid(), ns, false, ""},
+                                   {"h1", "boot1", ::getpid(), 0, false, ""}};
+  FailureMonitor::Hooks hooks;
+  hooks.fail = [](const Status&) {};
+  hooks.progress = [] { return RankProgress{}; };
+  FailureMonitor monitor(store, "t/", 1, ids, hooks, /*store_host=*/-1);
+  auto post = [&](const FailureRecord& r) {
+    auto n = store->add("t/failure/count", 1);
+    REQUIRE(n.is_ok());
+    const std::string rec = encode_failure(r);
+    REQUIRE(store
+                ->set("t/failure/" + std::to_string(*n),
+                      {reinterpret_cast<const std::uint8_t*>(rec.data()), rec.size()})
+                .is_ok());
+  };
+  post({ErrorCode::PeerFailed, 0, 2, fmt::format("process {} exited", child)});
+  // A later true record (rank 2 reports its own lost connection to rank 0) still applies: the
+  // monitor has read the forged one by then.
+  std::this_thread::sleep_for(milliseconds(400));
+  CHECK(monitor.failed_ranks().empty());
+  CHECK(monitor.first_failure().is_ok());
+  post({ErrorCode::PeerFailed, 0, 2, "connection reset"});
+  REQUIRE(eventually([&] { return !monitor.first_failure().is_ok(); }, milliseconds(3000)));
+  CHECK(monitor.failed_ranks() == std::vector<int>{0});
+  monitor.stop();
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+}
