@@ -66,39 +66,41 @@ Plan pairwise_alltoall(const ExchangeLayout& l) {
   return plan;
 }
 
-Plan flat_gather(int rank, int nranks, int root, std::size_t block_bytes, bool in_place) {
+namespace {
+
+// Gather (toward the root) and scatter (from it) are mirror images: the root's n-block buffer
+// is its receive buffer for a gather, its send buffer for a scatter.
+Plan flat_rooted(int rank, int nranks, int root, std::size_t block_bytes, bool in_place,
+                 bool gather) {
   Plan plan;
   plan.algorithm = "flat";
-  const auto own = static_cast<std::size_t>(rank) * block_bytes;
+  const BufId many = gather ? BufId::Recv : BufId::Send;
+  const BufId one = gather ? BufId::Send : BufId::Recv;
   if (rank != root) {
-    plan.add(send_to(root, {BufId::Send, 0, block_bytes}));
+    plan.add(gather ? send_to(root, {one, 0, block_bytes})
+                    : recv_from(root, {one, 0, block_bytes}));
     return plan;
   }
+  const Span own_block{many, static_cast<std::size_t>(rank) * block_bytes, block_bytes};
+  const Span own{one, 0, block_bytes};
   if (!in_place && block_bytes > 0)
-    plan.add(copy_into({BufId::Recv, own, block_bytes}, {BufId::Send, 0, block_bytes}));
+    plan.add(gather ? copy_into(own_block, own) : copy_into(own, own_block));
   for (int k = 1; k < nranks; ++k) {
-    const int from = mod(rank + k, nranks);
-    plan.add(
-        recv_from(from, {BufId::Recv, static_cast<std::size_t>(from) * block_bytes, block_bytes}));
+    const int peer = mod(rank + k, nranks);
+    const Span block{many, static_cast<std::size_t>(peer) * block_bytes, block_bytes};
+    plan.add(gather ? recv_from(peer, block) : send_to(peer, block));
   }
   return plan;
 }
 
+}  // namespace
+
+Plan flat_gather(int rank, int nranks, int root, std::size_t block_bytes, bool in_place) {
+  return flat_rooted(rank, nranks, root, block_bytes, in_place, true);
+}
+
 Plan flat_scatter(int rank, int nranks, int root, std::size_t block_bytes, bool in_place) {
-  Plan plan;
-  plan.algorithm = "flat";
-  const auto own = static_cast<std::size_t>(rank) * block_bytes;
-  if (rank != root) {
-    plan.add(recv_from(root, {BufId::Recv, 0, block_bytes}));
-    return plan;
-  }
-  if (!in_place && block_bytes > 0)
-    plan.add(copy_into({BufId::Recv, 0, block_bytes}, {BufId::Send, own, block_bytes}));
-  for (int k = 1; k < nranks; ++k) {
-    const int to = mod(rank + k, nranks);
-    plan.add(send_to(to, {BufId::Send, static_cast<std::size_t>(to) * block_bytes, block_bytes}));
-  }
-  return plan;
+  return flat_rooted(rank, nranks, root, block_bytes, in_place, false);
 }
 
 }  // namespace loom::algo
