@@ -76,6 +76,8 @@ class Device {
   virtual Result<bool> query(Event e) = 0;
   /// Blocks until `s` is idle or `deadline` passes (Timeout).
   virtual Status synchronize(Stream s, Deadline deadline) = 0;
+  /// Whether `s` is being captured into a CUDA graph (cudaStreamIsCapturing).
+  virtual Result<bool> is_capturing(Stream s) = 0;
 
   // Kernels (kernels/cuda): dst = a OP b; x = x / n. Avg reduces as Sum.
   virtual Status reduce_async(DataType dtype, RedOp op, void* dst, const void* a, const void* b,
