@@ -7,8 +7,10 @@
 #   LOOM_CUDA_ARCHS="80;90" SM architectures of the fat binary: SASS for each, plus PTX of the
 #                           last one (so newer GPUs can JIT it).
 #
-# Without CUDA the library builds and works unchanged: device buffers are then only reachable
-# through the host simulation of the device seam (LOOM_DEVICE=host-sim).
+# Without CUDA (LOOM_CUDA=OFF, or AUTO on a machine without nvcc) the library builds and works
+# unchanged; device buffers are then only reachable through the host simulation of the device
+# seam, which programs linking the testing library get (LOOM_DEVICE=host-sim,
+# cmake/LoomTesting.cmake).
 set(LOOM_CUDA "AUTO" CACHE STRING "Build the CUDA path: AUTO (when nvcc is found), ON, OFF")
 set_property(CACHE LOOM_CUDA PROPERTY STRINGS AUTO ON OFF)
 set(LOOM_CUDA_ARCHS "80;90" CACHE STRING "CUDA SM architectures of the fat binary")
@@ -61,13 +63,13 @@ if(LOOM_HAVE_CUDA)
   message(STATUS "loom: CUDA path ON (nvcc ${CMAKE_CUDA_COMPILER_VERSION}, archs ${CMAKE_CUDA_ARCHITECTURES})")
   # Only the kernel translation units go through nvcc; everything else is plain C++ against the
   # CUDA runtime headers, so the CUDA path adds one nvcc compile per .cu file and architecture.
-  file(GLOB LOOM_CUDA_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/kernels/cuda/*.cu)
+  file(GLOB LOOM_CUDA_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/kernels/cuda/*.cu)
   add_library(loom_cuda_kernels OBJECT ${LOOM_CUDA_SOURCES})
   set_target_properties(loom_cuda_kernels PROPERTIES
     CUDA_STANDARD 20 CUDA_STANDARD_REQUIRED ON CUDA_EXTENSIONS OFF
     CUDA_RUNTIME_LIBRARY Static POSITION_INDEPENDENT_CODE ON)
-  target_include_directories(loom_cuda_kernels PRIVATE ${CMAKE_SOURCE_DIR}/include
-                             ${CMAKE_SOURCE_DIR}/src ${CMAKE_SOURCE_DIR})
+  target_include_directories(loom_cuda_kernels PRIVATE ${PROJECT_SOURCE_DIR}/include
+                             ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR})
   target_compile_options(loom_cuda_kernels PRIVATE
     $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr -Xcompiler=-Wall,-Wextra>)
   if(LOOM_WERROR)
@@ -77,6 +79,10 @@ if(LOOM_HAVE_CUDA)
   endif()
   # The kernels become part of libloom itself (so `cuobjdump libloom.a` lists every arch).
   target_sources(loom PRIVATE $<TARGET_OBJECTS:loom_cuda_kernels>)
+  # `loom` existed before CMAKE_CUDA_ARCHITECTURES was set, so its CUDA_ARCHITECTURES is empty,
+  # which the Makefile generator refuses once the target carries CUDA objects ("CUDA_ARCHITECTURES
+  # is empty for target loom"; Ninja happens not to check).
+  set_target_properties(loom PROPERTIES CUDA_ARCHITECTURES "${CMAKE_CUDA_ARCHITECTURES}")
   target_compile_definitions(loom PRIVATE LOOM_HAVE_CUDA=1)
   target_link_libraries(loom PUBLIC CUDA::cudart_static)
   # Consumers of the installed package (cmake/LoomPackage.cmake) need the CUDA runtime too.
@@ -107,5 +113,6 @@ if(LOOM_HAVE_CUDA)
     set(LOOM_NVML_BUILT OFF CACHE INTERNAL "Whether this build reads NVLinks through NVML")
   endif()
 else()
-  message(STATUS "loom: CUDA path OFF (LOOM_CUDA=${LOOM_CUDA}); device buffers via LOOM_DEVICE=host-sim only")
+  message(STATUS "loom: CUDA path OFF (LOOM_CUDA=${LOOM_CUDA}); device buffers only through the "
+                 "testing library's LOOM_DEVICE=host-sim")
 endif()

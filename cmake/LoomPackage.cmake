@@ -1,4 +1,5 @@
-# Installation and packaging: `cmake --install build --prefix PREFIX` puts
+# The shared library, and (with LOOM_INSTALL, on by default when loom is the top-level project)
+# installation and packaging: `cmake --install build --prefix PREFIX` puts
 #   PREFIX/include/loom/*.hpp            public headers
 #   PREFIX/lib/libloom.so (+ soname)     shared library   -> loom::loom        (find_package)
 #   PREFIX/lib/libloom.a                 static library   -> loom::loom_static (find_package)
@@ -41,21 +42,23 @@ if(TARGET loom_cuda_kernels)  # object libraries added to loom are not in its TA
 endif()
 set_target_properties(loom_shared PROPERTIES OUTPUT_NAME loom EXPORT_NAME loom
                       VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION_MAJOR})
-target_include_directories(loom_shared PUBLIC $<BUILD_INTERFACE:${CMAKE_SOURCE_DIR}/include>
+target_include_directories(loom_shared PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
                                               $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
 target_link_libraries(loom_shared PUBLIC Threads::Threads)
 set_target_properties(loom PROPERTIES EXPORT_NAME loom_static)
 target_compile_features(loom PUBLIC cxx_std_20)
 target_compile_features(loom_shared PUBLIC cxx_std_20)
 
-install(DIRECTORY ${CMAKE_SOURCE_DIR}/include/loom DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
-        FILES_MATCHING PATTERN "*.hpp")
-install(TARGETS loom loom_shared EXPORT loomTargets
-        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
-        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
-        RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
-        INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-install(EXPORT loomTargets NAMESPACE loom:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/loom)
+if(LOOM_INSTALL)
+  install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/loom DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
+          FILES_MATCHING PATTERN "*.hpp")
+  install(TARGETS loom loom_shared EXPORT loomTargets
+          ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+          LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+          RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
+          INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+  install(EXPORT loomTargets NAMESPACE loom:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/loom)
+endif()
 
 # Tools, when they are part of this build (loom-perf only with LOOM_BUILD_BENCHMARKS). The
 # deferred call sees targets defined in subdirectories added after this file.
@@ -73,6 +76,9 @@ function(loom_write_package_files)
   # added to `loom` anywhere in the tree count).
   get_target_property(static_libs loom LINK_LIBRARIES)
   target_link_libraries(loom_shared PRIVATE ${static_libs})
+  if(NOT LOOM_INSTALL)
+    return()
+  endif()
   set(deps "")
   foreach(dep IN LISTS LOOM_PACKAGE_FIND_DEPS)
     string(APPEND deps "find_dependency(${dep})\n")
@@ -85,8 +91,8 @@ function(loom_write_package_files)
            "  pkg_check_modules(${prefix} REQUIRED QUIET IMPORTED_TARGET ${module})\nendif()\n")
   endforeach()
   set(LOOM_PACKAGE_DEPENDENCY_LINES "${deps}")
-  set(dir ${CMAKE_BINARY_DIR}/package)
-  configure_package_config_file(${CMAKE_SOURCE_DIR}/cmake/loomConfig.cmake.in
+  set(dir ${PROJECT_BINARY_DIR}/package)
+  configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/loomConfig.cmake.in
                                 ${dir}/loomConfig.cmake
                                 INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/loom)
   write_basic_package_version_file(${dir}/loomConfigVersion.cmake
@@ -96,10 +102,10 @@ function(loom_write_package_files)
   # Relocatable: the prefix is found from the .pc file's own place (install --prefix works).
   file(RELATIVE_PATH LOOM_PC_PREFIX_FROM_PCFILEDIR /p/${CMAKE_INSTALL_LIBDIR}/pkgconfig /p)
   string(REGEX REPLACE "/$" "" LOOM_PC_PREFIX_FROM_PCFILEDIR "${LOOM_PC_PREFIX_FROM_PCFILEDIR}")
-  configure_file(${CMAKE_SOURCE_DIR}/cmake/loom.pc.in ${dir}/loom.pc @ONLY)
+  configure_file(${PROJECT_SOURCE_DIR}/cmake/loom.pc.in ${dir}/loom.pc @ONLY)
   install(FILES ${dir}/loomConfig.cmake ${dir}/loomConfigVersion.cmake
           DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/loom)
   install(FILES ${dir}/loom.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
   loom_install_tools()
 endfunction()
-cmake_language(DEFER DIRECTORY ${CMAKE_SOURCE_DIR} CALL loom_write_package_files)
+cmake_language(DEFER DIRECTORY ${PROJECT_SOURCE_DIR} CALL loom_write_package_files)

@@ -7,6 +7,12 @@ scripts/install-deps.sh
 # process.torch_backend builds and tests the torch.distributed backend instead of skipping, and
 # runs a quick part of PyTorch's own distributed suite against it afterwards.
 if [[ ${LOOM_TEST_TORCH:-0} == 1 ]]; then tests/torch/ci.sh --install-only; fi
+# The plain way first: `cmake -S . -B DIR` with CMake's default generator and no options (with
+# nvcc on PATH that includes the CUDA path), configure and generate only; ctest's
+# process.consumer builds the library that way, through add_subdirectory.
+mkdir -p build
+env -u CMAKE_GENERATOR cmake -S . -B build/plain-configure >build/plain-configure.log 2>&1 ||
+  { cat build/plain-configure.log >&2; echo "plain configure failed" >&2; exit 1; }
 scripts/build.sh -DLOOM_WERROR=ON -DLOOM_BUILD_TESTS=ON
 (cd build && ctest --output-on-failure --timeout 900 "$@")
 if [[ ${LOOM_TEST_TORCH:-0} == 1 ]]; then tests/torch/ci.sh --quick --suite-only build; fi

@@ -1,5 +1,6 @@
-// Built against an installed loom (see CMakeLists.txt): N ranks as threads of one process join
-// with a UniqueId, allreduce and allgather, and check the results. Exit status 0 when right.
+// Built against an installed or a vendored loom (see CMakeLists.txt): N ranks as threads of one
+// process join with a UniqueId, allreduce and allgather, and check the results. Exit status 0 when
+// right.
 //
 //   loom-consumer 4
 #include <cstdio>

@@ -155,8 +155,9 @@ constexpr std::array kSettings = {
     Spec{"LOOM_OFI_HMEM", Type::String, "auto",
          "Device buffers across hosts: auto sends them from GPU memory over ofi with FI_HMEM "
          "(GPUDirect RDMA) when every rank's provider registers device memory, else stages "
-         "them through pinned host memory; off always stages; simulate registers host-sim "
-         "device memory as FI_HMEM_SYSTEM, to test that path without a GPU.",
+         "them through pinned host memory; off always stages; simulate is a test knob (loom's "
+         "own tests only): it registers host-sim device memory as FI_HMEM_SYSTEM, to test "
+         "that path without a GPU.",
          "net", kNoRange, Choices{"auto|off|simulate"}},
     Spec{"LOOM_OFI_FALLBACK", Type::Bool, "true",
          "When the ofi transport was asked for but its provider is missing, warn and use tcp "
@@ -337,8 +338,10 @@ constexpr std::array kSettings = {
     // Device buffers (docs/gpu.md).
     Spec{"LOOM_DEVICE", Type::String, "auto",
          "Device runtime for device buffers and streams: auto (cuda when loom was built with "
-         "CUDA and a GPU is visible, else none), cuda, host-sim (a host-memory simulation of "
-         "the device seam for tests; shows the logic, not the hardware), none.",
+         "CUDA and a GPU is visible, else none), cuda, none; host-sim is a test knob (loom's own "
+         "tests and tools only): a host-memory simulation of the device seam (the logic, not "
+         "the hardware) in the testing library loom_testing, not in libloom, so a program "
+         "linking only libloom refuses it.",
          "device", kNoRange, Choices{"auto|cuda|host-sim|none"}},
     Spec{"LOOM_NVML_LIBRARY", Type::String, "libnvidia-ml.so.1",
          "NVML library (installed with the GPU driver) read at device setup to tell NVLink "

@@ -1,11 +1,14 @@
 // The device seam: everything loom asks of a GPU runtime (memory, streams, events, IPC handles,
-// peer probing, kernel launch) behind one small interface with two implementations:
-//   * "cuda"     (cuda_device.cpp, only when built with LOOM_HAVE_CUDA): the CUDA runtime;
-//   * "host-sim" (host_sim_device.cpp): device memory is host memory tracked in a registry,
-//     streams are in-order worker threads, events are counters, kernels run the CUDA kernels'
-//     __host__ __device__ logic on an emulated grid. It lets CI run the whole stream-ordered
-//     pipeline (staging, ordering, handle exchange, executor) without a GPU. It shows the
-//     logic, not the hardware.
+// peer probing, kernel launch) behind one small interface, and the registry of the runtimes a
+// program has (device_by_name, by LOOM_DEVICE name). Two implementations:
+//   * "cuda"     (cuda_device.cpp, only when built with LOOM_HAVE_CUDA): the CUDA runtime, in
+//     the library, registered by it;
+//   * "host-sim" (host_sim_device.cpp, declared in host_sim.hpp): device memory is host memory
+//     tracked in a table, streams are in-order worker threads, events are counters, kernels run
+//     the CUDA kernels' __host__ __device__ logic on an emulated grid. It lets CI run the whole
+//     stream-ordered pipeline (staging, ordering, handle exchange, executor) without a GPU; it
+//     shows the logic, not the hardware. It is part of the testing library loom_testing
+//     (cmake/LoomTesting.cmake), not of libloom, and registers itself in programs linking it.
 // Streams and events are opaque handles (cudaStream_t / cudaEvent_t for CUDA); nullptr is the
 // device's default stream.
 #pragma once
@@ -114,30 +117,21 @@ class Device {
   virtual Status flush_remote_writes() = 0;
 };
 
-/// The process-wide device runtime by LOOM_DEVICE name: "cuda", "host-sim", or "auto" (cuda
-/// when built with CUDA and a GPU is visible); "none" and an auto without a GPU give nullptr.
-/// Unknown names and "cuda" without CUDA are InvalidUsage. (A device runtime is process-wide by
-/// nature, like CUDA's own context; these are the only two such objects.)
-Result<Device*> device_by_name(std::string_view name);
+/// A device runtime's entry in the registry: returns the process-wide runtime, or nullptr when
+/// it has no device here (CUDA without a visible GPU). A device runtime is process-wide by
+/// nature, like CUDA's own context.
+using RuntimeFactory = Device* (*)();
 
-/// The host simulation (always available).
-Device& host_sim();
-/// Reduction kernels the host simulation has launched so far (reduce_async calls): lets tests
-/// tell a collective reduced on the device from one that reduced on the host.
-std::uint64_t host_sim_reduce_launches();
-/// Marks host-sim stream `s` as being captured into a graph (or not): is_capturing() says so,
-/// as CUDA does between cudaStreamBeginCapture and cudaStreamEndCapture. For tests.
-void host_sim_set_capturing(Stream s, bool capturing);
-/// Frees the host simulation saw while a host function held a stream (see host_sim_device.cpp):
-/// on CUDA such a free waits for the whole device and could deadlock. Tests expect 0.
-std::uint64_t host_sim_sync_hazards();
-/// flush_remote_writes() calls the host simulation has had (tests check the network path
-/// flushes before its reductions read what a NIC wrote).
-std::uint64_t host_sim_remote_write_flushes();
-/// Restricts the calling thread's view of host-sim's 8 devices to `physical` (in that order),
-/// as CUDA_VISIBLE_DEVICES does a process's: ordinal i is then physical[i]; empty shows all.
-/// Lets tests run ranks that each see only "their" GPU as device 0.
-void host_sim_set_visible_devices(std::vector<int> physical);
+/// Adds the runtime `name` to those device_by_name() finds (a second registration of a name
+/// replaces the first). Thread-safe; may run during static initialization. The registry holds
+/// "cuda" from the start when loom is built with CUDA; the testing library adds "host-sim".
+void register_runtime(std::string_view name, RuntimeFactory factory);
+
+/// The process-wide device runtime by LOOM_DEVICE name: a registered one ("cuda", "host-sim"),
+/// "auto" (cuda when registered and a GPU is visible, else nullptr) or "none" (nullptr).
+/// InvalidUsage for "cuda" without CUDA, "host-sim" in a program that does not link
+/// loom_testing, and names no runtime has.
+Result<Device*> device_by_name(std::string_view name);
 
 #if defined(LOOM_HAVE_CUDA)
 /// The CUDA runtime (nullptr when no GPU is visible).

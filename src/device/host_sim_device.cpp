@@ -20,7 +20,7 @@
 #include <mutex>
 #include <thread>
 
-#include "device/device.hpp"
+#include "device/host_sim.hpp"
 #include "device/host_sim_kernels.hpp"
 #include "device/nvlink.hpp"
 #include "log/log.hpp"
@@ -31,7 +31,7 @@ namespace {
 constexpr int kSimDevices = 8;
 constexpr int kSimSms = 4;                        // grid shape of the emulated launches
 constexpr std::uint32_t kIpcMagic = 0x4c4d5349;   // "LMSI"
-std::atomic<std::uint64_t> g_reduce_launches{0};  // diagnostics for tests (see device.hpp)
+std::atomic<std::uint64_t> g_reduce_launches{0};  // diagnostics for tests (see host_sim.hpp)
 std::atomic<std::uint64_t> g_flushes{0};
 std::atomic<std::uint64_t> g_sync_hazards{0};
 
@@ -354,10 +354,6 @@ thread_local int HostSimDevice::current_ = 0;
 
 }  // namespace
 
-std::string_view to_string(MemoryKind k) noexcept {
-  return k == MemoryKind::Device ? "device" : "host";
-}
-
 std::uint64_t host_sim_reduce_launches() {
   return g_reduce_launches.load(std::memory_order_relaxed);
 }
@@ -383,25 +379,14 @@ Device& host_sim() {
   return dev;
 }
 
-Result<Device*> device_by_name(std::string_view name) {
-  if (name == "host-sim") return &host_sim();
-  if (name == "none") return static_cast<Device*>(nullptr);
-#if defined(LOOM_HAVE_CUDA)
-  if (name == "cuda" || name == "auto") {
-    Device* d = cuda_device();
-    if (!d && name == "cuda")
-      return make_error(ErrorCode::InvalidUsage, "LOOM_DEVICE=cuda but no CUDA GPU is visible");
-    return d;
-  }
-#else
-  if (name == "auto") return static_cast<Device*>(nullptr);
-  if (name == "cuda")
-    return make_error(ErrorCode::InvalidUsage,
-                      "LOOM_DEVICE=cuda but this loom was built without CUDA (LOOM_CUDA=OFF or "
-                      "no nvcc at configure time)");
-#endif
-  return make_error(ErrorCode::InvalidUsage,
-                    "LOOM_DEVICE='{}' is not one of: auto, cuda, host-sim, none", name);
+}  // namespace loom::device
+
+extern "C" void loom_testing_register_host_sim() {
+  loom::device::register_runtime("host-sim", [] { return &loom::device::host_sim(); });
 }
 
-}  // namespace loom::device
+namespace {
+// Registers host-sim when the program starts (see cmake/LoomTesting.cmake for why the linker
+// keeps this object).
+[[maybe_unused]] const bool g_host_sim_registered = (loom_testing_register_host_sim(), true);
+}  // namespace

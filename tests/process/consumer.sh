@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # `cmake --install` into a temp prefix, then a separate project (examples/consumer) is built
-# against it with find_package(loom) (shared and static) and with pkg-config, and run.
+# against it with find_package(loom) (shared and static) and with pkg-config, and run; then the
+# same project builds loom's source tree with add_subdirectory, with CMake's default generator.
+# No program of a user's has the host-simulated device (it is in the testing library only).
 # Usage: bash consumer.sh BIN_DIR   (BIN_DIR is build/bin; the build tree is its parent)
 set -u
 out=""
@@ -29,6 +31,18 @@ if grep -rq "$SRC" "$PREFIX/lib/cmake" "$PREFIX/lib/pkgconfig"; then
 fi
 echo "ok: cmake --install to $PREFIX"
 
+# A program linking only loom (not loom_testing) refuses LOOM_DEVICE=host-sim, saying why.
+no_host_sim() {
+  local got
+  if got=$(LOOM_DEVICE=host-sim timeout 60 "$1" 2 2>&1); then
+    fail "$2 ran with LOOM_DEVICE=host-sim: libloom has the test device: $got"
+  elif ! grep -q "host-sim is a test device: link loom_testing" <<<"$got"; then
+    fail "$2 with LOOM_DEVICE=host-sim failed without saying why: $got"
+  else
+    echo "ok: $2 refuses LOOM_DEVICE=host-sim"
+  fi
+}
+
 gen=()
 command -v ninja >/dev/null && gen=(-G Ninja)
 if cmake -S "$SRC/examples/consumer" -B "$TMP/consumer" "${gen[@]}" -DCMAKE_PREFIX_PATH="$PREFIX" \
@@ -41,6 +55,7 @@ if cmake -S "$SRC/examples/consumer" -B "$TMP/consumer" "${gen[@]}" -DCMAKE_PREF
       fail "$exe 3: $out"
     fi
   done
+  no_host_sim "$TMP/consumer/loom-consumer" "installed loom-consumer"
   ldd "$TMP/consumer/loom-consumer" | grep -q "$PREFIX/lib/libloom.so" ||
     fail "loom-consumer is not linked to the installed libloom.so: $(ldd "$TMP/consumer/loom-consumer")"
   if ldd "$TMP/consumer/loom-consumer-static" | grep -q libloom; then
@@ -49,6 +64,36 @@ if cmake -S "$SRC/examples/consumer" -B "$TMP/consumer" "${gen[@]}" -DCMAKE_PREF
 else
   cat "$TMP/configure.log" >&2
   fail "examples/consumer does not build against the installed package"
+fi
+
+# add_subdirectory(loom) from the outside project, configured the plain way (CMake's default
+# generator, no options: with nvcc on PATH loom's CUDA path is built too). Kept in the build tree
+# so that a second run rebuilds only what changed.
+VENDOR=$BUILD/consumer-vendored
+launcher=()
+command -v ccache >/dev/null &&
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+if cmake -S "$SRC/examples/consumer" -B "$VENDOR" -DLOOM_SOURCE_DIR="$SRC" "${launcher[@]}" \
+  >"$TMP/vendor.log" 2>&1 && cmake --build "$VENDOR" --parallel "$(nproc)" \
+  --target loom-consumer loom-consumer-static >>"$TMP/vendor.log" 2>&1; then
+  echo "ok: examples/consumer builds loom with add_subdirectory ($(grep -m1 '^CMAKE_GENERATOR:' \
+    "$VENDOR/CMakeCache.txt" | cut -d= -f2))"
+  for exe in loom-consumer loom-consumer-static; do
+    if out=$(timeout 60 "$VENDOR/$exe" 3 2>&1) && grep -q "correct on 3 ranks" <<<"$out"; then
+      echo "ok: vendored $exe 3"
+    else
+      fail "vendored $exe 3: $out"
+    fi
+  done
+  no_host_sim "$VENDOR/loom-consumer" "vendored loom-consumer"
+  # Vendored, loom::loom is the static library, and loom's own tests are not part of the build.
+  if ldd "$VENDOR/loom-consumer" | grep -q libloom; then
+    fail "vendored loom-consumer depends on libloom.so"
+  fi
+  [[ ! -e $VENDOR/loom/tests ]] || fail "add_subdirectory(loom) configured loom's tests"
+else
+  tail -40 "$TMP/vendor.log" >&2
+  fail "examples/consumer does not build loom with add_subdirectory"
 fi
 
 # pkg-config: shared, then static with the private dependencies.

@@ -10,6 +10,7 @@
 #include "bootstrap/memory_store.hpp"
 #include "core/transport_choice.hpp"
 #include "device/device.hpp"
+#include "device/host_sim.hpp"
 #include "transports/cuda_ipc/cuda_ipc_transport.hpp"
 
 using namespace loom;

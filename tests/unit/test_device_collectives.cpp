@@ -11,6 +11,7 @@
 #include "bootstrap/memory_store.hpp"
 #include "comm_harness.hpp"
 #include "device/device.hpp"
+#include "device/host_sim.hpp"
 #include "reference.hpp"
 #include "transports/ofi/ofi_fabric.hpp"
 

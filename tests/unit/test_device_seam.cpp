@@ -13,6 +13,7 @@
 #include "bootstrap/memory_store.hpp"
 #include "comm_harness.hpp"
 #include "device/device.hpp"
+#include "device/host_sim.hpp"
 #include "device/ipc_peers.hpp"
 #include "kernels/host/reduce.hpp"
 
@@ -262,6 +263,23 @@ TEST_CASE("device selection: LOOM_DEVICE names", "[device]") {
   CHECK(value_or_throw(device::device_by_name("auto")) == nullptr);
   CHECK(device::device_by_name("cuda").status().code() == ErrorCode::InvalidUsage);
 #endif
+}
+
+TEST_CASE("device registry: a registered runtime is found by name; no device is an error",
+          "[device]") {
+  static device::Device* fake = nullptr;  // what the test runtime's factory returns
+  device::register_runtime("test-registry", [] { return fake; });
+  auto missing = device::device_by_name("test-registry");
+  REQUIRE_FALSE(missing.is_ok());
+  CHECK(missing.status().code() == ErrorCode::InvalidUsage);
+  CHECK_THAT(missing.status().message(), Catch::Contains("LOOM_DEVICE=test-registry"));
+  fake = &device::host_sim();
+  CHECK(value_or_throw(device::device_by_name("test-registry")) == &device::host_sim());
+  // A second registration replaces the first.
+  device::register_runtime("test-registry", [] { return static_cast<device::Device*>(nullptr); });
+  CHECK_FALSE(device::device_by_name("test-registry").is_ok());
+  // host-sim came in with the testing library this binary links, before main().
+  CHECK(value_or_throw(device::device_by_name("host-sim"))->name() == "host-sim");
 }
 
 TEST_CASE("CUDA IPC exchange: peer access probed, P2P buffers mapped, others staged", "[device]") {

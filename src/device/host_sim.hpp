@@ -1,0 +1,37 @@
+// The host simulation of the device seam ("host-sim", see device.hpp), for tests, tools and
+// benchmarks: part of the testing library loom_testing (cmake/LoomTesting.cmake), not of
+// libloom. A program linking loom_testing finds it by LOOM_DEVICE=host-sim: it registers itself
+// in the device-runtime registry when the program starts.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "device/device.hpp"
+
+namespace loom::device {
+
+/// The host simulation (one per process).
+Device& host_sim();
+/// Reduction kernels the host simulation has launched so far (reduce_async calls): lets tests
+/// tell a collective reduced on the device from one that reduced on the host.
+std::uint64_t host_sim_reduce_launches();
+/// Marks host-sim stream `s` as being captured into a graph (or not): is_capturing() says so,
+/// as CUDA does between cudaStreamBeginCapture and cudaStreamEndCapture. For tests.
+void host_sim_set_capturing(Stream s, bool capturing);
+/// Frees the host simulation saw while a host function held a stream (see host_sim_device.cpp):
+/// on CUDA such a free waits for the whole device and could deadlock. Tests expect 0.
+std::uint64_t host_sim_sync_hazards();
+/// flush_remote_writes() calls the host simulation has had (tests check the network path
+/// flushes before its reductions read what a NIC wrote).
+std::uint64_t host_sim_remote_write_flushes();
+/// Restricts the calling thread's view of host-sim's 8 devices to `physical` (in that order),
+/// as CUDA_VISIBLE_DEVICES does a process's: ordinal i is then physical[i]; empty shows all.
+/// Lets tests run ranks that each see only "their" GPU as device 0.
+void host_sim_set_visible_devices(std::vector<int> physical);
+
+}  // namespace loom::device
+
+/// Registers host-sim as "host-sim" (device::register_runtime). Runs by itself when a program
+/// linking loom_testing starts; loom_testing's link options name it, so a static link keeps it.
+extern "C" void loom_testing_register_host_sim();
