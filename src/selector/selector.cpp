@@ -90,9 +90,4 @@ Decision choose(Coll c, std::size_t bytes, const CostTable& table, std::optional
   return d;
 }
 
-Decision choose(Coll c, std::size_t bytes, const Shape& s, const Tuning& t, const Pipeline& p,
-                std::optional<Algo> forced) {
-  return choose(c, bytes, CostTable::build(s, t, p), forced);
-}
-
 }  // namespace loom::select

@@ -44,8 +44,5 @@ struct Decision {
 /// Picks the algorithm for one call: `forced` (a call's hint or LOOM_ALGO) when it has a
 /// schedule for `c`, else the one `table` predicts fastest (three lookups).
 Decision choose(Coll c, std::size_t bytes, const CostTable& table, std::optional<Algo> forced);
-/// The same from a table built for this call only (src/core's call until it keeps a CostTable).
-Decision choose(Coll c, std::size_t bytes, const Shape& s, const Tuning& t, const Pipeline& p,
-                std::optional<Algo> forced);
 
 }  // namespace loom::select
