@@ -14,7 +14,8 @@
 #include <vector>
 
 #include "kernels/host/reduce.hpp"
-#include "selector/cost_model.hpp"
+#include "selector/transport_policy.hpp"
+#include "selector/tuning.hpp"
 
 namespace loom::perf {
 namespace {

@@ -2,6 +2,7 @@
 # Issue 4 measurements (double binary tree, selector, deterministic mode, loom-sim validation).
 # Run on a quiet machine from the repository root after scripts/build.sh:
 #   bash benchmarks/measure/issue4.sh [BIN_DIR]        (about 10 minutes; ROUNDS=3 repeats)
+# PARTS="0 1" runs only those sections (default: all; section 1 needs section 0's calibration).
 # Prints, as markdown tables for docs/performance.md:
 #  1. allreduce at 8 ranks, 8 B..64 KiB and 1..64 MiB: forced ring, tree, rd (small only), auto side by
 #     side, with auto's slowdown against the best forced choice (target: <= 10%);
@@ -24,6 +25,8 @@ perf() {  # perf N OUT ARGS...: rank 0's loom-perf table
 # Identical runs on this VM differ by up to 2x, and slow phases of the machine last seconds:
 # every comparison below runs its variants in turn, ROUNDS times, and takes the median per size.
 ROUNDS=${ROUNDS:-3}
+PARTS=" ${PARTS:-0 1 2 3 4} "
+part() { [[ $PARTS == *" $1 "* ]]; }
 MEDIAN="python3 $(dirname "$0")/median_table.py"
 
 # A --compare-algos table (size count type time... fastest auto/fastest #wrong) as markdown: the
@@ -55,6 +58,7 @@ for line in open(table):
 PY
 }
 
+if part 0; then
 echo
 echo "## 0. calibration (loom-perf --calibrate at 2 and 8 ranks); every run below uses it"
 for r in $(seq "$ROUNDS"); do
@@ -65,6 +69,8 @@ sed 's/^/    /' "$TMP/cal2.1" "$TMP/cal8.1"  # the first of the runs; LOOM_TUNIN
 tuning=$(python3 "$(dirname "$0")/tuning.py" "$(nproc)" "$TMP"/cal2.* -- "$TMP"/cal8.*)
 echo "Calibrated: LOOM_TUNING=$tuning"
 export LOOM_TUNING=$tuning
+fi
+if part 1; then
 echo
 echo "## 1. allreduce at 8 ranks: ring vs tree vs rd vs auto (out-of-place time, float sum)"
 # The algorithms alternate at each size inside one loom-perf run (--compare-algos), so a slow
@@ -77,7 +83,9 @@ perf 8 "$TMP/large" allreduce --compare-algos ring,tree,auto --rounds "$ROUNDS" 
 algos_table "$TMP/sim8" ring,tree,rd,auto "$TMP/small"
 echo
 algos_table "$TMP/sim8" ring,tree,auto "$TMP/large"
+fi
 
+if part 2; then
 echo
 echo "## 2. deterministic vs default allreduce (busbw, out-of-place)"
 echo "| ranks | size (B) | default busbw | deterministic busbw | ratio |"
@@ -100,13 +108,17 @@ for s in sorted(d):
     print(f"| {n} | {s} | {d[s]:.2f} | {e.get(s, 0):.2f} | {e.get(s, 0) / d[s]:.2f} |")
 PY
 done
+fi
 
+if part 3; then
 echo
 echo "## 3. loom-sim (local preset, calibrated) vs loom-perf, 2..8 ranks"
 # Each prediction against a measurement taken right after its own calibration (this VM's memory
 # rate drifts by up to 5x over minutes): see sim_validation.sh.
 bash "$(dirname "$0")/sim_validation.sh" "$BIN"  # SIM_ROUNDS rounds (7 by default)
+fi
 
+if part 4; then
 echo
 echo "## 4. loom-sim tables (allreduce, 8 B..1 GiB)"
 for preset in 8gpu-4efa 25gbe; do
@@ -120,3 +132,4 @@ for preset in 8gpu-4efa 25gbe; do
     echo '```'
   done
 done
+fi

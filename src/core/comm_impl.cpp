@@ -212,6 +212,8 @@ Status CommImpl::connect(std::unique_ptr<transport::tcp::TcpTransport> tcp, cons
   if (settings_.chunk_bytes == 0) settings_.chunk_bytes = select::auto_chunk_bytes(layout.any_ofi);
   LOOM_ASSIGN_OR_RETURN(device::Device * dev, device::device_by_name(settings_.device));
   LOOM_RETURN_IF_ERROR(agree_on_plan_settings(prefix, dev, deadline));
+  costs_ =
+      select::CostTable::build(shape_, settings_.tuning, {settings_.chunk_bytes, settings_.depth});
   LOOM_RETURN_IF_ERROR(init_direct_path(dev, layout, prefix, deadline));
   if (dev) stream_path_ = std::make_unique<device::StreamPath>(*dev, settings_.timeout);
   return Status::ok();
@@ -379,8 +381,7 @@ algo::Plan CommImpl::make_plan(const core::OpDesc& op, const CollOptions& opts) 
   if (opts.algorithm == Algorithm::Tree) forced = select::Algo::Tree;
   if (opts.algorithm == Algorithm::RecursiveDoubling) forced = select::Algo::Rd;
   const std::size_t bytes = std::max(op.send_bytes(nranks_), op.recv_bytes(nranks_));
-  select::Decision d = select::choose(coll, bytes, shape_, settings_.tuning,
-                                      {settings_.chunk_bytes, settings_.depth}, forced);
+  select::Decision d = select::choose(coll, bytes, costs_, forced);
   log_decision(op, d, bytes);
   if (d.algo == select::Algo::Rd) return algo::rd_allreduce(p);
   if (d.algo == select::Algo::Tree) {

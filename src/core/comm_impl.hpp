@@ -185,6 +185,7 @@ class CommImpl {
   std::vector<int> ring_;                // topology-aware ring order
   std::vector<std::vector<int>> hosts_;  // ranks per host, in ring order (per-host trees)
   select::Shape shape_;                  // for the cost model
+  select::CostTable costs_;              // built from shape_ and the tuning in connect()
   std::set<std::uint64_t> logged_;       // (collective, size class, algorithm) already logged
   std::unique_ptr<std::uint8_t, void (*)(void*)> scratch_{nullptr, nullptr};
   std::size_t scratch_bytes_ = 0;

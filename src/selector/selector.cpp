@@ -2,17 +2,14 @@
 
 #include <fmt/format.h>
 
-#include <cctype>
-#include <cstdlib>
-
 namespace loom::select {
 namespace {
 
-constexpr std::array<Coll, 5> kColls = {Coll::AllReduce, Coll::AllGather, Coll::ReduceScatter,
-                                        Coll::Broadcast, Coll::Reduce};
+constexpr std::array<Coll, kColls> kAllColls = {Coll::AllReduce, Coll::AllGather,
+                                                Coll::ReduceScatter, Coll::Broadcast, Coll::Reduce};
 
 std::optional<Coll> parse_coll(std::string_view s) {
-  for (Coll c : kColls)
+  for (Coll c : kAllColls)
     if (to_string(c) == s) return c;
   if (s == "reducescatter" || s == "reduce-scatter") return Coll::ReduceScatter;
   return std::nullopt;
@@ -45,7 +42,7 @@ Result<Policy> Policy::parse(std::string_view text) {
     std::size_t colon = item.find(':');
     if (colon == std::string_view::npos) {  // applies to every collective that has it
       LOOM_ASSIGN_OR_RETURN(auto a, parse_algo(item));
-      for (Coll c : kColls)
+      for (Coll c : kAllColls)
         p.forced[static_cast<std::size_t>(c)] = a && supports(c, *a) ? a : std::nullopt;
       continue;
     }
@@ -64,46 +61,6 @@ Result<Policy> Policy::parse(std::string_view text) {
   return p;
 }
 
-Result<std::size_t> chunk_from(const config::Config& cfg) {
-  const std::string text = cfg.get_string("LOOM_CHUNK_SIZE");
-  if (text == "auto") return std::size_t{0};
-  auto bytes = config::parse_size(text);
-  if (!bytes)
-    return make_error(ErrorCode::InvalidUsage, "LOOM_CHUNK_SIZE='{}' is not auto or a size ({})",
-                      text, bytes.status().message());
-  if (*bytes < 64 || *bytes > (1ull << 30))
-    return make_error(ErrorCode::InvalidUsage, "LOOM_CHUNK_SIZE={} is outside [64, 1G]", *bytes);
-  return static_cast<std::size_t>(*bytes);
-}
-
-Result<Tuning> tuning_from(const config::Config& cfg) {
-  Tuning t;
-  // Every key's default is the setting LOOM_TUNE_<KEY>.
-  std::string base;
-  for (std::string_view key : tuning_keys()) {
-    std::string name = "LOOM_TUNE_";
-    for (char c : key) name += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-    base += fmt::format("{}{}={}", base.empty() ? "" : ",", key, cfg.get_string(name));
-  }
-  LOOM_RETURN_IF_ERROR(t.apply(base));
-  LOOM_RETURN_IF_ERROR(t.apply(cfg.get_string("LOOM_TUNING")));
-  // The shared-memory transport's threshold, not a tuning constant.
-  LOOM_ASSIGN_OR_RETURN(const std::size_t single_copy, single_copy_min_from(cfg));
-  t.single_copy_bytes =
-      cfg.get_string("LOOM_SHM_SINGLE_COPY") == "off" ? 1e30 : static_cast<double>(single_copy);
-  return t;
-}
-
-Result<std::size_t> single_copy_min_from(const config::Config& cfg) {
-  const std::string text = cfg.get_string("LOOM_SHM_SINGLE_COPY_MIN");
-  if (text == "auto") return std::size_t{0};
-  auto bytes = config::parse_size(text);
-  if (!bytes || *bytes == 0)
-    return make_error(ErrorCode::InvalidUsage,
-                      "LOOM_SHM_SINGLE_COPY_MIN='{}' is not auto or a positive size", text);
-  return static_cast<std::size_t>(*bytes);
-}
-
 double Decision::pick_us() const {
   if (algo == Algo::Tree) return tree_us;
   if (algo == Algo::Rd) return rd_us;
@@ -112,18 +69,17 @@ double Decision::pick_us() const {
 
 std::string Decision::describe(Coll c, std::size_t bytes, const Shape& s) const {
   std::string tree = tree_us < 0 ? "" : fmt::format(", tree {:.1f} us", tree_us);
-  std::string rd = rd_us < 0 || rd_us >= 1e29 ? "" : fmt::format(", rd {:.1f} us", rd_us);
+  std::string rd = rd_us < 0 || rd_us >= kNever ? "" : fmt::format(", rd {:.1f} us", rd_us);
   return fmt::format("{} of {} B on {} ranks ({} hosts): ring {:.1f} us{}{} -> {} ({})",
                      to_string(c), bytes, s.nranks, s.nhosts, ring_us, tree, rd, to_string(algo),
                      forced ? "forced" : "auto");
 }
 
-Decision choose(Coll c, std::size_t bytes, const Shape& s, const Tuning& t, const Pipeline& p,
-                std::optional<Algo> forced) {
+Decision choose(Coll c, std::size_t bytes, const CostTable& table, std::optional<Algo> forced) {
   Decision d;
-  d.ring_us = predict_us(c, Algo::Ring, bytes, s, t, p);
-  if (supports(c, Algo::Tree)) d.tree_us = predict_us(c, Algo::Tree, bytes, s, t, p);
-  if (supports(c, Algo::Rd)) d.rd_us = predict_us(c, Algo::Rd, bytes, s, t, p);
+  d.ring_us = table.time_us(c, Algo::Ring, bytes);
+  d.tree_us = table.time_us(c, Algo::Tree, bytes);
+  d.rd_us = table.time_us(c, Algo::Rd, bytes);
   if (forced && supports(c, *forced)) {
     d.algo = *forced;
     d.forced = true;

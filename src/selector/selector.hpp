@@ -1,6 +1,6 @@
-// The algorithm selector: LOOM_ALGO (forced choices, also per collective) and the cost model
-// pick ring, tree or recursive doubling (rd) for each call; the decision and the predicted times
-// are logged.
+// The algorithm selector: LOOM_ALGO (forced choices, also per collective) or the communicator's
+// cost table picks ring, tree or recursive doubling (rd) for each call; the decision and the
+// predicted times are logged.
 #pragma once
 
 #include <array>
@@ -11,7 +11,9 @@
 
 #include "common/status.hpp"
 #include "config/config.hpp"
-#include "selector/cost_model.hpp"
+#include "selector/cost_table.hpp"
+#include "selector/transport_policy.hpp"
+#include "selector/tuning.hpp"
 
 namespace loom::select {
 
@@ -27,19 +29,11 @@ struct Policy {
   }
 };
 
-/// LOOM_CHUNK_SIZE: a size in [64, 1G], or 0 for auto (see auto_chunk_bytes).
-Result<std::size_t> chunk_from(const config::Config& cfg);
-/// LOOM_SHM_SINGLE_COPY_MIN in bytes, 0 for auto (auto_single_copy_min).
-Result<std::size_t> single_copy_min_from(const config::Config& cfg);
-
-/// The model constants from the registry: LOOM_TUNE_* settings, then LOOM_TUNING on top.
-Result<Tuning> tuning_from(const config::Config& cfg);
-
 struct Decision {
   Algo algo = Algo::Ring;
   double ring_us = 0;
   double tree_us = -1;  // -1: no tree schedule for this collective
-  double rd_us = -1;    // -1: no recursive doubling schedule (1e30: above rd_max_bytes)
+  double rd_us = -1;    // -1: no recursive doubling schedule (kNever: above rd_max_bytes)
   bool forced = false;
   /// The predicted time of the chosen algorithm.
   [[nodiscard]] double pick_us() const;
@@ -48,8 +42,7 @@ struct Decision {
 };
 
 /// Picks the algorithm for one call: `forced` (a call's hint or LOOM_ALGO) when it has a
-/// schedule for `c`, else the one the model predicts fastest.
-Decision choose(Coll c, std::size_t bytes, const Shape& s, const Tuning& t, const Pipeline& p,
-                std::optional<Algo> forced);
+/// schedule for `c`, else the one `table` predicts fastest (three lookups).
+Decision choose(Coll c, std::size_t bytes, const CostTable& table, std::optional<Algo> forced);
 
 }  // namespace loom::select

@@ -7,13 +7,14 @@
 #include <string>
 
 #include "comm_harness.hpp"
-#include "selector/cluster.hpp"
-#include "selector/replay.hpp"
 #include "selector/selector.hpp"
+#include "tools/loom_sim/cluster.hpp"
+#include "tools/loom_sim/replay.hpp"
 #include "transports/ofi/ofi_fabric.hpp"
 
 using namespace loom;
 using namespace loom::select;
+using namespace loom::sim;
 
 TEST_CASE("selector: LOOM_ALGO forces algorithms, also per collective", "[selector]") {
   auto all_auto = Policy::parse("auto");
@@ -63,8 +64,8 @@ TEST_CASE("selector: tuning constants parse, print and come from the registry", 
               .is_ok());
   REQUIRE(t.intra.alpha_us == 3.5);
   REQUIRE(t.inter.gbps == 12.5);
-  REQUIRE(t.oversub_gbps == 13);
-  REQUIRE(t.oversub_turn_us == 4.5);
+  REQUIRE(t.shared.gbps == 13);
+  REQUIRE(t.shared.turn_us == 4.5);
   Tuning u;
   REQUIRE(u.apply(t.to_string()).is_ok());
   REQUIRE(u.to_string() == t.to_string());
@@ -93,32 +94,34 @@ TEST_CASE("selector: small allreduces take recursive doubling (else the tree), l
   s.per_host = 8;
   Tuning t;
   Pipeline p;
-  auto tiny = choose(Coll::AllReduce, 8, s, t, p, std::nullopt);
+  auto table = CostTable::build(s, t, p);
+  auto tiny = choose(Coll::AllReduce, 8, table, std::nullopt);
   REQUIRE(tiny.algo == Algo::Rd);  // 3 messages on the critical path, against 6 and 14
   REQUIRE(tiny.rd_us < tiny.tree_us);
   REQUIRE(tiny.pick_us() == tiny.rd_us);
   REQUIRE(tiny.describe(Coll::AllReduce, 8, s).find("-> rd (auto)") != std::string::npos);
-  auto above_cap = choose(Coll::AllReduce, std::size_t{512} << 10, s, t, p, std::nullopt);
+  auto above_cap = choose(Coll::AllReduce, std::size_t{512} << 10, table, std::nullopt);
   REQUIRE(above_cap.algo != Algo::Rd);
   REQUIRE(above_cap.rd_us >= 1e29);  // beyond rd_max_bytes (256 KiB): not a candidate
-  auto forced_rd = choose(Coll::AllReduce, std::size_t{512} << 10, s, t, p, Algo::Rd);
+  auto forced_rd = choose(Coll::AllReduce, std::size_t{512} << 10, table, Algo::Rd);
   REQUIRE(forced_rd.algo == Algo::Rd);  // forcing ignores the size cap
-  auto rd_for_bcast = choose(Coll::Broadcast, 8, s, t, p, Algo::Rd);
+  auto rd_for_bcast = choose(Coll::Broadcast, 8, table, Algo::Rd);
   REQUIRE(rd_for_bcast.algo != Algo::Rd);
   REQUIRE(rd_for_bcast.rd_us < 0);
 
   t.rd_max_bytes = 0;  // recursive doubling off: the tree takes the small sizes
-  auto small = choose(Coll::AllReduce, 8, s, t, p, std::nullopt);
+  table = CostTable::build(s, t, p);
+  auto small = choose(Coll::AllReduce, 8, table, std::nullopt);
   REQUIRE(small.algo == Algo::Tree);
   REQUIRE(small.tree_us < small.ring_us);
   REQUIRE(!small.forced);
-  auto large = choose(Coll::AllReduce, std::size_t{64} << 20, s, t, p, std::nullopt);
+  auto large = choose(Coll::AllReduce, std::size_t{64} << 20, table, std::nullopt);
   REQUIRE(large.algo == Algo::Ring);
   // Forcing wins over the model; a forced tree for allgather falls back to the model (ring).
-  auto forced = choose(Coll::AllReduce, 8, s, t, p, Algo::Ring);
+  auto forced = choose(Coll::AllReduce, 8, table, Algo::Ring);
   REQUIRE(forced.algo == Algo::Ring);
   REQUIRE(forced.forced);
-  auto ag = choose(Coll::AllGather, 8, s, t, p, Algo::Tree);
+  auto ag = choose(Coll::AllGather, 8, table, Algo::Tree);
   REQUIRE(ag.algo == Algo::Ring);
   REQUIRE(ag.tree_us < 0);
   REQUIRE(small.describe(Coll::AllReduce, 8, s).find("-> tree (auto)") != std::string::npos);
@@ -295,7 +298,6 @@ TEST_CASE("selector: a calibrated curve replaces the cache plateau and the memor
   CHECK(c.at(8388608) == Approx(1.5));
   CHECK(c.at(double{1} * (1 << 30)) == Approx(1));  // and beyond the last
   CHECK(c.to_string() == "1048576:8/4194304:2/16777216:1");
-  CHECK(c.scaled(4).at(4194304) == Approx(8));
   CHECK(c.linear_at(2621440) == Approx(5));     // a time's: linear in bytes (1 MiB + half of 3 MiB)
   CHECK(c.linear_at(23068672) == Approx(0.5));  // the last slope beyond: 1 - 6 MiB / 12 MiB
   for (const char* bad : {"1048576", "1048576:x", "4194304:2/1048576:8", "1048576:0", "-1:2"})
@@ -308,15 +310,16 @@ TEST_CASE("selector: a calibrated curve replaces the cache plateau and the memor
   const Shape two = one_host(2, 2);
   CHECK(intra_link_gbps(two, t, 4194304) == Approx(5));  // the knees: 9 falling to 1
   REQUIRE(t.apply("intra_curve=1048576:8/4194304:2/16777216:1").is_ok());
-  CHECK(intra_link_gbps(two, t, 4194304) == Approx(2));       // the measured curve
-  CHECK(intra_link_gbps(two, t, 65536, 16384) == Approx(3));  // eager: at most the eager rate
-  CHECK(intra_link_gbps(two, t, 8388608, 16384) == Approx(1.5));
-  // The eager rate by message size; buffered messages are eager whatever their size.
+  CHECK(intra_link_gbps(two, t, 4194304) == Approx(2));  // the measured curve
+  CHECK(intra_link_gbps(two, t, 65536, 16384, 0, Path::Eager) ==
+        Approx(3));  // eager: at most the eager rate
+  CHECK(intra_link_gbps(two, t, 8388608, 16384, 0, Path::Eager) == Approx(1.5));
+  // The eager rate by message size; on the eager path a message of any size takes it.
   REQUIRE(t.apply("intra_eager_curve=1024:1/32768:6").is_ok());
-  CHECK(intra_link_gbps(two, t, 65536, 1024) == Approx(1));
-  CHECK(intra_link_gbps(two, t, 65536, 16384) == Approx(5));    // 1 + 4/5 x (6 - 1)
+  CHECK(intra_link_gbps(two, t, 65536, 1024, 0, Path::Eager) == Approx(1));
+  CHECK(intra_link_gbps(two, t, 65536, 16384, 0, Path::Eager) == Approx(5));  // 1 + 4/5 x (6 - 1)
   CHECK(intra_link_gbps(two, t, 65536, 1 << 20) == Approx(8));  // single copy: the curve's
-  CHECK(intra_link_gbps(two, t, 65536, 1 << 20, 0, true) == Approx(6));
+  CHECK(intra_link_gbps(two, t, 65536, 1 << 20, 0, Path::Eager) == Approx(6));
   REQUIRE(t.apply("intra_eager_curve=").is_ok());
   // The oversubscribed host's curve (its total rate by all its ranks' buffers) over the busiest
   // CPU's shares: 4 ranks on 2 CPUs, 4 buffers of 1 MiB, 2 MiB.
@@ -474,22 +477,25 @@ TEST_CASE("selector: messages below the single-copy threshold move at the eager 
                   "cache_bytes=1048576,reduce_gbps=1000")
               .is_ok());
   CHECK(t.single_copy_bytes == 0);  // auto: 64 KiB where each rank has a CPU, else 32 KiB
-  CHECK(intra_link_gbps(s, t, 64 << 10) == Approx(8));  // message size unknown
-  CHECK(intra_link_gbps(s, t, 64 << 10, 32 << 10) == Approx(4));
+  CHECK(intra_link_gbps(s, t, 64 << 10) == Approx(8));  // single copy (the default path)
+  CHECK(intra_link_gbps(s, t, 64 << 10, 32 << 10, 0, Path::Eager) == Approx(4));
   CHECK(intra_link_gbps(s, t, 256 << 10, 64 << 10) == Approx(8));  // single copy
+  // A ring on 2 ranks sends S / 2: eager below 2 x 64 KiB.
+  CHECK(eager_below(Coll::AllReduce, Algo::Ring, s, t, {}) == Approx(128 << 10));
   // A ring allreduce of 64 KiB on 2 ranks sends 32 KiB messages: S / 4 GB/s; 256 KiB: S / 8.
   CHECK(predict_us(Coll::AllReduce, Algo::Ring, 64 << 10, s, t, {}) ==
         Approx((64 << 10) * 1e-3 / 4));
   CHECK(predict_us(Coll::AllReduce, Algo::Ring, 256 << 10, s, t, {}) ==
         Approx((256 << 10) * 1e-3 / 8));
   // Oversubscribed, in cache: the eager rate by CPU share; from 32 KiB single copy.
-  CHECK(intra_link_gbps(one_host(4, 2), t, 16 << 10, 4 << 10) == Approx(2));
-  CHECK(intra_link_gbps(one_host(4, 2), t, 64 << 10, 16 << 10) == Approx(2));
+  CHECK(intra_link_gbps(one_host(4, 2), t, 16 << 10, 4 << 10, 0, Path::Eager) == Approx(2));
+  CHECK(intra_link_gbps(one_host(4, 2), t, 64 << 10, 16 << 10, 0, Path::Eager) == Approx(2));
+  CHECK(eager_below(Coll::AllReduce, Algo::Tree, one_host(4, 2), t, {}) == Approx(64 << 10));
   CHECK(intra_link_gbps(one_host(4, 2), t, 64 << 10, 32 << 10) == Approx(4));
-  CHECK(intra_link_gbps(s, t, 64 << 10, 32 << 10) == Approx(4));
+  CHECK(intra_link_gbps(s, t, 64 << 10, 32 << 10, 0, Path::Eager) == Approx(4));
   // Off (0): the cache rate for every message.
   REQUIRE(t.apply("intra_eager_gbps=0").is_ok());
-  CHECK(intra_link_gbps(s, t, 64 << 10, 32 << 10) == Approx(8));
+  CHECK(intra_link_gbps(s, t, 64 << 10, 32 << 10, 0, Path::Eager) == Approx(8));
   // The threshold is the shared-memory transport's setting.
   auto cfg = config::Config::load({{"LOOM_SHM_SINGLE_COPY_MIN", "128K"}});
   REQUIRE(cfg.is_ok());
@@ -704,4 +710,44 @@ TEST_CASE("selector: the model agrees with the replayed plans on latency-bound a
         REQUIRE(model == Approx(r->us).epsilon(0.15));
       }
   }
+}
+
+TEST_CASE("selector: the cost table holds the model's times and interpolates between points",
+          "[selector]") {
+  Tuning t;
+  REQUIRE(t.apply("intra_cache_gbps=8,intra_eager_gbps=4,cache_bytes=1048576,dram_bytes=8388608")
+              .is_ok());
+  const Pipeline p;
+  for (const Shape& s : {one_host(8, 0), one_host(8, 2), one_host(5, 2), one_host(2, 8)}) {
+    const CostTable table = CostTable::build(s, t, p);
+    for (std::size_t ci = 0; ci < kColls; ++ci)
+      for (std::size_t ai = 0; ai < kAlgos; ++ai) {
+        const auto c = static_cast<Coll>(ci);
+        const auto a = static_cast<Algo>(ai);
+        if (!supports(c, a)) {
+          CHECK(table.time_us(c, a, 4096) == -1);
+          continue;
+        }
+        // At the table's points: the model on the transport's path.
+        for (std::size_t bytes : {std::size_t{8}, std::size_t{5} << 10, std::size_t{64} << 10,
+                                  std::size_t{3} << 20, std::size_t{1} << 30}) {
+          CAPTURE(to_string(c), to_string(a), s.nranks, s.cores, bytes);
+          CHECK(table.time_us(c, a, bytes) == Approx(predict_us(c, a, bytes, s, t, p)));
+          CHECK(table.path(c, a, bytes) == (static_cast<double>(bytes) < eager_below(c, a, s, t, p)
+                                                ? Path::Eager
+                                                : Path::Direct));
+        }
+        // Between two points (128 KiB and 160 KiB): linear in bytes.
+        const std::size_t lo = std::size_t{128} << 10, hi = lo + lo / 4, mid = lo + lo / 8;
+        const Path path = table.path(c, a, mid);
+        CHECK(table.time_us(c, a, mid) ==
+              Approx((model_us(c, a, path, static_cast<double>(lo), s, t, p) +
+                      model_us(c, a, path, static_cast<double>(hi), s, t, p)) /
+                     2));
+      }
+  }
+  // Recursive doubling stops being a candidate above rd_max_bytes.
+  const CostTable table = CostTable::build(one_host(8, 0), t, p);
+  CHECK(table.time_us(Coll::AllReduce, Algo::Rd, 262144) < kNever);
+  CHECK(table.time_us(Coll::AllReduce, Algo::Rd, 262145) >= kNever);
 }

@@ -15,9 +15,9 @@
 
 #include "config/config.hpp"
 #include "loom/version.hpp"
-#include "selector/cluster.hpp"
-#include "selector/replay.hpp"
 #include "selector/selector.hpp"
+#include "tools/loom_sim/cluster.hpp"
+#include "tools/loom_sim/replay.hpp"
 
 namespace {
 
@@ -147,18 +147,20 @@ int run(int argc, char** argv) {
   auto local = loom::select::tuning_from(*cfg);
   if (!local.is_ok()) fail(local.status().message());
   const int cores = static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
-  auto cluster = loom::select::preset(a.preset, *local, cores);
+  auto cluster = loom::sim::preset(a.preset, *local, cores);
   if (!cluster.is_ok()) fail(cluster.status().message());
   if (a.per_host > 0) cluster->per_host = a.per_host;
   if (a.cores >= 0) cluster->cores = a.cores;
   if (auto st = cluster->tuning.apply(a.tuning); !st.is_ok()) fail(st.message());
-  const loom::select::Shape shape = loom::select::shape_of(*cluster, a.nranks);
+  const loom::select::Shape shape = loom::sim::shape_of(*cluster, a.nranks);
   auto chunk = loom::select::chunk_from(*cfg);
   if (!chunk.is_ok()) fail(chunk.status().message());
   if (*chunk == 0) *chunk = loom::select::auto_chunk_bytes(cluster->ofi && shape.nhosts > 1);
   loom::select::Pipeline pipe{
       a.chunk ? a.chunk : *chunk,
       a.depth ? a.depth : static_cast<std::size_t>(cfg->get_int("LOOM_PIPELINE_DEPTH"))};
+  // The table a communicator of this shape builds at creation.
+  const auto table = loom::select::CostTable::build(shape, cluster->tuning, pipe);
   fmt::print("# loom-sim (loom {}): {} on {} ranks ({} hosts x {} ranks), preset {}\n",
              loom::kVersionString, to_string(a.coll), a.nranks, shape.nhosts, shape.per_host,
              cluster->name);
@@ -183,22 +185,22 @@ int run(int argc, char** argv) {
       "(GB/s)", "(GB/s)", "(us)");
   const double bf = bus_factor(a.coll, a.nranks);
   for (std::size_t bytes = a.min_bytes; bytes <= a.max_bytes; bytes *= a.factor) {
-    auto p = loom::select::predict(a.coll, bytes, shape, cluster->tuning, pipe);
+    auto p = loom::sim::predict(a.coll, bytes, table);
     if (a.replay) {  // the schedules' own times; the selector column stays the model's choice
-      auto ring = loom::select::replay(a.coll, loom::select::Algo::Ring, bytes, shape,
-                                       cluster->tuning, pipe);
+      auto ring =
+          loom::sim::replay(a.coll, loom::select::Algo::Ring, bytes, shape, cluster->tuning, pipe);
       if (!ring.is_ok()) fail(ring.status().message());
       p.ring_us = ring->us;
       if (p.tree_us >= 0) {
-        auto tree = loom::select::replay(a.coll, loom::select::Algo::Tree, bytes, shape,
-                                         cluster->tuning, pipe);
+        auto tree = loom::sim::replay(a.coll, loom::select::Algo::Tree, bytes, shape,
+                                      cluster->tuning, pipe);
         if (!tree.is_ok()) fail(tree.status().message());
         p.tree_us = tree->us;
       }
       p.pick_us = p.pick == loom::select::Algo::Tree ? p.tree_us : p.ring_us;
       if (p.pick == loom::select::Algo::Rd) {
-        auto rd = loom::select::replay(a.coll, loom::select::Algo::Rd, bytes, shape,
-                                       cluster->tuning, pipe);
+        auto rd =
+            loom::sim::replay(a.coll, loom::select::Algo::Rd, bytes, shape, cluster->tuning, pipe);
         if (!rd.is_ok()) fail(rd.status().message());
         p.pick_us = rd->us;
       }

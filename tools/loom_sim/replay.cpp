@@ -1,4 +1,4 @@
-#include "selector/replay.hpp"
+#include "tools/loom_sim/replay.hpp"
 
 #include <algorithm>
 #include <deque>
@@ -10,8 +10,11 @@
 #include "algorithms/recursive_doubling.hpp"
 #include "algorithms/ring.hpp"
 #include "algorithms/tree.hpp"
+#include "selector/model.hpp"
+#include "selector/shared_cpu.hpp"
+#include "selector/transport_policy.hpp"
 
-namespace loom::select {
+namespace loom::sim {
 namespace {
 
 algo::Plan build(Coll coll, Algo a, int rank, std::size_t bytes, const Shape& s,
@@ -39,7 +42,7 @@ algo::Plan build(Coll coll, Algo a, int rank, std::size_t bytes, const Shape& s,
   r.elem_size = 4;
   r.chunk_bytes = p.chunk_bytes;
   r.depth = p.depth;
-  r.min_step_part_bytes = ring_min_step_part_bytes(s);  // as CommImpl
+  r.min_step_part_bytes = select::ring_min_step_part_bytes(s);  // as CommImpl
   if (a == Algo::Rd) return algo::rd_allreduce(r);
   if (a == Algo::Deterministic) {
     if (coll == Coll::Reduce) return algo::deterministic_reduce(r);
@@ -75,8 +78,9 @@ struct RankState {
 class Replay {
  public:
   Replay(const Shape& s, const Tuning& t, double bytes) : s_(s), t_(t), bytes_(bytes) {
-    extra_alpha_ = oversub_extra_us(s, t);
-    share_ = cpu_load(s);
+    extra_alpha_ = select::shared_cpu::wakeup_us(s, t);
+    share_ = select::cpu_load(s);
+    single_copy_min_ = select::single_copy_min(s, t);
     nic_free_.assign(static_cast<std::size_t>(s.nhosts), 0);
   }
 
@@ -185,10 +189,12 @@ class Replay {
         continue;
       }
       const bool cross = host(r) != host(step.peer);
-      const Link& link = cross ? t_.inter : t_.intra;
+      const select::Link& link = cross ? t_.inter : t_.intra;
       const double bytes = static_cast<double>(step.src.bytes);
       double start = std::max(st.ready[s], st.port_free);
-      double dur = us(bytes, cross ? link.gbps : intra_link_gbps(s_, t_, bytes_, bytes));
+      const auto path = bytes < single_copy_min_ ? select::Path::Eager : select::Path::Direct;
+      double dur =
+          us(bytes, cross ? link.gbps : select::intra_link_gbps(s_, t_, bytes_, bytes, 0, path));
       if (cross && t_.nic_gbps > 0) {
         double& nic = nic_free_[static_cast<std::size_t>(host(r))];
         start = std::max(start, nic);
@@ -209,7 +215,7 @@ class Replay {
   Shape s_;
   Tuning t_;
   double bytes_;  // the collective's buffer: the model's intra-host rate depends on it
-  double extra_alpha_ = 0, share_ = 1;
+  double extra_alpha_ = 0, share_ = 1, single_copy_min_ = 0;
   std::vector<double> nic_free_;
   std::vector<RankState> ranks_;
   std::unordered_map<std::uint64_t, std::deque<double>> channels_;
@@ -241,4 +247,4 @@ Result<ReplayResult> replay(Coll coll, Algo algo, std::size_t bytes, const Shape
   return out;
 }
 
-}  // namespace loom::select
+}  // namespace loom::sim

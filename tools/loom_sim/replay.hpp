@@ -9,9 +9,16 @@
 #include <cstddef>
 
 #include "common/status.hpp"
-#include "selector/cost_model.hpp"
+#include "selector/shape.hpp"
+#include "selector/tuning.hpp"
 
-namespace loom::select {
+namespace loom::sim {
+
+using select::Algo;
+using select::Coll;
+using select::Pipeline;
+using select::Shape;
+using select::Tuning;
 
 struct ReplayResult {
   double us = 0;          // when the last rank finishes
@@ -24,4 +31,4 @@ Result<ReplayResult> replay(Coll coll, Algo algo, std::size_t bytes, const Shape
                             const Tuning& t, const Pipeline& p,
                             std::size_t max_steps = std::size_t{20} << 20);
 
-}  // namespace loom::select
+}  // namespace loom::sim

@@ -1,11 +1,11 @@
-#include "selector/cluster.hpp"
+#include "tools/loom_sim/cluster.hpp"
 
 #include <algorithm>
 
 #include "algorithms/tree.hpp"
 #include "selector/selector.hpp"
 
-namespace loom::select {
+namespace loom::sim {
 
 std::vector<std::string_view> preset_names() {
   return {"8gpu-4efa", "25gbe", "local"};
@@ -56,18 +56,17 @@ Shape shape_of(const Cluster& c, int nranks) {
   return s;
 }
 
-Prediction predict(Coll coll, std::size_t bytes, const Shape& shape, const Tuning& t,
-                   const Pipeline& p) {
+Prediction predict(Coll coll, std::size_t bytes, const CostTable& table) {
   Prediction out;
   out.bytes = bytes;
-  Decision d = choose(coll, bytes, shape, t, p, std::nullopt);
+  const select::Decision d = select::choose(coll, bytes, table, std::nullopt);
   out.ring_us = d.ring_us;
   out.tree_us = d.tree_us;
   out.pick = d.algo;
   out.pick_us = d.pick_us();
   if (supports(coll, Algo::Deterministic))
-    out.det_us = predict_us(coll, Algo::Deterministic, bytes, shape, t, p);
+    out.det_us = table.time_us(coll, Algo::Deterministic, bytes);
   return out;
 }
 
-}  // namespace loom::select
+}  // namespace loom::sim

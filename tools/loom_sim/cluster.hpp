@@ -1,7 +1,7 @@
 // Modelled clusters for loom-sim: hosts x ranks per host, per-link latency and bandwidth, a
-// per-host NIC, and the cost model's predictions of ring, tree and the selector's pick on them.
+// per-host NIC, and the cost table's predictions of ring, tree and the selector's pick on them.
 // The schedules' shapes come from the real plan builders (the trees' depth from the same
-// double-binary-tree code the library runs), the times from the selector's cost model.
+// double-binary-tree code the library runs), the times from the table the library builds.
 #pragma once
 
 #include <cstddef>
@@ -10,9 +10,16 @@
 #include <vector>
 
 #include "common/status.hpp"
-#include "selector/cost_model.hpp"
+#include "selector/cost_table.hpp"
+#include "selector/tuning.hpp"
 
-namespace loom::select {
+namespace loom::sim {
+
+using select::Algo;
+using select::Coll;
+using select::CostTable;
+using select::Shape;
+using select::Tuning;
 
 struct Cluster {
   std::string name;
@@ -40,7 +47,7 @@ struct Prediction {
   double det_us = -1;  // deterministic mode, -1: not a reduction
 };
 
-Prediction predict(Coll coll, std::size_t bytes, const Shape& shape, const Tuning& t,
-                   const Pipeline& p);
+/// Ring, tree, the selector's pick and deterministic mode for one size, from `table`.
+Prediction predict(Coll coll, std::size_t bytes, const CostTable& table);
 
-}  // namespace loom::select
+}  // namespace loom::sim

@@ -1,0 +1,34 @@
+#include "selector/transport_policy.hpp"
+
+#include "algorithms/ring.hpp"
+#include "selector/shared_cpu.hpp"
+
+namespace loom::select {
+
+Result<std::size_t> chunk_from(const config::Config& cfg) {
+  const std::string text = cfg.get_string("LOOM_CHUNK_SIZE");
+  if (text == "auto") return std::size_t{0};
+  auto bytes = config::parse_size(text);
+  if (!bytes)
+    return make_error(ErrorCode::InvalidUsage, "LOOM_CHUNK_SIZE='{}' is not auto or a size ({})",
+                      text, bytes.status().message());
+  if (*bytes < 64 || *bytes > (1ull << 30))
+    return make_error(ErrorCode::InvalidUsage, "LOOM_CHUNK_SIZE={} is outside [64, 1G]", *bytes);
+  return static_cast<std::size_t>(*bytes);
+}
+
+Result<std::size_t> single_copy_min_from(const config::Config& cfg) {
+  const std::string text = cfg.get_string("LOOM_SHM_SINGLE_COPY_MIN");
+  if (text == "auto") return std::size_t{0};
+  auto bytes = config::parse_size(text);
+  if (!bytes || *bytes == 0)
+    return make_error(ErrorCode::InvalidUsage,
+                      "LOOM_SHM_SINGLE_COPY_MIN='{}' is not auto or a positive size", text);
+  return static_cast<std::size_t>(*bytes);
+}
+
+std::size_t ring_min_step_part_bytes(const Shape& s) {
+  return cpu_load(s) > 1 ? algo::kSharedCpuMinStepPartBytes : algo::kMinStepPartBytes;
+}
+
+}  // namespace loom::select
