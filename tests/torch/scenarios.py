@@ -327,14 +327,18 @@ def wait_timeout(rank, ws):
 
 
 def op_timeout(rank, ws):
-    """The group's timeout (init_process_group(timeout=2 s)) bounds a collective that one rank
-    never joins; the error names the lagging rank."""
+    """A group's timeout (new_group(timeout=2 s)) bounds a collective that one rank never
+    joins; the error names the lagging rank. The group is made once every rank is up (a
+    barrier on the default group, whose timeout is long), so that a slow start under load
+    cannot spend the 2 s before the collective."""
+    dist.barrier()
+    group = dist.new_group(timeout=timedelta(seconds=2))
     if rank == ws - 1:
         time.sleep(8.0)  # long past the others' deadline, then leave without the collective
         return None, 0.0
     start = time.monotonic()
     try:
-        dist.all_reduce(torch.ones(16))
+        dist.all_reduce(torch.ones(16), group=group)
         return "no error", time.monotonic() - start
     except Exception as e:  # noqa: BLE001
         return f"{type(e).__name__}: {e}".split("\n")[0], time.monotonic() - start
