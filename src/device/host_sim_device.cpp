@@ -311,10 +311,6 @@ thread_local int HostSimDevice::current_ = 0;
 
 }  // namespace
 
-std::string_view to_string(MemoryKind k) noexcept {
-  return k == MemoryKind::Device ? "device" : "host";
-}
-
 std::uint64_t host_sim_reduce_launches() {
   return g_reduce_launches.load(std::memory_order_relaxed);
 }

@@ -12,27 +12,6 @@
 
 namespace loom::select {
 
-std::string_view to_string(Coll c) {
-  switch (c) {
-    case Coll::AllReduce: return "allreduce";
-    case Coll::AllGather: return "allgather";
-    case Coll::ReduceScatter: return "reduce_scatter";
-    case Coll::Broadcast: return "broadcast";
-    case Coll::Reduce: return "reduce";
-  }
-  return "?";
-}
-
-std::string_view to_string(Algo a) {
-  switch (a) {
-    case Algo::Ring: return "ring";
-    case Algo::Tree: return "tree";
-    case Algo::Deterministic: return "deterministic";
-    case Algo::Rd: return "rd";
-  }
-  return "?";
-}
-
 namespace {
 
 struct Field {
@@ -375,6 +354,7 @@ double ring_us(Coll c, double S, const Shape& s, const Tuning& t, const Pipeline
     case Coll::Reduce:
       return (n - 1) * (alpha + xfer_us(chunk, l.bw_slow) + xfer_us(chunk, l.red)) +
              xfer_us(S, l.bw_slow) + xfer_us(S, l.red);
+    case Coll::Barrier: break;
   }
   return 0;
 }

@@ -14,15 +14,15 @@
 #include <utility>
 #include <vector>
 
+#include "collective/kinds.hpp"
 #include "common/status.hpp"
 
 namespace loom::select {
 
-enum class Coll { AllReduce, AllGather, ReduceScatter, Broadcast, Reduce };
-enum class Algo { Ring, Tree, Deterministic, Rd };
-
-std::string_view to_string(Coll c);
-std::string_view to_string(Algo a);
+// The collective and algorithm vocabulary is the library's (src/collective/kinds.hpp).
+using Coll = coll::CollKind;
+using coll::Algo;
+using coll::to_string;
 
 /// One kind of link: latency per message and bandwidth per direction.
 struct Link {
