@@ -154,6 +154,8 @@ for f in "$dir"/bin/* "$fabric"; do
   done < <(ldd "$f")
 done
 cp -L "$fabric" "$dir/lib/libfabric.so.1"
+# loom-tests' fake NVML (its path is compiled in; LOOM_TEST_FAKE_NVML points the test here)
+[[ -f $build_dir/lib/libfake-nvml.so ]] && cp -L "$build_dir/lib/libfake-nvml.so" "$dir/lib/"
 chmod 0644 "$dir"/lib/*.so* "$dir"/lib/cxx/*.so*
 glibc_needed "$dir"/lib/cxx/*.so* >"$dir/lib/cxx/GLIBC_NEEDED"
 cp scripts/gpu-first-light.sh scripts/gpu-run-first-light.sh scripts/gpu-env.sh \

@@ -392,7 +392,8 @@ fi
 reserve=0
 if wants tests; then
   if [[ $device == cuda ]]; then
-    run "tests: [device],[cuda_ipc],[kernels]" 120 tests.txt "$bin/loom-tests" \
+    run "tests: [device],[cuda_ipc],[kernels]" 120 tests.txt \
+      env LOOM_TEST_FAKE_NVML="$bin/../lib/libfake-nvml.so" "$bin/loom-tests" \
       "[device],[cuda_ipc],[kernels]"
   else
     run "tests: [cuda_ipc]" 120 tests.txt "$bin/loom-tests" "[cuda_ipc]"

@@ -3,8 +3,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
+# LOOM_TEST_TORCH=1 (CI sets it) installs torch from PyPI first, so that ctest's
+# process.torch_backend builds and tests the torch.distributed backend instead of skipping, and
+# runs a quick part of PyTorch's own distributed suite against it afterwards.
+if [[ ${LOOM_TEST_TORCH:-0} == 1 ]]; then tests/torch/ci.sh --install-only; fi
 scripts/build.sh -DLOOM_WERROR=ON -DLOOM_BUILD_TESTS=ON
 (cd build && ctest --output-on-failure --timeout 900 "$@")
+if [[ ${LOOM_TEST_TORCH:-0} == 1 ]]; then tests/torch/ci.sh --quick --suite-only build; fi
 
 # LOOM_TEST_HARDENING=1 (CI sets it) also runs the fuzz targets and the sanitizer builds on a
 # bounded subset (each in its own build directory; about 15 minutes more on 2 cores).

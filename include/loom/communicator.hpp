@@ -99,7 +99,8 @@ class Communicator {
     return reduce_scatter(send.data(), recv.data(), recv.size(), dtype_of_v<T>, op, opts);
   }
 
-  // Reliability (docs/reliability.md).
+  // Reliability (docs/reliability.md). abort(), async_error(), failed_ranks() and status() are
+  // safe to call from any thread, also while another thread issues or waits for calls.
 
   /// Fails every pending operation with ErrorCode::Aborted and releases the communicator's
   /// threads, sockets and shared memory; returns within 1 s even with operations in flight.

@@ -18,4 +18,10 @@ int reduce_async(DataType dtype, RedOp op, void* dst, const void* a, const void*
 /// Enqueues x[i] = x[i] / n (i < count) on `stream`, as kernels::finalize_avg computes it.
 int divide_async(DataType dtype, void* x, std::size_t count, int n, int sm_count, void* stream);
 
+/// Loads every kernel above onto the current device now. CUDA loads a kernel lazily, at its
+/// first launch, and a lazy load waits for the device's streams: one that a caller's stream
+/// holds (loom's stream gate, a host function waiting for the collective) would never come.
+/// Returns a cudaError_t.
+int load_kernels();
+
 }  // namespace loom::kernels::cuda

@@ -230,6 +230,38 @@ cudaError_t launch_op(RedOp op, void* dst, const void* a, const void* b, std::si
 
 }  // namespace
 
+namespace {
+
+// Asking for a kernel's attributes loads its code onto the current device (CUDA loads modules
+// lazily by default, on a kernel's first launch otherwise).
+template <typename K>
+cudaError_t load(K* kernel) {
+  cudaFuncAttributes attr{};
+  return cudaFuncGetAttributes(&attr, kernel);
+}
+
+template <typename E>
+cudaError_t load_codec() {
+  for (cudaError_t err :
+       {load(reduce_kernel<E, SumOp>), load(reduce_kernel<E, ProdOp>),
+        load(reduce_kernel<E, MinOp>), load(reduce_kernel<E, MaxOp>), load(divide_kernel<E>)})
+    if (err != cudaSuccess) return err;
+  return cudaSuccess;
+}
+
+}  // namespace
+
+int load_kernels() {
+  for (cudaError_t err :
+       {load_codec<NativeCodec<std::int8_t>>(), load_codec<NativeCodec<std::uint8_t>>(),
+        load_codec<NativeCodec<std::int32_t>>(), load_codec<NativeCodec<std::uint32_t>>(),
+        load_codec<NativeCodec<std::int64_t>>(), load_codec<NativeCodec<std::uint64_t>>(),
+        load_codec<HalfCodec>(), load_codec<BFloat16Codec>(), load_codec<NativeCodec<float>>(),
+        load_codec<NativeCodec<double>>(), load_codec<Fp8E4M3Codec>(), load_codec<Fp8E5M2Codec>()})
+    if (err != cudaSuccess) return err;
+  return cudaSuccess;
+}
+
 int reduce_async(DataType dtype, RedOp op, void* dst, const void* a, const void* b,
                  std::size_t count, int sms, void* stream) {
   if (count == 0) return cudaSuccess;

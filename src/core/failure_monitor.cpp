@@ -243,7 +243,24 @@ void FailureMonitor::store_gone(const Status& why) {
                       fmt::format("the rendezvous store it served went away: {}", why.message())});
 }
 
+// A record another rank posted that this rank can check and finds false: "rank R's process
+// exited" while R runs on this host and its process is alive.
+bool FailureMonitor::refuted(const FailureRecord& r) const {
+  if (r.code != ErrorCode::PeerFailed || r.reporter == rank_ || r.rank == rank_) return false;
+  if (!r.message.starts_with("process ") || !r.message.ends_with(" exited")) return false;
+  for (const auto& w : watched_)
+    if (w->rank == r.rank && w->process.alive()) return true;
+  return false;
+}
+
 void FailureMonitor::apply(const FailureRecord& r) {
+  if (refuted(r)) {
+    LOOM_LOG_WARN(Coll,
+                  "rank {}: ignoring rank {}'s report that {} failed ({}): its process runs on "
+                  "this host",
+                  rank_, r.reporter, identify(r.rank), r.message);
+    return;
+  }
   Status st;
   {
     std::lock_guard lk(mu_);

@@ -132,6 +132,7 @@ class FailureMonitor {
   void check_local_peers();
   void handle_local(const Status& why);
   void apply(const FailureRecord& r);
+  [[nodiscard]] bool refuted(const FailureRecord& r) const;
   void post(const FailureRecord& r);
   void answer_status_requests();
   void check_gone();

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "device/device.hpp"
 #include "device/nvlink.hpp"
@@ -95,6 +96,7 @@ class CudaDevice final : public Device {
   void free_pinned(void* p) override { (void)cudaFreeHost(p); }
 
   Result<Stream> create_stream() override {
+    LOOM_RETURN_IF_ERROR(load_kernels());
     cudaStream_t s = nullptr;
     LOOM_RETURN_IF_ERROR(cuda_status(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking),
                                      "cudaStreamCreateWithFlags"));
@@ -137,6 +139,13 @@ class CudaDevice final : public Device {
         return make_error(ErrorCode::Timeout, "CUDA stream {} still busy at its deadline", s);
       std::this_thread::sleep_for(backoff_nap(Clock::now() - start));
     }
+  }
+
+  Result<bool> is_capturing(Stream s) override {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    LOOM_RETURN_IF_ERROR(
+        cuda_status(cudaStreamIsCapturing(as_stream(s), &status), "cudaStreamIsCapturing"));
+    return status != cudaStreamCaptureStatusNone;
   }
 
   Status reduce_async(DataType dtype, RedOp op, void* dst, const void* a, const void* b,
@@ -225,6 +234,18 @@ class CudaDevice final : public Device {
 
  private:
   static cudaStream_t as_stream(Stream s) { return static_cast<cudaStream_t>(s); }
+  // Every stream loom uses is created before its first collective: load the kernels onto the
+  // current device then, once (kernels::cuda::load_kernels says why a lazy load could hang).
+  Status load_kernels() {
+    LOOM_ASSIGN_OR_RETURN(int dev, current_device());
+    std::lock_guard lk(loaded_mu_);
+    if (loaded_.empty()) loaded_.assign(static_cast<std::size_t>(count_), false);
+    if (dev < 0 || dev >= count_ || loaded_[static_cast<std::size_t>(dev)]) return Status::ok();
+    LOOM_RETURN_IF_ERROR(cuda_status(static_cast<cudaError_t>(kernels::cuda::load_kernels()),
+                                     "loading the reduction kernels"));
+    loaded_[static_cast<std::size_t>(dev)] = true;
+    return Status::ok();
+  }
   Result<int> sm_count() {
     LOOM_ASSIGN_OR_RETURN(int dev, current_device());
     int sms = 0;
@@ -235,6 +256,8 @@ class CudaDevice final : public Device {
   }
 
   int count_;
+  std::mutex loaded_mu_;
+  std::vector<bool> loaded_;  // per device: its kernels are loaded
 };
 
 }  // namespace

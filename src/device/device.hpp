@@ -73,6 +73,8 @@ class Device {
   virtual Result<bool> query(Event e) = 0;
   /// Blocks until `s` is idle or `deadline` passes (Timeout).
   virtual Status synchronize(Stream s, Deadline deadline) = 0;
+  /// Whether `s` is being captured into a CUDA graph (cudaStreamIsCapturing).
+  virtual Result<bool> is_capturing(Stream s) = 0;
 
   // Kernels (kernels/cuda): dst = a OP b; x = x / n. Avg reduces as Sum.
   virtual Status reduce_async(DataType dtype, RedOp op, void* dst, const void* a, const void* b,
@@ -123,6 +125,12 @@ Device& host_sim();
 /// Reduction kernels the host simulation has launched so far (reduce_async calls): lets tests
 /// tell a collective reduced on the device from one that reduced on the host.
 std::uint64_t host_sim_reduce_launches();
+/// Marks host-sim stream `s` as being captured into a graph (or not): is_capturing() says so,
+/// as CUDA does between cudaStreamBeginCapture and cudaStreamEndCapture. For tests.
+void host_sim_set_capturing(Stream s, bool capturing);
+/// Frees the host simulation saw while a host function held a stream (see host_sim_device.cpp):
+/// on CUDA such a free waits for the whole device and could deadlock. Tests expect 0.
+std::uint64_t host_sim_sync_hazards();
 /// flush_remote_writes() calls the host simulation has had (tests check the network path
 /// flushes before its reductions read what a NIC wrote).
 std::uint64_t host_sim_remote_write_flushes();

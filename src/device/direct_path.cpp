@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <optional>
 
 #include "executor/plan_run.hpp"
@@ -201,17 +202,20 @@ DirectPath::~DirectPath() {
   if (!scratch_) return;
   // A failed collective may have left work on the stream that still uses the scratch.
   Device& dev = transport_->device();
-  if (dev.synchronize(transport_->stream(), Deadline::after(std::chrono::seconds(10))).is_ok())
-    dev.free(scratch_);
+  if (!dev.synchronize(transport_->stream(), Deadline::after(std::chrono::seconds(10))).is_ok())
+    return;
+  for (void* p : outgrown_) dev.free(p);
+  dev.free(scratch_);
 }
 
 Result<std::uint8_t*> DirectPath::scratch(std::size_t bytes) {
-  if (bytes > scratch_bytes_) {  // the previous task has completed: the stream is past it
-    if (scratch_) transport_->device().free(scratch_);
-    scratch_ = nullptr;
-    scratch_bytes_ = 0;
-    LOOM_ASSIGN_OR_RETURN(scratch_, transport_->device().alloc(bytes));
-    scratch_bytes_ = bytes;
+  if (bytes > scratch_bytes_) {
+    std::size_t grown = std::max<std::size_t>(scratch_bytes_, 4096);
+    while (grown < bytes) grown *= 2;
+    LOOM_ASSIGN_OR_RETURN(void* p, transport_->device().alloc(grown));
+    if (scratch_) outgrown_.push_back(scratch_);
+    scratch_ = p;
+    scratch_bytes_ = grown;
   }
   return static_cast<std::uint8_t*>(scratch_);
 }

@@ -11,6 +11,7 @@
 
 #include <functional>
 #include <memory>
+#include <vector>
 
 #include "algorithms/plan.hpp"
 #include "collective/op.hpp"
@@ -48,6 +49,9 @@ class DirectPath {
                                    int nranks, std::size_t window, Deadline deadline,
                                    std::function<void()> on_done);
   /// Device scratch of at least `bytes` (one at a time: the engine runs one task at a time).
+  /// It grows by powers of two; a buffer it outgrows is freed only with the path: a free
+  /// (cudaFree) waits for the whole device, and a caller's stream may be held by this very
+  /// collective (its stream gate), so a free here could never return.
   Result<std::uint8_t*> scratch(std::size_t bytes);
 
  private:
@@ -56,6 +60,7 @@ class DirectPath {
   std::vector<bool> local_;            // by rank: on this host
   void* scratch_ = nullptr;
   std::size_t scratch_bytes_ = 0;
+  std::vector<void*> outgrown_;  // earlier scratch buffers, freed with the path
 };
 
 }  // namespace loom::device

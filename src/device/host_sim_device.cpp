@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
@@ -22,6 +23,7 @@
 #include "device/device.hpp"
 #include "device/host_sim_kernels.hpp"
 #include "device/nvlink.hpp"
+#include "log/log.hpp"
 
 namespace loom::device {
 namespace {
@@ -31,6 +33,39 @@ constexpr int kSimSms = 4;                        // grid shape of the emulated 
 constexpr std::uint32_t kIpcMagic = 0x4c4d5349;   // "LMSI"
 std::atomic<std::uint64_t> g_reduce_launches{0};  // diagnostics for tests (see device.hpp)
 std::atomic<std::uint64_t> g_flushes{0};
+std::atomic<std::uint64_t> g_sync_hazards{0};
+
+// CUDA's cudaFree and cudaFreeHost wait for the whole device, so one called while a host
+// function holds a stream (loom's stream gate, which waits for a collective) waits for that
+// function. host-sim keeps count of the host functions running; a free waits for them (briefly)
+// and, when one is still running, counts a hazard: on CUDA that free could deadlock.
+std::mutex g_host_fn_mu;
+std::condition_variable g_host_fn_cv;
+int g_host_fns_running = 0;
+constexpr auto kHostFnPatience = std::chrono::seconds(2);
+
+void run_host_fn(HostFn fn, void* arg) {
+  {
+    std::lock_guard lk(g_host_fn_mu);
+    ++g_host_fns_running;
+  }
+  fn(arg);
+  {
+    std::lock_guard lk(g_host_fn_mu);
+    --g_host_fns_running;
+  }
+  g_host_fn_cv.notify_all();
+}
+
+void wait_like_a_synchronising_free(std::string_view what) {
+  std::unique_lock lk(g_host_fn_mu);
+  if (g_host_fn_cv.wait_for(lk, kHostFnPatience, [] { return g_host_fns_running == 0; })) return;
+  g_sync_hazards.fetch_add(1, std::memory_order_relaxed);
+  LOOM_LOG_ERROR(Cuda,
+                 "host-sim: {} while a host function holds a stream for more than {} s: "
+                 "on CUDA this free waits for the whole device and could deadlock",
+                 what, kHostFnPatience.count());
+}
 // The calling thread's visible devices (host_sim_set_visible_devices); empty: all, in order.
 thread_local std::vector<int> t_visible;
 
@@ -74,6 +109,7 @@ class SimStream {
     }
     cv_.notify_all();
   }
+  std::atomic<bool> capturing{false};  // host_sim_set_capturing
   bool wait_idle(Deadline deadline) {
     std::unique_lock lk(mu_);
     const std::uint64_t target = enqueued_;
@@ -144,6 +180,7 @@ class HostSimDevice final : public Device {
   }
   void free(void* p) override {
     if (!p) return;
+    wait_like_a_synchronising_free("free (cudaFree)");
     {
       std::lock_guard lk(mu_);
       allocations_.erase(reinterpret_cast<std::uintptr_t>(p));
@@ -155,7 +192,11 @@ class HostSimDevice final : public Device {
     if (!p) return make_error(ErrorCode::SystemError, "host-sim: cannot pin {} bytes", bytes);
     return p;
   }
-  void free_pinned(void* p) override { std::free(p); }
+  void free_pinned(void* p) override {
+    if (!p) return;
+    wait_like_a_synchronising_free("free_pinned (cudaFreeHost)");
+    std::free(p);
+  }
 
   Result<Stream> create_stream() override { return static_cast<Stream>(new SimStream(current_)); }
   void destroy_stream(Stream s) override { delete static_cast<SimStream*>(s); }
@@ -164,7 +205,7 @@ class HostSimDevice final : public Device {
     return Status::ok();
   }
   Status launch_host_fn(Stream s, HostFn fn, void* arg) override {
-    stream(s).enqueue([=] { fn(arg); });
+    stream(s).enqueue([=] { run_host_fn(fn, arg); });
     return Status::ok();
   }
   // An event handle owns a reference; a record() queued on a stream holds another, so an event
@@ -195,6 +236,8 @@ class HostSimDevice final : public Device {
     if (stream(s).wait_idle(deadline)) return Status::ok();
     return make_error(ErrorCode::Timeout, "host-sim: stream {} still busy at its deadline", s);
   }
+
+  Result<bool> is_capturing(Stream s) override { return stream(s).capturing.load(); }
 
   Status reduce_async(DataType dtype, RedOp op, void* dst, const void* a, const void* b,
                       std::size_t count, Stream s) override {
@@ -313,6 +356,14 @@ thread_local int HostSimDevice::current_ = 0;
 
 std::uint64_t host_sim_reduce_launches() {
   return g_reduce_launches.load(std::memory_order_relaxed);
+}
+
+void host_sim_set_capturing(Stream s, bool capturing) {
+  static_cast<SimStream*>(s)->capturing.store(capturing);
+}
+
+std::uint64_t host_sim_sync_hazards() {
+  return g_sync_hazards.load(std::memory_order_relaxed);
 }
 
 std::uint64_t host_sim_remote_write_flushes() {

@@ -37,6 +37,16 @@ Result<bool> needs_stream_path(Device* dev, const coll::OpDesc& op, int rank, in
         "device (with a stream) or both on the host",
         op.send, to_string(*send_kind), op.recv, to_string(*recv_kind)));
   (void)nranks;
+  if (stream != nullptr) {
+    LOOM_ASSIGN_OR_RETURN(bool capturing, dev->is_capturing(stream));
+    if (capturing)
+      return Status(
+          ErrorCode::InvalidUsage,
+          fmt::format("rank {}: {}: stream {} is being captured into a CUDA graph; loom's "
+                      "collectives progress on the host and cannot be captured (call it "
+                      "outside the captured region)",
+                      rank, coll::describe(op), stream));
+  }
   return stream != nullptr || send_kind == MemoryKind::Device || recv_kind == MemoryKind::Device;
 }
 
@@ -153,6 +163,8 @@ void StagingPool::drain() {
     dev_.free_pinned(b->ptr);
     dev_.destroy_event(b->released);
   }
+  for (void* p : outgrown_) dev_.free_pinned(p);  // idle since they were outgrown
+  outgrown_.clear();
 }
 
 Result<StagingPool::Buffer*> StagingPool::acquire(std::size_t bytes, Deadline deadline) {
@@ -170,12 +182,13 @@ Result<StagingPool::Buffer*> StagingPool::acquire(std::size_t bytes, Deadline de
       }
       small = b.get();
     }
-    if (small) {  // idle but too small: grow it
-      dev_.free_pinned(small->ptr);
-      small->ptr = nullptr;
-      small->bytes = 0;
-      LOOM_ASSIGN_OR_RETURN(small->ptr, dev_.alloc_pinned(bytes));
-      small->bytes = bytes;
+    if (small) {  // idle but too small: grow it (freed only at drain(): see outgrown_)
+      std::size_t grown = std::max(small->bytes, std::size_t{64} * 1024);
+      while (grown < bytes) grown *= 2;
+      LOOM_ASSIGN_OR_RETURN(void* p, dev_.alloc_pinned(grown));
+      outgrown_.push_back(small->ptr);
+      small->ptr = p;
+      small->bytes = grown;
       small->busy = true;
       return small;
     }

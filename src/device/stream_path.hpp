@@ -73,6 +73,9 @@ class StagingPool {
   Device& dev_;
   std::chrono::milliseconds drain_timeout_;
   std::vector<std::unique_ptr<Buffer>> buffers_;
+  // Buffers outgrown by growth, freed at drain(): a free (cudaFreeHost) waits for the whole
+  // device, where a caller's stream may be held by an earlier collective's stream gate.
+  std::vector<void*> outgrown_;
 };
 
 /// One staged call: the host-side op (pointers into staging), its gate and the events.

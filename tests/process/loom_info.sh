@@ -11,21 +11,8 @@ if [[ ! -x $INFO ]]; then
   echo "FAIL: $INFO is missing" >&2
   exit 1
 fi
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-OUT=$TMP/out
-ERR=$TMP/err
-failures=0
-rc=0
-
-fail() {
-  echo "FAIL: $current: $*" >&2
-  echo "  --- stdout:" >&2
-  sed 's/^/  /' "$OUT" >&2
-  echo "  --- stderr:" >&2
-  sed 's/^/  /' "$ERR" >&2
-  failures=$((failures + 1))
-}
+# shellcheck source=lib/capture.sh
+source "$(dirname "$0")/lib/capture.sh"
 
 # info ARGS...: runs loom-info ARGS (at most 10 s) with no LOOM_* variable but those given with
 # `env` before it; sets rc.

@@ -17,22 +17,8 @@ for tool in timeout pgrep pkill; do
     exit 1
   fi
 done
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-OUT=$TMP/out
-ERR=$TMP/err
-failures=0
-rc=0
-elapsed=0
-
-fail() {
-  echo "FAIL: $current: $*" >&2
-  echo "  --- stdout:" >&2
-  sed 's/^/  /' "$OUT" >&2
-  echo "  --- stderr:" >&2
-  sed 's/^/  /' "$ERR" >&2
-  failures=$((failures + 1))
-}
+# shellcheck source=lib/capture.sh
+source "$(dirname "$0")/lib/capture.sh"
 
 # lr LIMIT ARGS...: runs loomrun ARGS for at most LIMIT seconds; sets rc and elapsed (seconds).
 lr() {

@@ -12,23 +12,8 @@ for tool in loom-perf loom-info loomrun; do
     exit 77
   fi
 done
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-OUT=$TMP/out
-ERR=$TMP/err
-failures=0
-rc=0
-elapsed=0
-current=""
-
-fail() {
-  echo "FAIL: $current: $*" >&2
-  echo "  --- stdout:" >&2
-  sed 's/^/  /' "$OUT" | tail -20 >&2
-  echo "  --- stderr:" >&2
-  sed 's/^/  /' "$ERR" | tail -20 >&2
-  failures=$((failures + 1))
-}
+# shellcheck source=lib/capture.sh
+source "$(dirname "$0")/lib/capture.sh"
 
 # run [NAME=VALUE...] PROGRAM ARGS...: at most 60 s, with no launcher or LOOM_* variable but
 # those given; sets rc and elapsed (seconds).

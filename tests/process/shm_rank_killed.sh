@@ -5,22 +5,8 @@
 # Usage: bash shm_rank_killed.sh BIN_DIR
 set -u
 BIN=${1:?usage: shm_rank_killed.sh BIN_DIR}
-if [[ ! -d /dev/shm ]]; then
-  echo "skip: no /dev/shm"
-  exit 0
-fi
-TMP=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
-failures=0
-fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-# Only this job's segments count: other jobs (tests of other builds) may run at the same time.
-job_segments() { find /dev/shm -maxdepth 1 -name "loom-$1-*" 2>/dev/null; }
+# shellcheck source=lib/shm_job.sh
+source "$(dirname "$0")/lib/shm_job.sh"
 
 n=4
 victim=2

@@ -5,17 +5,35 @@
 #      tests/torch/test_backend.py; also part of ctest as process.torch_backend), and
 #   2. PyTorch's distributed suite on the subset tests/torch/ci_subset.txt, loom at 2 ranks,
 #      failing when a test of the subset that is expected to pass does not.
-# Usage: tests/torch/ci.sh [BUILD_DIR]   (default build)
+# Usage: tests/torch/ci.sh [--install-only | --quick | --suite-only] [BUILD_DIR]   (default build)
+#   --install-only  installs torch (and the suite's numpy, expecttest) and stops
+#   --quick         the suite part runs tests/torch/ci_subset_quick.txt (what CI runs)
+#   --suite-only    skips step 1 (ctest ran it already)
 set -euo pipefail
+mode=all
+subset=ci_subset.txt
+while [[ ${1:-} == --* ]]; do
+  case $1 in
+    --install-only) mode=install ;;
+    --quick) subset=ci_subset_quick.txt ;;
+    --suite-only) mode=suite ;;
+    *) echo "usage: $0 [--install-only | --quick | --suite-only] [BUILD_DIR]" >&2; exit 2 ;;
+  esac
+  shift
+done
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
-BUILD=$(cd "${1:-$SRC/build}" && pwd)
 PYTHON=${PYTHON:-python3}
-"$PYTHON" -c "import torch" 2>/dev/null || "$PYTHON" -m pip install -q torch
-"$PYTHON" -c "import numpy, expecttest" 2>/dev/null || "$PYTHON" -m pip install -q numpy expecttest
-bash "$SRC/tests/process/torch_backend.sh" "$BUILD/bin"
+pip_install() {  # Debian's python3 is externally managed: --break-system-packages there
+  "$PYTHON" -m pip install -q "$@" 2>/dev/null || "$PYTHON" -m pip install -q --break-system-packages "$@"
+}
+"$PYTHON" -c "import torch" 2>/dev/null || pip_install torch
+"$PYTHON" -c "import numpy, expecttest" 2>/dev/null || pip_install numpy expecttest
+[[ $mode == install ]] && exit 0
+BUILD=$(cd "${1:-$SRC/build}" && pwd)
+[[ $mode == suite ]] || bash "$SRC/tests/process/torch_backend.sh" "$BUILD/bin"
 out=$(mktemp -d)
 PYTHONPATH="$BUILD/torch-ext/lib" "$PYTHON" "$SRC/tests/torch/run_dist_suite.py" --backend loom \
-  --world-size 2 --names "$SRC/tests/torch/ci_subset.txt" --out "$out/loom-2.json" >"$out/log" 2>&1 || true
+  --world-size 2 --names "$SRC/tests/torch/$subset" --out "$out/loom-2.json" >"$out/log" 2>&1 || true
 "$PYTHON" - "$out/loom-2.json" "$SRC/tests/torch/ci_expected_fail.txt" <<'PY'
 import json, sys
 report = json.load(open(sys.argv[1]))

@@ -60,11 +60,9 @@ class Rank {
   void sync() {
     throw_if_error(dev_.synchronize(stream_, Deadline::after(std::chrono::seconds(60))));
   }
-  void free_all() {
-    sync();
-    for (void* p : bufs_) dev_.free(p);
-    bufs_.clear();
-  }
+  // Frees wait for the rank's destruction: a free (cudaFree) waits for the whole device, also
+  // for the streams of the other ranks (threads) still held by their collectives.
+  void free_all() { sync(); }
 
  private:
   device::Device& dev_;
@@ -194,6 +192,7 @@ void run_device_matrix(int n, std::vector<int> devices = {},
   if (devices.empty()) devices.assign(static_cast<std::size_t>(n), 0);
   settings["LOOM_TIMEOUT"] = "60s";
   auto store = std::make_shared<bootstrap::InMemoryStore>();
+  const std::uint64_t hazards = device::host_sim_sync_hazards();
   static std::uint64_t next_id = 0x6000;
   const std::uint64_t comm_id = ++next_id;
   std::mutex mu;
@@ -207,8 +206,8 @@ void run_device_matrix(int n, std::vector<int> devices = {},
       auto mine = settings;
       if (!hosts.empty()) mine["LOOM_HOST_ID"] = hosts[static_cast<std::size_t>(r)];
       Communicator comm = loom::test::make_comm(store, r, n, comm_id, mine);
+      Rank dev;  // destroyed (its buffers freed) once every rank has ended
       const loom::test::EndTogether together(end, n);
-      Rank dev;
       Checker chk;
       check_reductions(comm, dev, chk);
       check_data_movement(comm, dev, chk);
@@ -223,6 +222,8 @@ void run_device_matrix(int n, std::vector<int> devices = {},
   REQUIRE(error.empty());
   INFO("first wrong: " << first);
   REQUIRE(wrong == 0);
+  // No free inside loom while a collective held a stream (a deadlock on CUDA, seen on an H200).
+  CHECK(device::host_sim_sync_hazards() == hazards);
 }
 
 }  // namespace
@@ -283,6 +284,28 @@ TEST_CASE("device collectives: one host reduces with device kernels, the staged 
     INFO((direct ? "cuda_ipc" : "staged"));
     CHECK((device::host_sim_reduce_launches() > before) == direct);
   }
+}
+
+TEST_CASE("a collective on a stream being captured into a CUDA graph is refused, naming it",
+          "[device]") {
+  loom::test::run_ranks(
+      1,
+      [&](Communicator& comm) {
+        Rank dev;
+        std::uint8_t* d = dev.device_copy_of(std::vector<std::uint8_t>(64, 1));
+        CollOptions o = dev.opts();
+        device::host_sim_set_capturing(o.stream, true);
+        auto e = loom::test::catch_error(
+            [&] { comm.allreduce(d, d, 16, DataType::Float32, RedOp::Sum, o); });
+        device::host_sim_set_capturing(o.stream, false);
+        CHECK(e.code() == ErrorCode::InvalidUsage);
+        CHECK_THAT(std::string(e.what()),
+                   Catch::Matchers::Contains("rank 0") && Catch::Matchers::Contains("allreduce") &&
+                       Catch::Matchers::Contains("captured into a CUDA graph"));
+        comm.allreduce(d, d, 16, DataType::Float32, RedOp::Sum, o);  // the communicator still works
+        dev.sync();
+      },
+      kSim);
 }
 
 // ---- Across hosts: ofi straight from device memory (FI_HMEM), simulated ----

@@ -432,8 +432,10 @@ TEST_CASE("CUDA IPC exchange: GPUs are matched by PCI address, not by ordinal", 
       CHECK(p.route == device::PeerRoute::HostStaging);
       CHECK_THAT(p.why, Catch::Contains("CUDA_VISIBLE_DEVICES"));
     }
-  // Ranks 0 and 1 share GPU 0 (both see only it): "both on GPU", whatever the ordinals.
+  // Ranks 0 and 1 share GPU 0 (both see only it): the peer's buffer opens on this very device,
+  // no peer access needed, whatever the ordinals (2 ranks on one GPU read each other directly).
   auto shared = routes_with_visibility([](int r) { return std::vector<int>{r < 2 ? 0 : r}; });
-  CHECK(shared[0][1].route == device::PeerRoute::HostStaging);
+  CHECK(shared[0][1].route == device::PeerRoute::PeerToPeer);
+  CHECK(shared[1][0].route == device::PeerRoute::PeerToPeer);
   CHECK_THAT(shared[0][1].why, Catch::Contains("both on GPU 0000:10:00.0"));
 }

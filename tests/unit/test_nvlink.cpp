@@ -1,6 +1,7 @@
 // NVLink detection: the pure classification, and the NVML reader (dlopen) against a fake
 // libnvidia-ml (tests/fakes/fake_nvml.cpp) when this build has NVML's header.
 #include <catch2/catch.hpp>
+#include <cstdlib>
 
 #include "device/nvlink.hpp"
 
@@ -49,8 +50,11 @@ TEST_CASE("nvlink: the NVML reader fails clearly without NVML", "[device][nvlink
 #if defined(LOOM_FAKE_NVML)
 TEST_CASE("nvlink: the NVML reader reads a driver's NVLink table (fake libnvidia-ml)",
           "[device][nvlink]") {
-  auto links = [](const char* bus) {
-    auto r = loom::device::nvml_links(LOOM_FAKE_NVML, bus);
+  // A bundle run elsewhere (scripts/gpu-bundle.sh) says where its copy of the library is.
+  const char* env = std::getenv("LOOM_TEST_FAKE_NVML");
+  const std::string lib = env && *env ? env : LOOM_FAKE_NVML;
+  auto links = [&](const char* bus) {
+    auto r = loom::device::nvml_links(lib, bus);
     INFO(bus << ": " << (r.is_ok() ? "" : r.status().message()));
     REQUIRE(r.is_ok());
     return *r;
@@ -68,7 +72,7 @@ TEST_CASE("nvlink: the NVML reader reads a driver's NVLink table (fake libnvidia
   CHECK(classify_link(g10, "0000:11:00.0", g11) == "nvlink x4");
   CHECK(classify_link(g12, "0000:13:00.0", g13) == "nvlink (nvswitch)");
   CHECK(classify_link(g10, "0000:12:00.0", g12) == "pcie");
-  auto missing = loom::device::nvml_links(LOOM_FAKE_NVML, "0000:42:00.0");
+  auto missing = loom::device::nvml_links(lib, "0000:42:00.0");
   REQUIRE_FALSE(missing.is_ok());
   CHECK_THAT(missing.status().message(),
              Catch::Contains("NVML knows no GPU at 0000:42:00.0") && Catch::Contains("Not Found"));

@@ -434,8 +434,7 @@ class FrozenStore final : public bootstrap::Store {
   Result<std::int64_t> add(const std::string& key, std::int64_t delta) override {
     return add_by(key, delta, Deadline::after(std::chrono::seconds(30)));
   }
-  Result<std::int64_t> add_by(const std::string& key, std::int64_t /*delta*/,
-                              Deadline d) override {
+  Result<std::int64_t> add_by(const std::string& key, std::int64_t /*delta*/, Deadline d) override {
     return freeze(key, d);
   }
   Result<std::int64_t> erase_prefix(const std::string& key) override {
@@ -467,8 +466,8 @@ TEST_CASE("reliability: with the store's host stopped, the hang report says so w
   auto store = std::make_shared<FrozenStore>();
   std::vector<RankIdentity> ids(4);
   for (int r = 0; r < 4; ++r)
-    ids[static_cast<std::size_t>(r)] = {fmt::format("h{}", r), fmt::format("boot{}", r), ::getpid(),
-                                        0, r == 0, ""};
+    ids[static_cast<std::size_t>(r)] = {
+        fmt::format("h{}", r), fmt::format("boot{}", r), ::getpid(), 0, r == 0, ""};
   FailureMonitor::Hooks hooks;
   hooks.fail = [](const Status&) {};
   hooks.progress = [] { return RankProgress{7, 6, 7, "allreduce #7 (4 x float, sum)"}; };
@@ -496,8 +495,8 @@ TEST_CASE("reliability: a store that vanishes without a shutdown fails the rank 
   // Three ranks on other "hosts" (this process's pid: no pid watching); rank 0 serves the store.
   std::vector<RankIdentity> ids(3);
   for (int r = 0; r < 3; ++r)
-    ids[static_cast<std::size_t>(r)] = {fmt::format("h{}", r), fmt::format("boot{}", r), ::getpid(),
-                                        0, r == 0, ""};
+    ids[static_cast<std::size_t>(r)] = {
+        fmt::format("h{}", r), fmt::format("boot{}", r), ::getpid(), 0, r == 0, ""};
   std::mutex mu;
   std::vector<Status> failures;
   FailureMonitor::Hooks hooks;
@@ -538,6 +537,37 @@ TEST_CASE("reliability: a store that vanishes without a shutdown fails the rank 
   }
 }
 
+namespace {
+
+// A child process that waits for a signal: a peer process on this host for failure monitors.
+pid_t paused_child() {
+  pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::pause();
+    ::_exit(0);
+  }
+  return child;
+}
+
+// Rank 0 is `child` and rank 1 this process, both on host h0; then `remote` ranks on host h1.
+std::vector<loom::detail::RankIdentity> ranks_with_child(pid_t child, int remote) {
+  const std::uint64_t ns = transport::shm::own_pid_namespace();
+  std::vector<loom::detail::RankIdentity> ids = {{"h0", "boot0", child, ns, false, ""},
+                                                 {"h0", "boot0", ::getpid(), ns, false, ""}};
+  for (int i = 0; i < remote; ++i) ids.push_back({"h1", "boot1", ::getpid(), 0, false, ""});
+  return ids;
+}
+
+loom::detail::FailureMonitor::Hooks quiet_hooks() {
+  loom::detail::FailureMonitor::Hooks hooks;
+  hooks.fail = [](const Status&) {};
+  hooks.progress = [] { return loom::detail::RankProgress{}; };
+  return hooks;
+}
+
+}  // namespace
+
 TEST_CASE(
     "reliability: a same-host peer that exits after posting another rank's failure is not "
     "blamed for it",
@@ -545,22 +575,10 @@ TEST_CASE(
   using namespace loom::detail;
   // Rank 0 (a child process on this host) saw rank 3 fail, posted the record, and exited; rank 1
   // (this monitor) notices both between two of its loops. The first failure must name rank 3.
-  pid_t child = ::fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {
-    ::pause();
-    ::_exit(0);
-  }
+  const pid_t child = paused_child();
   auto store = std::make_shared<bootstrap::InMemoryStore>();
-  const std::uint64_t ns = transport::shm::own_pid_namespace();
-  std::vector<RankIdentity> ids = {{"h0", "boot0", child, ns, false, ""},
-                                   {"h0", "boot0", ::getpid(), ns, false, ""},
-                                   {"h1", "boot1", ::getpid(), 0, false, ""},
-                                   {"h1", "boot1", ::getpid(), 0, false, ""}};
-  FailureMonitor::Hooks hooks;
-  hooks.fail = [](const Status&) {};
-  hooks.progress = [] { return RankProgress{}; };
-  FailureMonitor monitor(store, "t/", 1, ids, hooks, /*store_host=*/-1);
+  FailureMonitor monitor(store, "t/", 1, ranks_with_child(child, 2), quiet_hooks(),
+                         /*store_host=*/-1);
   auto n = store->add("t/failure/count", 1);
   REQUIRE(n.is_ok());
   const std::string rec = encode_failure({ErrorCode::PeerFailed, 3, 0, "process 4321 exited"});
@@ -584,4 +602,36 @@ TEST_CASE(
   CHECK_THAT(own.message(), Contains("rank 0 exited") && Contains("[rank 0 runs on host h0") &&
                                 Contains("[after rank 1: peer rank 3 (host h1"));
   monitor.stop();
+}
+
+TEST_CASE("reliability: a report that a same-host peer's process exited while it runs is ignored",
+          "[reliability]") {
+  using namespace loom::detail;
+  // Rank 0 is a live child process on this host; a record (a forged one, or a confused rank's)
+  // says its process exited. This rank can see it runs: the record must not make it "failed".
+  const pid_t child = paused_child();
+  auto store = std::make_shared<bootstrap::InMemoryStore>();
+  FailureMonitor monitor(store, "t/", 1, ranks_with_child(child, 1), quiet_hooks(),
+                         /*store_host=*/-1);
+  auto post = [&](const FailureRecord& r) {
+    auto n = store->add("t/failure/count", 1);
+    REQUIRE(n.is_ok());
+    const std::string rec = encode_failure(r);
+    REQUIRE(store
+                ->set("t/failure/" + std::to_string(*n),
+                      {reinterpret_cast<const std::uint8_t*>(rec.data()), rec.size()})
+                .is_ok());
+  };
+  post({ErrorCode::PeerFailed, 0, 2, fmt::format("process {} exited", child)});
+  // A later true record (rank 2 reports its own lost connection to rank 0) still applies: the
+  // monitor has read the forged one by then.
+  std::this_thread::sleep_for(milliseconds(400));
+  CHECK(monitor.failed_ranks().empty());
+  CHECK(monitor.first_failure().is_ok());
+  post({ErrorCode::PeerFailed, 0, 2, "connection reset"});
+  REQUIRE(eventually([&] { return !monitor.first_failure().is_ok(); }, milliseconds(3000)));
+  CHECK(monitor.failed_ranks() == std::vector<int>{0});
+  monitor.stop();
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
 }
