@@ -3,8 +3,8 @@
 
 #include "core/comm_impl.hpp"
 #include "core/comm_setup.hpp"
-#include "core/launch_env.hpp"
 #include "launch/job_secret.hpp"
+#include "launch/launch_env.hpp"
 #include "log/log.hpp"
 
 namespace loom {
@@ -35,7 +35,7 @@ Communicator::Communicator(const UniqueId& id, int rank, int nranks, const CommO
 
 Communicator Communicator::from_env(const CommOptions& options) {
   config::Config cfg = load_config(options);
-  core::LaunchInfo li = value_or_throw(core::detect_launch(cfg));
+  launch::LaunchInfo li = value_or_throw(launch::detect_launch(cfg));
   throw_if_error(log::configure(cfg));
   LOOM_LOG_INFO(Init, "rank {} of {}: launch environment from {} ({})", li.rank, li.world_size,
                 li.source,
