@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "collective/kinds.hpp"
+#include "collective/tag.hpp"
 #include "common/deadline.hpp"
 #include "common/status.hpp"
 #include "loom/types.hpp"
@@ -27,7 +29,11 @@ struct Caps {
   bool stream_ordered = false;
 };
 
-enum class MemSpace : std::uint8_t { Host, Device };
+// The seam's vocabulary, defined below it (src/collective): message tags and memory kinds.
+using coll::describe_tag;
+using coll::MemoryKind;
+using coll::mismatched_message;
+using coll::Tag;
 
 /// A buffer the executor sends from or receives into: the whole buffer, of which a request uses
 /// [off, off + len). Transports that need registration keep their handle in `handle`, and
@@ -36,33 +42,10 @@ struct MemRegion {
   void* base = nullptr;
   std::size_t size = 0;
   void* handle = nullptr;
-  MemSpace space = MemSpace::Host;
+  MemoryKind space = MemoryKind::Host;
   int device = -1;             // Device: the device ordinal
   std::uint64_t alloc_id = 0;  // Device: the allocation's process-wide id (0: unknown)
 };
-
-/// Identity of one message, carried in its header and checked by the receiver before any payload
-/// is accepted. The transport compares tags for equality only; `describe_tag` renders one.
-struct Tag {
-  std::uint64_t seq = 0;    // operation sequence number on the communicator
-  std::uint32_t index = 0;  // message index within the operation for this (peer, direction)
-  std::uint8_t kind = 0;    // collective (core::CollKind)
-  std::uint8_t dtype = 0;
-  std::uint8_t redop = 0;
-  std::uint8_t pad = 0;
-  std::int32_t root = -1;
-  std::uint64_t count = 0;  // the collective's element count argument
-
-  friend bool operator==(const Tag&, const Tag&) = default;
-};
-
-/// "allreduce #42 (count 1024, float, sum), message 3" (implemented in core).
-std::string describe_tag(const Tag& tag);
-
-/// The Mismatch error of a message whose tag or length differs from what `self` expected from
-/// `peer` (implemented in core): names both calls.
-Status mismatched_message(int self, int peer, const Tag& expected, std::size_t expected_len,
-                          const Tag& got, std::size_t got_len);
 
 /// A message that has arrived from a peer and that no posted receive has taken yet.
 struct Unread {

@@ -3,15 +3,17 @@
 #include <algorithm>
 #include <numeric>
 
+#include "collective/kinds.hpp"
+
 namespace loom::algo {
 namespace {
 
-enum class Kind { AllReduce, ReduceScatter, Reduce };
+using coll::CollKind;
 
 // The geometry of one deterministic plan: the slice each rank owns and its chunks.
 struct Det {
   const RingParams& p;
-  Kind kind;
+  CollKind kind;  // AllReduce, ReduceScatter or Reduce
   int n;
   int me;
   std::size_t es;
@@ -23,7 +25,7 @@ struct Det {
   std::size_t slots_per_chunk;
   std::size_t rounds;
 
-  Det(const RingParams& params, Kind k)
+  Det(const RingParams& params, CollKind k)
       : p(params),
         kind(k),
         n(params.nranks),
@@ -37,13 +39,13 @@ struct Det {
     // 4 MiB). The fold order, hence the result, does not depend on the chunk size.
     const std::size_t cap = std::max<std::size_t>(4096, kFoldBytes / (slots_per_chunk * rounds));
     chunk_elems = std::max<std::size_t>(1, std::min(p.chunk_bytes, cap) / es);
-    std::size_t biggest = kind == Kind::ReduceScatter ? p.count : block(0).count;
+    std::size_t biggest = kind == CollKind::ReduceScatter ? p.count : block(0).count;
     nchunks = (biggest + chunk_elems - 1) / chunk_elems;
   }
   static constexpr std::size_t kFoldBytes = std::size_t{1} << 20;
   // Slice q, in elements of the send buffer.
   [[nodiscard]] Block block(int q) const {
-    if (kind == Kind::ReduceScatter) return {static_cast<std::size_t>(q) * p.count, p.count};
+    if (kind == CollKind::ReduceScatter) return {static_cast<std::size_t>(q) * p.count, p.count};
     return split_block(p.count, static_cast<std::size_t>(n), static_cast<std::size_t>(q));
   }
   [[nodiscard]] Block chunk(int q, std::size_t c) const {
@@ -148,7 +150,7 @@ std::vector<int> ring_order(const RingParams& p) {
 
 Plan deterministic_reduce_scatter(const RingParams& p) {
   if (p.nranks == 1) return local_copy(p, p.count * p.elem_size);
-  Det d(p, Kind::ReduceScatter);
+  Det d(p, CollKind::ReduceScatter);
   Plan plan;
   plan.algorithm = "deterministic";
   (void)reduce_scatter_phase(plan, d, 0, [&](std::size_t c, Block) {
@@ -160,7 +162,7 @@ Plan deterministic_reduce_scatter(const RingParams& p) {
 
 Plan deterministic_allreduce(const RingParams& p) {
   if (p.nranks == 1) return local_copy(p, p.count * p.elem_size);
-  Det d(p, Kind::AllReduce);
+  Det d(p, CollKind::AllReduce);
   Plan plan;
   plan.algorithm = "deterministic";
   Scatter sc = reduce_scatter_phase(plan, d, 0,
@@ -194,7 +196,7 @@ Plan deterministic_allreduce(const RingParams& p) {
 
 Plan deterministic_reduce(const RingParams& p) {
   if (p.nranks == 1) return local_copy(p, p.count * p.elem_size);
-  Det d(p, Kind::Reduce);
+  Det d(p, CollKind::Reduce);
   Plan plan;
   plan.algorithm = "deterministic";
   const bool is_root = p.rank == p.root;

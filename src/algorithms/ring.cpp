@@ -61,24 +61,11 @@ struct Ring {
   [[nodiscard]] std::size_t slot_bytes() const { return chunk_elems * es; }
 };
 
-Step send_step(int peer, Span src) {
-  return {StepKind::Send, peer, {}, src, {}, 0, 0};
-}
-Step recv_step(int peer, Span dst) {
-  return {StepKind::Recv, peer, dst, {}, {}, 0, 0};
-}
-Step reduce_step(Span dst, Span a, Span b) {
-  return {StepKind::Reduce, -1, dst, a, b, 0, 0};
-}
-Step copy_step(Span dst, Span src) {
-  return {StepKind::Copy, -1, dst, src, {}, 0, 0};
-}
-
 Plan local_copy_plan(const RingParams& p, std::size_t bytes, std::size_t recv_offset) {
   Plan plan;
   plan.algorithm = "local";
   if (!p.in_place && bytes > 0)
-    plan.add(copy_step({BufId::Recv, recv_offset, bytes}, {BufId::Send, 0, bytes}));
+    plan.add(copy_into({BufId::Recv, recv_offset, bytes}, {BufId::Send, 0, bytes}));
   return plan;
 }
 
@@ -109,14 +96,14 @@ Plan ring_allreduce(const RingParams& p) {
         Block sb = r.chunk(seg(sp), c), rb = r.chunk(seg(rp), c);
         if (sb.count > 0) {
           Span src = r.span(s == 0 ? BufId::Send : BufId::Recv, sb);
-          reader[key(sp, c)] = plan.add(send_step(r.right, src), {producer[key(sp, c)]});
+          reader[key(sp, c)] = plan.add(send_to(r.right, src), {producer[key(sp, c)]});
         }
         if (rb.count == 0) continue;
         auto slot = pool.acquire();
         Span tmp{BufId::Scratch, slot.span.offset, rb.count * r.es};
-        auto recv = plan.add(recv_step(r.left, tmp), {slot.free_after});
+        auto recv = plan.add(recv_from(r.left, tmp), {slot.free_after});
         auto red =
-            plan.add(reduce_step(r.span(BufId::Recv, rb), r.span(BufId::Send, rb), tmp), {recv});
+            plan.add(reduce_into(r.span(BufId::Recv, rb), r.span(BufId::Send, rb), tmp), {recv});
         pool.release(slot.index, red);
         producer[key(rp, c)] = red;
       }
@@ -126,10 +113,10 @@ Plan ring_allreduce(const RingParams& p) {
         long sp = r.pos + 1 - s, rp = r.pos - s;
         Block sb = r.chunk(seg(sp), c), rb = r.chunk(seg(rp), c);
         if (sb.count > 0)
-          plan.add(send_step(r.right, r.span(BufId::Recv, sb)), {producer[key(sp, c)]});
+          plan.add(send_to(r.right, r.span(BufId::Recv, sb)), {producer[key(sp, c)]});
         if (rb.count > 0)
           producer[key(rp, c)] =
-              plan.add(recv_step(r.left, r.span(BufId::Recv, rb)), {reader[key(rp, c)]});
+              plan.add(recv_from(r.left, r.span(BufId::Recv, rb)), {reader[key(rp, c)]});
       }
     }
   }
@@ -159,10 +146,10 @@ Plan ring_allgather(const RingParams& p) {
         if (sb.count > 0) {
           Span src = r.span(BufId::Recv, sb);
           if (s == 0 && !p.in_place) src = r.span(BufId::Send, r.chunk({0, p.count}, c));
-          plan.add(send_step(r.right, src), {producer[key(sp, c)]});
+          plan.add(send_to(r.right, src), {producer[key(sp, c)]});
         }
         if (rb.count > 0)
-          producer[key(rp, c)] = plan.add(recv_step(r.left, r.span(BufId::Recv, rb)));
+          producer[key(rp, c)] = plan.add(recv_from(r.left, r.span(BufId::Recv, rb)));
       }
     }
   }
@@ -195,13 +182,13 @@ Plan ring_reduce_scatter(const RingParams& p) {
         auto held = pool.take(2 * i + static_cast<std::size_t>((s + 1) % 2));
         Span held_span{BufId::Scratch, held.span.offset, own.count * r.es};
         Span src = s == 0 ? r.span(BufId::Send, sb) : held_span;
-        auto send = plan.add(send_step(r.right, src), {s == 0 ? kNoStep : producer[i]});
+        auto send = plan.add(send_to(r.right, src), {s == 0 ? kNoStep : producer[i]});
         if (s > 0) pool.release(held.index, send);
         auto slot = pool.take(2 * i + static_cast<std::size_t>(s % 2));
         Span tmp{BufId::Scratch, slot.span.offset, own.count * r.es};
-        auto recv = plan.add(recv_step(r.left, tmp), {slot.free_after});
+        auto recv = plan.add(recv_from(r.left, tmp), {slot.free_after});
         Span dst = last ? r.span(BufId::Recv, own) : tmp;
-        producer[i] = plan.add(reduce_step(dst, r.span(BufId::Send, rb), tmp), {recv});
+        producer[i] = plan.add(reduce_into(dst, r.span(BufId::Send, rb), tmp), {recv});
         if (last) pool.release(slot.index, producer[i]);
       }
     }
@@ -214,7 +201,7 @@ Plan chain_broadcast(const RingParams& p) {
   Plan plan;
   plan.algorithm = "chain";
   if (p.rank == p.root && !p.in_place && bytes > 0)
-    plan.add(copy_step({BufId::Recv, 0, bytes}, {BufId::Send, 0, bytes}));
+    plan.add(copy_into({BufId::Recv, 0, bytes}, {BufId::Send, 0, bytes}));
   if (p.nranks == 1) return plan;
   Ring r(p, p.count, false);
   const int root_pos =
@@ -224,9 +211,9 @@ Plan chain_broadcast(const RingParams& p) {
     Block b = r.chunk({0, p.count}, c);
     if (b.count == 0) continue;
     std::uint32_t got = kNoStep;
-    if (k > 0) got = plan.add(recv_step(r.left, r.span(BufId::Recv, b)));
+    if (k > 0) got = plan.add(recv_from(r.left, r.span(BufId::Recv, b)));
     if (k + 1 < p.nranks)
-      plan.add(send_step(r.right, r.span(k == 0 ? BufId::Send : BufId::Recv, b)), {got});
+      plan.add(send_to(r.right, r.span(k == 0 ? BufId::Send : BufId::Recv, b)), {got});
   }
   return plan;
 }
@@ -246,16 +233,16 @@ Plan chain_reduce(const RingParams& p) {
     Block b = r.chunk({0, p.count}, c);
     if (b.count == 0) continue;
     if (k == 0) {
-      plan.add(send_step(r.right, r.span(BufId::Send, b)));
+      plan.add(send_to(r.right, r.span(BufId::Send, b)));
       continue;
     }
     auto slot = pool.acquire();
     Span tmp{BufId::Scratch, slot.span.offset, b.count * r.es};
-    auto recv = plan.add(recv_step(r.left, tmp), {slot.free_after});
+    auto recv = plan.add(recv_from(r.left, tmp), {slot.free_after});
     const bool is_root = k + 1 == p.nranks;
     Span dst = is_root ? r.span(BufId::Recv, b) : tmp;
-    auto red = plan.add(reduce_step(dst, r.span(BufId::Send, b), tmp), {recv});
-    pool.release(slot.index, is_root ? red : plan.add(send_step(r.right, tmp), {red}));
+    auto red = plan.add(reduce_into(dst, r.span(BufId::Send, b), tmp), {recv});
+    pool.release(slot.index, is_root ? red : plan.add(send_to(r.right, tmp), {red}));
   }
   return plan;
 }
@@ -265,8 +252,8 @@ Plan dissemination_barrier(int rank, int nranks) {
   plan.algorithm = "dissemination";
   std::uint32_t prev = kNoStep;
   for (int dist = 1; dist < nranks; dist *= 2) {
-    plan.add(send_step(mod(rank + dist, nranks), {BufId::Scratch, 0, 0}), {prev});
-    prev = plan.add(recv_step(mod(rank - dist, nranks), {BufId::Scratch, 0, 0}), {prev});
+    plan.add(send_to(mod(rank + dist, nranks), {BufId::Scratch, 0, 0}), {prev});
+    prev = plan.add(recv_from(mod(rank - dist, nranks), {BufId::Scratch, 0, 0}), {prev});
   }
   return plan;
 }

@@ -11,7 +11,7 @@
 
 namespace loom::detail {
 
-void CommImpl::remember_call(const core::OpDesc& op) {
+void CommImpl::remember_call(const coll::OpDesc& op) {
   std::lock_guard lk(progress_mu_);
   calls_[op.seq % kCallHistory] = CallRecord{op.seq, op};
 }
@@ -20,7 +20,7 @@ std::optional<std::string> CommImpl::describe_call(std::uint64_t seq) const {
   std::lock_guard lk(progress_mu_);
   const CallRecord& c = calls_[seq % kCallHistory];
   if (c.seq != seq) return std::nullopt;
-  return core::describe(c.op);
+  return coll::describe(c.op);
 }
 
 Status CommImpl::find_unread_messages(std::uint64_t upto) {

@@ -5,7 +5,7 @@
 
 namespace loom::detail {
 
-CollectiveTask::CollectiveTask(CommImpl& comm, core::OpDesc op,
+CollectiveTask::CollectiveTask(CommImpl& comm, coll::OpDesc op,
                                std::shared_ptr<const algo::Plan> plan, Deadline deadline)
     : comm_(comm), op_(op), plan_(std::move(plan)), deadline_(deadline) {}
 
@@ -33,7 +33,7 @@ Result<exec::Progress> CollectiveTask::progress() {
   if (*r == exec::Progress::Done) {
     // Every rank has finished its earlier calls: a message of one of them still unread was
     // sent by a mismatched call.
-    if (op_.kind == core::CollKind::Barrier && op_.seq > 0)
+    if (op_.kind == coll::CollKind::Barrier && op_.seq > 0)
       LOOM_RETURN_IF_ERROR(comm_.find_unread_messages(op_.seq - 1));
     finalize();
     comm_.note_completed(op_.seq);
@@ -52,7 +52,7 @@ bool CollectiveTask::prepare_wait(std::vector<pollfd>& fds) {
 }
 
 std::string CollectiveTask::describe() const {
-  return fmt::format("rank {}: {} [{}]", comm_.rank(), core::describe(op_), plan_->algorithm);
+  return fmt::format("rank {}: {} [{}]", comm_.rank(), coll::describe(op_), plan_->algorithm);
 }
 
 std::string CollectiveTask::pending() const {

@@ -5,7 +5,7 @@
 #include <optional>
 
 #include "algorithms/plan.hpp"
-#include "core/op.hpp"
+#include "collective/op.hpp"
 #include "executor/plan_run.hpp"
 #include "executor/task.hpp"
 
@@ -15,7 +15,7 @@ class CommImpl;
 
 class CollectiveTask final : public exec::Task {
  public:
-  CollectiveTask(CommImpl& comm, core::OpDesc op, std::shared_ptr<const algo::Plan> plan,
+  CollectiveTask(CommImpl& comm, coll::OpDesc op, std::shared_ptr<const algo::Plan> plan,
                  Deadline deadline);
 
   Status start(Deadline deadline) override;
@@ -29,7 +29,7 @@ class CollectiveTask final : public exec::Task {
   void finalize();
 
   CommImpl& comm_;
-  core::OpDesc op_;
+  coll::OpDesc op_;
   std::shared_ptr<const algo::Plan> plan_;  // shared with the communicator's plan cache
   Deadline deadline_;
   std::optional<exec::PlanRun> run_;

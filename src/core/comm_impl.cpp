@@ -323,31 +323,17 @@ void CommImpl::describe_shape(const JobLayout& layout) {
   }
 }
 
-namespace {
-
-select::Coll coll_of(core::CollKind k) {
-  switch (k) {
-    case core::CollKind::AllGather: return select::Coll::AllGather;
-    case core::CollKind::ReduceScatter: return select::Coll::ReduceScatter;
-    case core::CollKind::Broadcast: return select::Coll::Broadcast;
-    case core::CollKind::Reduce: return select::Coll::Reduce;
-    default: return select::Coll::AllReduce;
-  }
-}
-
-}  // namespace
-
-void CommImpl::log_decision(const core::OpDesc& op, const select::Decision& d, std::size_t bytes) {
+void CommImpl::log_decision(const coll::OpDesc& op, const select::Decision& d, std::size_t bytes) {
   std::uint64_t size_class = 0;
   while ((std::size_t{1} << size_class) < bytes) ++size_class;
   std::uint64_t key = (static_cast<std::uint64_t>(op.kind) << 16) | (size_class << 4) |
                       static_cast<std::uint64_t>(d.algo);
   if (!logged_.insert(key).second) return;
-  LOOM_LOG_INFO(Coll, "rank {}: {}", rank_, d.describe(coll_of(op.kind), bytes, shape_));
+  LOOM_LOG_INFO(Coll, "rank {}: {}", rank_, d.describe(op.kind, bytes, shape_));
 }
 
-algo::Plan CommImpl::make_plan(const core::OpDesc& op, const CollOptions& opts) {
-  if (op.kind == core::CollKind::Barrier) return algo::dissemination_barrier(rank_, nranks_);
+algo::Plan CommImpl::make_plan(const coll::OpDesc& op, const CollOptions& opts) {
+  if (op.kind == coll::CollKind::Barrier) return algo::dissemination_barrier(rank_, nranks_);
   algo::RingParams p;
   p.rank = rank_;
   p.nranks = nranks_;
@@ -370,21 +356,18 @@ algo::Plan CommImpl::make_plan(const core::OpDesc& op, const CollOptions& opts) 
   };
   if (settings_.deterministic && op.has_redop()) {
     switch (op.kind) {
-      case core::CollKind::AllReduce: return buffered(algo::deterministic_allreduce(p));
-      case core::CollKind::ReduceScatter: return buffered(algo::deterministic_reduce_scatter(p));
+      case coll::CollKind::AllReduce: return buffered(algo::deterministic_allreduce(p));
+      case coll::CollKind::ReduceScatter: return buffered(algo::deterministic_reduce_scatter(p));
       default: return buffered(algo::deterministic_reduce(p));
     }
   }
-  const select::Coll coll = coll_of(op.kind);
-  std::optional<select::Algo> forced = settings_.policy.for_coll(coll);
-  if (opts.algorithm == Algorithm::Ring) forced = select::Algo::Ring;
-  if (opts.algorithm == Algorithm::Tree) forced = select::Algo::Tree;
-  if (opts.algorithm == Algorithm::RecursiveDoubling) forced = select::Algo::Rd;
+  std::optional<coll::Algo> forced = coll::forced_by(opts.algorithm);
+  if (!forced) forced = settings_.policy.for_coll(op.kind);
   const std::size_t bytes = std::max(op.send_bytes(nranks_), op.recv_bytes(nranks_));
-  select::Decision d = select::choose(coll, bytes, costs_, forced);
+  select::Decision d = select::choose(op.kind, bytes, costs_, forced);
   log_decision(op, d, bytes);
-  if (d.algo == select::Algo::Rd) return algo::rd_allreduce(p);
-  if (d.algo == select::Algo::Tree) {
+  if (d.algo == coll::Algo::Rd) return algo::rd_allreduce(p);
+  if (d.algo == coll::Algo::Tree) {
     algo::TreeParams t;
     t.rank = rank_;
     t.nranks = nranks_;
@@ -395,22 +378,22 @@ algo::Plan CommImpl::make_plan(const core::OpDesc& op, const CollOptions& opts) 
     t.depth = p.depth;
     t.in_place = p.in_place;
     t.root = op.root;
-    if (op.kind == core::CollKind::AllReduce) return algo::tree_allreduce(t);
-    if (op.kind == core::CollKind::Broadcast) return algo::tree_broadcast(t);
-    if (op.kind == core::CollKind::Reduce) return algo::tree_reduce(t);
+    if (op.kind == coll::CollKind::AllReduce) return algo::tree_allreduce(t);
+    if (op.kind == coll::CollKind::Broadcast) return algo::tree_broadcast(t);
+    if (op.kind == coll::CollKind::Reduce) return algo::tree_reduce(t);
   }
   switch (op.kind) {
-    case core::CollKind::AllReduce: return buffered(algo::ring_allreduce(p));
-    case core::CollKind::AllGather: return buffered(algo::ring_allgather(p));
-    case core::CollKind::ReduceScatter: return buffered(algo::ring_reduce_scatter(p));
-    case core::CollKind::Broadcast: return algo::chain_broadcast(p);
-    case core::CollKind::Reduce: return algo::chain_reduce(p);
-    case core::CollKind::Barrier: break;
+    case coll::CollKind::AllReduce: return buffered(algo::ring_allreduce(p));
+    case coll::CollKind::AllGather: return buffered(algo::ring_allgather(p));
+    case coll::CollKind::ReduceScatter: return buffered(algo::ring_reduce_scatter(p));
+    case coll::CollKind::Broadcast: return algo::chain_broadcast(p);
+    case coll::CollKind::Reduce: return algo::chain_reduce(p);
+    case coll::CollKind::Barrier: break;
   }
   return {};
 }
 
-std::shared_ptr<const algo::Plan> CommImpl::cached_plan(const core::OpDesc& op,
+std::shared_ptr<const algo::Plan> CommImpl::cached_plan(const coll::OpDesc& op,
                                                         const CollOptions& opts) {
   constexpr std::size_t kMaxPlans = 32;
   const PlanKey key{op.kind, op.dtype, op.root, op.in_place(rank_), op.count, opts.algorithm};
@@ -427,7 +410,7 @@ std::shared_ptr<const algo::Plan> CommImpl::cached_plan(const core::OpDesc& op,
   return plan;
 }
 
-Work CommImpl::submit(core::OpDesc op, const CollOptions& opts) {
+Work CommImpl::submit(coll::OpDesc op, const CollOptions& opts) {
   if (aborted_.load())
     throw Error(ErrorCode::Aborted, fmt::format("rank {}: the communicator was aborted", rank_));
   throw_if_error(engine_->failure());
@@ -436,10 +419,10 @@ Work CommImpl::submit(core::OpDesc op, const CollOptions& opts) {
     throw_if_error(config::check_timeout("CollOptions::timeout", *opts.timeout)
                        .with_context(fmt::format("rank {}", rank_)));
   op.seq = next_seq_++;
-  throw_if_error(core::validate(op, rank_, nranks_));
+  throw_if_error(coll::validate(op, rank_, nranks_));
   const bool on_stream = value_or_throw(device::needs_stream_path(
       stream_path_ ? &stream_path_->device() : nullptr, op, rank_, nranks_, opts.stream));
-  if (op.count == 0 && op.kind != core::CollKind::Barrier) {
+  if (op.count == 0 && op.kind != coll::CollKind::Barrier) {
     remember_call(op);
     auto done = std::make_shared<OpState>();
     done->done = true;
@@ -453,11 +436,11 @@ Work CommImpl::submit(core::OpDesc op, const CollOptions& opts) {
     return Work(done);
   }
   Deadline deadline = Deadline::after(opts.timeout.value_or(settings_.timeout));
-  LOOM_LOG_DEBUG(Coll, "rank {}: {} as {} ({} steps)", rank_, core::describe(op), plan->algorithm,
+  LOOM_LOG_DEBUG(Coll, "rank {}: {} as {} ({} steps)", rank_, coll::describe(op), plan->algorithm,
                  plan->steps.size());
   {
     std::lock_guard lk(progress_mu_);
-    unfinished_.emplace_back(op.seq, core::describe(op));
+    unfinished_.emplace_back(op.seq, coll::describe(op));
     calls_[op.seq % kCallHistory] = CallRecord{op.seq, op};  // as remember_call()
   }
   if (on_stream) return submit_on_stream(op, opts.stream, std::move(plan), deadline);
@@ -465,7 +448,7 @@ Work CommImpl::submit(core::OpDesc op, const CollOptions& opts) {
       engine_->submit(std::make_unique<CollectiveTask>(*this, op, std::move(plan), deadline)));
 }
 
-Work CommImpl::submit_on_stream(const core::OpDesc& op, void* stream,
+Work CommImpl::submit_on_stream(const coll::OpDesc& op, void* stream,
                                 std::shared_ptr<const algo::Plan> plan, Deadline deadline) {
   if (direct_) {  // one host: the plan runs on the device buffers over cuda_ipc
     device::StagedCall call = value_or_throw(stream_path_->direct(op, rank_, stream, deadline));

@@ -18,10 +18,10 @@
 #include "algorithms/plan.hpp"
 #include "bootstrap/store.hpp"
 #include "bootstrap/tcp_store.hpp"
+#include "collective/op.hpp"
 #include "config/config.hpp"
 #include "core/device_network.hpp"
 #include "core/failure_monitor.hpp"
-#include "core/op.hpp"
 #include "core/peer_transports.hpp"
 #include "device/direct_path.hpp"
 #include "device/stream_path.hpp"
@@ -85,7 +85,7 @@ class CommImpl {
   [[nodiscard]] int size() const { return nranks_; }
   /// Validates, plans and queues one collective. Throws loom::Error on bad arguments or a
   /// failed communicator.
-  Work submit(core::OpDesc op, const CollOptions& opts);
+  Work submit(coll::OpDesc op, const CollOptions& opts);
 
   // Used by CollectiveTask while it runs (on the driving thread, one task at a time).
   Status connect(const std::vector<int>& peers, Deadline deadline);
@@ -159,19 +159,19 @@ class CommImpl {
   void linger_for_peers();
   void leave();
   void describe_shape(const JobLayout& layout);
-  void remember_call(const core::OpDesc& op);
+  void remember_call(const coll::OpDesc& op);
   /// The engine's idle check: messages of finished calls left unread.
   Status check_unread_messages();
   /// Also checks that every rank has the same device runtime (`dev`, may be null).
   Status agree_on_plan_settings(const std::string& prefix, const device::Device* dev,
                                 Deadline deadline);
-  algo::Plan make_plan(const core::OpDesc& op, const CollOptions& opts);
+  algo::Plan make_plan(const coll::OpDesc& op, const CollOptions& opts);
   /// make_plan() through a small cache: plans depend only on the call's shape (and algorithm
   /// hint), and repeated calls of one shape (every training step) should not rebuild them.
-  std::shared_ptr<const algo::Plan> cached_plan(const core::OpDesc& op, const CollOptions& opts);
-  void log_decision(const core::OpDesc& op, const select::Decision& d, std::size_t bytes);
+  std::shared_ptr<const algo::Plan> cached_plan(const coll::OpDesc& op, const CollOptions& opts);
+  void log_decision(const coll::OpDesc& op, const select::Decision& d, std::size_t bytes);
   /// Device buffers / a stream: stage through pinned host memory, ordered on the stream.
-  Work submit_on_stream(const core::OpDesc& op, void* stream,
+  Work submit_on_stream(const coll::OpDesc& op, void* stream,
                         std::shared_ptr<const algo::Plan> plan, Deadline deadline);
 
   int rank_;
@@ -192,7 +192,7 @@ class CommImpl {
   std::unique_ptr<device::StreamPath> stream_path_;  // null without a device runtime
   std::unique_ptr<device::DirectPath> direct_;       // device buffers, one host: cuda_ipc (or null)
   struct PlanKey {
-    core::CollKind kind;
+    coll::CollKind kind;
     DataType dtype;
     int root;
     bool in_place;
@@ -208,7 +208,7 @@ class CommImpl {
   static constexpr std::size_t kCallHistory = 256;  // calls remembered for the stall check
   struct CallRecord {
     std::uint64_t seq = ~std::uint64_t{0};
-    core::OpDesc op;
+    coll::OpDesc op;
   };
   std::array<CallRecord, kCallHistory> calls_{};  // call #s at s % kCallHistory (progress_mu_)
   std::atomic<bool> aborted_{false};

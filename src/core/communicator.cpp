@@ -3,8 +3,8 @@
 
 #include "core/comm_impl.hpp"
 #include "core/comm_setup.hpp"
-#include "core/launch_env.hpp"
 #include "launch/job_secret.hpp"
+#include "launch/launch_env.hpp"
 #include "log/log.hpp"
 
 namespace loom {
@@ -35,7 +35,7 @@ Communicator::Communicator(const UniqueId& id, int rank, int nranks, const CommO
 
 Communicator Communicator::from_env(const CommOptions& options) {
   config::Config cfg = load_config(options);
-  core::LaunchInfo li = value_or_throw(core::detect_launch(cfg));
+  launch::LaunchInfo li = value_or_throw(launch::detect_launch(cfg));
   throw_if_error(log::configure(cfg));
   LOOM_LOG_INFO(Init, "rank {} of {}: launch environment from {} ({})", li.rank, li.world_size,
                 li.source,
@@ -75,9 +75,9 @@ void Communicator::check_span_sizes(std::size_t small, std::size_t large, std::s
 }
 
 namespace {
-core::OpDesc desc(core::CollKind kind, const void* send, void* recv, std::size_t count,
+coll::OpDesc desc(coll::CollKind kind, const void* send, void* recv, std::size_t count,
                   DataType dtype, RedOp op, int root) {
-  core::OpDesc d;
+  coll::OpDesc d;
   d.kind = kind;
   d.send = send;
   d.recv = recv;
@@ -91,35 +91,35 @@ core::OpDesc desc(core::CollKind kind, const void* send, void* recv, std::size_t
 
 Work Communicator::allreduce(const void* send, void* recv, std::size_t count, DataType dtype,
                              RedOp op, const CollOptions& opts) {
-  return impl().submit(desc(core::CollKind::AllReduce, send, recv, count, dtype, op, -1), opts);
+  return impl().submit(desc(coll::CollKind::AllReduce, send, recv, count, dtype, op, -1), opts);
 }
 
 Work Communicator::allgather(const void* send, void* recv, std::size_t count, DataType dtype,
                              const CollOptions& opts) {
-  return impl().submit(desc(core::CollKind::AllGather, send, recv, count, dtype, RedOp::Sum, -1),
+  return impl().submit(desc(coll::CollKind::AllGather, send, recv, count, dtype, RedOp::Sum, -1),
                        opts);
 }
 
 Work Communicator::broadcast(const void* send, void* recv, std::size_t count, DataType dtype,
                              int root, const CollOptions& opts) {
-  return impl().submit(desc(core::CollKind::Broadcast, send, recv, count, dtype, RedOp::Sum, root),
+  return impl().submit(desc(coll::CollKind::Broadcast, send, recv, count, dtype, RedOp::Sum, root),
                        opts);
 }
 
 Work Communicator::reduce(const void* send, void* recv, std::size_t count, DataType dtype, RedOp op,
                           int root, const CollOptions& opts) {
-  return impl().submit(desc(core::CollKind::Reduce, send, recv, count, dtype, op, root), opts);
+  return impl().submit(desc(coll::CollKind::Reduce, send, recv, count, dtype, op, root), opts);
 }
 
 Work Communicator::reduce_scatter(const void* send, void* recv, std::size_t recvcount,
                                   DataType dtype, RedOp op, const CollOptions& opts) {
-  return impl().submit(desc(core::CollKind::ReduceScatter, send, recv, recvcount, dtype, op, -1),
+  return impl().submit(desc(coll::CollKind::ReduceScatter, send, recv, recvcount, dtype, op, -1),
                        opts);
 }
 
 Work Communicator::barrier(const CollOptions& opts) {
   return impl().submit(
-      desc(core::CollKind::Barrier, nullptr, nullptr, 0, DataType::Uint8, RedOp::Sum, -1), opts);
+      desc(coll::CollKind::Barrier, nullptr, nullptr, 0, DataType::Uint8, RedOp::Sum, -1), opts);
 }
 
 void Communicator::abort() {

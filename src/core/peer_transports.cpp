@@ -10,42 +10,37 @@ PeerTransports::PeerTransports(int rank, std::vector<TransportKind> choice,
                                std::unique_ptr<transport::tcp::TcpTransport> tcp,
                                std::unique_ptr<transport::shm::ShmTransport> shm,
                                std::unique_ptr<transport::ofi::OfiTransport> ofi)
-    : rank_(rank),
-      choice_(std::move(choice)),
-      tcp_(std::move(tcp)),
-      shm_(std::move(shm)),
-      ofi_(std::move(ofi)) {}
+    : rank_(rank), choice_(std::move(choice)), ofi_(ofi.get()) {
+  by_kind_[static_cast<std::size_t>(TransportKind::Tcp)] = std::move(tcp);
+  by_kind_[static_cast<std::size_t>(TransportKind::Shm)] = std::move(shm);
+  by_kind_[static_cast<std::size_t>(TransportKind::Ofi)] = std::move(ofi);
+}
+
+PeerTransports::~PeerTransports() {
+  for (TransportKind k : {TransportKind::Ofi, TransportKind::Shm, TransportKind::Tcp})
+    by_kind_[static_cast<std::size_t>(k)].reset();  // the order they have always closed in
+}
 
 Status PeerTransports::ensure(const std::vector<int>& peers, Deadline deadline) {
-  std::vector<int> tcp_peers, shm_peers, ofi_peers;
-  for (int p : peers) {
-    if (p == rank_ || get(p) != nullptr) continue;
-    switch (kind(p)) {
-      case TransportKind::Shm: shm_peers.push_back(p); break;
-      case TransportKind::Ofi: ofi_peers.push_back(p); break;
-      case TransportKind::Tcp: tcp_peers.push_back(p); break;
-    }
+  std::array<std::vector<int>, kNumTransportKinds> missing;  // by kind
+  for (int p : peers)
+    if (p != rank_ && get(p) == nullptr) missing[static_cast<std::size_t>(kind(p))].push_back(p);
+  // Shared memory first, the network last (the order ranks have always connected in).
+  for (TransportKind k : {TransportKind::Shm, TransportKind::Ofi, TransportKind::Tcp}) {
+    const auto& group = missing[static_cast<std::size_t>(k)];
+    if (group.empty()) continue;
+    transport::Transport* t = of(k);
+    if (t == nullptr)
+      return make_error(ErrorCode::Internal, "rank {}: the {} transport was not created", rank_,
+                        to_string(k));
+    LOOM_RETURN_IF_ERROR(t->ensure(group, deadline));
   }
-  if (!shm_peers.empty()) {
-    if (!shm_)
-      return make_error(ErrorCode::Internal, "rank {}: shared memory transport not created", rank_);
-    LOOM_RETURN_IF_ERROR(shm_->ensure(shm_peers, deadline));
-  }
-  if (!ofi_peers.empty()) {
-    if (!ofi_) return make_error(ErrorCode::Internal, "rank {}: ofi transport not created", rank_);
-    LOOM_RETURN_IF_ERROR(ofi_->ensure(ofi_peers, deadline));
-  }
-  if (!tcp_peers.empty()) LOOM_RETURN_IF_ERROR(tcp_->ensure(tcp_peers, deadline));
   return Status::ok();
 }
 
 transport::Connection* PeerTransports::get(int peer) const {
-  switch (kind(peer)) {
-    case TransportKind::Shm: return shm_ ? shm_->get(peer) : nullptr;
-    case TransportKind::Ofi: return ofi_ ? ofi_->get(peer) : nullptr;
-    case TransportKind::Tcp: break;
-  }
-  return tcp_->get(peer);
+  transport::Transport* t = of(kind(peer));
+  return t ? t->get(peer) : nullptr;
 }
 
 transport::ofi::FabricRequest ofi_request(const config::Config& cfg,

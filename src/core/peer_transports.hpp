@@ -1,7 +1,9 @@
 // Routes each peer to the transport chosen for it (shm inside a host, ofi or tcp across hosts,
-// or as LOOM_TRANSPORTS says) and establishes connections on first use.
+// or as LOOM_TRANSPORTS says) and establishes connections on first use, through the
+// transport::Transport interface (a table by TransportKind, no switch per transport).
 #pragma once
 
+#include <array>
 #include <memory>
 #include <string>
 #include <vector>
@@ -11,6 +13,7 @@
 #include "transports/ofi/ofi_transport.hpp"
 #include "transports/shm/shm_transport.hpp"
 #include "transports/tcp/tcp_transport.hpp"
+#include "transports/transport.hpp"
 
 namespace loom::detail {
 
@@ -20,6 +23,7 @@ class PeerTransports final : public transport::ConnectionSet {
                  std::unique_ptr<transport::tcp::TcpTransport> tcp,
                  std::unique_ptr<transport::shm::ShmTransport> shm,
                  std::unique_ptr<transport::ofi::OfiTransport> ofi = nullptr);
+  ~PeerTransports() override;
 
   /// Connections to every peer in `peers`, each over its transport.
   Status ensure(const std::vector<int>& peers, Deadline deadline) override;
@@ -28,14 +32,17 @@ class PeerTransports final : public transport::ConnectionSet {
     return choice_[static_cast<std::size_t>(peer)];
   }
   /// The ofi transport (null when no peer uses it).
-  [[nodiscard]] transport::ofi::OfiTransport* ofi() const { return ofi_.get(); }
+  [[nodiscard]] transport::ofi::OfiTransport* ofi() const { return ofi_; }
 
  private:
+  [[nodiscard]] transport::Transport* of(TransportKind k) const {
+    return by_kind_[static_cast<std::size_t>(k)].get();
+  }
+
   int rank_;
   std::vector<TransportKind> choice_;
-  std::unique_ptr<transport::tcp::TcpTransport> tcp_;
-  std::unique_ptr<transport::shm::ShmTransport> shm_;
-  std::unique_ptr<transport::ofi::OfiTransport> ofi_;
+  std::array<std::unique_ptr<transport::Transport>, kNumTransportKinds> by_kind_;  // null: unused
+  transport::ofi::OfiTransport* ofi_ = nullptr;  // by_kind_[Ofi], for the device-network vote
 };
 
 /// The libfabric request for this rank: LOOM_OFI_PROVIDER, and the local address of

@@ -2,6 +2,7 @@
 // identities and their LOOM_TRANSPORTS allow lists, identical on both sides of every pair.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -12,6 +13,7 @@
 namespace loom::detail {
 
 enum class TransportKind : std::uint8_t { Shm = 0, Tcp = 1, Ofi = 2 };
+inline constexpr std::size_t kNumTransportKinds = 3;
 std::string_view to_string(TransportKind k);
 
 /// "" -> {shm, ofi, tcp}; "tcp,shm" -> that order; "^shm" -> every known transport but shm.

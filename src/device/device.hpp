@@ -20,14 +20,14 @@
 #include <string_view>
 #include <vector>
 
+#include "collective/kinds.hpp"
 #include "common/deadline.hpp"
 #include "common/status.hpp"
 #include "loom/types.hpp"
 
 namespace loom::device {
 
-enum class MemoryKind : std::uint8_t { Host, Device };
-std::string_view to_string(MemoryKind k) noexcept;
+using coll::MemoryKind;  // where a buffer lives (src/collective/kinds.hpp)
 
 /// An exported device allocation (cudaIpcMemHandle_t is 64 bytes).
 struct IpcHandle {

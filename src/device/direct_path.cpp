@@ -46,7 +46,7 @@ class DeviceLocalOps final : public exec::LocalOps {
 
 class DirectTask final : public exec::Task {
  public:
-  DirectTask(DirectPath& path, core::OpDesc op, std::shared_ptr<const algo::Plan> plan, int nranks,
+  DirectTask(DirectPath& path, coll::OpDesc op, std::shared_ptr<const algo::Plan> plan, int nranks,
              std::size_t window, Deadline deadline, std::function<void()> on_done)
       : path_(path),
         ipc_(path.transport()),
@@ -105,7 +105,7 @@ class DirectTask final : public exec::Task {
   }
   [[nodiscard]] std::string describe() const override {
     return fmt::format("rank {}: {} [{}, device buffers over cuda_ipc{}]", rank(),
-                       core::describe(op_), plan_->algorithm,
+                       coll::describe(op_), plan_->algorithm,
                        path_.spans_hosts() ? " and the network" : "");
   }
   [[nodiscard]] std::string pending() const override {
@@ -127,7 +127,7 @@ class DirectTask final : public exec::Task {
     b.send_bytes = op_.send_bytes(nranks_);
     b.recv_bytes = op_.recv_bytes(nranks_);
     b.scratch_bytes = plan_->scratch_bytes;
-    b.space = transport::MemSpace::Device;
+    b.space = coll::MemoryKind::Device;
     b.device = ipc_.device_ordinal();
     if (path_.spans_hosts()) {
       if (b.send) b.send_id = dev_.allocation_id(b.send);
@@ -148,7 +148,7 @@ class DirectTask final : public exec::Task {
   DirectPath& path_;
   transport::cuda_ipc::CudaIpcTransport& ipc_;
   Device& dev_;
-  core::OpDesc op_;
+  coll::OpDesc op_;
   std::shared_ptr<const algo::Plan> plan_;
   int nranks_;
   std::size_t window_;
@@ -220,7 +220,7 @@ Result<std::uint8_t*> DirectPath::scratch(std::size_t bytes) {
   return static_cast<std::uint8_t*>(scratch_);
 }
 
-std::unique_ptr<exec::Task> DirectPath::task(const core::OpDesc& op,
+std::unique_ptr<exec::Task> DirectPath::task(const coll::OpDesc& op,
                                              std::shared_ptr<const algo::Plan> plan, int nranks,
                                              std::size_t window, Deadline deadline,
                                              std::function<void()> on_done) {

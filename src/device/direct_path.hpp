@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "algorithms/plan.hpp"
-#include "core/op.hpp"
+#include "collective/op.hpp"
 #include "executor/task.hpp"
 #include "transports/cuda_ipc/cuda_ipc_transport.hpp"
 
@@ -45,7 +45,7 @@ class DirectPath {
   [[nodiscard]] bool spans_hosts() const { return network_ != nullptr; }
   /// The collective `op` (device pointers) as an engine task; `on_done` runs once it has
   /// completed, results in place. `window` as for exec::PlanRun.
-  std::unique_ptr<exec::Task> task(const core::OpDesc& op, std::shared_ptr<const algo::Plan> plan,
+  std::unique_ptr<exec::Task> task(const coll::OpDesc& op, std::shared_ptr<const algo::Plan> plan,
                                    int nranks, std::size_t window, Deadline deadline,
                                    std::function<void()> on_done);
   /// Device scratch of at least `bytes` (one at a time: the engine runs one task at a time).

@@ -9,11 +9,11 @@
 
 namespace loom::device {
 
-Result<bool> needs_stream_path(Device* dev, const core::OpDesc& op, int rank, int nranks,
+Result<bool> needs_stream_path(Device* dev, const coll::OpDesc& op, int rank, int nranks,
                                void* stream) {
   auto fail = [&](const std::string& why) {
     return Status(ErrorCode::InvalidArgument,
-                  fmt::format("rank {}: {}: {}", rank, core::describe(op), why));
+                  fmt::format("rank {}: {}: {}", rank, coll::describe(op), why));
   };
   if (!dev) {
     if (stream == nullptr) return false;
@@ -22,8 +22,8 @@ Result<bool> needs_stream_path(Device* dev, const core::OpDesc& op, int rank, in
         "without CUDA, or no GPU visible)");
   }
   const bool needs_send =
-      op.count > 0 && !(op.kind == core::CollKind::Broadcast && rank != op.root);
-  const bool needs_recv = op.count > 0 && !(op.kind == core::CollKind::Reduce && rank != op.root);
+      op.count > 0 && !(op.kind == coll::CollKind::Broadcast && rank != op.root);
+  const bool needs_recv = op.count > 0 && !(op.kind == coll::CollKind::Reduce && rank != op.root);
   std::optional<MemoryKind> send_kind, recv_kind;
   if (needs_send && op.send) {
     LOOM_ASSIGN_OR_RETURN(send_kind, dev->pointer_kind(op.send));
@@ -45,7 +45,7 @@ Result<bool> needs_stream_path(Device* dev, const core::OpDesc& op, int rank, in
           fmt::format("rank {}: {}: stream {} is being captured into a CUDA graph; loom's "
                       "collectives progress on the host and cannot be captured (call it "
                       "outside the captured region)",
-                      rank, core::describe(op), stream));
+                      rank, coll::describe(op), stream));
   }
   return stream != nullptr || send_kind == MemoryKind::Device || recv_kind == MemoryKind::Device;
 }
@@ -223,7 +223,7 @@ Status StagingPool::release(Buffer* b, Stream s) {
 
 // ---- StreamPath ----
 
-Result<StagedCall> StreamPath::stage(const core::OpDesc& op, int rank, int nranks, Stream stream,
+Result<StagedCall> StreamPath::stage(const coll::OpDesc& op, int rank, int nranks, Stream stream,
                                      Deadline deadline) {
   StagedCall call;
   call.host_op = op;
@@ -237,14 +237,14 @@ Result<StagedCall> StreamPath::stage(const core::OpDesc& op, int rank, int nrank
   auto* base = static_cast<std::uint8_t*>(call.staging->ptr);
   if (in_place) {
     const auto* region = static_cast<const std::uint8_t*>(
-        op.kind == core::CollKind::ReduceScatter ? op.send : op.recv);
+        op.kind == coll::CollKind::ReduceScatter ? op.send : op.recv);
     call.host_op.send = base + (static_cast<const std::uint8_t*>(op.send) - region);
     call.host_op.recv = base + (static_cast<const std::uint8_t*>(op.recv) - region);
   } else {
     call.host_op.send = op.send ? base : nullptr;
     call.host_op.recv = op.recv ? base + align_up(send_bytes) : nullptr;
   }
-  const bool has_output = !(op.kind == core::CollKind::Reduce && rank != op.root);
+  const bool has_output = !(op.kind == coll::CollKind::Reduce && rank != op.root);
   call.device_recv = has_output ? op.recv : nullptr;
   call.recv_bytes = has_output ? recv_bytes : 0;
   call.gate = std::make_shared<Gate>(deadline);
@@ -264,12 +264,12 @@ Result<StagedCall> StreamPath::stage(const core::OpDesc& op, int rank, int nrank
     if (call.inputs_ready) dev_.destroy_event(call.inputs_ready);
     (void)pool_.release(call.staging, stream);
     return st.with_context(
-        fmt::format("rank {}: {}: staging device inputs", rank, core::describe(op)));
+        fmt::format("rank {}: {}: staging device inputs", rank, coll::describe(op)));
   }
   return call;
 }
 
-Result<StagedCall> StreamPath::direct(const core::OpDesc& op, int rank, Stream stream,
+Result<StagedCall> StreamPath::direct(const coll::OpDesc& op, int rank, Stream stream,
                                       Deadline deadline) {
   StagedCall call;
   call.host_op = op;
@@ -283,7 +283,7 @@ Result<StagedCall> StreamPath::direct(const core::OpDesc& op, int rank, Stream s
   }
   if (!st.is_ok())
     return st.with_context(
-        fmt::format("rank {}: {}: ordering on the stream", rank, core::describe(op)));
+        fmt::format("rank {}: {}: ordering on the stream", rank, coll::describe(op)));
   return call;
 }
 

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "core/op.hpp"
+#include "collective/op.hpp"
 #include "device/device.hpp"
 #include "executor/task.hpp"
 
@@ -24,7 +24,7 @@ namespace loom::device {
 /// Decides whether a call runs stream-ordered: yes when a stream was given or a buffer is device
 /// memory. Mixing host and device buffers in one call is InvalidArgument naming both buffers; a
 /// stream without an active device runtime is InvalidArgument too. `dev` may be null.
-Result<bool> needs_stream_path(Device* dev, const core::OpDesc& op, int rank, int nranks,
+Result<bool> needs_stream_path(Device* dev, const coll::OpDesc& op, int rank, int nranks,
                                void* stream);
 
 /// Opens once: the stream's gate host function waits for it (bounded by its deadline).
@@ -80,7 +80,7 @@ class StagingPool {
 
 /// One staged call: the host-side op (pointers into staging), its gate and the events.
 struct StagedCall {
-  core::OpDesc host_op;
+  coll::OpDesc host_op;
   StagingPool::Buffer* staging = nullptr;
   Event inputs_ready = nullptr;  // owned by the StagedTask
   std::shared_ptr<Gate> gate;
@@ -94,11 +94,11 @@ class StreamPath {
 
   [[nodiscard]] Device& device() const { return dev_; }
   /// Enqueues the input copies and the inputs-ready event on `stream`.
-  Result<StagedCall> stage(const core::OpDesc& op, int rank, int nranks, Stream stream,
+  Result<StagedCall> stage(const coll::OpDesc& op, int rank, int nranks, Stream stream,
                            Deadline deadline);
   /// For the direct path (direct_path.hpp): no staging, `host_op` is `op` itself; only the
   /// inputs-ready event is recorded on `stream` (and the gate made).
-  Result<StagedCall> direct(const core::OpDesc& op, int rank, Stream stream, Deadline deadline);
+  Result<StagedCall> direct(const coll::OpDesc& op, int rank, Stream stream, Deadline deadline);
   /// Wraps the collective on the staging buffers so that it starts when the inputs are ready
   /// and opens the gate when it ends (successfully or not, or when it is dropped).
   std::unique_ptr<exec::Task> wrap(std::unique_ptr<exec::Task> inner, const StagedCall& call);

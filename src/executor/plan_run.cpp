@@ -9,7 +9,7 @@ namespace loom::exec {
 
 using algo::StepKind;
 
-PlanRun::PlanRun(const algo::Plan& plan, PlanBuffers bufs, const core::OpDesc& op, int rank,
+PlanRun::PlanRun(const algo::Plan& plan, PlanBuffers bufs, const coll::OpDesc& op, int rank,
                  std::vector<transport::Connection*> conns, std::size_t window, LocalOps* local)
     : plan_(plan),
       bufs_(bufs),
@@ -140,7 +140,7 @@ Result<bool> PlanRun::poll_fence() {
 Result<PlanRun::Inflight> PlanRun::post(const Lane& lane, std::uint32_t s) {
   const algo::Step& st = plan_.steps[s];
   transport::Connection* c = conns_[static_cast<std::size_t>(st.peer)];
-  auto tag = core::make_tag(op_, static_cast<std::uint32_t>(lane.next));
+  auto tag = coll::make_tag(op_, static_cast<std::uint32_t>(lane.next));
   if (lane.is_send) {
     auto [reg, off] = region(st.src);
     LOOM_ASSIGN_OR_RETURN(auto req, plan_.buffered_sends

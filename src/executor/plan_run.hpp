@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "algorithms/plan.hpp"
-#include "core/op.hpp"
+#include "collective/op.hpp"
 #include "executor/task.hpp"
 #include "transports/connection.hpp"
 
@@ -22,7 +22,7 @@ struct PlanBuffers {
   std::size_t send_bytes = 0;
   std::size_t recv_bytes = 0;
   std::size_t scratch_bytes = 0;
-  transport::MemSpace space = transport::MemSpace::Host;
+  coll::MemoryKind space = coll::MemoryKind::Host;
   int device = -1;            // Device: the ordinal
   std::uint64_t send_id = 0;  // Device: allocation ids (see transport::MemRegion)
   std::uint64_t recv_id = 0;
@@ -55,7 +55,7 @@ class PlanRun {
  public:
   /// `conns[peer]` must be non-null for every peer the plan talks to. `window` bounds the
   /// requests in flight per (peer, direction). `local` null: local steps run on the host.
-  PlanRun(const algo::Plan& plan, PlanBuffers bufs, const core::OpDesc& op, int rank,
+  PlanRun(const algo::Plan& plan, PlanBuffers bufs, const coll::OpDesc& op, int rank,
           std::vector<transport::Connection*> conns, std::size_t window, LocalOps* local = nullptr);
 
   Result<Progress> progress();
@@ -97,7 +97,7 @@ class PlanRun {
 
   const algo::Plan& plan_;
   PlanBuffers bufs_;
-  core::OpDesc op_;
+  coll::OpDesc op_;
   int rank_;
   std::vector<transport::Connection*> conns_;
   std::size_t window_;

@@ -48,6 +48,8 @@ class CostTable {
     std::array<std::array<double, kPoints>, kPaths> us{};  // [path][point]
   };
   [[nodiscard]] const Cell& cell(Coll c, Algo a) const {
+    static const Cell kNone{};  // a collective without a schedule family (barrier)
+    if (static_cast<std::size_t>(c) >= kColls) return kNone;
     return cells_[static_cast<std::size_t>(c) * kAlgos + static_cast<std::size_t>(a)];
   }
 

@@ -25,7 +25,8 @@ struct Policy {
 
   static Result<Policy> parse(std::string_view text);
   [[nodiscard]] std::optional<Algo> for_coll(Coll c) const {
-    return forced[static_cast<std::size_t>(c)];
+    const auto i = static_cast<std::size_t>(c);
+    return i < forced.size() ? forced[i] : std::nullopt;  // barrier: nothing to force
   }
 };
 

@@ -2,27 +2,6 @@
 
 namespace loom::select {
 
-std::string_view to_string(Coll c) {
-  switch (c) {
-    case Coll::AllReduce: return "allreduce";
-    case Coll::AllGather: return "allgather";
-    case Coll::ReduceScatter: return "reduce_scatter";
-    case Coll::Broadcast: return "broadcast";
-    case Coll::Reduce: return "reduce";
-  }
-  return "?";
-}
-
-std::string_view to_string(Algo a) {
-  switch (a) {
-    case Algo::Ring: return "ring";
-    case Algo::Tree: return "tree";
-    case Algo::Deterministic: return "deterministic";
-    case Algo::Rd: return "rd";
-  }
-  return "?";
-}
-
 bool supports(Coll c, Algo a) {
   if (a == Algo::Ring) return true;
   if (a == Algo::Tree) return c == Coll::AllReduce || c == Coll::Broadcast || c == Coll::Reduce;

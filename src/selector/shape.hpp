@@ -5,17 +5,16 @@
 #include <cstddef>
 #include <string_view>
 
+#include "collective/kinds.hpp"
 #include "selector/transport_policy.hpp"
 
 namespace loom::select {
 
-enum class Coll { AllReduce, AllGather, ReduceScatter, Broadcast, Reduce };
-enum class Algo { Ring, Tree, Deterministic, Rd };
-inline constexpr std::size_t kColls = 5;
+// The one vocabulary (collective/kinds.hpp); the tables index the five data collectives.
+using Coll = coll::CollKind;
+using Algo = coll::Algo;
+inline constexpr std::size_t kColls = coll::kNumDataColls;
 inline constexpr std::size_t kAlgos = 4;
-
-std::string_view to_string(Coll c);
-std::string_view to_string(Algo a);
 
 /// True when `a` has a schedule for `c` (tree: allreduce, broadcast, reduce; rd: allreduce;
 /// deterministic: the reductions but broadcast and allgather).

@@ -4,7 +4,7 @@
 #include <set>
 
 #include "config/config.hpp"
-#include "core/launch_env.hpp"
+#include "launch/launch_env.hpp"
 
 using namespace loom;
 using Catch::Matchers::Contains;
@@ -56,50 +56,50 @@ TEST_CASE("config: overrides win and are validated", "[config]") {
 }
 
 namespace {
-Result<core::LaunchInfo> launch(const std::map<std::string, std::string>& env) {
+Result<launch::LaunchInfo> detect(const std::map<std::string, std::string>& env) {
   auto cfg = config::Config::load(env);
   if (!cfg.is_ok()) return cfg.status();
-  return core::detect_launch(*cfg);
+  return launch::detect_launch(*cfg);
 }
 }  // namespace
 
 TEST_CASE("config: loom launch variables", "[config][launch]") {
-  auto li = launch({{"LOOM_RANK", "2"}, {"LOOM_WORLD_SIZE", "4"}, {"LOOM_ROOT", "10.1.2.3:29500"}});
+  auto li = detect({{"LOOM_RANK", "2"}, {"LOOM_WORLD_SIZE", "4"}, {"LOOM_ROOT", "10.1.2.3:29500"}});
   REQUIRE(li.is_ok());
   CHECK(li->rank == 2);
   CHECK(li->world_size == 4);
   CHECK(li->root == "10.1.2.3:29500");
   CHECK(li->source == "loom");
-  auto missing = launch({{"LOOM_RANK", "2"}});
+  auto missing = detect({{"LOOM_RANK", "2"}});
   REQUIRE_FALSE(missing.is_ok());
   CHECK_THAT(missing.status().message(),
              Contains("LOOM_WORLD_SIZE") && Contains("LOOM_ROOT") && Contains("found: LOOM_RANK"));
-  auto range = launch({{"LOOM_RANK", "4"}, {"LOOM_WORLD_SIZE", "4"}, {"LOOM_ROOT", "h:1"}});
+  auto range = detect({{"LOOM_RANK", "4"}, {"LOOM_WORLD_SIZE", "4"}, {"LOOM_ROOT", "h:1"}});
   REQUIRE_FALSE(range.is_ok());
   CHECK_THAT(range.status().message(), Contains("rank 4 is outside [0, 4)"));
 }
 
 TEST_CASE("config: torchrun launch variables", "[config][launch]") {
-  auto li = launch(
+  auto li = detect(
       {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "node7"}, {"MASTER_PORT", "29500"}});
   REQUIRE(li.is_ok());
   CHECK(li->source == "torchrun");
   CHECK(li->root == "node7:29500");
   auto v6 =
-      launch({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "::1"}, {"MASTER_PORT", "5"}});
+      detect({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "::1"}, {"MASTER_PORT", "5"}});
   REQUIRE(v6.is_ok());
   CHECK(v6->root == "[::1]:5");
-  auto missing = launch({{"RANK", "1"}, {"WORLD_SIZE", "2"}});
+  auto missing = detect({{"RANK", "1"}, {"WORLD_SIZE", "2"}});
   REQUIRE_FALSE(missing.is_ok());
   CHECK_THAT(missing.status().message(), Contains("MASTER_ADDR") && Contains("MASTER_PORT"));
 }
 
 TEST_CASE("config: contradictory or absent launch variables", "[config][launch]") {
   auto both =
-      launch({{"LOOM_RANK", "1"}, {"RANK", "2"}, {"LOOM_WORLD_SIZE", "4"}, {"LOOM_ROOT", "h:1"}});
+      detect({{"LOOM_RANK", "1"}, {"RANK", "2"}, {"LOOM_WORLD_SIZE", "4"}, {"LOOM_ROOT", "h:1"}});
   REQUIRE_FALSE(both.is_ok());
   CHECK_THAT(both.status().message(), Contains("LOOM_RANK=1") && Contains("RANK=2"));
-  auto none = launch({});
+  auto none = detect({});
   REQUIRE_FALSE(none.is_ok());
   CHECK_THAT(none.status().message(), Contains("LOOM_RANK (or RANK"));
 }

@@ -2,8 +2,8 @@
 #include <catch2/catch.hpp>
 
 #include "config/config.hpp"
-#include "core/hostlist.hpp"
-#include "core/launch_env.hpp"
+#include "launch/hostlist.hpp"
+#include "launch/launch_env.hpp"
 
 using namespace loom;
 using Catch::Matchers::Contains;
@@ -11,15 +11,15 @@ using Hosts = std::vector<std::string>;
 
 namespace {
 Hosts expand(const std::string& text) {
-  auto r = core::expand_hostlist(text);
+  auto r = launch::expand_hostlist(text);
   REQUIRE(r.is_ok());
   return *r;
 }
 
-Result<core::LaunchInfo> launch(const std::map<std::string, std::string>& env) {
+Result<launch::LaunchInfo> detect(const std::map<std::string, std::string>& env) {
   auto cfg = config::Config::load(env);
   if (!cfg.is_ok()) return cfg.status();
-  return core::detect_launch(*cfg);
+  return launch::detect_launch(*cfg);
 }
 
 std::map<std::string, std::string> slurm_env(int rank) {
@@ -46,27 +46,27 @@ TEST_CASE("hostlist: plain names, ranges, padding, prefixes and suffixes", "[hos
   CHECK(expand("x[5]") == Hosts{"x5"});
   CHECK(expand("[1-3]") == Hosts{"1", "2", "3"});
   CHECK(expand("h[0-9999]").size() == 10000);
-  CHECK(core::first_host("node[03-04,07],login").value() == "node03");
+  CHECK(launch::first_host("node[03-04,07],login").value() == "node03");
 }
 
 TEST_CASE("hostlist: malformed lists are errors naming the text", "[hostlist]") {
   for (const char* bad : {"node[01-04", "node01]", "node[]", "node[4-1]", "node[a-b]", "node[1-2",
                           "a,,b", ",a", "node[[1]]", "node[1-]", "node[-2]", ""}) {
     INFO(bad);
-    auto r = core::expand_hostlist(bad);
+    auto r = launch::expand_hostlist(bad);
     REQUIRE_FALSE(r.is_ok());
     CHECK(r.status().code() == ErrorCode::InvalidArgument);
     CHECK_THAT(r.status().message(), Contains("malformed hostlist"));
   }
-  auto big = core::expand_hostlist("a[0-999],b[0-999]", 1500);
+  auto big = launch::expand_hostlist("a[0-999],b[0-999]", 1500);
   REQUIRE_FALSE(big.is_ok());
   CHECK_THAT(big.status().message(), Contains("too many hosts"));
-  auto product = core::expand_hostlist("a[0-99]b[0-99]", 5000);
+  auto product = launch::expand_hostlist("a[0-99]b[0-99]", 5000);
   REQUIRE_FALSE(product.is_ok());
 }
 
 TEST_CASE("launch: Slurm srun", "[launch]") {
-  auto li = launch(slurm_env(5));
+  auto li = detect(slurm_env(5));
   REQUIRE(li.is_ok());
   CHECK(li->source == "slurm");
   CHECK(li->rank == 5);
@@ -75,49 +75,49 @@ TEST_CASE("launch: Slurm srun", "[launch]") {
   // The step's first node, not the allocation's; port from job and step ids, same on all ranks.
   CHECK(li->root.rfind("gpu07:", 0) == 0);
   CHECK(li->root == "gpu07:" + std::to_string(20000 + (4711 * 37 + 2) % 10000));
-  CHECK(launch(slurm_env(0))->root == li->root);
+  CHECK(detect(slurm_env(0))->root == li->root);
   CHECK_THAT(li->detail, Contains("SLURM_STEP_NODELIST"));
 
   auto other_step = slurm_env(0);
   other_step["SLURM_STEP_ID"] = "3";
-  CHECK(launch(other_step)->root != li->root);
+  CHECK(detect(other_step)->root != li->root);
 
   auto job_only = slurm_env(0);
   job_only.erase("SLURM_STEP_NODELIST");
   job_only["LOOM_PORT"] = "31000";
-  CHECK(launch(job_only)->root == "gpu05:31000");
+  CHECK(detect(job_only)->root == "gpu05:31000");
 
   auto root = slurm_env(0);
   root["LOOM_ROOT"] = "10.0.0.1:999";
-  CHECK(launch(root)->root == "10.0.0.1:999");
+  CHECK(detect(root)->root == "10.0.0.1:999");
 
   auto bad_port = slurm_env(0);
   bad_port["LOOM_PORT"] = "70000";
-  CHECK_THAT(launch(bad_port).status().message(),
+  CHECK_THAT(detect(bad_port).status().message(),
              Contains("LOOM_PORT='70000'") && Contains("allowed: 1 to 65535"));
 
   auto bad_list = slurm_env(0);
   bad_list["SLURM_STEP_NODELIST"] = "gpu[07-";
-  CHECK_THAT(launch(bad_list).status().message(),
+  CHECK_THAT(detect(bad_list).status().message(),
              Contains("SLURM_STEP_NODELIST") && Contains("gpu[07-"));
 }
 
 TEST_CASE("launch: incomplete Slurm environment lists found and missing", "[launch]") {
-  auto li = launch({{"SLURM_PROCID", "0"}, {"SLURM_JOB_ID", "9"}});
+  auto li = detect({{"SLURM_PROCID", "0"}, {"SLURM_JOB_ID", "9"}});
   REQUIRE_FALSE(li.is_ok());
   CHECK(li.status().code() == ErrorCode::InvalidUsage);
   const std::string m = li.status().message();
   CHECK_THAT(m, Contains("Slurm") && Contains("SLURM_NTASKS") && Contains("SLURM_STEP_NODELIST"));
   CHECK_THAT(m, Contains("found: SLURM_PROCID, SLURM_JOB_ID") && Contains("SLURM_STEP_ID"));
   // The batch script itself (sbatch -n 4): SLURM_PROCID=0 but no step.
-  auto batch = launch({{"SLURM_PROCID", "0"},
+  auto batch = detect({{"SLURM_PROCID", "0"},
                        {"SLURM_NTASKS", "4"},
                        {"SLURM_JOB_ID", "12"},
                        {"SLURM_JOB_NODELIST", "n[1-2]"}});
   REQUIRE_FALSE(batch.is_ok());
   CHECK_THAT(batch.status().message(),
              Contains("missing SLURM_STEP_ID") && Contains("start the ranks with srun"));
-  auto no_port = launch({{"SLURM_PROCID", "0"},
+  auto no_port = detect({{"SLURM_PROCID", "0"},
                          {"SLURM_NTASKS", "2"},
                          {"SLURM_STEP_ID", "0"},
                          {"SLURM_JOB_NODELIST", "n1"}});
@@ -132,7 +132,7 @@ TEST_CASE("launch: Open MPI mpirun", "[launch]") {
                                          {"OMPI_COMM_WORLD_SIZE", "4"},
                                          {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
                                          {"LOOM_ROOT", "head:29400"}};
-  auto li = launch(env);
+  auto li = detect(env);
   REQUIRE(li.is_ok());
   CHECK(li->source == "mpirun");
   CHECK(li->rank == 3);
@@ -141,15 +141,15 @@ TEST_CASE("launch: Open MPI mpirun", "[launch]") {
   CHECK(li->root == "head:29400");
 
   env.erase("LOOM_ROOT");
-  auto missing = launch(env);
+  auto missing = detect(env);
   REQUIRE_FALSE(missing.is_ok());
   CHECK_THAT(missing.status().message(),
              Contains("mpirun") && Contains("LOOM_ROOT") && Contains("OMPI_COMM_WORLD_RANK"));
-  auto no_size = launch({{"OMPI_COMM_WORLD_RANK", "0"}, {"LOOM_ROOT", "h:1"}});
+  auto no_size = detect({{"OMPI_COMM_WORLD_RANK", "0"}, {"LOOM_ROOT", "h:1"}});
   CHECK_THAT(no_size.status().message(),
              Contains("missing OMPI_COMM_WORLD_SIZE") && Contains("LOOM_ROOT"));
   auto range =
-      launch({{"OMPI_COMM_WORLD_RANK", "4"}, {"OMPI_COMM_WORLD_SIZE", "4"}, {"LOOM_ROOT", "h:1"}});
+      detect({{"OMPI_COMM_WORLD_RANK", "4"}, {"OMPI_COMM_WORLD_SIZE", "4"}, {"LOOM_ROOT", "h:1"}});
   CHECK_THAT(range.status().message(), Contains("rank 4 is outside [0, 4)"));
 }
 
@@ -163,7 +163,7 @@ TEST_CASE("launch: mpirun inside a Slurm allocation, OMPI wins where they disagr
   std::string root0;
   for (int r = 0; r < 4; ++r) {
     env["OMPI_COMM_WORLD_RANK"] = std::to_string(r);
-    auto li = launch(env);
+    auto li = detect(env);
     REQUIRE(li.is_ok());
     CHECK(li->source == "mpirun");
     CHECK(li->rank == r);
@@ -174,7 +174,7 @@ TEST_CASE("launch: mpirun inside a Slurm allocation, OMPI wins where they disagr
     if (r > 0) CHECK_THAT(li->detail, Contains("win over") && Contains("SLURM_PROCID=0"));
   }
   env["LOOM_ROOT"] = "cn13:5000";
-  CHECK(launch(env)->root == "cn13:5000");
+  CHECK(detect(env)->root == "cn13:5000");
 }
 
 TEST_CASE("launch: precedence loom > torchrun > slurm > mpirun", "[launch]") {
@@ -182,16 +182,16 @@ TEST_CASE("launch: precedence loom > torchrun > slurm > mpirun", "[launch]") {
   env.insert({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "8"}});
   env.insert({{"RANK", "2"}, {"WORLD_SIZE", "3"}, {"MASTER_ADDR", "m"}, {"MASTER_PORT", "5"}});
   env.insert({{"LOOM_RANK", "2"}, {"LOOM_WORLD_SIZE", "3"}, {"LOOM_ROOT", "l:1"}});
-  CHECK(launch(env)->source == "loom");
+  CHECK(detect(env)->source == "loom");
   env.erase("LOOM_RANK");
   env.erase("LOOM_WORLD_SIZE");
   env.erase("LOOM_ROOT");
-  CHECK(launch(env)->source == "torchrun");
+  CHECK(detect(env)->source == "torchrun");
   env.erase("RANK");
-  CHECK(launch(env)->source == "mpirun");  // srun never sets OMPI_*: mpirun is innermost
+  CHECK(detect(env)->source == "mpirun");  // srun never sets OMPI_*: mpirun is innermost
   env.erase("OMPI_COMM_WORLD_RANK");
-  CHECK(launch(env)->source == "slurm");
-  auto none = launch({{"SLURM_NTASKS", "2"}});
+  CHECK(detect(env)->source == "slurm");
+  auto none = detect({{"SLURM_NTASKS", "2"}});
   REQUIRE_FALSE(none.is_ok());
   CHECK_THAT(none.status().message(), Contains("SLURM_PROCID") && Contains("found: SLURM_NTASKS"));
 }
@@ -224,7 +224,7 @@ TEST_CASE("launch: numbers beyond a rank's range are refused naming the variable
        }) {
     INFO(c.name << "=" << c.value);
     c.env[c.name] = c.value;
-    auto li = launch(c.env);
+    auto li = detect(c.env);
     REQUIRE_FALSE(li.is_ok());
     CHECK(li.status().code() == ErrorCode::InvalidUsage);
     CHECK_THAT(li.status().message(), Contains(std::string(c.name) + "='" + c.value + "'") &&
@@ -233,7 +233,7 @@ TEST_CASE("launch: numbers beyond a rank's range are refused naming the variable
   auto largest = loom_env;
   largest["LOOM_WORLD_SIZE"] = "1048576";
   largest["LOOM_RANK"] = "1048575";
-  auto li = launch(largest);
+  auto li = detect(largest);
   REQUIRE(li.is_ok());
   CHECK(li->world_size == 1048576);
   CHECK(li->rank == 1048575);

@@ -56,7 +56,7 @@ TEST_CASE("registration cache: device memory is registered whole and keyed by al
   }
   ofi::MrCache cache((*fabric)->domain(), /*enabled=*/false);
   std::vector<std::uint8_t> buf(1 << 16);
-  const ofi::MemoryKind kind{FI_HMEM_SYSTEM, 0};
+  const ofi::HmemDevice kind{FI_HMEM_SYSTEM, 0};
   // Registration off for host memory: nothing registered.
   CHECK(value_or_throw(cache.desc(buf.data(), 100)) == nullptr);
   CHECK(cache.registrations() == 0);

@@ -126,7 +126,7 @@ algo::Plan two_step_plan() {
 struct Fixture {
   explicit Fixture(bool stream_ordered) : conn(1, stream_ordered) {
     for (std::size_t i = 0; i < kBytes; ++i) send[i] = static_cast<std::uint8_t>(i + 1);
-    op.kind = core::CollKind::AllReduce;
+    op.kind = coll::CollKind::AllReduce;
     op.dtype = DataType::Uint8;
     op.count = kBytes;
     op.send = send.data();
@@ -135,7 +135,7 @@ struct Fixture {
     bufs.recv = recv.data();
     bufs.scratch = scratch.data();
     bufs.send_bytes = bufs.recv_bytes = bufs.scratch_bytes = kBytes;
-    bufs.space = tp::MemSpace::Device;
+    bufs.space = tp::MemoryKind::Device;
     bufs.device = 3;
     bufs.send_id = 11;
     bufs.recv_id = 12;
@@ -148,7 +148,7 @@ struct Fixture {
   std::vector<std::uint8_t> recv = std::vector<std::uint8_t>(kBytes, 0);
   std::vector<std::uint8_t> scratch = std::vector<std::uint8_t>(kBytes, 0);
   algo::Plan plan = two_step_plan();
-  core::OpDesc op;
+  coll::OpDesc op;
   exec::PlanBuffers bufs;
   FakeConnection conn;
 };
@@ -186,7 +186,7 @@ TEST_CASE("fences: a NIC send waits until the stream has run the copy that feeds
   // The whole device buffer, with its allocation id, and the span's offset in it.
   CHECK(sent->region.base == f.recv.data());
   CHECK(sent->region.size == kBytes);
-  CHECK(sent->region.space == tp::MemSpace::Device);
+  CHECK(sent->region.space == tp::MemoryKind::Device);
   CHECK(sent->region.device == 3);
   CHECK(sent->region.alloc_id == 12);
   CHECK(sent->off == 0);
@@ -249,13 +249,13 @@ TEST_CASE("fences: stream-ordered connections (cuda_ipc) need none", "[executor]
 
 TEST_CASE("host buffers: regions are whole buffers and nothing is fenced", "[executor][fence]") {
   Fixture f(false);
-  f.bufs.space = tp::MemSpace::Host;
+  f.bufs.space = tp::MemoryKind::Host;
   f.bufs.recv_bytes = 0;  // unknown size: the span alone
   exec::PlanRun run(f.plan, f.bufs, f.op, 0, {nullptr, &f.conn}, 4);
   progress(run);
   const auto* sent = f.conn.find(true);
   REQUIRE(sent != nullptr);
-  CHECK(sent->region.space == tp::MemSpace::Host);
+  CHECK(sent->region.space == tp::MemoryKind::Host);
   CHECK(sent->region.base == f.recv.data());
   CHECK(sent->region.size == kBytes);
   CHECK(sent->off == 0);

@@ -134,7 +134,7 @@ TEST_CASE("selector: predictions grow with size and rank count on every preset",
     for (Coll coll :
          {Coll::AllReduce, Coll::AllGather, Coll::ReduceScatter, Coll::Broadcast, Coll::Reduce})
       for (Algo a : {Algo::Ring, Algo::Tree}) {
-        if (!supports(coll, a)) continue;
+        if (!select::supports(coll, a)) continue;
         INFO(name << " " << to_string(coll) << " " << to_string(a));
         double prev = 0;
         for (std::size_t bytes = 8; bytes <= (std::size_t{1} << 30); bytes *= 4) {
@@ -664,7 +664,7 @@ TEST_CASE("selector: replaying the real plans completes and matches the model on
     for (int n : {2, 3, 8, 13})
       for (Coll coll : colls)
         for (Algo a : {Algo::Ring, Algo::Tree, Algo::Deterministic}) {
-          if (!supports(coll, a)) continue;
+          if (!select::supports(coll, a)) continue;
           auto c = preset("25gbe", Tuning{}, 0);
           REQUIRE(c.is_ok());
           c->per_host = per_host;
@@ -724,7 +724,7 @@ TEST_CASE("selector: the cost table holds the model's times and interpolates bet
       for (std::size_t ai = 0; ai < kAlgos; ++ai) {
         const auto c = static_cast<Coll>(ci);
         const auto a = static_cast<Algo>(ai);
-        if (!supports(c, a)) {
+        if (!select::supports(c, a)) {
           CHECK(table.time_us(c, a, 4096) == -1);
           continue;
         }

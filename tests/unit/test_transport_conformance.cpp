@@ -130,6 +130,9 @@ TEST_CASE("conformance: caps, names and peers") {
   const std::string kind = GENERATE(from_range(lt::transport_kinds()));
   auto p = make_pair(kind);
   for (int r = 0; r < 2; ++r) {
+    // The transport names itself as its connections do, and routes to nothing but its peer.
+    CHECK(p->transport_of(r).name() == lt::connection_name(kind));
+    CHECK(p->transport_of(r).get(r) == nullptr);
     CHECK(p->conn(r).name() == lt::connection_name(kind));
     CHECK(p->conn(r).peer() == 1 - r);
     CHECK(p->conn(r).caps().host_memory);

@@ -28,6 +28,7 @@
 #include "transports/shm/shm_transport.hpp"
 #include "transports/shm/single_copy.hpp"
 #include "transports/tcp/tcp_transport.hpp"
+#include "transports/transport.hpp"
 
 namespace loom::test {
 
@@ -144,10 +145,15 @@ class TransportPair {
 
   [[nodiscard]] const std::string& kind() const { return kind_; }
   [[nodiscard]] std::uint64_t comm_id() const { return comm_id_; }
-  [[nodiscard]] transport::Connection& conn(int rank) const {
+  /// `rank`'s transport, through the interface every transport implements.
+  [[nodiscard]] transport::Transport& transport_of(int rank) const {
     auto r = static_cast<std::size_t>(rank);
-    if (ofi_[r]) return *ofi_[r]->get(1 - rank);
-    return tcp_[r] ? *tcp_[r]->get(1 - rank) : *shm_[r]->get(1 - rank);
+    if (ofi_[r]) return *ofi_[r];
+    if (tcp_[r]) return *tcp_[r];
+    return *shm_[r];
+  }
+  [[nodiscard]] transport::Connection& conn(int rank) const {
+    return *transport_of(rank).get(1 - rank);
   }
   /// The ofi transport of `rank` (null for other kinds).
   [[nodiscard]] transport::ofi::OfiTransport* ofi(int rank) const {
@@ -195,9 +201,7 @@ class TransportPair {
   }
 
   Status ensure(int rank, Deadline deadline) {
-    auto r = static_cast<std::size_t>(rank);
-    if (ofi_[r]) return ofi_[r]->ensure({1 - rank}, deadline);
-    return tcp_[r] ? tcp_[r]->ensure({1 - rank}, deadline) : shm_[r]->ensure({1 - rank}, deadline);
+    return transport_of(rank).ensure({1 - rank}, deadline);
   }
 
   std::string kind_;

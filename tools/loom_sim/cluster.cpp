@@ -64,7 +64,7 @@ Prediction predict(Coll coll, std::size_t bytes, const CostTable& table) {
   out.tree_us = d.tree_us;
   out.pick = d.algo;
   out.pick_us = d.pick_us();
-  if (supports(coll, Algo::Deterministic))
+  if (select::supports(coll, Algo::Deterministic))
     out.det_us = table.time_us(coll, Algo::Deterministic, bytes);
   return out;
 }

@@ -55,6 +55,7 @@ algo::Plan build(Coll coll, Algo a, int rank, std::size_t bytes, const Shape& s,
     case Coll::ReduceScatter: return algo::ring_reduce_scatter(r);
     case Coll::Broadcast: return algo::chain_broadcast(r);
     case Coll::Reduce: return algo::chain_reduce(r);
+    case Coll::Barrier: break;
   }
   return {};
 }
@@ -226,7 +227,7 @@ class Replay {
 
 Result<ReplayResult> replay(Coll coll, Algo algo, std::size_t bytes, const Shape& shape,
                             const Tuning& t, const Pipeline& p, std::size_t max_steps) {
-  if (!supports(coll, algo))
+  if (!select::supports(coll, algo))
     return make_error(ErrorCode::InvalidArgument, "{} has no {} schedule", to_string(coll),
                       to_string(algo));
   std::vector<std::vector<int>> hosts(static_cast<std::size_t>(shape.nhosts));

@@ -18,6 +18,7 @@
 #include "device/ipc_peers.hpp"
 #include "transports/cuda_ipc/cuda_ipc_connection.hpp"
 #include "transports/shm/shm_segment.hpp"
+#include "transports/transport.hpp"
 
 namespace loom::transport::cuda_ipc {
 
@@ -36,19 +37,20 @@ struct CudaIpcSetup {
   std::string nvml_library = "libnvidia-ml.so.1";  // LOOM_NVML_LIBRARY: labels the links in logs
 };
 
-class CudaIpcTransport {
+class CudaIpcTransport final : public Transport {
  public:
   /// Collective: every rank of the communicator calls it (with `allowed` from its own
   /// LOOM_TRANSPORTS). Null, with the reason logged at INFO, when some rank excludes cuda_ipc.
   static Result<std::unique_ptr<CudaIpcTransport>> create(const CudaIpcSetup& setup,
                                                           Deadline deadline);
-  ~CudaIpcTransport();
+  ~CudaIpcTransport() override;
   CudaIpcTransport(const CudaIpcTransport&) = delete;
   CudaIpcTransport& operator=(const CudaIpcTransport&) = delete;
 
   /// Connections to every peer in `peers` (pairwise handshakes through the store).
-  Status ensure(const std::vector<int>& peers, Deadline deadline);
-  [[nodiscard]] Connection* get(int peer) const;
+  Status ensure(const std::vector<int>& peers, Deadline deadline) override;
+  [[nodiscard]] Connection* get(int peer) const override;
+  [[nodiscard]] std::string_view name() const override { return "cuda_ipc"; }
   [[nodiscard]] device::PeerRoute route(int peer) const;
   [[nodiscard]] device::Device& device() const { return dev_; }
   /// The one stream every device operation of this communicator is ordered on.

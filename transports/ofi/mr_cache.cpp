@@ -30,7 +30,7 @@ void MrCache::insert(Entry e) {
   entries_.push_front(e);
 }
 
-Result<void*> MrCache::desc(const void* base, std::size_t len, MemoryKind kind) {
+Result<void*> MrCache::desc(const void* base, std::size_t len, HmemDevice kind) {
   if (!enabled_ || len == 0) return nullptr;
   auto begin = reinterpret_cast<std::uintptr_t>(base);
   auto end = begin + len;
@@ -44,7 +44,7 @@ Result<void*> MrCache::desc(const void* base, std::size_t len, MemoryKind kind) 
   return fi_mr_desc(mr);
 }
 
-Result<void*> MrCache::device_desc(const void* base, std::size_t len, MemoryKind kind,
+Result<void*> MrCache::device_desc(const void* base, std::size_t len, HmemDevice kind,
                                    std::uint64_t alloc_id) {
   if (len == 0) return nullptr;
   auto begin = reinterpret_cast<std::uintptr_t>(base);
@@ -65,14 +65,14 @@ Result<void*> MrCache::device_desc(const void* base, std::size_t len, MemoryKind
   return fi_mr_desc(mr);
 }
 
-Status MrCache::probe(const void* base, std::size_t len, MemoryKind kind) {
+Status MrCache::probe(const void* base, std::size_t len, HmemDevice kind) {
   auto begin = reinterpret_cast<std::uintptr_t>(base);
   LOOM_ASSIGN_OR_RETURN(fid_mr * mr, register_range(begin, begin + len, kind));
   fi_close(&mr->fid);
   return Status::ok();
 }
 
-Result<fid_mr*> MrCache::register_range(std::uintptr_t begin, std::uintptr_t end, MemoryKind kind) {
+Result<fid_mr*> MrCache::register_range(std::uintptr_t begin, std::uintptr_t end, HmemDevice kind) {
   // NOLINTNEXTLINE(performance-no-int-to-ptr): the page-aligned range around a user buffer
   iovec iov{reinterpret_cast<void*>(begin), end - begin};
   fi_mr_attr attr{};

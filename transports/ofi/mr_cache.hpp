@@ -19,8 +19,9 @@
 
 namespace loom::transport::ofi {
 
-/// Where a buffer lives: host memory, or a device the provider reaches through FI_HMEM.
-struct MemoryKind {
+/// The FI_HMEM interface and device of a registration: host memory, or a device the provider
+/// reaches through FI_HMEM.
+struct HmemDevice {
   fi_hmem_iface iface = FI_HMEM_SYSTEM;
   std::uint64_t device = 0;  // CUDA device ordinal etc.
 };
@@ -35,13 +36,13 @@ class MrCache {
 
   [[nodiscard]] bool enabled() const { return enabled_; }
   /// The descriptor to pass with a buffer (null when registration is off or len is 0).
-  Result<void*> desc(const void* base, std::size_t len, MemoryKind kind = {});
+  Result<void*> desc(const void* base, std::size_t len, HmemDevice kind = {});
   /// The descriptor of device memory [base, base + len), a whole allocation whose id is
   /// `alloc_id` (never 0). Registered whatever `enabled` says (FI_MR_HMEM).
-  Result<void*> device_desc(const void* base, std::size_t len, MemoryKind kind,
+  Result<void*> device_desc(const void* base, std::size_t len, HmemDevice kind,
                             std::uint64_t alloc_id);
   /// Registers [base, base + len) once and releases it: whether the provider accepts it.
-  Status probe(const void* base, std::size_t len, MemoryKind kind);
+  Status probe(const void* base, std::size_t len, HmemDevice kind);
   [[nodiscard]] std::size_t size() const { return entries_.size(); }
   [[nodiscard]] std::uint64_t registrations() const { return registrations_; }
   [[nodiscard]] std::uint64_t hits() const { return hits_; }
@@ -56,7 +57,7 @@ class MrCache {
     std::uint64_t alloc_id = 0;  // device allocations only
     fid_mr* mr = nullptr;
   };
-  Result<fid_mr*> register_range(std::uintptr_t begin, std::uintptr_t end, MemoryKind kind);
+  Result<fid_mr*> register_range(std::uintptr_t begin, std::uintptr_t end, HmemDevice kind);
   /// The cached entry for [begin, end) of `kind` and `alloc_id`, moved to the front; or null.
   const Entry* lookup(std::uintptr_t begin, std::uintptr_t end, fi_hmem_iface iface,
                       std::uint64_t alloc_id);

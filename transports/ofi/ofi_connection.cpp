@@ -77,7 +77,7 @@ Result<Request> OfiConnection::post(bool is_send, const MemRegion& region, std::
                                     std::size_t len, const Tag& tag) {
   auto lk = lock();
   if (!broken_.is_ok()) return broken_;
-  if (region.space == MemSpace::Device && !device_.enabled)
+  if (region.space == MemoryKind::Device && !device_.enabled)
     return make_error(ErrorCode::Internal,
                       "{}: {} {} on device memory, but this transport does not register device "
                       "memory (FI_HMEM)",
@@ -143,11 +143,11 @@ Result<bool> OfiConnection::try_post(Op& op) {
 // Host payloads: pages around the message, when the provider asks for registration. Device
 // payloads: the whole allocation, always (FI_MR_HMEM), keyed by its allocation id.
 Result<void*> OfiConnection::payload_desc(const Op& op) {
-  if (op.region.space != MemSpace::Device) return mrs_.desc(op.data, op.len);
+  if (op.region.space != MemoryKind::Device) return mrs_.desc(op.data, op.len);
   if (op.region.alloc_id == 0)
     return make_error(ErrorCode::Internal, "{}: device buffer {} without an allocation id", who(),
                       op.region.base);
-  MemoryKind kind{device_.iface, static_cast<std::uint64_t>(std::max(op.region.device, 0))};
+  HmemDevice kind{device_.iface, static_cast<std::uint64_t>(std::max(op.region.device, 0))};
   auto d = mrs_.device_desc(op.region.base, op.region.size, kind, op.region.alloc_id);
   if (!d.is_ok())
     return d.status().with_context(

@@ -22,7 +22,7 @@
 
 namespace loom::transport::ofi {
 
-/// How device buffers (MemSpace::Device) are registered: off until the transport has checked
+/// How device buffers (MemoryKind::Device) are registered: off until the transport has checked
 /// that the provider takes them (OfiTransport::enable_device_memory).
 struct DeviceMemoryMode {
   bool enabled = false;

@@ -69,7 +69,7 @@ Result<std::unique_ptr<OfiTransport>> OfiTransport::create(int rank, int nranks,
 Status OfiTransport::enable_device_memory(fi_hmem_iface iface, const void* probe, std::size_t bytes,
                                           int device) {
   auto lk = lock_.executor();  // the domain is shared with the progress thread
-  MemoryKind kind{iface, static_cast<std::uint64_t>(std::max(device, 0))};
+  HmemDevice kind{iface, static_cast<std::uint64_t>(std::max(device, 0))};
   Status st = mrs_->probe(probe, bytes, kind);
   if (!st.is_ok())
     return st.with_context(

@@ -18,6 +18,7 @@
 #include "transports/ofi/mr_cache.hpp"
 #include "transports/ofi/ofi_connection.hpp"
 #include "transports/ofi/ofi_fabric.hpp"
+#include "transports/transport.hpp"
 
 namespace loom::transport::ofi {
 
@@ -30,13 +31,13 @@ struct OfiOptions {
   int ranks_on_host = 1;             // for the automatic choice
 };
 
-class OfiTransport {
+class OfiTransport final : public Transport {
  public:
   /// Opens the endpoint and publishes this rank's card under the communicator's prefix.
   static Result<std::unique_ptr<OfiTransport>> create(int rank, int nranks, std::uint64_t comm_id,
                                                       std::shared_ptr<bootstrap::Store> store,
                                                       const OfiOptions& options);
-  ~OfiTransport();
+  ~OfiTransport() override;
   OfiTransport(const OfiTransport&) = delete;
   OfiTransport& operator=(const OfiTransport&) = delete;
 
@@ -50,8 +51,9 @@ class OfiTransport {
                               int device);
   [[nodiscard]] const DeviceMemoryMode& device_memory() const { return device_; }
   /// Connections to `peers`, establishing missing ones.
-  Status ensure(const std::vector<int>& peers, Deadline deadline);
-  [[nodiscard]] Connection* get(int peer) const;
+  Status ensure(const std::vector<int>& peers, Deadline deadline) override;
+  [[nodiscard]] Connection* get(int peer) const override;
+  [[nodiscard]] std::string_view name() const override { return "ofi"; }
 
  private:
   OfiTransport(int rank, int nranks, std::uint64_t comm_id,

@@ -21,6 +21,7 @@
 #include "transports/shm/fd_mailbox.hpp"
 #include "transports/shm/shm_connection.hpp"
 #include "transports/shm/single_copy.hpp"
+#include "transports/transport.hpp"
 
 namespace loom::transport::shm {
 
@@ -51,12 +52,12 @@ Result<SegmentKind> parse_segment_kind(std::string_view text);
 /// death, so that a rank killed during setup leaves nothing in /dev/shm.
 void remove_orphans(int rank, std::uint64_t comm_id);
 
-class ShmTransport {
+class ShmTransport final : public Transport {
  public:
   static Result<std::unique_ptr<ShmTransport>> create(int rank, int nranks, std::uint64_t comm_id,
                                                       std::shared_ptr<bootstrap::Store> store,
                                                       ShmOptions options);
-  ~ShmTransport();
+  ~ShmTransport() override;
   ShmTransport(const ShmTransport&) = delete;
   ShmTransport& operator=(const ShmTransport&) = delete;
 
@@ -65,9 +66,10 @@ class ShmTransport {
   /// acknowledgement), each waiting only for what peers do in an earlier phase, so no two ranks
   /// wait on each other. On failure, whatever this call created is unlinked, and when a peer
   /// failed, segments of processes that are gone are removed from /dev/shm.
-  Status ensure(const std::vector<int>& peers, Deadline deadline);
+  Status ensure(const std::vector<int>& peers, Deadline deadline) override;
   /// The connection to `peer` (null if not established).
-  [[nodiscard]] Connection* get(int peer) const;
+  [[nodiscard]] Connection* get(int peer) const override;
+  [[nodiscard]] std::string_view name() const override { return "shm"; }
   /// The abstract socket name of this rank's doorbell.
   [[nodiscard]] const std::string& doorbell_name() const;
   /// Whether this rank hands its channels over as anonymous segments (else named ones).

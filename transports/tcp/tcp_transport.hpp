@@ -15,6 +15,7 @@
 #include "transports/tcp/tcp_accept.hpp"
 #include "transports/tcp/tcp_connection.hpp"
 #include "transports/tcp/tcp_progress.hpp"
+#include "transports/transport.hpp"
 
 namespace loom::transport::tcp {
 
@@ -37,7 +38,7 @@ int choose_sockets(int sockets_per_peer, int cpus, int ranks_on_host);
 /// net.ipv4.tcp_[rw]mem) instead of pinning them small. 0: autotuning.
 void apply_socket_buffer(int fd, std::size_t bytes);
 
-class TcpTransport {
+class TcpTransport final : public Transport {
  public:
   /// Listens on `bind` (port 0: ephemeral).
   static Result<std::unique_ptr<TcpTransport>> listen(int rank, int nranks, std::uint64_t comm_id,
@@ -55,9 +56,10 @@ class TcpTransport {
 
   /// Connections to `peers`, establishing missing ones: first connects to higher ranks, then
   /// accepts from lower ones, so no two ranks wait on each other.
-  Status ensure(const std::vector<int>& peers, Deadline deadline);
+  Status ensure(const std::vector<int>& peers, Deadline deadline) override;
   /// The connection to `peer` (null if not established).
-  [[nodiscard]] Connection* get(int peer) const;
+  [[nodiscard]] Connection* get(int peer) const override;
+  [[nodiscard]] std::string_view name() const override { return "tcp"; }
 
  private:
   TcpTransport(int rank, int nranks, std::uint64_t comm_id, net::Fd listener,

@@ -8,7 +8,7 @@
 
 #include "common/status.hpp"
 
-namespace loom::core {
+namespace loom::launch {
 
 /// Expands a comma-separated hostlist. Each element is a host name that may contain bracketed
 /// range lists: "prefix[a-b,c,d-e]suffix"; several bracket groups multiply out, the leftmost
@@ -21,4 +21,4 @@ Result<std::vector<std::string>> expand_hostlist(std::string_view text,
 /// The first host of a hostlist (where Slurm places task 0 of a block-distributed step).
 Result<std::string> first_host(std::string_view text);
 
-}  // namespace loom::core
+}  // namespace loom::launch

@@ -1,20 +1,10 @@
-#include "core/op.hpp"
+#include "collective/op.hpp"
+
+#include <fmt/format.h>
 
 #include <limits>
 
-namespace loom::core {
-
-std::string_view to_string(CollKind k) {
-  switch (k) {
-    case CollKind::AllReduce: return "allreduce";
-    case CollKind::AllGather: return "allgather";
-    case CollKind::Broadcast: return "broadcast";
-    case CollKind::Reduce: return "reduce";
-    case CollKind::ReduceScatter: return "reduce_scatter";
-    case CollKind::Barrier: return "barrier";
-  }
-  return "unknown-collective";
-}
+namespace loom::coll {
 
 std::size_t OpDesc::send_bytes(int nranks) const {
   std::size_t b = count * dtype_size(dtype);
@@ -99,47 +89,4 @@ Status validate(const OpDesc& op, int rank, int nranks) {
   return Status::ok();
 }
 
-transport::Tag make_tag(const OpDesc& op, std::uint32_t index) {
-  transport::Tag t;
-  t.seq = op.seq;
-  t.index = index;
-  t.kind = static_cast<std::uint8_t>(op.kind);
-  t.dtype = static_cast<std::uint8_t>(op.dtype);
-  t.redop = op.has_redop() ? static_cast<std::uint8_t>(op.redop) : 0;
-  t.root = op.has_root() ? op.root : -1;
-  t.count = op.count;
-  return t;
-}
-
-}  // namespace loom::core
-
-namespace loom::transport {
-
-std::string describe_tag(const Tag& tag) {
-  core::OpDesc op;
-  op.kind = static_cast<core::CollKind>(tag.kind);
-  op.dtype = static_cast<DataType>(tag.dtype);
-  op.redop = static_cast<RedOp>(tag.redop);
-  op.root = tag.root;
-  op.count = tag.count;
-  op.seq = tag.seq;
-  return fmt::format("{}, message {}", core::describe(op), tag.index);
-}
-
-Status mismatched_message(int self, int peer, const Tag& expected, std::size_t expected_len,
-                          const Tag& got, std::size_t got_len) {
-  // A message of a call this rank has finished: it took no such message in that call.
-  std::string stale;
-  if (got.seq < expected.seq)
-    stale = fmt::format(
-        "; rank {} finished its call #{} without taking this message (left unread): the ranks' "
-        "calls #{} differ",
-        self, got.seq, got.seq);
-  return make_error(ErrorCode::Mismatch,
-                    "mismatched collective calls: rank {} expected {} ({} bytes) from rank {}, "
-                    "but rank {} sent {} ({} bytes){}",
-                    self, describe_tag(expected), expected_len, peer, peer, describe_tag(got),
-                    got_len, stale);
-}
-
-}  // namespace loom::transport
+}  // namespace loom::coll

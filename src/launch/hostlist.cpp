@@ -1,8 +1,8 @@
-#include "core/hostlist.hpp"
+#include "launch/hostlist.hpp"
 
 #include <charconv>
 
-namespace loom::core {
+namespace loom::launch {
 namespace {
 
 Status bad(std::string_view text, std::string_view why) {
@@ -104,4 +104,4 @@ Result<std::string> first_host(std::string_view text) {
   return hosts->front();
 }
 
-}  // namespace loom::core
+}  // namespace loom::launch

@@ -1,4 +1,4 @@
-// One collective call as the core sees it: what was asked, validated, and how it is named in
+// One collective call as every layer sees it: what was asked, validated, and how it is named in
 // messages and errors.
 #pragma once
 
@@ -6,22 +6,11 @@
 #include <cstdint>
 #include <string>
 
+#include "collective/kinds.hpp"
 #include "common/status.hpp"
 #include "loom/types.hpp"
-#include "transports/connection.hpp"
 
-namespace loom::core {
-
-enum class CollKind : std::uint8_t {
-  AllReduce = 1,
-  AllGather,
-  Broadcast,
-  Reduce,
-  ReduceScatter,
-  Barrier,
-};
-
-std::string_view to_string(CollKind k);
+namespace loom::coll {
 
 struct OpDesc {
   CollKind kind = CollKind::AllReduce;
@@ -58,7 +47,4 @@ Status validate(const OpDesc& op, int rank, int nranks);
 /// "allreduce #42 (1024 x float, sum)".
 std::string describe(const OpDesc& op);
 
-/// The message tag for message `index` of `op` on one (peer, direction).
-transport::Tag make_tag(const OpDesc& op, std::uint32_t index);
-
-}  // namespace loom::core
+}  // namespace loom::coll

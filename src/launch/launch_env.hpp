@@ -5,7 +5,7 @@
 
 #include "config/config.hpp"
 
-namespace loom::core {
+namespace loom::launch {
 
 struct LaunchInfo {
   int rank = 0;
@@ -25,4 +25,4 @@ struct LaunchInfo {
 /// InvalidUsage error that names what was found and what is missing.
 Result<LaunchInfo> detect_launch(const config::Config& cfg);
 
-}  // namespace loom::core
+}  // namespace loom::launch

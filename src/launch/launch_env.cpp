@@ -1,13 +1,13 @@
-#include "core/launch_env.hpp"
+#include "launch/launch_env.hpp"
 
 #include <charconv>
 #include <cstdint>
 #include <limits>
 #include <vector>
 
-#include "core/hostlist.hpp"
+#include "launch/hostlist.hpp"
 
-namespace loom::core {
+namespace loom::launch {
 namespace {
 
 // Rank and size variables are integers of the registry whose ranges (config::kMaxRanks) keep
@@ -211,4 +211,4 @@ Result<LaunchInfo> detect_launch(const config::Config& cfg) {
                  {"LOOM_RANK (or RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK)"}, found);
 }
 
-}  // namespace loom::core
+}  // namespace loom::launch

@@ -1,0 +1,41 @@
+#include "collective/kinds.hpp"
+
+namespace loom::coll {
+
+std::string_view to_string(CollKind k) {
+  switch (k) {
+    case CollKind::AllReduce: return "allreduce";
+    case CollKind::AllGather: return "allgather";
+    case CollKind::ReduceScatter: return "reduce_scatter";
+    case CollKind::Broadcast: return "broadcast";
+    case CollKind::Reduce: return "reduce";
+    case CollKind::Barrier: return "barrier";
+  }
+  return "unknown-collective";
+}
+
+std::string_view to_string(Algo a) {
+  switch (a) {
+    case Algo::Ring: return "ring";
+    case Algo::Tree: return "tree";
+    case Algo::Deterministic: return "deterministic";
+    case Algo::Rd: return "rd";
+  }
+  return "?";
+}
+
+std::optional<Algo> forced_by(Algorithm hint) {
+  switch (hint) {
+    case Algorithm::Ring: return Algo::Ring;
+    case Algorithm::Tree: return Algo::Tree;
+    case Algorithm::RecursiveDoubling: return Algo::Rd;
+    case Algorithm::Auto: break;
+  }
+  return std::nullopt;
+}
+
+std::string_view to_string(MemoryKind k) noexcept {
+  return k == MemoryKind::Device ? "device" : "host";
+}
+
+}  // namespace loom::coll

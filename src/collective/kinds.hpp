@@ -1,0 +1,42 @@
+// The library's vocabulary, each word defined once: which collective a call is, which algorithm
+// runs it, and where a buffer lives. Every layer (transports, algorithms, the executor, the
+// selector, the communicator) names these; none defines its own.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include "loom/options.hpp"
+
+namespace loom::coll {
+
+/// The collective a call is. The five data collectives come first, in this order (the selector
+/// indexes its tables with them); the value travels in every message header (coll::Tag).
+enum class CollKind : std::uint8_t {
+  AllReduce = 0,
+  AllGather,
+  ReduceScatter,
+  Broadcast,
+  Reduce,
+  Barrier,
+};
+/// The data collectives: AllReduce .. Reduce (Barrier moves no data).
+inline constexpr int kNumDataColls = 5;
+/// "allreduce", "allgather", "reduce_scatter", "broadcast", "reduce", "barrier".
+std::string_view to_string(CollKind k);
+
+/// A schedule family. The public loom::Algorithm (a call's hint) names the ones a caller may
+/// force; Deterministic is chosen by LOOM_DETERMINISTIC, never by a hint.
+enum class Algo : std::uint8_t { Ring, Tree, Deterministic, Rd };
+/// "ring", "tree", "deterministic", "rd".
+std::string_view to_string(Algo a);
+/// A call's hint: the algorithm it forces, or nullopt for Algorithm::Auto.
+std::optional<Algo> forced_by(Algorithm hint);
+
+/// Where a buffer lives (cudaPointerGetAttributes' two answers; managed memory is Device).
+enum class MemoryKind : std::uint8_t { Host, Device };
+/// "host", "device".
+std::string_view to_string(MemoryKind k) noexcept;
+
+}  // namespace loom::coll

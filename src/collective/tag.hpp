@@ -1,0 +1,49 @@
+// The identity of one message: which call it belongs to and its place in that call. Carried in
+// every message header and checked by the receiver before any payload is accepted; transports
+// compare tags for equality only and render them (describe_tag) in their Mismatch errors.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "collective/op.hpp"
+#include "common/status.hpp"
+
+namespace loom::coll {
+
+struct Tag {
+  std::uint64_t seq = 0;    // operation sequence number on the communicator
+  std::uint32_t index = 0;  // message index within the operation for this (peer, direction)
+  std::uint8_t kind = 0;    // the collective (CollKind)
+  std::uint8_t dtype = 0;
+  std::uint8_t redop = 0;
+  std::uint8_t pad = 0;
+  std::int32_t root = -1;
+  std::uint64_t count = 0;  // the collective's element count argument
+
+  friend bool operator==(const Tag&, const Tag&) = default;
+};
+
+/// The tag of message `index` of `op` on one (peer, direction).
+inline Tag make_tag(const OpDesc& op, std::uint32_t index) {
+  Tag t;
+  t.seq = op.seq;
+  t.index = index;
+  t.kind = static_cast<std::uint8_t>(op.kind);
+  t.dtype = static_cast<std::uint8_t>(op.dtype);
+  t.redop = op.has_redop() ? static_cast<std::uint8_t>(op.redop) : 0;
+  t.root = op.has_root() ? op.root : -1;
+  t.count = op.count;
+  return t;
+}
+
+/// "allreduce #42 (1024 x float, sum), message 3".
+std::string describe_tag(const Tag& tag);
+
+/// The Mismatch error of a message whose tag or length differs from what `self` expected from
+/// `peer`: names both calls.
+Status mismatched_message(int self, int peer, const Tag& expected, std::size_t expected_len,
+                          const Tag& got, std::size_t got_len);
+
+}  // namespace loom::coll
