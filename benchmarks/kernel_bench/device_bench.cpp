@@ -279,6 +279,7 @@ struct Bench {
       fill_random(t, hy.data(), count, 3 * bytes + static_cast<std::uint64_t>(t));
       upload(pool, n);
       for (RedOp op : a.ops) {
+        if (!supports(t, op)) continue;  // bitwise ops: integer types only
         const double sec = time_launches([&](int i) {
           throw_if_error(dev.reduce_async(t, op, pool.z(i), pool.x(i), pool.y(i), count, s));
         });

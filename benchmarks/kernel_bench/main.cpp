@@ -123,6 +123,7 @@ int run_host(const Args& a) {
     for (loom::DataType t : a.dtypes) {
       const std::size_t count = size / loom::dtype_size(t);
       for (loom::RedOp op : a.ops) {
+        if (!loom::supports(t, op)) continue;  // bitwise ops: integer types only
         loom::kernels::reduce(t, op, z.data(), x.data(), y.data(), count);  // warm-up
         const auto start = std::chrono::steady_clock::now();
         for (int i = 0; i < a.iters; ++i)

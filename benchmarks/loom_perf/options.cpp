@@ -48,7 +48,8 @@ constexpr std::array<FlagSpec, 24> kFlags = {{
 constexpr std::array<std::string_view, kNumDataTypes> kDtypeNames = {
     "int8", "uint8",    "int32", "uint32", "int64",  "uint64",
     "half", "bfloat16", "float", "double", "f8e4m3", "f8e5m2"};
-constexpr std::array<std::string_view, kNumRedOps> kOpNames = {"sum", "prod", "min", "max", "avg"};
+constexpr std::array<std::string_view, kNumRedOps> kOpNames = {
+    "sum", "prod", "min", "max", "avg", "mulsum", "band", "bor", "bxor"};  // nccl-tests: mulsum
 
 struct Alias {
   std::string_view name;
@@ -278,7 +279,7 @@ std::optional<RedOp> op_from_name(std::string_view name) noexcept {
   for (std::size_t i = 0; i < kOpNames.size(); ++i) {
     if (key == kOpNames[i]) return static_cast<RedOp>(i);
   }
-  return std::nullopt;
+  return parse_redop(key);  // loom's names and aliases too ("premul_sum", "xor", ...)
 }
 
 std::string_view coll_name(Coll coll) noexcept {
@@ -376,7 +377,8 @@ std::string usage_text(std::string_view program) {
       "  -c, --check 0/1           verify results (default 1)\n"
       "  -d, --datatype TYPE       int8 uint8 int32 uint32 int64 uint64 half bfloat16 float\n"
       "                            double f8e4m3 f8e5m2, a comma list, or all (default float)\n"
-      "  -o, --op OP               sum prod min max avg, a comma list, or all (default sum)\n"
+      "  -o, --op OP               sum prod min max avg, mulsum (PreMulSum, scalar 1), band bor\n"
+      "                            bxor (integer types only), a comma list, or all (default sum)\n"
       "  -r, --root N              root of broadcast and reduce (default 0)\n"
       "  -a, --average 0/1/2/3     time reported: 0 rank 0, 1 average (default), 2 min, 3 max\n"
       "  -z, --blocking 0/1        1: wait for each call before issuing the next (default 0:\n"

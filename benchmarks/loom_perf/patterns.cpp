@@ -24,18 +24,24 @@ std::uint64_t int_reduce(RedOp op, const int* values, int nranks) {
   std::uint64_t prod = 1;
   T lo = static_cast<T>(values[0]);
   T hi = lo;
+  std::uint64_t all = ~std::uint64_t{0}, any = 0, odd = 0;  // bit and / or / xor
   for (int r = 0; r < nranks; ++r) {
     const T v = static_cast<T>(values[r]);
     sum += static_cast<std::uint64_t>(v);
     prod *= static_cast<std::uint64_t>(v);
     lo = std::min(lo, v);
     hi = std::max(hi, v);
+    all &= int_bits(v), any |= int_bits(v), odd ^= int_bits(v);
   }
   switch (op) {
-    case RedOp::Sum: return int_bits(static_cast<T>(sum));
+    case RedOp::Sum:
+    case RedOp::PreMulSum: return int_bits(static_cast<T>(sum));  // loom-perf's scalar is 1
     case RedOp::Prod: return int_bits(static_cast<T>(prod));
     case RedOp::Min: return int_bits(lo);
     case RedOp::Max: return int_bits(hi);
+    case RedOp::BitAnd: return all;
+    case RedOp::BitOr: return any;
+    case RedOp::BitXor: return odd;
     case RedOp::Avg: break;
   }
   const T wrapped = static_cast<T>(sum);
@@ -83,7 +89,8 @@ std::uint64_t float_reduce(DataType dtype, RedOp op, const int* values, int nran
   }
   double result = 0;
   switch (op) {
-    case RedOp::Sum: result = sum; break;
+    case RedOp::Sum:
+    case RedOp::PreMulSum: result = sum; break;  // loom-perf's scalar is 1
     case RedOp::Prod: result = prod; break;
     case RedOp::Min: result = lo; break;
     case RedOp::Max: result = hi; break;
@@ -93,6 +100,9 @@ std::uint64_t float_reduce(DataType dtype, RedOp op, const int* values, int nran
         break;
       }
       return encode_float(dtype, static_cast<float>(sum) / static_cast<float>(nranks));
+    case RedOp::BitAnd:
+    case RedOp::BitOr:
+    case RedOp::BitXor: return 0;  // integer types only: never run (see Runner::run)
   }
   if (dtype == DataType::Float64) return std::bit_cast<std::uint64_t>(result);
   return encode_float(dtype, narrow_to_float(result));

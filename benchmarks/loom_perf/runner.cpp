@@ -177,9 +177,20 @@ int Runner::run() {
   const std::vector<RedOp> ops =
       has_op(options_.coll) ? options_.ops : std::vector<RedOp>{RedOp::Sum};
   for (const DataType dtype : options_.dtypes) {
-    std::size_t rows = 0;
-    for (const RedOp op : ops) rows += run_pattern(dtype, op, sizes);
-    if (rows == 0 && rank_ == 0)
+    std::size_t rows = 0, defined = 0;
+    std::string skipped;
+    for (const RedOp op : ops) {
+      if (!supports(dtype, op)) {  // bitwise ops on a floating type
+        skipped += fmt::format("{}{}", skipped.empty() ? "" : ", ", op_name(op));
+        continue;
+      }
+      ++defined;
+      rows += run_pattern(dtype, op, sizes);
+    }
+    if (!skipped.empty() && rank_ == 0)
+      fmt::print(stderr, "loom-perf: {} skipped for {}: integer types only\n", skipped,
+                 dtype_name(dtype));
+    if (rows == 0 && defined != 0 && rank_ == 0)
       fmt::print(stderr,
                  "loom-perf: {} not tested: no size from -b {} to -e {} holds one of its elements "
                  "({} bytes)\n",

@@ -24,8 +24,30 @@ enum class DataType : std::uint8_t {
 };
 inline constexpr int kNumDataTypes = 12;
 
-enum class RedOp : std::uint8_t { Sum = 0, Prod, Min, Max, Avg };
-inline constexpr int kNumRedOps = 5;
+/// Reduction operators. Which ones a DataType supports: see supports(DataType, RedOp) below.
+///  * Sum, Prod, Min, Max, Avg: every type. Integers wrap (two's complement); Avg divides the sum
+///    once at the end (integers truncate).
+///  * PreMulSum (NCCL's ncclRedOpCreatePreMulSum, torch's PREMUL_SUM): every rank multiplies its
+///    own input by a scalar given with the call, then the products are summed (the collectives
+///    do not take the scalar yet: until they do, they reduce PreMulSum with scalar 1). Every type.
+///    Floating types: fp64 multiplies in fp64; fp32 by the scalar rounded to fp32 (as NCCL and
+///    torch apply it: in the element type); fp16/bf16/fp8 by the scalar rounded to fp32, the
+///    product computed exactly and rounded to the type once (nearest even). Integer types: by the
+///    scalar truncated toward zero and clamped to the type's range (NaN: 0), the product exact in
+///    the type (wrapping, as Prod): give an integral scalar.
+///  * BitAnd, BitOr, BitXor: integer types only (on the two's complement bit pattern).
+enum class RedOp : std::uint8_t {
+  Sum = 0,
+  Prod,
+  Min,
+  Max,
+  Avg,
+  PreMulSum,
+  BitAnd,
+  BitOr,
+  BitXor,
+};
+inline constexpr int kNumRedOps = 9;
 
 /// Size of one element in bytes; 0 for a value outside the enum.
 constexpr std::size_t dtype_size(DataType t) noexcept {
@@ -57,12 +79,30 @@ constexpr bool is_floating(DataType t) noexcept {
          t == DataType::Float64 || t == DataType::Float8E4M3 || t == DataType::Float8E5M2;
 }
 
+constexpr bool is_integer(DataType t) noexcept {
+  return is_valid(t) && !is_floating(t);
+}
+constexpr bool is_bitwise(RedOp op) noexcept {
+  return op == RedOp::BitAnd || op == RedOp::BitOr || op == RedOp::BitXor;
+}
+
+/// The one rule for which (DataType, RedOp) pairs loom reduces (every call that reduces refuses
+/// the others with InvalidArgument): bitwise ops only for the integer types, the arithmetic ops
+/// and PreMulSum for every type. False for values outside the enums.
+constexpr bool supports(DataType t, RedOp op) noexcept {
+  if (!is_valid(t) || !is_valid(op)) return false;
+  if (is_bitwise(op)) return is_integer(t);
+  return true;
+}
+
 /// nccl-tests style names: "int8", "uint8", "int32", ..., "half", "bfloat16", "float", "double",
 /// "f8e4m3", "f8e5m2".
 std::string_view to_string(DataType t) noexcept;
+/// "sum", "prod", "min", "max", "avg", "premul_sum", "band", "bor", "bxor".
 std::string_view to_string(RedOp op) noexcept;
 /// Accepts the names above plus common aliases ("fp16", "bf16", "fp32", "f32", "fp64", "int",
-/// "fp8_e4m3", "e5m2", ...).
+/// "fp8_e4m3", "e5m2", ...; "premulsum", "bitand", "and", "bit_and", "bitor", "or", "bitxor",
+/// "xor", ...), case-insensitive.
 std::optional<DataType> parse_dtype(std::string_view name) noexcept;
 std::optional<RedOp> parse_redop(std::string_view name) noexcept;
 

@@ -8,7 +8,9 @@
 // Semantics are those of the host kernels (kernels/host/reduce.hpp), bit for bit: integers wrap,
 // fp16/bf16/fp8 compute in fp32 and round to nearest even (the same conversion code, half.hpp and
 // fp8.hpp: fp8 e4m3 saturates to +-448, e5m2 overflows to infinity), float min/max propagate NaN,
-// Avg reduces as Sum and is divided once at the end.
+// Avg reduces as Sum and is divided once at the end, PreMulSum reduces as Sum after each rank has
+// scaled its own input (scale_thread, as kernels::scale: integers wrap, floats round once), and the
+// bitwise ops exist for the integer types only.
 #pragma once
 
 #include <cstddef>
@@ -18,6 +20,7 @@
 
 #include "kernels/host/fp8.hpp"
 #include "kernels/host/half.hpp"
+#include "kernels/host/premul.hpp"
 
 #if defined(__CUDACC__)
 #define LOOM_HD __host__ __device__
@@ -114,6 +117,28 @@ struct MaxOp {
   }
 };
 
+/// Bitwise ops: integer types only (reduce_kernels.cu instantiates them for those alone).
+struct BitAndOp {
+  template <typename T>
+  requires std::is_integral_v<T> LOOM_HD static constexpr T apply(T a, T b) noexcept {
+    return static_cast<T>(a & b);
+  }
+};
+
+struct BitOrOp {
+  template <typename T>
+  requires std::is_integral_v<T> LOOM_HD static constexpr T apply(T a, T b) noexcept {
+    return static_cast<T>(a | b);
+  }
+};
+
+struct BitXorOp {
+  template <typename T>
+  requires std::is_integral_v<T> LOOM_HD static constexpr T apply(T a, T b) noexcept {
+    return static_cast<T>(a ^ b);
+  }
+};
+
 template <typename E, typename Op>
 LOOM_HD constexpr typename E::S combine(typename E::S a, typename E::S b) noexcept {
   return E::store(Op::template apply<typename E::C>(E::load(a), E::load(b)));
@@ -130,6 +155,37 @@ LOOM_HD constexpr typename E::S divide(typename E::S x, int n) noexcept {
     return static_cast<C>(static_cast<W>(x) / static_cast<W>(n));
   } else {
     return E::store(E::load(x) / static_cast<C>(n));
+  }
+}
+
+/// The factor a scale kernel multiplies by: the integer type itself for integers
+/// (detail::integer_factor), double for fp64, the scalar rounded (nearest even) to float for the
+/// other floating types.
+template <typename E>
+using FactorType =
+    std::conditional_t<std::is_integral_v<typename E::C> || std::is_same_v<typename E::C, double>,
+                       typename E::C, float>;
+
+template <typename E>
+LOOM_HD constexpr FactorType<E> to_factor(double scalar) noexcept {
+  if constexpr (std::is_integral_v<typename E::C>) {
+    return detail::integer_factor<typename E::C>(scalar);
+  } else {
+    return static_cast<FactorType<E>>(scalar);  // nearest even
+  }
+}
+
+/// x * f in the storage type, as kernels::scale computes it: integers wrap (as Prod); one IEEE
+/// multiplication for fp32/fp64; fp16/bf16/fp8 through the exact product rounded to odd in fp32
+/// (premul.hpp), then the store's nearest-even rounding.
+template <typename E>
+LOOM_HD constexpr typename E::S scale_one(typename E::S x, FactorType<E> f) noexcept {
+  if constexpr (std::is_integral_v<typename E::C>) {
+    return ProdOp::apply(x, f);
+  } else if constexpr (std::is_same_v<typename E::S, typename E::C>) {
+    return static_cast<typename E::S>(x * f);
+  } else {
+    return E::store(detail::mul_round_to_odd(E::load(x), f));
   }
 }
 
@@ -154,6 +210,14 @@ template <typename E>
 LOOM_HD constexpr Pack<typename E::S> divide_pack(const Pack<typename E::S>& x, int n) noexcept {
   Pack<typename E::S> d{};
   for (std::size_t i = 0; i < Pack<typename E::S>::kN; ++i) d.v[i] = divide<E>(x.v[i], n);
+  return d;
+}
+
+template <typename E>
+LOOM_HD constexpr Pack<typename E::S> scale_pack(const Pack<typename E::S>& x,
+                                                 FactorType<E> f) noexcept {
+  Pack<typename E::S> d{};
+  for (std::size_t i = 0; i < Pack<typename E::S>::kN; ++i) d.v[i] = scale_one<E>(x.v[i], f);
   return d;
 }
 
@@ -263,6 +327,24 @@ LOOM_HD void divide_thread(typename E::S* x, int n, const Split& s, std::size_t 
   for (std::size_t k = tid; k < nscalar; k += nthreads) {
     const std::size_t i = s.scalar_index(k);
     x[i] = divide<E>(x[i], n);
+  }
+}
+
+/// d[i] = x[i] * f for the elements of thread `tid` of `nthreads` (the split of d and x). d may
+/// be exactly x.
+template <typename E, typename Mem>
+LOOM_HD void scale_thread(typename E::S* d, const typename E::S* x, FactorType<E> f, const Split& s,
+                          std::size_t tid, std::size_t nthreads) {
+  using S = typename E::S;
+  constexpr std::size_t kN = Pack<S>::kN;
+  for (std::size_t v = tid; v < s.nvec; v += nthreads) {
+    const std::size_t i = s.head + v * kN;
+    Mem::store(d + i, scale_pack<E>(Mem::load(x + i), f));
+  }
+  const std::size_t nscalar = s.scalars();
+  for (std::size_t k = tid; k < nscalar; k += nthreads) {
+    const std::size_t i = s.scalar_index(k);
+    d[i] = scale_one<E>(x[i], f);
   }
 }
 

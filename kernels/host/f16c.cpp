@@ -92,10 +92,14 @@ void f16c_reduce(RedOp op, std::uint16_t* dst, const std::uint16_t* a, const std
                  std::size_t count) {
   switch (op) {
     case RedOp::Sum:
-    case RedOp::Avg: reduce_loop<VecSum>(dst, a, b, count); return;
+    case RedOp::Avg:
+    case RedOp::PreMulSum: reduce_loop<VecSum>(dst, a, b, count); return;
     case RedOp::Prod: reduce_loop<VecProd>(dst, a, b, count); return;
     case RedOp::Min: reduce_loop<VecMin>(dst, a, b, count); return;
     case RedOp::Max: reduce_loop<VecMax>(dst, a, b, count); return;
+    case RedOp::BitAnd:
+    case RedOp::BitOr:
+    case RedOp::BitXor: return;  // integer types only: never called for fp16
   }
 }
 

@@ -23,8 +23,8 @@ namespace loom::kernels::detail {
 /// True when the CPU (and OS) support AVX and F16C; computed once.
 bool cpu_has_f16c() noexcept;
 
-/// dst[i] = a[i] op b[i] on fp16 bit patterns (Avg = Sum). dst may be exactly a and/or b.
-/// Requires cpu_has_f16c().
+/// dst[i] = a[i] op b[i] on fp16 bit patterns (Avg = PreMulSum = Sum; bitwise ops: nothing). dst
+/// may be exactly a and/or b. Requires cpu_has_f16c().
 void f16c_reduce(RedOp op, std::uint16_t* dst, const std::uint16_t* a, const std::uint16_t* b,
                  std::size_t count);
 

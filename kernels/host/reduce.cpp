@@ -17,7 +17,12 @@
 //    would silently drop a NaN produced by one rank.)
 //  * Sum/Prod with NaN inputs give a quiet NaN; when BOTH inputs are NaN, which payload/sign
 //    survives is left to the instruction's operand order (IEEE 754 leaves it unspecified).
-//  * Avg reduces as Sum; finalize_avg divides once at the end.
+//  * Avg reduces as Sum; finalize_avg divides once at the end. PreMulSum reduces as Sum too: the
+//    scaling of each rank's input (scale()) happens before.
+//  * BitAnd/BitOr/BitXor: integer types only, on the bit patterns. A (dtype, op) pair that
+//    loom::supports() refuses is never instantiated: reduce() does nothing for it.
+//  * scale (PreMulSum's local step): integers multiply in their type (wrapping), floats with one
+//    rounding per element; see reduce.hpp.
 #include "kernels/host/reduce.hpp"
 
 #include <algorithm>
@@ -27,6 +32,7 @@
 #include "kernels/host/f16c.hpp"
 #include "kernels/host/fp8.hpp"
 #include "kernels/host/half.hpp"
+#include "kernels/host/premul.hpp"
 
 // Hot loops are compiled twice, for AVX2-class CPUs (x86-64-v3) and for the baseline, and picked
 // at load time through an ifunc; other compilers/targets get one portable version. fp16 on CPUs
@@ -103,6 +109,7 @@ using WrapType = typename Wrap<T>::type;
 
 struct SumOp {
   static constexpr RedOp kOp = RedOp::Sum;
+  static constexpr bool kBitwise = false;
   template <typename T>
   static constexpr T apply(T a, T b) noexcept {
     using U = WrapType<T>;
@@ -112,6 +119,7 @@ struct SumOp {
 
 struct ProdOp {
   static constexpr RedOp kOp = RedOp::Prod;
+  static constexpr bool kBitwise = false;
   template <typename T>
   static constexpr T apply(T a, T b) noexcept {
     using U = WrapType<T>;
@@ -134,6 +142,7 @@ constexpr bool is_nan(T v) noexcept {
 // Non-short-circuit `|` keeps the select branch-free.
 struct MinOp {
   static constexpr RedOp kOp = RedOp::Min;
+  static constexpr bool kBitwise = false;
   template <typename T>
   static constexpr T apply(T a, T b) noexcept {
     return ((a <= b) | is_nan(a)) ? a : b;
@@ -142,10 +151,36 @@ struct MinOp {
 
 struct MaxOp {
   static constexpr RedOp kOp = RedOp::Max;
+  static constexpr bool kBitwise = false;
   template <typename T>
   static constexpr T apply(T a, T b) noexcept {
     return ((b <= a) | is_nan(a)) ? a : b;
   }
+};
+
+// Bitwise ops: defined for the integer types only (never instantiated for the others).
+struct BitAndOp {
+  static constexpr RedOp kOp = RedOp::BitAnd;
+  static constexpr bool kBitwise = true;
+  template <typename T>
+  requires std::is_integral_v<T>
+  static constexpr T apply(T a, T b) noexcept { return static_cast<T>(a & b); }
+};
+
+struct BitOrOp {
+  static constexpr RedOp kOp = RedOp::BitOr;
+  static constexpr bool kBitwise = true;
+  template <typename T>
+  requires std::is_integral_v<T>
+  static constexpr T apply(T a, T b) noexcept { return static_cast<T>(a | b); }
+};
+
+struct BitXorOp {
+  static constexpr RedOp kOp = RedOp::BitXor;
+  static constexpr bool kBitwise = true;
+  template <typename T>
+  requires std::is_integral_v<T>
+  static constexpr T apply(T a, T b) noexcept { return static_cast<T>(a ^ b); }
 };
 
 template <typename E, typename Op>
@@ -185,6 +220,49 @@ LOOM_HOT_LOOP void loop_div(typename E::S* __restrict x, std::size_t count, int 
     const C div = static_cast<C>(n);
     for (std::size_t i = 0; i < count; ++i) x[i] = E::store(E::load(x[i]) / div);
   }
+}
+
+// ---- Scaling (PreMulSum's local step). ----
+
+/// The factor as the multiplication uses it: the integer type itself for integers (see
+/// detail::integer_factor), double for fp64, the scalar rounded to float for the other floats.
+template <typename E>
+using FactorType =
+    std::conditional_t<std::is_integral_v<typename E::C> || std::is_same_v<typename E::C, double>,
+                       typename E::C, float>;
+
+template <typename E>
+constexpr FactorType<E> to_factor(double scalar) noexcept {
+  if constexpr (std::is_integral_v<typename E::C>) {
+    return detail::integer_factor<typename E::C>(scalar);
+  } else {
+    return static_cast<FactorType<E>>(scalar);  // nearest even
+  }
+}
+
+/// x * f in the storage type: integers wrap (as Prod); fp32/fp64 with one IEEE multiplication;
+/// fp16/bf16/fp8 through the exact product rounded to odd (premul.hpp), then the store's
+/// nearest-even rounding: together one correct rounding.
+template <typename E>
+constexpr typename E::S scale_one(typename E::S x, FactorType<E> f) noexcept {
+  if constexpr (std::is_integral_v<typename E::C>) {
+    return ProdOp::apply(x, f);
+  } else if constexpr (std::is_same_v<typename E::S, typename E::C>) {
+    return static_cast<typename E::S>(x * f);
+  } else {
+    return E::store(detail::mul_round_to_odd(E::load(x), f));
+  }
+}
+
+template <typename E>
+LOOM_HOT_LOOP void loop_scale_out(typename E::S* __restrict d, const typename E::S* __restrict s,
+                                  std::size_t n, FactorType<E> f) {
+  for (std::size_t i = 0; i < n; ++i) d[i] = scale_one<E>(s[i], f);
+}
+
+template <typename E>
+LOOM_HOT_LOOP void loop_scale_in(typename E::S* __restrict x, std::size_t n, FactorType<E> f) {
+  for (std::size_t i = 0; i < n; ++i) x[i] = scale_one<E>(x[i], f);
 }
 
 // ---- Typed drivers. ----
@@ -270,22 +348,34 @@ bool visit_dtype(DataType t, F&& f) {
   return false;
 }
 
-/// Calls f(Tag<Op>{}) for `op` (Avg -> Sum); returns false for an invalid op.
+/// Calls f(Tag<Op>{}) for `op` (Avg, PreMulSum -> Sum); returns false for an invalid op.
 template <typename F>
 bool visit_op(RedOp op, F&& f) {
   switch (op) {
     case RedOp::Sum:
-    case RedOp::Avg: f(Tag<SumOp>{}); return true;
+    case RedOp::Avg:
+    case RedOp::PreMulSum: f(Tag<SumOp>{}); return true;
     case RedOp::Prod: f(Tag<ProdOp>{}); return true;
     case RedOp::Min: f(Tag<MinOp>{}); return true;
     case RedOp::Max: f(Tag<MaxOp>{}); return true;
+    case RedOp::BitAnd: f(Tag<BitAndOp>{}); return true;
+    case RedOp::BitOr: f(Tag<BitOrOp>{}); return true;
+    case RedOp::BitXor: f(Tag<BitXorOp>{}); return true;
   }
   return false;
 }
 
+/// Calls f(Tag<Codec>{}, Tag<Op>{}) for a pair loom::supports(); nothing for the others.
 template <typename F>
 void visit(DataType dtype, RedOp op, F&& f) {
-  visit_dtype(dtype, [&](auto codec) { visit_op(op, [&](auto oper) { f(codec, oper); }); });
+  if (!supports(dtype, op)) return;
+  visit_dtype(dtype, [&](auto codec) {
+    visit_op(op, [&](auto oper) {
+      using E = typename decltype(codec)::type;
+      using Op = typename decltype(oper)::type;
+      if constexpr (!Op::kBitwise || std::is_integral_v<typename E::C>) f(codec, oper);
+    });
+  });
 }
 
 }  // namespace
@@ -301,7 +391,7 @@ void reduce(DataType dtype, RedOp op, void* dst, const void* a, const void* b, s
 
 void reduce_n(DataType dtype, RedOp op, void* dst, const void* const* srcs, int nsrc,
               std::size_t count) {
-  if (count == 0 || nsrc <= 0 || !is_valid(dtype) || !is_valid(op)) return;
+  if (count == 0 || nsrc <= 0 || !supports(dtype, op)) return;
   if (nsrc == 1) {
     if (dst != srcs[0]) std::memmove(dst, srcs[0], count * dtype_size(dtype));
     return;
@@ -325,6 +415,20 @@ void finalize_avg(DataType dtype, void* data, std::size_t count, int n) {
     }
 #endif
     loop_div<E>(static_cast<typename E::S*>(data), count, n);
+  });
+}
+
+void scale(DataType dtype, void* dst, const void* src, std::size_t count, double scalar) {
+  if (count == 0 || !supports(dtype, RedOp::PreMulSum)) return;
+  visit_dtype(dtype, [&](auto codec) {
+    using E = typename decltype(codec)::type;
+    using S = typename E::S;
+    const FactorType<E> f = to_factor<E>(scalar);
+    if (dst == src) {
+      loop_scale_in<E>(static_cast<S*>(dst), count, f);
+    } else {
+      loop_scale_out<E>(static_cast<S*>(dst), static_cast<const S*>(src), count, f);
+    }
   });
 }
 

@@ -75,6 +75,11 @@ Status validate(const OpDesc& op, int rank, int nranks) {
   if (!is_valid(op.dtype)) return fail(fmt::format("unknown data type {}", int(op.dtype)));
   if (op.has_redop() && !is_valid(op.redop))
     return fail(fmt::format("unknown reduction op {}", int(op.redop)));
+  if (op.has_redop() && !supports(op.dtype, op.redop))
+    return fail(
+        fmt::format("reduction op {} is not defined for data type {} ({} takes the integer "
+                    "types only)",
+                    to_string(op.redop), to_string(op.dtype), to_string(op.redop)));
   if (op.has_root() && (op.root < 0 || op.root >= nranks))
     return fail(fmt::format("root {} is out of range [0, {})", op.root, nranks));
   std::size_t limit = std::numeric_limits<std::size_t>::max() / 2 / dtype_size(op.dtype) /

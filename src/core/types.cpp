@@ -11,7 +11,8 @@ namespace {
 constexpr std::array<std::string_view, kNumDataTypes> kDtypeNames = {
     "int8", "uint8",    "int32", "uint32", "int64",  "uint64",
     "half", "bfloat16", "float", "double", "f8e4m3", "f8e5m2"};
-constexpr std::array<std::string_view, kNumRedOps> kOpNames = {"sum", "prod", "min", "max", "avg"};
+constexpr std::array<std::string_view, kNumRedOps> kOpNames = {
+    "sum", "prod", "min", "max", "avg", "premul_sum", "band", "bor", "bxor"};
 
 struct Alias {
   std::string_view name;
@@ -46,6 +47,25 @@ constexpr std::array kDtypeAliases = {
     Alias{"e5m2", DataType::Float8E5M2},
 };
 
+struct OpAlias {
+  std::string_view name;
+  RedOp op;
+};
+constexpr std::array kOpAliases = {
+    OpAlias{"product", RedOp::Prod},
+    OpAlias{"premulsum", RedOp::PreMulSum},
+    OpAlias{"pre_mul_sum", RedOp::PreMulSum},
+    OpAlias{"bitand", RedOp::BitAnd},
+    OpAlias{"bit_and", RedOp::BitAnd},
+    OpAlias{"and", RedOp::BitAnd},
+    OpAlias{"bitor", RedOp::BitOr},
+    OpAlias{"bit_or", RedOp::BitOr},
+    OpAlias{"or", RedOp::BitOr},
+    OpAlias{"bitxor", RedOp::BitXor},
+    OpAlias{"bit_xor", RedOp::BitXor},
+    OpAlias{"xor", RedOp::BitXor},
+};
+
 std::string lower(std::string_view s) {
   std::string out(s);
   for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -77,6 +97,8 @@ std::optional<RedOp> parse_redop(std::string_view name) noexcept {
   std::string n = lower(name);
   for (std::size_t i = 0; i < kOpNames.size(); ++i)
     if (n == kOpNames[i]) return static_cast<RedOp>(i);
+  for (const OpAlias& a : kOpAliases)
+    if (n == a.name) return a.op;
   return std::nullopt;
 }
 

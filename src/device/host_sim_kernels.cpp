@@ -1,6 +1,7 @@
 #include "device/host_sim_kernels.hpp"
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/cuda/reduce_logic.hpp"
 
@@ -28,10 +29,21 @@ template <typename E>
 void emulate_op(RedOp op, void* dst, const void* a, const void* b, std::size_t count, int sms) {
   switch (op) {
     case RedOp::Sum:
-    case RedOp::Avg: return emulate_reduce<E, kc::SumOp>(dst, a, b, count, sms);
+    case RedOp::Avg:
+    case RedOp::PreMulSum: return emulate_reduce<E, kc::SumOp>(dst, a, b, count, sms);
     case RedOp::Prod: return emulate_reduce<E, kc::ProdOp>(dst, a, b, count, sms);
     case RedOp::Min: return emulate_reduce<E, kc::MinOp>(dst, a, b, count, sms);
     case RedOp::Max: return emulate_reduce<E, kc::MaxOp>(dst, a, b, count, sms);
+    case RedOp::BitAnd:
+    case RedOp::BitOr:
+    case RedOp::BitXor:
+      // Integer types only (validation refuses the others, as reduce_async does).
+      if constexpr (std::is_integral_v<typename E::C>) {
+        if (op == RedOp::BitAnd) return emulate_reduce<E, kc::BitAndOp>(dst, a, b, count, sms);
+        if (op == RedOp::BitOr) return emulate_reduce<E, kc::BitOrOp>(dst, a, b, count, sms);
+        return emulate_reduce<E, kc::BitXorOp>(dst, a, b, count, sms);
+      }
+      return;
   }
 }
 

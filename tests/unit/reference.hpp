@@ -74,16 +74,20 @@ inline void store_expected(DataType dtype, RedOp op, int n, std::size_t i, void*
     std::int64_t v = input_value(dtype, op, r, i);
     switch (op) {
       case RedOp::Sum:
-      case RedOp::Avg: acc += v; break;
+      case RedOp::Avg:
+      case RedOp::PreMulSum: acc += v; break;  // scalar 1 (the collectives take none yet)
       case RedOp::Prod:
         acc = static_cast<std::int64_t>(static_cast<std::uint64_t>(acc) *
                                         static_cast<std::uint64_t>(v));
         break;
       case RedOp::Min: acc = std::min(acc, v); break;
       case RedOp::Max: acc = std::max(acc, v); break;
+      case RedOp::BitAnd: acc &= v; break;  // integer types only
+      case RedOp::BitOr: acc |= v; break;
+      case RedOp::BitXor: acc ^= v; break;
     }
   }
-  if (is_floating(dtype) && (op == RedOp::Sum || op == RedOp::Avg) &&
+  if (is_floating(dtype) && (op == RedOp::Sum || op == RedOp::Avg || op == RedOp::PreMulSum) &&
       acc > exact_integer_limit(dtype))
     throw std::logic_error("reference: a sum of " + std::to_string(n) +
                            " ranks' inputs is not exact in this dtype");

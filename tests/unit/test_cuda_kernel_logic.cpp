@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cuda/reduce_logic.hpp"
@@ -137,13 +138,50 @@ void check_divide(DataType dt) {
   }
 }
 
+/// scale_thread (PreMulSum's local step) against kernels::scale, out of place and in place.
+template <typename E>
+void check_scale(DataType dt) {
+  using S = typename E::S;
+  std::mt19937_64 rng(313 + static_cast<std::uint64_t>(dt));
+  for (double scalar : {3.0, -0.37, 1.0 / 3, 1e30, -2.5}) {
+    for (std::size_t count : kSizes) {
+      for (std::size_t off = 0; off < kc::Pack<S>::kN; off += 1 + kc::Pack<S>::kN / 4) {
+        auto in = random_elems<E>(count, rng);
+        std::vector<kc::Pack<S>> sx(count / kc::Pack<S>::kN + 2), sd(sx.size());
+        S* x = reinterpret_cast<S*>(sx.data()) + off;
+        S* d = reinterpret_cast<S*>(sd.data()) + (off + 1) % kc::Pack<S>::kN;
+        if (count) std::memcpy(x, in.data(), count * sizeof(S));
+        auto expect = in;
+        loom::kernels::scale(dt, expect.data(), expect.data(), count, scalar);
+        const kc::FactorType<E> f = kc::to_factor<E>(scalar);
+        const auto ax = reinterpret_cast<std::uintptr_t>(x);
+        const auto ad = reinterpret_cast<std::uintptr_t>(d);
+        const kc::Split out = kc::split_for_vectors(ad, ax, ax, count, sizeof(S));
+        for (std::size_t t = 0; t < 5; ++t) kc::scale_thread<E, kc::HostMemory>(d, x, f, out, t, 5);
+        const kc::Split in_place = kc::split_for_vectors(ax, ax, ax, count, sizeof(S));
+        for (std::size_t t = 0; t < 3; ++t)
+          kc::scale_thread<E, kc::HostMemory>(x, x, f, in_place, t, 3);
+        INFO("dtype " << loom::to_string(dt) << " count " << count << " scalar " << scalar);
+        REQUIRE(std::memcmp(d, expect.data(), count * sizeof(S)) == 0);
+        REQUIRE(std::memcmp(x, expect.data(), count * sizeof(S)) == 0);
+      }
+    }
+  }
+}
+
 template <typename E>
 void check_dtype(DataType dt) {
   check_op<E, kc::SumOp>(dt, RedOp::Sum);
   check_op<E, kc::ProdOp>(dt, RedOp::Prod);
   check_op<E, kc::MinOp>(dt, RedOp::Min);
   check_op<E, kc::MaxOp>(dt, RedOp::Max);
+  if constexpr (std::is_integral_v<typename E::C>) {
+    check_op<E, kc::BitAndOp>(dt, RedOp::BitAnd);
+    check_op<E, kc::BitOrOp>(dt, RedOp::BitOr);
+    check_op<E, kc::BitXorOp>(dt, RedOp::BitXor);
+  }
   check_divide<E>(dt);
+  check_scale<E>(dt);
 }
 
 }  // namespace
@@ -192,7 +230,8 @@ TEST_CASE("cuda kernel logic: grid sized from SM count", "[cuda][kernels]") {
   CHECK(kc::grid_for(1000, 108, 128).threads == 128);
 }
 
-TEST_CASE("cuda kernel logic: every dtype x op matches the host kernels", "[cuda][kernels]") {
+TEST_CASE("cuda kernel logic: every dtype x op and scale match the host kernels",
+          "[cuda][kernels]") {
   check_dtype<kc::NativeCodec<std::int8_t>>(DataType::Int8);
   check_dtype<kc::NativeCodec<std::uint8_t>>(DataType::Uint8);
   check_dtype<kc::NativeCodec<std::int32_t>>(DataType::Int32);

@@ -150,10 +150,14 @@ std::uint64_t ref_int_op(DataType t, RedOp op, std::uint64_t a, std::uint64_t b)
   std::uint64_t r = 0;
   switch (op) {
     case RedOp::Sum:
-    case RedOp::Avg: r = wa + wb; break;  // modulo 2^64, then truncated: modulo 2^width
+    case RedOp::Avg:
+    case RedOp::PreMulSum: r = wa + wb; break;  // modulo 2^64, then truncated: modulo 2^width
     case RedOp::Prod: r = wa * wb; break;
     case RedOp::Min: r = b_less ? wb : wa; break;
     case RedOp::Max: r = (b_less || wa == wb) ? wa : wb; break;
+    case RedOp::BitAnd: r = wa & wb; break;  // test_kernels_ops.cpp tests these
+    case RedOp::BitOr: r = wa | wb; break;
+    case RedOp::BitXor: r = wa ^ wb; break;
   }
   return r & width_mask(t);
 }
