@@ -14,6 +14,22 @@
 
 namespace loom::test {
 
+/// Every dtype, and every op; the collective test matrices run the pairs loom::supports()
+/// accepts (ops_for: bitwise ops only on integer types).
+inline constexpr DataType kAllTypes[] = {
+    DataType::Int8,    DataType::Uint8,   DataType::Int32,      DataType::Uint32,
+    DataType::Int64,   DataType::Uint64,  DataType::Float16,    DataType::BFloat16,
+    DataType::Float32, DataType::Float64, DataType::Float8E4M3, DataType::Float8E5M2};
+inline constexpr RedOp kAllOps[] = {RedOp::Sum,    RedOp::Prod,  RedOp::Min,
+                                    RedOp::Max,    RedOp::Avg,   RedOp::PreMulSum,
+                                    RedOp::BitAnd, RedOp::BitOr, RedOp::BitXor};
+inline std::vector<RedOp> ops_for(DataType t) {
+  std::vector<RedOp> out;
+  for (RedOp op : kAllOps)
+    if (supports(t, op)) out.push_back(op);
+  return out;
+}
+
 /// Largest n such that every integer 0..n is exact in `dtype` (fp8: 16 for e4m3, 8 for e5m2;
 /// the others hold far more than the tests' sums).
 inline std::int64_t exact_integer_limit(DataType dtype) {

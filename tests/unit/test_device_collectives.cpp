@@ -18,25 +18,14 @@
 using namespace loom;
 using loom::test::fill_input;
 using loom::test::input_value;
+using loom::test::kAllOps;
+using loom::test::kAllTypes;
+using loom::test::ops_for;
 using loom::test::store_expected;
 using loom::test::store_value;
 
 namespace {
 
-constexpr DataType kAllTypes[] = {DataType::Int8,    DataType::Uint8,      DataType::Int32,
-                                  DataType::Uint32,  DataType::Int64,      DataType::Uint64,
-                                  DataType::Float16, DataType::BFloat16,   DataType::Float32,
-                                  DataType::Float64, DataType::Float8E4M3, DataType::Float8E5M2};
-// Every op; the pairs loom::supports() refuses (bitwise ops on floating types) are skipped.
-constexpr RedOp kAllOps[] = {RedOp::Sum,    RedOp::Prod,  RedOp::Min,
-                             RedOp::Max,    RedOp::Avg,   RedOp::PreMulSum,
-                             RedOp::BitAnd, RedOp::BitOr, RedOp::BitXor};
-std::vector<RedOp> ops_for(DataType t) {
-  std::vector<RedOp> out;
-  for (RedOp op : kAllOps)
-    if (supports(t, op)) out.push_back(op);
-  return out;
-}
 const std::map<std::string, std::string> kSim = {{"LOOM_DEVICE", "host-sim"}};
 
 /// One rank's stream and device buffers on the simulated device.
