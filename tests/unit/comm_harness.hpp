@@ -2,7 +2,7 @@
 // connections.
 #pragma once
 
-#include <catch2/catch.hpp>
+#include "catch_threads.hpp"
 #include <chrono>
 #include <condition_variable>
 #include <exception>

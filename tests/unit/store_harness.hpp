@@ -4,7 +4,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <catch2/catch.hpp>
+#include "catch_threads.hpp"
 #include <chrono>
 #include <memory>
 #include <string>

@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "catch_threads.hpp"
 #include "bootstrap/memory_store.hpp"
 #include "common/deadline.hpp"
 #include "common/socket.hpp"
