@@ -68,6 +68,35 @@ class Communicator {
                       const CollOptions& opts = {});
   Work barrier(const CollOptions& opts = {});
 
+  // Data movement without reduction (docs/collectives.md).
+
+  /// `send` and `recv` hold size() blocks of `count` elements: block p of `send` goes to rank
+  /// p, block p of `recv` comes from rank p. In place when `send` == `recv`.
+  Work alltoall(const void* send, void* recv, std::size_t count, DataType dtype,
+                const CollOptions& opts = {});
+  /// All-to-all with a block size per pair, in elements: `send_counts[p]` elements at
+  /// `send + send_displs[p]` go to rank p, `recv_counts[p]` elements from rank p land at
+  /// `recv + recv_displs[p]` (size() entries each; rank p's send_counts[r] must equal rank r's
+  /// recv_counts[p], or the call fails with Mismatch naming both). In place when `send` ==
+  /// `recv`, with the same counts and displacements both ways.
+  Work alltoallv(const void* send, std::span<const std::size_t> send_counts,
+                 std::span<const std::size_t> send_displs, void* recv,
+                 std::span<const std::size_t> recv_counts, std::span<const std::size_t> recv_displs,
+                 DataType dtype, const CollOptions& opts = {});
+  /// alltoallv with the blocks packed in rank order (displacements are the running sums of the
+  /// counts), as torch's all_to_all_single with split sizes.
+  Work alltoallv(const void* send, std::span<const std::size_t> send_counts, void* recv,
+                 std::span<const std::size_t> recv_counts, DataType dtype,
+                 const CollOptions& opts = {});
+  /// Every rank's `count` elements land on `root` at `recv + rank * count` (`recv` may be null
+  /// elsewhere). In place on the root when `send` == `recv + root * count`.
+  Work gather(const void* send, void* recv, std::size_t count, DataType dtype, int root,
+              const CollOptions& opts = {});
+  /// Block r of the root's `send` (size() blocks of `count` elements) lands in rank r's `recv`
+  /// (`send` may be null elsewhere). In place on the root when `recv` == `send + root * count`.
+  Work scatter(const void* send, void* recv, std::size_t count, DataType dtype, int root,
+               const CollOptions& opts = {});
+
   // Typed forms over std::span. The in-place forms take one span.
   template <typename T>
   Work allreduce(std::span<const T> send, std::span<T> recv, RedOp op,
@@ -97,6 +126,38 @@ class Communicator {
                       const CollOptions& opts = {}) {
     check_span_sizes(recv.size(), send.size(), size(), "reduce_scatter");
     return reduce_scatter(send.data(), recv.data(), recv.size(), dtype_of_v<T>, op, opts);
+  }
+
+  template <typename T>
+  Work alltoall(std::span<const T> send, std::span<T> recv, const CollOptions& opts = {}) {
+    check_span_sizes(send.size(), recv.size(), 1, "alltoall");
+    return alltoall(send.data(), recv.data(), block_of(send.size(), "alltoall"), dtype_of_v<T>,
+                    opts);
+  }
+  template <typename T>
+  Work alltoall(std::span<T> inout, const CollOptions& opts = {}) {
+    return alltoall(inout.data(), inout.data(), block_of(inout.size(), "alltoall"), dtype_of_v<T>,
+                    opts);
+  }
+  template <typename T>
+  Work alltoallv(std::span<const T> send, std::span<const std::size_t> send_counts,
+                 std::span<T> recv, std::span<const std::size_t> recv_counts,
+                 const CollOptions& opts = {}) {
+    check_packed(send.size(), send_counts, "alltoallv send");
+    check_packed(recv.size(), recv_counts, "alltoallv receive");
+    return alltoallv(send.data(), send_counts, recv.data(), recv_counts, dtype_of_v<T>, opts);
+  }
+  /// `recv` is used on the root only (size() x send.size() elements; empty elsewhere).
+  template <typename T>
+  Work gather(std::span<const T> send, std::span<T> recv, int root, const CollOptions& opts = {}) {
+    if (rank() == root) check_span_sizes(send.size(), recv.size(), size(), "gather");
+    return gather(send.data(), recv.data(), send.size(), dtype_of_v<T>, root, opts);
+  }
+  /// `send` is used on the root only (size() x recv.size() elements; empty elsewhere).
+  template <typename T>
+  Work scatter(std::span<const T> send, std::span<T> recv, int root, const CollOptions& opts = {}) {
+    if (rank() == root) check_span_sizes(recv.size(), send.size(), size(), "scatter");
+    return scatter(send.data(), recv.data(), recv.size(), dtype_of_v<T>, root, opts);
   }
 
   // Reliability (docs/reliability.md). abort(), async_error(), failed_ranks() and status() are
@@ -131,6 +192,11 @@ class Communicator {
   explicit Communicator(std::unique_ptr<detail::CommImpl> impl);
   void check_span_sizes(std::size_t small, std::size_t large, std::size_t factor,
                         const char* what) const;
+  /// `elements` / size(), refusing a size that does not divide.
+  [[nodiscard]] std::size_t block_of(std::size_t elements, const char* what) const;
+  /// Refuses counts that do not add up to `elements`.
+  void check_packed(std::size_t elements, std::span<const std::size_t> counts,
+                    const char* what) const;
   detail::CommImpl& impl() const;
 
   std::unique_ptr<detail::CommImpl> impl_;

@@ -10,6 +10,10 @@ std::string_view to_string(CollKind k) {
     case CollKind::Broadcast: return "broadcast";
     case CollKind::Reduce: return "reduce";
     case CollKind::Barrier: return "barrier";
+    case CollKind::AllToAll: return "alltoall";
+    case CollKind::AllToAllV: return "alltoallv";
+    case CollKind::Gather: return "gather";
+    case CollKind::Scatter: return "scatter";
   }
   return "unknown-collective";
 }

@@ -20,10 +20,15 @@ enum class CollKind : std::uint8_t {
   Broadcast,
   Reduce,
   Barrier,
+  AllToAll,   // count elements per peer block
+  AllToAllV,  // per-peer counts and displacements (OpDesc::v)
+  Gather,     // count elements per rank, to the root
+  Scatter,    // count elements per rank, from the root
 };
 /// The data collectives: AllReduce .. Reduce (Barrier moves no data).
 inline constexpr int kNumDataColls = 5;
-/// "allreduce", "allgather", "reduce_scatter", "broadcast", "reduce", "barrier".
+/// "allreduce", "allgather", "reduce_scatter", "broadcast", "reduce", "barrier", "alltoall",
+/// "alltoallv", "gather", "scatter".
 std::string_view to_string(CollKind k);
 
 /// A schedule family. The public loom::Algorithm (a call's hint) names the ones a caller may

@@ -2,18 +2,47 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <limits>
 
 namespace loom::coll {
 
+namespace {
+
+// The end of the furthest block of a v-layout, in elements.
+std::size_t extent(const std::vector<std::size_t>& counts, const std::vector<std::size_t>& displs) {
+  std::size_t end = 0;
+  for (std::size_t p = 0; p < counts.size() && p < displs.size(); ++p)
+    if (counts[p] > 0) end = std::max(end, displs[p] + counts[p]);
+  return end;
+}
+
+}  // namespace
+
 std::size_t OpDesc::send_bytes(int nranks) const {
-  std::size_t b = count * dtype_size(dtype);
-  return kind == CollKind::ReduceScatter ? b * static_cast<std::size_t>(nranks) : b;
+  const std::size_t b = count * dtype_size(dtype);
+  const auto n = static_cast<std::size_t>(nranks);
+  switch (kind) {
+    case CollKind::ReduceScatter:
+    case CollKind::AllToAll:
+    case CollKind::Scatter: return b * n;
+    case CollKind::AllToAllV:
+      return v ? extent(v->send_counts, v->send_displs) * dtype_size(dtype) : 0;
+    default: return b;
+  }
 }
 
 std::size_t OpDesc::recv_bytes(int nranks) const {
-  std::size_t b = count * dtype_size(dtype);
-  return kind == CollKind::AllGather ? b * static_cast<std::size_t>(nranks) : b;
+  const std::size_t b = count * dtype_size(dtype);
+  const auto n = static_cast<std::size_t>(nranks);
+  switch (kind) {
+    case CollKind::AllGather:
+    case CollKind::AllToAll:
+    case CollKind::Gather: return b * n;
+    case CollKind::AllToAllV:
+      return v ? extent(v->recv_counts, v->recv_displs) * dtype_size(dtype) : 0;
+    default: return b;
+  }
 }
 
 bool OpDesc::in_place(int rank) const {
@@ -23,12 +52,17 @@ bool OpDesc::in_place(int rank) const {
   switch (kind) {
     case CollKind::AllGather: return s != nullptr && s == r + block;
     case CollKind::ReduceScatter: return r != nullptr && r == s + block;
+    case CollKind::Gather: return rank == root && s != nullptr && s == r + block;
+    case CollKind::Scatter: return rank == root && r != nullptr && r == s + block;
     default: return s == r;
   }
 }
 
 std::string describe(const OpDesc& op) {
   if (op.kind == CollKind::Barrier) return fmt::format("barrier #{}", op.seq);
+  // An all-to-all-v's counts differ by rank: its name must read the same on every rank.
+  if (op.kind == CollKind::AllToAllV)
+    return fmt::format("alltoallv #{} ({})", op.seq, to_string(op.dtype));
   std::string s =
       fmt::format("{} #{} ({} x {}", to_string(op.kind), op.seq, op.count, to_string(op.dtype));
   if (op.has_redop()) s += fmt::format(", {}", to_string(op.redop));
@@ -56,6 +90,12 @@ Status check_overlap(const OpDesc& op, int rank, int nranks, Fail&& fail) {
   if (op.kind == CollKind::ReduceScatter)
     rule = fmt::format("recv == send + rank x recvcount elements ({} bytes here)",
                        block * static_cast<std::size_t>(rank));
+  if (op.kind == CollKind::Gather)
+    rule = fmt::format("on the root, send == recv + rank x count elements ({} bytes here)",
+                       block * static_cast<std::size_t>(rank));
+  if (op.kind == CollKind::Scatter)
+    rule = fmt::format("on the root, recv == send + rank x count elements ({} bytes here)",
+                       block * static_cast<std::size_t>(rank));
   const auto where = [](std::uintptr_t a, std::uintptr_t b) {
     return a >= b ? fmt::format("+{}", a - b) : fmt::format("-{}", b - a);
   };
@@ -63,6 +103,32 @@ Status check_overlap(const OpDesc& op, int rank, int nranks, Fail&& fail) {
       "send and receive buffers overlap (send = recv {} bytes; {} and {} bytes long): they must "
       "be disjoint or in place exactly ({})",
       where(s, r), sb, rb, rule));
+}
+
+// An all-to-all-v's layout: n entries each, no count or end that overflows, and in place only
+// with the same layout both ways (the blocks received land where the ones sent were).
+template <typename Fail>
+Status check_v_layout(const OpDesc& op, int nranks, Fail&& fail) {
+  if (!op.v) return fail("no counts and displacements");
+  const auto n = static_cast<std::size_t>(nranks);
+  const VLayout& l = *op.v;
+  if (l.send_counts.size() != n || l.send_displs.size() != n || l.recv_counts.size() != n ||
+      l.recv_displs.size() != n)
+    return fail(fmt::format(
+        "counts and displacements need {} entries each (one per rank); got send {} / {}, "
+        "receive {} / {}",
+        n, l.send_counts.size(), l.send_displs.size(), l.recv_counts.size(), l.recv_displs.size()));
+  const std::size_t limit = std::numeric_limits<std::size_t>::max() / 4 / dtype_size(op.dtype);
+  for (std::size_t p = 0; p < n; ++p)
+    if (l.send_counts[p] > limit || l.send_displs[p] > limit || l.recv_counts[p] > limit ||
+        l.recv_displs[p] > limit)
+      return fail(fmt::format("the block for rank {} overflows the addressable size", p));
+  const bool same = op.send != nullptr && op.send == op.recv;
+  if (same && (l.send_counts != l.recv_counts || l.send_displs != l.recv_displs))
+    return fail(
+        "in place (send == recv) needs the same counts and displacements for sending and "
+        "receiving");
+  return Status::ok();
 }
 
 }  // namespace
@@ -85,9 +151,14 @@ Status validate(const OpDesc& op, int rank, int nranks) {
   std::size_t limit = std::numeric_limits<std::size_t>::max() / 2 / dtype_size(op.dtype) /
                       static_cast<std::size_t>(nranks);
   if (op.count > limit) return fail("count overflows the addressable size");
-  if (op.count == 0 || op.kind == CollKind::Barrier) return Status::ok();
-  bool needs_send = !(op.kind == CollKind::Broadcast && rank != op.root);
-  bool needs_recv = !(op.kind == CollKind::Reduce && rank != op.root);
+  if (op.kind == CollKind::AllToAllV) {
+    LOOM_RETURN_IF_ERROR(check_v_layout(op, nranks, fail));
+    if (op.send_bytes(nranks) == 0 && op.recv_bytes(nranks) == 0) return Status::ok();
+  } else if (op.count == 0 || op.kind == CollKind::Barrier) {
+    return Status::ok();
+  }
+  const bool needs_send = op.uses_send(rank) && op.send_bytes(nranks) > 0;
+  const bool needs_recv = op.uses_recv(rank) && op.recv_bytes(nranks) > 0;
   if (needs_send && op.send == nullptr) return fail("send buffer is null");
   if (needs_recv && op.recv == nullptr) return fail("receive buffer is null");
   if (needs_send && needs_recv) return check_overlap(op, rank, nranks, fail);

@@ -4,13 +4,21 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "collective/kinds.hpp"
 #include "common/status.hpp"
 #include "loom/types.hpp"
 
 namespace loom::coll {
+
+/// An all-to-all-v's layout, in elements, `nranks` entries each: block p of the send buffer
+/// (send_displs[p], send_counts[p]) goes to rank p; block p of the receive buffer comes from it.
+struct VLayout {
+  std::vector<std::size_t> send_counts, send_displs, recv_counts, recv_displs;
+};
 
 struct OpDesc {
   CollKind kind = CollKind::AllReduce;
@@ -21,15 +29,27 @@ struct OpDesc {
       0;  // the call's count argument (allgather: per rank; reduce_scatter: recvcount)
   const void* send = nullptr;
   void* recv = nullptr;
-  std::uint64_t seq = 0;  // assigned at submission
+  std::uint64_t seq = 0;             // assigned at submission
+  std::shared_ptr<const VLayout> v;  // AllToAllV only (count is 0: totals differ by rank)
 
   [[nodiscard]] bool has_redop() const {
     return kind == CollKind::AllReduce || kind == CollKind::Reduce ||
            kind == CollKind::ReduceScatter;
   }
   [[nodiscard]] bool has_root() const {
-    return kind == CollKind::Broadcast || kind == CollKind::Reduce;
+    return kind == CollKind::Broadcast || kind == CollKind::Reduce || kind == CollKind::Gather ||
+           kind == CollKind::Scatter;
   }
+  /// Whether this rank reads `send` / writes `recv` (a reduce's non-roots receive nothing, a
+  /// broadcast's and a scatter's non-roots send nothing, a gather's non-roots receive nothing).
+  [[nodiscard]] bool uses_send(int rank) const {
+    return !((kind == CollKind::Broadcast || kind == CollKind::Scatter) && rank != root);
+  }
+  [[nodiscard]] bool uses_recv(int rank) const {
+    return !((kind == CollKind::Reduce || kind == CollKind::Gather) && rank != root);
+  }
+  /// The extent of the send / receive buffer in bytes (the largest on any rank for the rooted
+  /// calls: the root's; an all-to-all-v's: the end of its furthest block).
   [[nodiscard]] std::size_t send_bytes(int nranks) const;
   [[nodiscard]] std::size_t recv_bytes(int nranks) const;
   [[nodiscard]] bool in_place(int rank) const;

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "algorithms/deterministic.hpp"
+#include "algorithms/exchange.hpp"
 #include "algorithms/recursive_doubling.hpp"
 #include "algorithms/ring.hpp"
 #include "algorithms/tree.hpp"
@@ -18,6 +19,40 @@
 #include "topology/cpu_binding.hpp"
 
 namespace loom::detail {
+
+namespace {
+
+// The collectives that only move data (all-to-all(v), gather, scatter) have one plan each.
+std::optional<algo::Plan> exchange_plan(const coll::OpDesc& op, int rank, int nranks) {
+  const std::size_t esize = dtype_size(op.dtype);
+  const std::size_t block = op.count * esize;
+  const bool in_place = op.in_place(rank);
+  switch (op.kind) {
+    case coll::CollKind::AllToAll:
+      return algo::pairwise_alltoall(algo::uniform_layout(rank, nranks, block, in_place));
+    case coll::CollKind::AllToAllV: {
+      algo::ExchangeLayout l;
+      l.rank = rank;
+      l.nranks = nranks;
+      l.in_place = in_place;
+      auto bytes = [esize](const std::vector<std::size_t>& elems) {
+        std::vector<std::size_t> b(elems.size());
+        for (std::size_t i = 0; i < elems.size(); ++i) b[i] = elems[i] * esize;
+        return b;
+      };
+      l.send_bytes = bytes(op.v->send_counts);
+      l.send_offsets = bytes(op.v->send_displs);
+      l.recv_bytes = bytes(op.v->recv_counts);
+      l.recv_offsets = bytes(op.v->recv_displs);
+      return algo::pairwise_alltoall(l);
+    }
+    case coll::CollKind::Gather: return algo::flat_gather(rank, nranks, op.root, block, in_place);
+    case coll::CollKind::Scatter: return algo::flat_scatter(rank, nranks, op.root, block, in_place);
+    default: return std::nullopt;
+  }
+}
+
+}  // namespace
 
 Result<CommSettings> CommSettings::from(const config::Config& cfg) {
   CommSettings s;
@@ -334,6 +369,7 @@ void CommImpl::log_decision(const coll::OpDesc& op, const select::Decision& d, s
 
 algo::Plan CommImpl::make_plan(const coll::OpDesc& op, const CollOptions& opts) {
   if (op.kind == coll::CollKind::Barrier) return algo::dissemination_barrier(rank_, nranks_);
+  if (std::optional<algo::Plan> plan = exchange_plan(op, rank_, nranks_)) return *std::move(plan);
   algo::RingParams p;
   p.rank = rank_;
   p.nranks = nranks_;
@@ -388,7 +424,7 @@ algo::Plan CommImpl::make_plan(const coll::OpDesc& op, const CollOptions& opts) 
     case coll::CollKind::ReduceScatter: return buffered(algo::ring_reduce_scatter(p));
     case coll::CollKind::Broadcast: return algo::chain_broadcast(p);
     case coll::CollKind::Reduce: return algo::chain_reduce(p);
-    case coll::CollKind::Barrier: break;
+    default: break;  // barrier and the exchanges: planned above
   }
   return {};
 }
@@ -396,6 +432,9 @@ algo::Plan CommImpl::make_plan(const coll::OpDesc& op, const CollOptions& opts) 
 std::shared_ptr<const algo::Plan> CommImpl::cached_plan(const coll::OpDesc& op,
                                                         const CollOptions& opts) {
   constexpr std::size_t kMaxPlans = 32;
+  // An all-to-all-v's plan depends on its counts, which the key does not hold.
+  if (op.kind == coll::CollKind::AllToAllV)
+    return std::make_shared<const algo::Plan>(make_plan(op, opts));
   const PlanKey key{op.kind, op.dtype, op.root, op.in_place(rank_), op.count, opts.algorithm};
   for (std::size_t i = plans_.size(); i-- > 0;) {
     if (!(plans_[i].first == key)) continue;
@@ -422,7 +461,7 @@ Work CommImpl::submit(coll::OpDesc op, const CollOptions& opts) {
   throw_if_error(coll::validate(op, rank_, nranks_));
   const bool on_stream = value_or_throw(device::needs_stream_path(
       stream_path_ ? &stream_path_->device() : nullptr, op, rank_, nranks_, opts.stream));
-  if (op.count == 0 && op.kind != coll::CollKind::Barrier) {
+  if (op.count == 0 && op.kind != coll::CollKind::Barrier && op.kind != coll::CollKind::AllToAllV) {
     remember_call(op);
     auto done = std::make_shared<OpState>();
     done->done = true;

@@ -74,6 +74,25 @@ void Communicator::check_span_sizes(std::size_t small, std::size_t large, std::s
                             rank(), what, small, large, factor, small));
 }
 
+std::size_t Communicator::block_of(std::size_t elements, const char* what) const {
+  const auto n = static_cast<std::size_t>(size());
+  if (elements % n != 0)
+    throw Error(ErrorCode::InvalidArgument,
+                fmt::format("rank {}: {}: span size {} is not a multiple of the {} ranks", rank(),
+                            what, elements, n));
+  return elements / n;
+}
+
+void Communicator::check_packed(std::size_t elements, std::span<const std::size_t> counts,
+                                const char* what) const {
+  std::size_t total = 0;
+  for (std::size_t c : counts) total += c;
+  if (total != elements)
+    throw Error(ErrorCode::InvalidArgument,
+                fmt::format("rank {}: {}: the counts add up to {} elements, the span holds {}",
+                            rank(), what, total, elements));
+}
+
 namespace {
 coll::OpDesc desc(coll::CollKind kind, const void* send, void* recv, std::size_t count,
                   DataType dtype, RedOp op, int root) {
@@ -114,6 +133,55 @@ Work Communicator::reduce(const void* send, void* recv, std::size_t count, DataT
 Work Communicator::reduce_scatter(const void* send, void* recv, std::size_t recvcount,
                                   DataType dtype, RedOp op, const CollOptions& opts) {
   return impl().submit(desc(coll::CollKind::ReduceScatter, send, recv, recvcount, dtype, op, -1),
+                       opts);
+}
+
+Work Communicator::alltoall(const void* send, void* recv, std::size_t count, DataType dtype,
+                            const CollOptions& opts) {
+  return impl().submit(desc(coll::CollKind::AllToAll, send, recv, count, dtype, RedOp::Sum, -1),
+                       opts);
+}
+
+Work Communicator::alltoallv(const void* send, std::span<const std::size_t> send_counts,
+                             std::span<const std::size_t> send_displs, void* recv,
+                             std::span<const std::size_t> recv_counts,
+                             std::span<const std::size_t> recv_displs, DataType dtype,
+                             const CollOptions& opts) {
+  coll::OpDesc d = desc(coll::CollKind::AllToAllV, send, recv, 0, dtype, RedOp::Sum, -1);
+  auto v = std::make_shared<coll::VLayout>();
+  v->send_counts.assign(send_counts.begin(), send_counts.end());
+  v->send_displs.assign(send_displs.begin(), send_displs.end());
+  v->recv_counts.assign(recv_counts.begin(), recv_counts.end());
+  v->recv_displs.assign(recv_displs.begin(), recv_displs.end());
+  d.v = std::move(v);
+  return impl().submit(std::move(d), opts);
+}
+
+Work Communicator::alltoallv(const void* send, std::span<const std::size_t> send_counts, void* recv,
+                             std::span<const std::size_t> recv_counts, DataType dtype,
+                             const CollOptions& opts) {
+  auto packed = [](std::span<const std::size_t> counts) {
+    std::vector<std::size_t> displs(counts.size());
+    std::size_t at = 0;
+    for (std::size_t p = 0; p < counts.size(); ++p) {
+      displs[p] = at;
+      at += counts[p];
+    }
+    return displs;
+  };
+  const std::vector<std::size_t> sd = packed(send_counts), rd = packed(recv_counts);
+  return alltoallv(send, send_counts, sd, recv, recv_counts, rd, dtype, opts);
+}
+
+Work Communicator::gather(const void* send, void* recv, std::size_t count, DataType dtype, int root,
+                          const CollOptions& opts) {
+  return impl().submit(desc(coll::CollKind::Gather, send, recv, count, dtype, RedOp::Sum, root),
+                       opts);
+}
+
+Work Communicator::scatter(const void* send, void* recv, std::size_t count, DataType dtype,
+                           int root, const CollOptions& opts) {
+  return impl().submit(desc(coll::CollKind::Scatter, send, recv, count, dtype, RedOp::Sum, root),
                        opts);
 }
 

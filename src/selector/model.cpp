@@ -55,7 +55,7 @@ double ring_us(Coll c, double S, const Shape& s, const Tuning& t, const Pipeline
     case Coll::Reduce:
       return (n - 1) * (alpha + xfer_us(chunk, l.bw_slow) + xfer_us(chunk, l.red)) +
              xfer_us(S, l.bw_slow) + xfer_us(S, l.red);
-    case Coll::Barrier: break;
+    default: break;  // barrier; the exchanges have one plan, never chosen by cost
   }
   return kNever;
 }
