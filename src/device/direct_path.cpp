@@ -124,8 +124,8 @@ class DirectTask final : public exec::Task {
     b.send = static_cast<std::uint8_t*>(const_cast<void*>(op_.send));
     b.recv = static_cast<std::uint8_t*>(op_.recv);
     b.scratch = scratch;
-    b.send_bytes = op_.send_bytes(nranks_);
-    b.recv_bytes = op_.recv_bytes(nranks_);
+    b.send_bytes = op_.uses_send(rank()) ? op_.send_bytes(nranks_) : 0;
+    b.recv_bytes = op_.uses_recv(rank()) ? op_.recv_bytes(nranks_) : 0;
     b.scratch_bytes = plan_->scratch_bytes;
     b.space = coll::MemoryKind::Device;
     b.device = ipc_.device_ordinal();

@@ -227,8 +227,9 @@ Result<StagedCall> StreamPath::stage(const coll::OpDesc& op, int rank, int nrank
                                      Deadline deadline) {
   StagedCall call;
   call.host_op = op;
-  const std::size_t send_bytes = op.send ? op.send_bytes(nranks) : 0;
-  const std::size_t recv_bytes = op.recv ? op.recv_bytes(nranks) : 0;
+  // Only what this rank reads and writes: a non-root's buffer of a rooted call may be any size.
+  const std::size_t send_bytes = op.send && op.uses_send(rank) ? op.send_bytes(nranks) : 0;
+  const std::size_t recv_bytes = op.recv && op.uses_recv(rank) ? op.recv_bytes(nranks) : 0;
   const bool in_place = op.send && op.recv && op.in_place(rank);
   // In place, send and receive are one region (the larger one) and stay one in staging.
   const std::size_t total =
@@ -236,17 +237,18 @@ Result<StagedCall> StreamPath::stage(const coll::OpDesc& op, int rank, int nrank
   LOOM_ASSIGN_OR_RETURN(call.staging, pool_.acquire(total, deadline));
   auto* base = static_cast<std::uint8_t*>(call.staging->ptr);
   if (in_place) {
-    const auto* region = static_cast<const std::uint8_t*>(
-        op.kind == coll::CollKind::ReduceScatter ? op.send : op.recv);
+    // The region starts at the larger buffer: send for reduce_scatter and scatter.
+    const bool send_larger =
+        op.kind == coll::CollKind::ReduceScatter || op.kind == coll::CollKind::Scatter;
+    const auto* region = static_cast<const std::uint8_t*>(send_larger ? op.send : op.recv);
     call.host_op.send = base + (static_cast<const std::uint8_t*>(op.send) - region);
     call.host_op.recv = base + (static_cast<const std::uint8_t*>(op.recv) - region);
   } else {
-    call.host_op.send = op.send ? base : nullptr;
-    call.host_op.recv = op.recv ? base + align_up(send_bytes) : nullptr;
+    call.host_op.send = op.send && op.uses_send(rank) ? base : nullptr;
+    call.host_op.recv = op.recv && op.uses_recv(rank) ? base + align_up(send_bytes) : nullptr;
   }
-  const bool has_output = !(op.kind == coll::CollKind::Reduce && rank != op.root);
-  call.device_recv = has_output ? op.recv : nullptr;
-  call.recv_bytes = has_output ? recv_bytes : 0;
+  call.device_recv = recv_bytes > 0 ? op.recv : nullptr;
+  call.recv_bytes = recv_bytes;
   call.gate = std::make_shared<Gate>(deadline);
   Status st = Status::ok();
   if (send_bytes)

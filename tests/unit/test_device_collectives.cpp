@@ -181,6 +181,89 @@ void check_data_movement(Communicator& comm, Rank& dev, Checker& chk) {
   dev.sync();
 }
 
+// alltoall, alltoallv (uneven, packed), gather and scatter on device buffers.
+void check_exchanges(Communicator& comm, Rank& dev, Checker& chk) {
+  const int n = comm.size(), r = comm.rank();
+  const std::size_t un = static_cast<std::size_t>(n), ur = static_cast<std::size_t>(r);
+  std::vector<std::uint8_t> host, want(8);
+  // Element i of the block rank q sends to rank p holds input_value(q, p * 1000 + i).
+  auto value = [](int q, int p, std::size_t i) {
+    return static_cast<std::size_t>(p) * 1000 + i + static_cast<std::size_t>(q) * 7;
+  };
+  for (DataType t : kAllTypes)
+    for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{1031}})
+      for (bool ip : {false, true}) {
+        const std::size_t es = dtype_size(t), block = count * es;
+        const int root = static_cast<int>((count + 1) % un);
+        auto fill = [&](std::uint8_t* at, int q, int p, std::size_t c) {
+          for (std::size_t i = 0; i < c; ++i)
+            store_value(t, at + i * es, input_value(t, RedOp::Sum, q, value(q, p, i) % 97));
+        };
+        auto expect = [&](const std::uint8_t* at, int q, int p, std::size_t c, const char* what) {
+          for (std::size_t i = 0; i < c; ++i) {
+            store_value(t, want.data(), input_value(t, RedOp::Sum, q, value(q, p, i) % 97));
+            chk.element(at + i * es, want.data(), es, where(what, t, RedOp::Sum, c, ip, r, i));
+          }
+        };
+        // alltoall
+        std::vector<std::uint8_t> send(block * un + 1, 0);
+        for (int p = 0; p < n; ++p) fill(send.data() + std::size_t(p) * block, r, p, count);
+        std::uint8_t* d_send = dev.device_copy_of(send);
+        std::uint8_t* d_out =
+            ip ? d_send : dev.device_copy_of(std::vector<std::uint8_t>(send.size(), 0xee));
+        comm.alltoall(d_send, d_out, count, t, dev.opts());
+        host.assign(block * un, 0);
+        dev.read_back(d_out, host);
+        for (int q = 0; q < n; ++q)
+          expect(host.data() + std::size_t(q) * block, q, r, count, "alltoall");
+        // alltoallv: rank q sends (q + p) % 3 * count elements to rank p, packed.
+        std::vector<std::size_t> sc(un), rc(un);
+        for (int p = 0; p < n; ++p) {
+          sc[std::size_t(p)] = std::size_t((r + p) % 3) * count;
+          rc[std::size_t(p)] = std::size_t((p + r) % 3) * count;
+        }
+        std::vector<std::uint8_t> vs(3 * count * es * un + 1, 0);
+        std::size_t at = 0;
+        for (int p = 0; p < n; ++p) {
+          fill(vs.data() + at * es, r, p, sc[std::size_t(p)]);
+          at += sc[std::size_t(p)];
+        }
+        d_send = dev.device_copy_of(vs);
+        d_out = ip ? d_send : dev.device_copy_of(std::vector<std::uint8_t>(vs.size(), 0xee));
+        comm.alltoallv(d_send, sc, d_out, rc, t, dev.opts());
+        host.assign(vs.size(), 0);
+        dev.read_back(d_out, host);
+        at = 0;
+        for (int q = 0; q < n; ++q) {
+          expect(host.data() + at * es, q, r, rc[std::size_t(q)], "alltoallv");
+          at += rc[std::size_t(q)];
+        }
+        // gather to root, then scatter from it
+        std::vector<std::uint8_t> many(block * un + 1, 0xee), one(block + 1, 0);
+        fill(ip && r == root ? many.data() + ur * block : one.data(), r, root, count);
+        std::uint8_t* d_many = dev.device_copy_of(many);
+        std::uint8_t* d_one = ip && r == root ? d_many + ur * block : dev.device_copy_of(one);
+        comm.gather(d_one, r == root ? d_many : nullptr, count, t, root, dev.opts());
+        host.assign(block * un, 0);
+        dev.read_back(d_many, host);
+        if (r == root)
+          for (int q = 0; q < n; ++q)
+            expect(host.data() + std::size_t(q) * block, q, root, count, "gather");
+        if (r == root)
+          for (int p = 0; p < n; ++p) fill(many.data() + std::size_t(p) * block, root, p, count);
+        d_many = dev.device_copy_of(many);
+        d_one = ip && r == root ? d_many + ur * block
+                                : dev.device_copy_of(std::vector<std::uint8_t>(block + 1, 0xee));
+        comm.scatter(r == root ? d_many : nullptr, d_one, count, t, root, dev.opts());
+        host.assign(block, 0);
+        dev.read_back(d_one, host);
+        expect(host.data(), root, r, count, "scatter");
+        dev.free_all();
+      }
+  comm.barrier(dev.opts());
+  dev.sync();
+}
+
 /// The matrix on n ranks (threads); rank r runs on simulated device devices[r] (host-sim: peer
 /// access within {0..3} and {4..7}, none on one device), so the cuda_ipc routes are chosen
 /// from real probing: p2p, host staging, or both in one communicator. `hosts[r]`, when given,
@@ -210,6 +293,7 @@ void run_device_matrix(int n, std::vector<int> devices = {},
       Checker chk;
       check_reductions(comm, dev, chk);
       check_data_movement(comm, dev, chk);
+      check_exchanges(comm, dev, chk);
       std::lock_guard lock(mu);
       wrong += chk.wrong;
       if (first.empty()) first = chk.first;
