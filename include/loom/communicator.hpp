@@ -128,6 +128,34 @@ class Communicator {
     return reduce_scatter(send.data(), recv.data(), recv.size(), dtype_of_v<T>, op, opts);
   }
 
+  // Point-to-point (docs/collectives.md). Not collective: only the two ranks call. Between a
+  // pair, the n-th send from a to b matches b's n-th receive from a, which must name the same
+  // `tag` and count (or both fail with Mismatch naming both ranks), whatever other pairs do.
+  // Sends, receives and collectives run in the order they are called on a rank, so a pair must
+  // call its sends, receives and collectives in a matching order (as with NCCL); sendrecv()
+  // sends and receives at once (two ranks that exchange must use it, or post the receive
+  // first, since a large send waits for its receiver).
+
+  /// Sends `count` elements to rank `peer`.
+  Work send(const void* buf, std::size_t count, DataType dtype, int peer, int tag = 0,
+            const CollOptions& opts = {});
+  /// Receives exactly `count` elements from rank `peer`.
+  Work recv(void* buf, std::size_t count, DataType dtype, int peer, int tag = 0,
+            const CollOptions& opts = {});
+  /// Sends `sendcount` elements to `to` and receives `recvcount` from `from` at the same time
+  /// (MPI_Sendrecv; the buffers must not overlap). Either peer may be -1 (none).
+  Work sendrecv(const void* send, std::size_t sendcount, int to, void* recv, std::size_t recvcount,
+                int from, DataType dtype, int tag = 0, const CollOptions& opts = {});
+
+  template <typename T>
+  Work send(std::span<const T> buf, int peer, int tag = 0, const CollOptions& opts = {}) {
+    return send(buf.data(), buf.size(), dtype_of_v<T>, peer, tag, opts);
+  }
+  template <typename T>
+  Work recv(std::span<T> buf, int peer, int tag = 0, const CollOptions& opts = {}) {
+    return recv(buf.data(), buf.size(), dtype_of_v<T>, peer, tag, opts);
+  }
+
   template <typename T>
   Work alltoall(std::span<const T> send, std::span<T> recv, const CollOptions& opts = {}) {
     check_span_sizes(send.size(), recv.size(), 1, "alltoall");

@@ -14,6 +14,7 @@ std::string_view to_string(CollKind k) {
     case CollKind::AllToAllV: return "alltoallv";
     case CollKind::Gather: return "gather";
     case CollKind::Scatter: return "scatter";
+    case CollKind::P2P: return "send/recv";
   }
   return "unknown-collective";
 }

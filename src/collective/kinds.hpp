@@ -24,11 +24,12 @@ enum class CollKind : std::uint8_t {
   AllToAllV,  // per-peer counts and displacements (OpDesc::v)
   Gather,     // count elements per rank, to the root
   Scatter,    // count elements per rank, from the root
+  P2P,        // send, recv, sendrecv: between two ranks, outside the collective order
 };
 /// The data collectives: AllReduce .. Reduce (Barrier moves no data).
 inline constexpr int kNumDataColls = 5;
 /// "allreduce", "allgather", "reduce_scatter", "broadcast", "reduce", "barrier", "alltoall",
-/// "alltoallv", "gather", "scatter".
+/// "alltoallv", "gather", "scatter", "send/recv".
 std::string_view to_string(CollKind k);
 
 /// A schedule family. The public loom::Algorithm (a call's hint) names the ones a caller may

@@ -28,6 +28,7 @@ std::size_t OpDesc::send_bytes(int nranks) const {
     case CollKind::Scatter: return b * n;
     case CollKind::AllToAllV:
       return v ? extent(v->send_counts, v->send_displs) * dtype_size(dtype) : 0;
+    case CollKind::P2P: return p2p.to >= 0 ? b : 0;
     default: return b;
   }
 }
@@ -41,6 +42,7 @@ std::size_t OpDesc::recv_bytes(int nranks) const {
     case CollKind::Gather: return b * n;
     case CollKind::AllToAllV:
       return v ? extent(v->recv_counts, v->recv_displs) * dtype_size(dtype) : 0;
+    case CollKind::P2P: return p2p.from >= 0 ? p2p.recv_count * dtype_size(dtype) : 0;
     default: return b;
   }
 }
@@ -54,15 +56,35 @@ bool OpDesc::in_place(int rank) const {
     case CollKind::ReduceScatter: return r != nullptr && r == s + block;
     case CollKind::Gather: return rank == root && s != nullptr && s == r + block;
     case CollKind::Scatter: return rank == root && r != nullptr && r == s + block;
+    case CollKind::P2P: return false;  // a sendrecv's buffers must be disjoint
     default: return s == r;
   }
 }
+
+namespace {
+
+std::string describe_p2p(const OpDesc& op) {
+  const P2PDesc& p = op.p2p;
+  const auto dt = to_string(op.dtype);
+  if (p.to >= 0 && p.from >= 0)
+    return fmt::format(
+        "sendrecv (send #{} to rank {}, {} x {}; recv #{} from rank {}, {} x {}; tag {})",
+        p.send_seq, p.to, op.count, dt, p.recv_seq, p.from, p.recv_count, dt, p.tag);
+  if (p.to >= 0)
+    return fmt::format("send #{} to rank {} ({} x {}, tag {})", p.send_seq, p.to, op.count, dt,
+                       p.tag);
+  return fmt::format("recv #{} from rank {} ({} x {}, tag {})", p.recv_seq, p.from, p.recv_count,
+                     dt, p.tag);
+}
+
+}  // namespace
 
 std::string describe(const OpDesc& op) {
   if (op.kind == CollKind::Barrier) return fmt::format("barrier #{}", op.seq);
   // An all-to-all-v's counts differ by rank: its name must read the same on every rank.
   if (op.kind == CollKind::AllToAllV)
     return fmt::format("alltoallv #{} ({})", op.seq, to_string(op.dtype));
+  if (op.kind == CollKind::P2P) return describe_p2p(op);
   std::string s =
       fmt::format("{} #{} ({} x {}", to_string(op.kind), op.seq, op.count, to_string(op.dtype));
   if (op.has_redop()) s += fmt::format(", {}", to_string(op.redop));
@@ -131,6 +153,21 @@ Status check_v_layout(const OpDesc& op, int nranks, Fail&& fail) {
   return Status::ok();
 }
 
+// A point-to-point call's peers: in range, another rank, at least one.
+template <typename Fail>
+Status check_p2p(const OpDesc& op, int rank, int nranks, std::size_t limit, Fail&& fail) {
+  const P2PDesc& p = op.p2p;
+  for (int peer : {p.to, p.from}) {
+    if (peer == -1) continue;  // none
+    if (peer < 0 || peer >= nranks)
+      return fail(fmt::format("peer {} is out of range [0, {})", peer, nranks));
+    if (peer == rank) return fail("the peer is this rank (copy the buffer instead)");
+  }
+  if (p.to < 0 && p.from < 0) return fail("neither a peer to send to nor one to receive from");
+  if (p.recv_count > limit) return fail("count overflows the addressable size");
+  return Status::ok();
+}
+
 }  // namespace
 
 Status validate(const OpDesc& op, int rank, int nranks) {
@@ -151,7 +188,10 @@ Status validate(const OpDesc& op, int rank, int nranks) {
   std::size_t limit = std::numeric_limits<std::size_t>::max() / 2 / dtype_size(op.dtype) /
                       static_cast<std::size_t>(nranks);
   if (op.count > limit) return fail("count overflows the addressable size");
-  if (op.kind == CollKind::AllToAllV) {
+  if (op.kind == CollKind::P2P) {
+    LOOM_RETURN_IF_ERROR(check_p2p(op, rank, nranks, limit, fail));
+    if (op.send_bytes(nranks) == 0 && op.recv_bytes(nranks) == 0) return Status::ok();
+  } else if (op.kind == CollKind::AllToAllV) {
     LOOM_RETURN_IF_ERROR(check_v_layout(op, nranks, fail));
     if (op.send_bytes(nranks) == 0 && op.recv_bytes(nranks) == 0) return Status::ok();
   } else if (op.count == 0 || op.kind == CollKind::Barrier) {

@@ -20,6 +20,18 @@ struct VLayout {
   std::vector<std::size_t> send_counts, send_displs, recv_counts, recv_displs;
 };
 
+/// A point-to-point call: a send of OpDesc::count elements to `to` and/or a receive of
+/// `recv_count` elements from `from` (-1: none), with the caller's tag. Messages between a pair
+/// are numbered per direction (assigned at submission): the n-th send from a to b matches b's
+/// n-th receive from a, whose tag and size must agree.
+struct P2PDesc {
+  int to = -1;
+  int from = -1;
+  std::size_t recv_count = 0;
+  std::int32_t tag = 0;
+  std::uint64_t send_seq = 0, recv_seq = 0;
+};
+
 struct OpDesc {
   CollKind kind = CollKind::AllReduce;
   DataType dtype = DataType::Uint8;
@@ -31,6 +43,7 @@ struct OpDesc {
   void* recv = nullptr;
   std::uint64_t seq = 0;             // assigned at submission
   std::shared_ptr<const VLayout> v;  // AllToAllV only (count is 0: totals differ by rank)
+  P2PDesc p2p;                       // P2P only (seq is unused: not a collective call)
 
   [[nodiscard]] bool has_redop() const {
     return kind == CollKind::AllReduce || kind == CollKind::Reduce ||
@@ -43,9 +56,11 @@ struct OpDesc {
   /// Whether this rank reads `send` / writes `recv` (a reduce's non-roots receive nothing, a
   /// broadcast's and a scatter's non-roots send nothing, a gather's non-roots receive nothing).
   [[nodiscard]] bool uses_send(int rank) const {
+    if (kind == CollKind::P2P) return p2p.to >= 0;
     return !((kind == CollKind::Broadcast || kind == CollKind::Scatter) && rank != root);
   }
   [[nodiscard]] bool uses_recv(int rank) const {
+    if (kind == CollKind::P2P) return p2p.from >= 0;
     return !((kind == CollKind::Reduce || kind == CollKind::Gather) && rank != root);
   }
   /// The extent of the send / receive buffer in bytes (the largest on any rank for the rooted

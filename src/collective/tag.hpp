@@ -25,7 +25,7 @@ struct Tag {
   friend bool operator==(const Tag&, const Tag&) = default;
 };
 
-/// The tag of message `index` of `op` on one (peer, direction).
+/// The tag of message `index` of a collective `op` on one (peer, direction).
 inline Tag make_tag(const OpDesc& op, std::uint32_t index) {
   Tag t;
   t.seq = op.seq;
@@ -38,7 +38,22 @@ inline Tag make_tag(const OpDesc& op, std::uint32_t index) {
   return t;
 }
 
-/// "allreduce #42 (1024 x float, sum), message 3".
+/// The tag of message `index` of `op` that this rank sends (`is_send`) or receives: a
+/// collective's (make_tag), or a point-to-point call's, numbered per pair and direction and
+/// carrying the caller's tag, identical on both sides of a matching send and receive.
+inline Tag message_tag(const OpDesc& op, bool is_send, std::uint32_t index) {
+  if (op.kind != CollKind::P2P) return make_tag(op, index);
+  Tag t;
+  t.seq = is_send ? op.p2p.send_seq : op.p2p.recv_seq;
+  t.index = index;
+  t.kind = static_cast<std::uint8_t>(CollKind::P2P);
+  t.dtype = static_cast<std::uint8_t>(op.dtype);
+  t.root = op.p2p.tag;
+  t.count = is_send ? op.count : op.p2p.recv_count;
+  return t;
+}
+
+/// "allreduce #42 (1024 x float, sum), message 3"; "send/recv message #7 (16 x float, tag 2)".
 std::string describe_tag(const Tag& tag);
 
 /// The Mismatch error of a message whose tag or length differs from what `self` expected from

@@ -36,7 +36,7 @@ Result<exec::Progress> CollectiveTask::progress() {
     if (op_.kind == coll::CollKind::Barrier && op_.seq > 0)
       LOOM_RETURN_IF_ERROR(comm_.find_unread_messages(op_.seq - 1));
     finalize();
-    comm_.note_completed(op_.seq);
+    if (op_.kind != coll::CollKind::P2P) comm_.note_completed(op_.seq);
   }
   return r;
 }

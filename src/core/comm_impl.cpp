@@ -48,6 +48,14 @@ std::optional<algo::Plan> exchange_plan(const coll::OpDesc& op, int rank, int nr
     }
     case coll::CollKind::Gather: return algo::flat_gather(rank, nranks, op.root, block, in_place);
     case coll::CollKind::Scatter: return algo::flat_scatter(rank, nranks, op.root, block, in_place);
+    case coll::CollKind::P2P: {  // the send and the receive run side by side
+      algo::Plan plan;
+      plan.algorithm = "p2p";
+      if (op.p2p.to >= 0) plan.add(algo::send_to(op.p2p.to, {algo::BufId::Send, 0, block}));
+      if (op.p2p.from >= 0)
+        plan.add(algo::recv_from(op.p2p.from, {algo::BufId::Recv, 0, op.p2p.recv_count * esize}));
+      return plan;
+    }
     default: return std::nullopt;
   }
 }
@@ -432,8 +440,8 @@ algo::Plan CommImpl::make_plan(const coll::OpDesc& op, const CollOptions& opts) 
 std::shared_ptr<const algo::Plan> CommImpl::cached_plan(const coll::OpDesc& op,
                                                         const CollOptions& opts) {
   constexpr std::size_t kMaxPlans = 32;
-  // An all-to-all-v's plan depends on its counts, which the key does not hold.
-  if (op.kind == coll::CollKind::AllToAllV)
+  // An all-to-all-v's plan depends on its counts, a send's on its peers: neither is in the key.
+  if (op.kind == coll::CollKind::AllToAllV || op.kind == coll::CollKind::P2P)
     return std::make_shared<const algo::Plan>(make_plan(op, opts));
   const PlanKey key{op.kind, op.dtype, op.root, op.in_place(rank_), op.count, opts.algorithm};
   for (std::size_t i = plans_.size(); i-- > 0;) {
@@ -457,11 +465,17 @@ Work CommImpl::submit(coll::OpDesc op, const CollOptions& opts) {
   if (opts.timeout)
     throw_if_error(config::check_timeout("CollOptions::timeout", *opts.timeout)
                        .with_context(fmt::format("rank {}", rank_)));
-  op.seq = next_seq_++;
-  throw_if_error(coll::validate(op, rank_, nranks_));
+  const bool p2p = op.kind == coll::CollKind::P2P;
+  if (p2p) {
+    number_p2p(op);
+  } else {
+    op.seq = next_seq_++;
+    throw_if_error(coll::validate(op, rank_, nranks_));
+  }
   const bool on_stream = value_or_throw(device::needs_stream_path(
       stream_path_ ? &stream_path_->device() : nullptr, op, rank_, nranks_, opts.stream));
-  if (op.count == 0 && op.kind != coll::CollKind::Barrier && op.kind != coll::CollKind::AllToAllV) {
+  if (op.count == 0 && op.kind != coll::CollKind::Barrier && op.kind != coll::CollKind::AllToAllV &&
+      !p2p) {
     remember_call(op);
     auto done = std::make_shared<OpState>();
     done->done = true;
@@ -477,7 +491,7 @@ Work CommImpl::submit(coll::OpDesc op, const CollOptions& opts) {
   Deadline deadline = Deadline::after(opts.timeout.value_or(settings_.timeout));
   LOOM_LOG_DEBUG(Coll, "rank {}: {} as {} ({} steps)", rank_, coll::describe(op), plan->algorithm,
                  plan->steps.size());
-  {
+  if (!p2p) {  // collective calls are numbered and compared between ranks; sends are not
     std::lock_guard lk(progress_mu_);
     unfinished_.emplace_back(op.seq, coll::describe(op));
     calls_[op.seq % kCallHistory] = CallRecord{op.seq, op};  // as remember_call()
@@ -487,13 +501,37 @@ Work CommImpl::submit(coll::OpDesc op, const CollOptions& opts) {
       engine_->submit(std::make_unique<CollectiveTask>(*this, op, std::move(plan), deadline)));
 }
 
+// Numbers a send / receive per peer and direction (after validation: a refused call takes no
+// number, so both sides stay in step).
+void CommImpl::number_p2p(coll::OpDesc& op) {
+  op.seq = next_seq_.load();
+  if (p2p_sent_.empty()) {
+    p2p_sent_.assign(static_cast<std::size_t>(nranks_), 0);
+    p2p_received_.assign(static_cast<std::size_t>(nranks_), 0);
+  }
+  auto at = [](std::vector<std::uint64_t>& v, int peer) -> std::uint64_t* {
+    return peer >= 0 && peer < static_cast<int>(v.size()) ? &v[static_cast<std::size_t>(peer)]
+                                                          : nullptr;
+  };
+  std::uint64_t* sent = at(p2p_sent_, op.p2p.to);
+  std::uint64_t* received = at(p2p_received_, op.p2p.from);
+  op.p2p.send_seq = sent ? *sent : 0;
+  op.p2p.recv_seq = received ? *received : 0;
+  throw_if_error(coll::validate(op, rank_, nranks_));
+  if (sent) ++*sent;
+  if (received) ++*received;
+}
+
 Work CommImpl::submit_on_stream(const coll::OpDesc& op, void* stream,
                                 std::shared_ptr<const algo::Plan> plan, Deadline deadline) {
   if (direct_) {  // one host: the plan runs on the device buffers over cuda_ipc
     device::StagedCall call = value_or_throw(stream_path_->direct(op, rank_, stream, deadline));
     const std::uint64_t seq = op.seq;
+    const bool numbered = op.kind != coll::CollKind::P2P;
     auto inner = direct_->task(op, std::move(plan), nranks_, 2 * settings_.depth, deadline,
-                               [this, seq] { note_completed(seq); });
+                               [this, seq, numbered] {
+                                 if (numbered) note_completed(seq);
+                               });
     auto state = engine_->submit(stream_path_->wrap(std::move(inner), call));
     throw_if_error(stream_path_->finish(call, stream));
     return Work(state);

@@ -86,6 +86,8 @@ class CommImpl {
   /// Validates, plans and queues one collective. Throws loom::Error on bad arguments or a
   /// failed communicator.
   Work submit(coll::OpDesc op, const CollOptions& opts);
+  /// Validates a send / receive and gives it its per-peer message numbers.
+  void number_p2p(coll::OpDesc& op);
 
   // Used by CollectiveTask while it runs (on the driving thread, one task at a time).
   Status connect(const std::vector<int>& peers, Deadline deadline);
@@ -202,6 +204,8 @@ class CommImpl {
   };
   std::vector<std::pair<PlanKey, std::shared_ptr<const algo::Plan>>> plans_;  // most recent last
   std::atomic<std::uint64_t> next_seq_{0};
+  // Point-to-point messages numbered per peer (sent to it, received from it): see number_p2p.
+  std::vector<std::uint64_t> p2p_sent_, p2p_received_;
   std::atomic<std::int64_t> last_completed_{-1};
   mutable std::mutex progress_mu_;
   std::deque<std::pair<std::uint64_t, std::string>> unfinished_;  // submitted, not completed

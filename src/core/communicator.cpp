@@ -185,6 +185,27 @@ Work Communicator::scatter(const void* send, void* recv, std::size_t count, Data
                        opts);
 }
 
+Work Communicator::send(const void* buf, std::size_t count, DataType dtype, int peer, int tag,
+                        const CollOptions& opts) {
+  return sendrecv(buf, count, peer, nullptr, 0, -1, dtype, tag, opts);
+}
+
+Work Communicator::recv(void* buf, std::size_t count, DataType dtype, int peer, int tag,
+                        const CollOptions& opts) {
+  return sendrecv(nullptr, 0, -1, buf, count, peer, dtype, tag, opts);
+}
+
+Work Communicator::sendrecv(const void* send, std::size_t sendcount, int to, void* recv,
+                            std::size_t recvcount, int from, DataType dtype, int tag,
+                            const CollOptions& opts) {
+  coll::OpDesc d = desc(coll::CollKind::P2P, send, recv, sendcount, dtype, RedOp::Sum, -1);
+  d.p2p.to = to;
+  d.p2p.from = from;
+  d.p2p.recv_count = recvcount;
+  d.p2p.tag = tag;
+  return impl().submit(std::move(d), opts);
+}
+
 Work Communicator::barrier(const CollOptions& opts) {
   return impl().submit(
       desc(coll::CollKind::Barrier, nullptr, nullptr, 0, DataType::Uint8, RedOp::Sum, -1), opts);

@@ -140,7 +140,7 @@ Result<bool> PlanRun::poll_fence() {
 Result<PlanRun::Inflight> PlanRun::post(const Lane& lane, std::uint32_t s) {
   const algo::Step& st = plan_.steps[s];
   transport::Connection* c = conns_[static_cast<std::size_t>(st.peer)];
-  auto tag = coll::make_tag(op_, static_cast<std::uint32_t>(lane.next));
+  auto tag = coll::message_tag(op_, lane.is_send, static_cast<std::uint32_t>(lane.next));
   if (lane.is_send) {
     auto [reg, off] = region(st.src);
     LOOM_ASSIGN_OR_RETURN(auto req, plan_.buffered_sends

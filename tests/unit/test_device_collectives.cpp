@@ -258,6 +258,23 @@ void check_exchanges(Communicator& comm, Rank& dev, Checker& chk) {
         host.assign(block, 0);
         dev.read_back(d_one, host);
         expect(host.data(), root, r, count, "scatter");
+        // sendrecv around the ring, then a plain send / recv pair (rank 0 -> the last rank)
+        const int next = (r + 1) % n, prev = (r + n - 1) % n;
+        if (n > 1) {
+          one.assign(block + 1, 0);
+          fill(one.data(), r, next, count);
+          d_one = dev.device_copy_of(one);
+          std::uint8_t* d_in = dev.device_copy_of(std::vector<std::uint8_t>(block + 1, 0xee));
+          comm.sendrecv(d_one, count, next, d_in, count, prev, t, 0, dev.opts());
+          dev.read_back(d_in, host);
+          expect(host.data(), prev, r, count, "sendrecv");
+          if (r == 0) comm.send(d_one, count, t, n - 1, 1, dev.opts());
+          if (r == n - 1) {
+            comm.recv(d_in, count, t, 0, 1, dev.opts());
+            dev.read_back(d_in, host);
+            expect(host.data(), 0, 1, count, "send/recv");
+          }
+        }
         dev.free_all();
       }
   comm.barrier(dev.opts());
