@@ -17,6 +17,8 @@
 #include "core/status_signal.hpp"
 #include "log/log.hpp"
 #include "topology/cpu_binding.hpp"
+#include "transports/shm/shm_factory.hpp"
+#include "transports/tcp/tcp_factory.hpp"
 
 namespace loom::detail {
 
@@ -70,21 +72,8 @@ Result<CommSettings> CommSettings::from(const config::Config& cfg) {
   s.depth = static_cast<std::size_t>(cfg.get_int("LOOM_PIPELINE_DEPTH"));
   s.spin = std::chrono::microseconds(cfg.get_int("LOOM_SPIN_US"));    // < 0: chosen at init
   s.yield = std::chrono::microseconds(cfg.get_int("LOOM_YIELD_US"));  // < 0: chosen at init
-  s.tcp.sockets_per_peer = static_cast<int>(cfg.get_int("LOOM_SOCKETS_PER_PEER"));
-  s.tcp.socket_buffer = cfg.get_size("LOOM_SOCKET_BUFFER");
-  s.tcp.stripe_min = cfg.get_size("LOOM_SOCKET_STRIPE_MIN");
-  s.tcp.progress_threads = static_cast<int>(cfg.get_int("LOOM_TCP_THREADS"));
-  s.tcp.hello_timeout = cfg.get_duration("LOOM_HELLO_TIMEOUT");
-  s.shm.slot_bytes = cfg.get_size("LOOM_SHM_SLOT_SIZE");
-  s.shm.nslots = static_cast<std::size_t>(cfg.get_int("LOOM_SHM_SLOTS"));
-  LOOM_ASSIGN_OR_RETURN(s.shm.single_copy,
-                        transport::shm::parse_single_copy(cfg.get_string("LOOM_SHM_SINGLE_COPY")));
-  LOOM_ASSIGN_OR_RETURN(s.shm.single_copy_min, select::single_copy_min_from(cfg));  // 0: auto
-  LOOM_ASSIGN_OR_RETURN(s.shm.slot_order,
-                        transport::shm::parse_slot_order(cfg.get_string("LOOM_SHM_SLOT_ORDER")));
-  LOOM_ASSIGN_OR_RETURN(s.shm.segments,
-                        transport::shm::parse_segment_kind(cfg.get_string("LOOM_SHM_SEGMENTS")));
-  s.shm.test_kill_after_create = cfg.get_bool("LOOM_TEST_SHM_KILL_AFTER_CREATE");
+  s.tcp = transport::tcp::options_from(cfg);
+  LOOM_ASSIGN_OR_RETURN(s.shm, transport::shm::options_from(cfg));  // auto values: at init
   s.algo = cfg.get_string("LOOM_ALGO");
   s.device = cfg.get_string("LOOM_DEVICE");
   LOOM_ASSIGN_OR_RETURN(s.ofi_hmem, parse_ofi_hmem(cfg.get_string("LOOM_OFI_HMEM")));
@@ -96,13 +85,7 @@ Result<CommSettings> CommSettings::from(const config::Config& cfg) {
   if (s.depth < 1 || s.depth > 64)
     return make_error(ErrorCode::InvalidUsage, "LOOM_PIPELINE_DEPTH={} is outside [1, 64]",
                       s.depth);
-  if (s.tcp.sockets_per_peer < 0 || s.tcp.sockets_per_peer > 16)
-    return make_error(ErrorCode::InvalidUsage, "LOOM_SOCKETS_PER_PEER={} is outside [0, 16]",
-                      s.tcp.sockets_per_peer);
-  if (s.tcp.hello_timeout < std::chrono::milliseconds(100) ||
-      s.tcp.hello_timeout > std::chrono::seconds(600))
-    return make_error(ErrorCode::InvalidUsage, "LOOM_HELLO_TIMEOUT={} ms is outside [100ms, 600s]",
-                      s.tcp.hello_timeout.count());
+  LOOM_RETURN_IF_ERROR(transport::tcp::check_options(s.tcp));
   LOOM_ASSIGN_OR_RETURN(s.policy, select::Policy::parse(s.algo));
   LOOM_ASSIGN_OR_RETURN(s.tuning, select::tuning_from(cfg));
   s.deterministic = cfg.get_bool("LOOM_DETERMINISTIC");
@@ -215,34 +198,30 @@ Status CommImpl::connect(std::unique_ptr<transport::tcp::TcpTransport> tcp, cons
   tcp->set_peer_addresses(layout.tcp_addresses);
   tcp->set_ranks_on_host(layout.ranks_on_my_host(rank_));
   data_address_ = tcp->address();
-  std::unique_ptr<transport::shm::ShmTransport> shm;
-  for (TransportKind k : layout.transport_of)
-    if (k == TransportKind::Shm && !shm) {
-      const double host_load = host_cpu_load(layout, rank_);
-      if (settings_.shm.single_copy_min == 0) {
-        settings_.shm.single_copy_min = select::auto_single_copy_min(my_cpu_load(layout, rank_));
-        // A ring's send waits for its receiver only if single copy; when a neighbour shares a
-        // CPU, that wait holds the sender too, even one with a CPU of its own (3 ranks on 2
-        // CPUs, 8 MiB: 7.2-9.2 ms with the lone rank's sends single copy, 4.4-4.8 buffered).
-        settings_.buffered_ring_sends = host_load > 1;
-      }
-      // Three or more ranks on a CPU evict each other's channels from its caches: a channel's
-      // message is best written where the last one was. With fewer, the slots fit, and writing
-      // the slot the receiver has just read costs more (docs/algorithms.md, shared memory).
-      if (settings_.shm.slot_order == transport::shm::SlotOrder::Auto)
-        settings_.shm.slot_order = select::auto_reuse_slots(host_load)
-                                       ? transport::shm::SlotOrder::Reuse
-                                       : transport::shm::SlotOrder::Rotate;
-      LOOM_ASSIGN_OR_RETURN(shm, transport::shm::ShmTransport::create(rank_, nranks_, comm_id_,
-                                                                      store_, settings_.shm));
-      shm->set_peer_check([this](int peer) { return known_failure(peer); });
-    }
-  LOOM_ASSIGN_OR_RETURN(
-      auto ofi, make_ofi_transport(rank_, nranks_, comm_id_, store_, config_, tcp->address(),
-                                   layout.transport_of, settings_.tcp.secret,
-                                   layout.ranks_on_my_host(rank_)));
-  transports_ = std::make_unique<PeerTransports>(rank_, layout.transport_of, std::move(tcp),
-                                                 std::move(shm), std::move(ofi));
+  transport::CreateContext ctx;  // what the other transports are created from (registry)
+  ctx.rank = rank_;
+  ctx.nranks = nranks_;
+  ctx.comm_id = comm_id_;
+  ctx.store = store_;
+  ctx.config = &config_;
+  ctx.data_address = tcp->address();
+  ctx.secret = settings_.tcp.secret;
+  ctx.ranks_on_host = layout.ranks_on_my_host(rank_);
+  ctx.cpu_load = my_cpu_load(layout, rank_);
+  ctx.host_cpu_load = host_cpu_load(layout, rank_);
+  ctx.peer_addresses = layout.tcp_addresses;
+  ctx.peer_check = [this](int peer) { return known_failure(peer); };
+  // A ring's send waits for its receiver only if single copy; when a neighbour shares a CPU,
+  // that wait holds the sender too, even one with a CPU of its own (3 ranks on 2 CPUs, 8 MiB:
+  // 7.2-9.2 ms with the lone rank's sends single copy, 4.4-4.8 buffered).
+  const bool shm_used = std::any_of(layout.transport_of.begin(), layout.transport_of.end(),
+                                    [](TransportKind k) { return k == TransportKind::Shm; });
+  if (shm_used && settings_.shm.single_copy_min == 0)
+    settings_.buffered_ring_sends = ctx.host_cpu_load > 1;
+  std::vector<std::unique_ptr<transport::Transport>> made;
+  made.push_back(std::move(tcp));  // listening since before the layout exchange
+  LOOM_ASSIGN_OR_RETURN(transports_,
+                        PeerTransports::create(ctx, layout.transport_of, std::move(made)));
   ring_ = layout.ring;
   describe_shape(layout);
   if (nranks_ > 1) {

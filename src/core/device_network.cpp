@@ -3,6 +3,7 @@
 #include "common/choice.hpp"
 #include "device/net_buffers.hpp"
 #include "log/log.hpp"
+#include "transports/ofi/ofi_transport.hpp"
 
 namespace loom::detail {
 namespace {
@@ -51,7 +52,7 @@ NetDeviceVote vote_network_device(device::Device& dev, PeerTransports& transport
                                  "cross hosts from device memory only over ofi",
                                  p, to_string(k))};
   }
-  transport::ofi::OfiTransport* ofi = transports.ofi();
+  auto* ofi = dynamic_cast<transport::ofi::OfiTransport*>(transports.transport(TransportKind::Ofi));
   if (ofi == nullptr) return {false, "no ofi transport"};
   const auto& prov = ofi->provider();
   auto d = device::decide_net_buffer(device::MemoryKind::Device, dev.name(), prov.provider,

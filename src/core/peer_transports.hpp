@@ -1,28 +1,32 @@
 // Routes each peer to the transport chosen for it (shm inside a host, ofi or tcp across hosts,
 // or as LOOM_TRANSPORTS says) and establishes connections on first use, through the
-// transport::Transport interface (a table by TransportKind, no switch per transport).
+// transport::Transport interface (a table by TransportKind, no switch per transport). The
+// transports are created through the transport registry (transports/registry.hpp): this file
+// names no concrete transport.
 #pragma once
 
 #include <array>
 #include <memory>
-#include <string>
 #include <vector>
 
-#include "config/config.hpp"
 #include "core/transport_choice.hpp"
-#include "transports/ofi/ofi_transport.hpp"
-#include "transports/shm/shm_transport.hpp"
-#include "transports/tcp/tcp_transport.hpp"
+#include "transports/registry.hpp"
 #include "transports/transport.hpp"
 
 namespace loom::detail {
 
 class PeerTransports final : public transport::ConnectionSet {
  public:
-  PeerTransports(int rank, std::vector<TransportKind> choice,
-                 std::unique_ptr<transport::tcp::TcpTransport> tcp,
-                 std::unique_ptr<transport::shm::ShmTransport> shm,
-                 std::unique_ptr<transport::ofi::OfiTransport> ofi = nullptr);
+  using ByKind = std::array<std::unique_ptr<transport::Transport>, kNumTransportKinds>;
+
+  /// The transports for `ctx.rank`'s peers: `made` (transports created before the layout was
+  /// known, such as the tcp listener whose address the layout publishes; they are kept), and
+  /// every other kind some peer uses (`choice`, by peer), created through `registry` from `ctx`.
+  static Result<std::unique_ptr<PeerTransports>> create(
+      const transport::CreateContext& ctx, std::vector<TransportKind> choice,
+      std::vector<std::unique_ptr<transport::Transport>> made,
+      const transport::Registry& registry = transport::builtin_transports());
+  PeerTransports(int rank, std::vector<TransportKind> choice, ByKind transports);
   ~PeerTransports() override;
 
   /// Connections to every peer in `peers`, each over its transport.
@@ -31,33 +35,16 @@ class PeerTransports final : public transport::ConnectionSet {
   [[nodiscard]] TransportKind kind(int peer) const {
     return choice_[static_cast<std::size_t>(peer)];
   }
-  /// The ofi transport (null when no peer uses it).
-  [[nodiscard]] transport::ofi::OfiTransport* ofi() const { return ofi_; }
-
- private:
-  [[nodiscard]] transport::Transport* of(TransportKind k) const {
+  /// The transport of kind `k` (null when no peer uses it), e.g. ofi for the device-network
+  /// vote.
+  [[nodiscard]] transport::Transport* transport(TransportKind k) const {
     return by_kind_[static_cast<std::size_t>(k)].get();
   }
 
+ private:
   int rank_;
   std::vector<TransportKind> choice_;
-  std::array<std::unique_ptr<transport::Transport>, kNumTransportKinds> by_kind_;  // null: unused
-  transport::ofi::OfiTransport* ofi_ = nullptr;  // by_kind_[Ofi], for the device-network vote
+  ByKind by_kind_;  // null: unused
 };
-
-/// The libfabric request for this rank: LOOM_OFI_PROVIDER, and the local address of
-/// `data_address` for socket-based providers.
-transport::ofi::FabricRequest ofi_request(const config::Config& cfg,
-                                          const net::SocketAddress& data_address);
-/// Probes libfabric for the provider `request` resolves to.
-OfiAvailability probe_ofi(const transport::ofi::FabricRequest& request);
-/// This rank's allow list for the layout exchange (see resolve_transport_list), as text.
-Result<std::string> effective_transports(int rank, const config::Config& cfg,
-                                         const net::SocketAddress& data_address);
-/// Creates the ofi transport when some peer uses it (null otherwise).
-Result<std::unique_ptr<transport::ofi::OfiTransport>> make_ofi_transport(
-    int rank, int nranks, std::uint64_t comm_id, const std::shared_ptr<bootstrap::Store>& store,
-    const config::Config& cfg, const net::SocketAddress& data_address,
-    const std::vector<TransportKind>& choice, const crypto::Secret& secret, int ranks_on_host);
 
 }  // namespace loom::detail

@@ -7,6 +7,7 @@
 
 #include "common/strings.hpp"
 #include "log/log.hpp"
+#include "transports/ofi/ofi_factory.hpp"
 
 namespace loom::detail {
 namespace {
@@ -15,8 +16,7 @@ constexpr std::array kAll = {TransportKind::Shm, TransportKind::Ofi, TransportKi
 constexpr std::string_view kCudaIpc = "cuda_ipc";  // device buffers only, not a TransportKind
 
 Result<TransportKind> parse_kind(std::string_view name) {
-  for (TransportKind k : kAll)
-    if (name == to_string(k)) return k;
+  if (auto k = transport::kind_named(name)) return *k;
   return make_error(ErrorCode::InvalidUsage,
                     "LOOM_TRANSPORTS names unknown transport '{}' (known: shm, ofi, tcp, cuda_ipc)",
                     name);
@@ -27,15 +27,6 @@ bool allows(const std::vector<TransportKind>& list, TransportKind k) {
 }
 
 }  // namespace
-
-std::string_view to_string(TransportKind k) {
-  switch (k) {
-    case TransportKind::Shm: return "shm";
-    case TransportKind::Tcp: return "tcp";
-    case TransportKind::Ofi: return "ofi";
-  }
-  return "?";
-}
 
 Result<std::vector<TransportKind>> parse_transport_list(std::string_view text) {
   std::vector<TransportKind> include, exclude;
@@ -162,6 +153,48 @@ Result<std::vector<TransportKind>> resolve_transport_list(int rank, std::string_
                 "-> tcp (set LOOM_OFI_FALLBACK=false to make this an error)",
                 rank, ofi.why_missing);
   return list;
+}
+
+namespace {
+
+// Whether the ofi transport can run here: libfabric's answer for `request`.
+OfiAvailability probe_ofi(const transport::ofi::FabricRequest& request) {
+  OfiAvailability a;
+  auto found = transport::ofi::probe_provider(request);
+  if (!found.is_ok()) {
+    a.why_missing = found.status().message();
+    return a;
+  }
+  a.available = true;
+  a.provider = found->provider;
+  a.efa = found->provider == "efa";
+  if (!a.efa)
+    a.why_missing = fmt::format("{}; using {} instead",
+                                transport::ofi::probe_provider({"efa", ""}).status().message(),
+                                found->provider);
+  return a;
+}
+
+}  // namespace
+
+Result<std::string> effective_transports(int rank, const config::Config& cfg,
+                                         const net::SocketAddress& data_address) {
+  std::string text = cfg.get_string("LOOM_TRANSPORTS");
+  LOOM_ASSIGN_OR_RETURN(auto parsed, parse_transport_list(text));
+  if (std::find(parsed.begin(), parsed.end(), TransportKind::Ofi) == parsed.end()) return text;
+  const auto entries = comma_tokens(text);  // "ofi" among the positive entries?
+  const bool named = std::find(entries.begin(), entries.end(), "ofi") != entries.end();
+  bool requested = named || !cfg.get_string("LOOM_OFI_PROVIDER").empty();
+  OfiAvailability ofi;  // unrequested ofi runs only on EFA: without a device, skip fi_getinfo
+  if (requested || transport::ofi::efa_device_present())
+    ofi = probe_ofi(transport::ofi::fabric_request(cfg, data_address));
+  else
+    ofi.why_missing =
+        "no EFA device on this host (none bound to the efa driver in "
+        "/sys/class/infiniband)";
+  LOOM_ASSIGN_OR_RETURN(auto list, resolve_transport_list(rank, text, requested,
+                                                          cfg.get_bool("LOOM_OFI_FALLBACK"), ofi));
+  return format_transport_list(list);
 }
 
 }  // namespace loom::detail

@@ -9,12 +9,14 @@
 #include <vector>
 
 #include "common/status.hpp"
+#include "config/config.hpp"
+#include "transports/registry.hpp"
 
 namespace loom::detail {
 
-enum class TransportKind : std::uint8_t { Shm = 0, Tcp = 1, Ofi = 2 };
-inline constexpr std::size_t kNumTransportKinds = 3;
-std::string_view to_string(TransportKind k);
+using transport::kNumTransportKinds;
+using transport::to_string;
+using transport::TransportKind;
 
 /// "" -> {shm, ofi, tcp}; "tcp,shm" -> that order; "^shm" -> every known transport but shm.
 /// Unknown names are an error naming them. "cuda_ipc" entries are accepted and left out (they
@@ -54,5 +56,10 @@ struct OfiAvailability {
 Result<std::vector<TransportKind>> resolve_transport_list(int rank, std::string_view text,
                                                           bool ofi_requested, bool fallback,
                                                           const OfiAvailability& ofi);
+
+/// This rank's allow list for the layout exchange (see resolve_transport_list), as text: ofi is
+/// probed (libfabric) when it was asked for or an EFA device is present.
+Result<std::string> effective_transports(int rank, const config::Config& cfg,
+                                         const net::SocketAddress& data_address);
 
 }  // namespace loom::detail

@@ -17,16 +17,6 @@ Result<std::size_t> chunk_from(const config::Config& cfg) {
   return static_cast<std::size_t>(*bytes);
 }
 
-Result<std::size_t> single_copy_min_from(const config::Config& cfg) {
-  const std::string text = cfg.get_string("LOOM_SHM_SINGLE_COPY_MIN");
-  if (text == "auto") return std::size_t{0};
-  auto bytes = config::parse_size(text);
-  if (!bytes || *bytes == 0)
-    return make_error(ErrorCode::InvalidUsage,
-                      "LOOM_SHM_SINGLE_COPY_MIN='{}' is not auto or a positive size", text);
-  return static_cast<std::size_t>(*bytes);
-}
-
 std::size_t ring_min_step_part_bytes(const Shape& s) {
   return cpu_load(s) > 1 ? algo::kSharedCpuMinStepPartBytes : algo::kMinStepPartBytes;
 }

@@ -1,7 +1,9 @@
-// Transport policy the communicator applies at init: the automatic chunk size, shared-memory
-// single-copy threshold and slot order, the wait before blocking, and the ring's smallest step
-// part. Kept apart from the cost model so the transports can take them over; docs/algorithms.md
-// and docs/performance.md give the measurements behind the numbers.
+// Policy the communicator applies at init that the cost model must also know: the automatic
+// chunk size (LOOM_CHUNK_SIZE: the plans' pipeline, not one transport's), the wait before
+// blocking (the engine's), and the ring's smallest step part (the ring plan's). The shared-memory
+// transport's own policy (single-copy threshold, slot order) lives in
+// transports/shm/shm_policy.hpp and is named here for the cost model. docs/algorithms.md and
+// docs/performance.md give the measurements behind the numbers.
 #pragma once
 
 #include <chrono>
@@ -9,6 +11,7 @@
 
 #include "common/status.hpp"
 #include "config/config.hpp"
+#include "transports/shm/shm_policy.hpp"
 
 namespace loom::select {
 
@@ -22,19 +25,11 @@ constexpr std::size_t auto_chunk_bytes(bool uses_ofi) {
   return uses_ofi ? kOfiChunkBytes : kChunkBytes;
 }
 
-/// LOOM_SHM_SINGLE_COPY_MIN=auto for a rank whose busiest CPU runs `cpu_load` ranks: 64 KiB, or
-/// 32 KiB on a shared CPU, where copies take CPU time the other ranks need and single copy makes
-/// one copy of the slots' two.
-constexpr std::size_t auto_single_copy_min(double cpu_load) {
-  return cpu_load > 1 ? std::size_t{32} * 1024 : std::size_t{64} * 1024;
-}
-
-/// LOOM_SHM_SLOT_ORDER=auto: a channel's next message goes to its first slot once the slots are
-/// drained (reuse) where the host's busiest CPU runs more than two ranks, whose channels would
-/// otherwise evict each other from its caches; with fewer, round-robin (docs/algorithms.md).
-constexpr bool auto_reuse_slots(double busiest_cpu_ranks) {
-  return busiest_cpu_ranks > 2;
-}
+/// The shared-memory transport's automatic single-copy threshold and slot order, defined with
+/// that transport (transports/shm/shm_policy.hpp): the cost model predicts what shm will do.
+using transport::shm::auto_reuse_slots;
+using transport::shm::auto_single_copy_min;
+using transport::shm::single_copy_min_from;
 
 /// LOOM_YIELD_US=auto: how long a waiting rank sched_yield()s before it blocks on a wake-up
 /// descriptor. The cost model's rules for shared CPUs assume it (docs/algorithms.md).
@@ -42,8 +37,6 @@ inline constexpr std::chrono::microseconds kAutoYield{20};
 
 /// LOOM_CHUNK_SIZE: a size in [64, 1G], or 0 for auto (see auto_chunk_bytes).
 Result<std::size_t> chunk_from(const config::Config& cfg);
-/// LOOM_SHM_SINGLE_COPY_MIN in bytes, 0 for auto (auto_single_copy_min).
-Result<std::size_t> single_copy_min_from(const config::Config& cfg);
 
 /// RingParams::min_step_part_bytes for a job of this shape (the same on every rank): smaller
 /// parts where ranks share CPUs (algo::kSharedCpuMinStepPartBytes).

@@ -1,0 +1,19 @@
+// The ofi transport's factory for the transport registry (transports/registry.hpp), and the
+// libfabric request its settings make.
+#pragma once
+
+#include "config/config.hpp"
+#include "transports/ofi/ofi_fabric.hpp"
+#include "transports/registry.hpp"
+
+namespace loom::transport::ofi {
+
+/// The libfabric request for this rank: LOOM_OFI_PROVIDER, and the local address of
+/// `data_address` for socket-based providers.
+FabricRequest fabric_request(const config::Config& cfg, const net::SocketAddress& data_address);
+
+/// An OfiTransport for ctx.rank (LOOM_OFI_PROVIDER, LOOM_OFI_PROGRESS_THREAD), its liveness
+/// listener on ctx.data_address's host.
+Result<std::unique_ptr<Transport>> make_transport(const CreateContext& ctx);
+
+}  // namespace loom::transport::ofi

@@ -1,0 +1,38 @@
+#include "transports/shm/shm_factory.hpp"
+
+#include "transports/shm/shm_policy.hpp"
+
+namespace loom::transport::shm {
+
+Result<ShmOptions> options_from(const config::Config& cfg) {
+  ShmOptions o;
+  o.slot_bytes = cfg.get_size("LOOM_SHM_SLOT_SIZE");
+  o.nslots = static_cast<std::size_t>(cfg.get_int("LOOM_SHM_SLOTS"));
+  LOOM_ASSIGN_OR_RETURN(o.single_copy, parse_single_copy(cfg.get_string("LOOM_SHM_SINGLE_COPY")));
+  LOOM_ASSIGN_OR_RETURN(o.single_copy_min, single_copy_min_from(cfg));  // 0: auto
+  LOOM_ASSIGN_OR_RETURN(o.slot_order, parse_slot_order(cfg.get_string("LOOM_SHM_SLOT_ORDER")));
+  LOOM_ASSIGN_OR_RETURN(o.segments, parse_segment_kind(cfg.get_string("LOOM_SHM_SEGMENTS")));
+  o.test_kill_after_create = cfg.get_bool("LOOM_TEST_SHM_KILL_AFTER_CREATE");
+  return o;
+}
+
+ShmOptions resolve_auto(ShmOptions o, double cpu_load, double host_cpu_load) {
+  if (o.single_copy_min == 0) o.single_copy_min = auto_single_copy_min(cpu_load);
+  // Three or more ranks on a CPU evict each other's channels from its caches: a channel's
+  // message is best written where the last one was. With fewer, the slots fit, and writing the
+  // slot the receiver has just read costs more (docs/algorithms.md, shared memory).
+  if (o.slot_order == SlotOrder::Auto)
+    o.slot_order = auto_reuse_slots(host_cpu_load) ? SlotOrder::Reuse : SlotOrder::Rotate;
+  return o;
+}
+
+Result<std::unique_ptr<Transport>> make_transport(const CreateContext& ctx) {
+  LOOM_ASSIGN_OR_RETURN(ShmOptions o, options_from(*ctx.config));
+  o = resolve_auto(o, ctx.cpu_load, ctx.host_cpu_load);
+  LOOM_ASSIGN_OR_RETURN(auto t,
+                        ShmTransport::create(ctx.rank, ctx.nranks, ctx.comm_id, ctx.store, o));
+  if (ctx.peer_check) t->set_peer_check(ctx.peer_check);
+  return std::unique_ptr<Transport>(std::move(t));
+}
+
+}  // namespace loom::transport::shm

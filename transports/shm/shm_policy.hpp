@@ -1,0 +1,32 @@
+// The shared-memory transport's policy: the automatic choices for a rank from how many ranks
+// share its CPUs (the single-copy threshold and the slot order). docs/algorithms.md gives the
+// measurements behind the numbers; the cost model reads the same thresholds
+// (src/selector/transport_policy.hpp) to predict what shm does. Depends on common and config
+// only.
+#pragma once
+
+#include <cstddef>
+
+#include "common/status.hpp"
+#include "config/config.hpp"
+
+namespace loom::transport::shm {
+
+/// LOOM_SHM_SINGLE_COPY_MIN=auto for a rank whose busiest CPU runs `cpu_load` ranks: 64 KiB, or
+/// 32 KiB on a shared CPU, where copies take CPU time the other ranks need and single copy makes
+/// one copy of the slots' two.
+constexpr std::size_t auto_single_copy_min(double cpu_load) {
+  return cpu_load > 1 ? std::size_t{32} * 1024 : std::size_t{64} * 1024;
+}
+
+/// LOOM_SHM_SLOT_ORDER=auto: a channel's next message goes to its first slot once the slots are
+/// drained (reuse) where the host's busiest CPU runs more than two ranks, whose channels would
+/// otherwise evict each other from its caches; with fewer, round-robin (docs/algorithms.md).
+constexpr bool auto_reuse_slots(double busiest_cpu_ranks) {
+  return busiest_cpu_ranks > 2;
+}
+
+/// LOOM_SHM_SINGLE_COPY_MIN in bytes, 0 for auto (auto_single_copy_min).
+Result<std::size_t> single_copy_min_from(const config::Config& cfg);
+
+}  // namespace loom::transport::shm

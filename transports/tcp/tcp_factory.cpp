@@ -1,0 +1,37 @@
+#include "transports/tcp/tcp_factory.hpp"
+
+namespace loom::transport::tcp {
+
+TcpOptions options_from(const config::Config& cfg) {
+  TcpOptions o;
+  o.sockets_per_peer = static_cast<int>(cfg.get_int("LOOM_SOCKETS_PER_PEER"));
+  o.socket_buffer = cfg.get_size("LOOM_SOCKET_BUFFER");
+  o.stripe_min = cfg.get_size("LOOM_SOCKET_STRIPE_MIN");
+  o.progress_threads = static_cast<int>(cfg.get_int("LOOM_TCP_THREADS"));
+  o.hello_timeout = cfg.get_duration("LOOM_HELLO_TIMEOUT");
+  return o;
+}
+
+Status check_options(const TcpOptions& o) {
+  if (o.sockets_per_peer < 0 || o.sockets_per_peer > 16)
+    return make_error(ErrorCode::InvalidUsage, "LOOM_SOCKETS_PER_PEER={} is outside [0, 16]",
+                      o.sockets_per_peer);
+  if (o.hello_timeout < std::chrono::milliseconds(100) ||
+      o.hello_timeout > std::chrono::seconds(600))
+    return make_error(ErrorCode::InvalidUsage, "LOOM_HELLO_TIMEOUT={} ms is outside [100ms, 600s]",
+                      o.hello_timeout.count());
+  return Status::ok();
+}
+
+Result<std::unique_ptr<Transport>> make_transport(const CreateContext& ctx) {
+  TcpOptions o = options_from(*ctx.config);
+  LOOM_RETURN_IF_ERROR(check_options(o));
+  o.secret = ctx.secret;
+  LOOM_ASSIGN_OR_RETURN(
+      auto t, TcpTransport::listen(ctx.rank, ctx.nranks, ctx.comm_id, ctx.data_address, o));
+  if (!ctx.peer_addresses.empty()) t->set_peer_addresses(ctx.peer_addresses);
+  t->set_ranks_on_host(ctx.ranks_on_host);
+  return std::unique_ptr<Transport>(std::move(t));
+}
+
+}  // namespace loom::transport::tcp
