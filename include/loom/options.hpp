@@ -38,6 +38,10 @@ struct CollOptions {
   /// buffers with nullptr mean the default stream. Host and device buffers must not be mixed in
   /// one call. See docs/gpu.md.
   void* stream = nullptr;
+  /// RedOp::PreMulSum's scalar: this rank multiplies its input by it before the sum (each rank
+  /// may pass its own, as FSDP's 1/n gradient divisor). The input buffer is left unchanged
+  /// unless the call is in place. Ignored by every other op.
+  double scalar = 1.0;
 };
 
 }  // namespace loom

@@ -28,8 +28,8 @@ inline constexpr int kNumDataTypes = 12;
 ///  * Sum, Prod, Min, Max, Avg: every type. Integers wrap (two's complement); Avg divides the sum
 ///    once at the end (integers truncate).
 ///  * PreMulSum (NCCL's ncclRedOpCreatePreMulSum, torch's PREMUL_SUM): every rank multiplies its
-///    own input by a scalar given with the call, then the products are summed (the collectives
-///    do not take the scalar yet: until they do, they reduce PreMulSum with scalar 1). Every type.
+///    own input by a scalar given with the call (CollOptions::scalar), then the products are
+///    summed. Every type.
 ///    Floating types: fp64 multiplies in fp64; fp32 by the scalar rounded to fp32 (as NCCL and
 ///    torch apply it: in the element type); fp16/bf16/fp8 by the scalar rounded to fp32, the
 ///    product computed exactly and rounded to the type once (nearest even). Integer types: by the

@@ -44,6 +44,7 @@ struct OpDesc {
   std::uint64_t seq = 0;             // assigned at submission
   std::shared_ptr<const VLayout> v;  // AllToAllV only (count is 0: totals differ by rank)
   P2PDesc p2p;                       // P2P only (seq is unused: not a collective call)
+  double scalar = 1.0;               // PreMulSum only: this rank's input multiplier
 
   [[nodiscard]] bool has_redop() const {
     return kind == CollKind::AllReduce || kind == CollKind::Reduce ||
@@ -66,6 +67,10 @@ struct OpDesc {
   /// The extent of the send / receive buffer in bytes (the largest on any rank for the rooted
   /// calls: the root's; an all-to-all-v's: the end of its furthest block).
   [[nodiscard]] std::size_t send_bytes(int nranks) const;
+  /// True when this rank scales its input before the reduction (PreMulSum, scalar other than 1).
+  [[nodiscard]] bool premultiplies() const {
+    return has_redop() && redop == RedOp::PreMulSum && scalar != 1.0;
+  }
   [[nodiscard]] std::size_t recv_bytes(int nranks) const;
   [[nodiscard]] bool in_place(int rank) const;
   /// True when `rank` holds a result of an Avg reduction: it divides its own copy by n at the

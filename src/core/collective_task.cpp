@@ -17,6 +17,7 @@ Status CollectiveTask::start(Deadline deadline) {
   for (int p : peers) conns[static_cast<std::size_t>(p)] = comm_.connection(p);
   exec::PlanBuffers bufs;
   bufs.send = static_cast<std::uint8_t*>(const_cast<void*>(op_.send));
+  if (op_.premultiplies()) bufs.send = premultiply(bufs.send, op_.send_bytes(comm_.size()));
   bufs.recv = static_cast<std::uint8_t*>(op_.recv);
   bufs.scratch = comm_.scratch(plan_->scratch_bytes);
   bufs.send_bytes = op_.send_bytes(comm_.size());
@@ -39,6 +40,17 @@ Result<exec::Progress> CollectiveTask::progress() {
     if (op_.kind != coll::CollKind::P2P) comm_.note_completed(op_.seq);
   }
   return r;
+}
+
+std::uint8_t* CollectiveTask::premultiply(std::uint8_t* send, std::size_t bytes) {
+  const std::size_t count = bytes / dtype_size(op_.dtype);
+  if (op_.in_place(comm_.rank())) {  // the result overwrites the input anyway
+    kernels::scale(op_.dtype, send, send, count, op_.scalar);
+    return send;
+  }
+  scaled_.resize(bytes);
+  kernels::scale(op_.dtype, scaled_.data(), send, count, op_.scalar);
+  return scaled_.data();
 }
 
 // Avg is a sum until here; every rank that holds a result divides its own copy.

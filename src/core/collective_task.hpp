@@ -1,8 +1,10 @@
 // One collective as an executor Task: a Plan plus the buffers and connections it runs on.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "algorithms/plan.hpp"
 #include "collective/op.hpp"
@@ -27,12 +29,16 @@ class CollectiveTask final : public exec::Task {
 
  private:
   void finalize();
+  /// PreMulSum: the input multiplied by the scalar (in place: the buffer itself; otherwise a
+  /// copy, so that the caller's input stays as it was). Returns the send buffer to use.
+  std::uint8_t* premultiply(std::uint8_t* send, std::size_t bytes);
 
   CommImpl& comm_;
   coll::OpDesc op_;
   std::shared_ptr<const algo::Plan> plan_;  // shared with the communicator's plan cache
   Deadline deadline_;
   std::optional<exec::PlanRun> run_;
+  std::vector<std::uint8_t> scaled_;  // PreMulSum out of place: the scaled input
 };
 
 }  // namespace loom::detail

@@ -445,6 +445,7 @@ Work CommImpl::submit(coll::OpDesc op, const CollOptions& opts) {
     throw_if_error(config::check_timeout("CollOptions::timeout", *opts.timeout)
                        .with_context(fmt::format("rank {}", rank_)));
   const bool p2p = op.kind == coll::CollKind::P2P;
+  if (op.has_redop() && op.redop == RedOp::PreMulSum) op.scalar = opts.scalar;
   if (p2p) {
     number_p2p(op);
   } else {
@@ -503,7 +504,8 @@ void CommImpl::number_p2p(coll::OpDesc& op) {
 
 Work CommImpl::submit_on_stream(const coll::OpDesc& op, void* stream,
                                 std::shared_ptr<const algo::Plan> plan, Deadline deadline) {
-  if (direct_) {  // one host: the plan runs on the device buffers over cuda_ipc
+  // The direct path has no pre-multiplying step: such calls go through host staging.
+  if (direct_ && !op.premultiplies()) {  // the plan runs on the device buffers (cuda_ipc)
     device::StagedCall call = value_or_throw(stream_path_->direct(op, rank_, stream, deadline));
     const std::uint64_t seq = op.seq;
     const bool numbered = op.kind != coll::CollKind::P2P;

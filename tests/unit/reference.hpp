@@ -70,6 +70,29 @@ inline void store_value(DataType dtype, void* dst, std::int64_t v) {
   }
 }
 
+/// The value at `src` as a double (exact for every type).
+inline double load_value(DataType dtype, const void* src) {
+  auto get = [&](auto x) {
+    std::memcpy(&x, src, sizeof x);
+    return x;
+  };
+  switch (dtype) {
+    case DataType::Int8: return get(std::int8_t{});
+    case DataType::Uint8: return get(std::uint8_t{});
+    case DataType::Int32: return get(std::int32_t{});
+    case DataType::Uint32: return get(std::uint32_t{});
+    case DataType::Int64: return static_cast<double>(get(std::int64_t{}));
+    case DataType::Uint64: return static_cast<double>(get(std::uint64_t{}));
+    case DataType::Float16: return kernels::half_to_float(get(std::uint16_t{}));
+    case DataType::BFloat16: return kernels::bfloat16_to_float(get(std::uint16_t{}));
+    case DataType::Float32: return get(float{});
+    case DataType::Float64: return get(double{});
+    case DataType::Float8E4M3: return kernels::fp8_e4m3_to_float(get(std::uint8_t{}));
+    case DataType::Float8E5M2: return kernels::fp8_e5m2_to_float(get(std::uint8_t{}));
+  }
+  return 0;
+}
+
 /// Truncates to the width and signedness of an integer dtype (two's complement wrap).
 inline std::int64_t wrap(DataType dtype, std::int64_t v) {
   switch (dtype) {

@@ -4,6 +4,7 @@
 // device buffers by copies enqueued on the rank's stream, results leave them the same way right
 // after the call returns, and only then is the stream synchronised: so the test passes only if
 // the collective is ordered on the stream both ways.
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <thread>
@@ -383,6 +384,45 @@ TEST_CASE("device collectives: one host reduces with device kernels, the staged 
         settings);
     INFO((direct ? "cuda_ipc" : "staged"));
     CHECK((device::host_sim_reduce_launches() > before) == direct);
+  }
+}
+
+// PreMulSum with a scalar on device buffers: the direct path has no scaling step, so the call
+// goes through host staging there too; each rank's own scalar applies.
+TEST_CASE("device collectives: PreMulSum with each rank's scalar, direct and staged routes",
+          "[device][redops]") {
+  for (bool direct : {true, false}) {
+    auto settings = kSim;
+    if (!direct) settings["LOOM_TRANSPORTS"] = "^cuda_ipc";
+    std::atomic<int> wrong{0};
+    loom::test::run_ranks(
+        3,
+        [&](Communicator& comm) {
+          Rank dev;
+          const int r = comm.rank();
+          std::vector<float> x(1000);
+          for (std::size_t i = 0; i < x.size(); ++i) x[i] = float((i + std::size_t(r)) % 4);
+          std::vector<std::uint8_t> host(4 * x.size());
+          std::memcpy(host.data(), x.data(), host.size());
+          std::uint8_t* d = dev.device_copy_of(host);
+          std::uint8_t* out = dev.device_copy_of(std::vector<std::uint8_t>(host.size(), 0));
+          CollOptions o = dev.opts();
+          o.scalar = 0.25 * (r + 1);
+          comm.allreduce(d, out, x.size(), DataType::Float32, RedOp::PreMulSum, o);
+          dev.read_back(out, host);
+          std::vector<float> got(x.size());
+          std::memcpy(got.data(), host.data(), host.size());
+          for (std::size_t i = 0; i < x.size(); ++i) {
+            float want = 0;
+            for (int q = 0; q < 3; ++q)
+              want += 0.25f * float(q + 1) * float((i + std::size_t(q)) % 4);
+            if (got[i] != want) ++wrong;
+          }
+          dev.free_all();
+        },
+        settings);
+    INFO((direct ? "cuda_ipc" : "staged"));
+    CHECK(wrong.load() == 0);
   }
 }
 

@@ -2,10 +2,12 @@
 // that refuses a (dtype, op) pair loom::supports() does not.
 #include <catch2/catch.hpp>
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "comm_harness.hpp"
+#include "reference.hpp"
 
 using namespace loom;
 using Catch::Matchers::Contains;
@@ -86,14 +88,77 @@ TEST_CASE("redops: bitwise allreduce and reduce_scatter are exact at 3 ranks", "
   });
 }
 
-TEST_CASE("redops: PreMulSum is accepted for every type (scalar 1 until calls take one)",
-          "[redops]") {
-  loom::test::run_ranks(3, [](Communicator& comm) {
-    std::vector<float> f(100, static_cast<float>(comm.rank() + 1));
-    comm.allreduce(std::span<float>(f), RedOp::PreMulSum).wait();
-    CHECK(f == std::vector<float>(100, 6.0f));
-    std::vector<std::int64_t> i(100, comm.rank() - 5);
-    comm.allreduce(std::span<std::int64_t>(i), RedOp::PreMulSum).wait();
-    CHECK(i == std::vector<std::int64_t>(100, -12));
+namespace {
+
+// PreMulSum with a scalar per rank, exact for every type: floating ranks scale 0/1 inputs by 0.5
+// or 2, integer ranks 0/1/2 inputs by r + 2 (sums of 3 ranks stay exact even in fp8 e5m2).
+double premul_scalar(DataType t, int r) {
+  if (is_floating(t)) return r % 2 ? 2.0 : 0.5;
+  return r + 2;
+}
+std::int64_t premul_input(DataType t, int r, std::size_t i) {
+  return static_cast<std::int64_t>((i + static_cast<std::size_t>(r)) % (is_floating(t) ? 2 : 3));
+}
+double premul_expected(DataType t, int n, std::size_t i) {
+  double sum = 0;
+  for (int r = 0; r < n; ++r) sum += premul_scalar(t, r) * double(premul_input(t, r, i));
+  return sum;
+}
+
+double read_as_double(DataType t, const std::uint8_t* buf, std::size_t i) {
+  return loom::test::load_value(t, buf + i * dtype_size(t));
+}
+
+}  // namespace
+
+TEST_CASE("redops: PreMulSum scales each rank's input by its own scalar, every type", "[redops]") {
+  std::mutex mu;
+  std::vector<std::string> wrong;
+  loom::test::run_ranks(3, [&](Communicator& comm) {
+    const int r = comm.rank(), n = comm.size();
+    auto bad = [&](const std::string& what) {
+      std::lock_guard lk(mu);
+      wrong.push_back(what + " on rank " + std::to_string(r));
+    };
+    for (DataType t : loom::test::kAllTypes)
+      for (bool ip : {false, true}) {
+        const std::size_t es = dtype_size(t), count = 37, all = count * std::size_t(n);
+        CollOptions o;
+        o.scalar = premul_scalar(t, r);
+        const std::string at = std::string(to_string(t)) + (ip ? " in place" : "");
+        std::vector<std::uint8_t> in(all * es), keep, out(all * es, 0xee);
+        for (std::size_t i = 0; i < all; ++i)
+          loom::test::store_value(t, in.data() + i * es, premul_input(t, r, i % count));
+        keep = in;
+        // allreduce
+        std::uint8_t* dst = ip ? in.data() : out.data();
+        comm.allreduce(in.data(), dst, count, t, RedOp::PreMulSum, o).wait();
+        for (std::size_t i = 0; i < count; ++i)
+          if (read_as_double(t, dst, i) != premul_expected(t, n, i)) {
+            bad("allreduce " + at);
+            break;
+          }
+        if (!ip && in != keep) bad("allreduce changed its input, " + at);
+        // reduce to rank 1
+        in = keep;
+        comm.reduce(in.data(), dst, count, t, RedOp::PreMulSum, 1, o).wait();
+        if (r == 1)
+          for (std::size_t i = 0; i < count; ++i)
+            if (read_as_double(t, dst, i) != premul_expected(t, n, i)) {
+              bad("reduce " + at);
+              break;
+            }
+        // reduce_scatter: block r of the inputs (element j of block r is input r*count + j)
+        in = keep;
+        std::uint8_t* rs = ip ? in.data() + std::size_t(r) * count * es : out.data();
+        comm.reduce_scatter(in.data(), rs, count, t, RedOp::PreMulSum, o).wait();
+        for (std::size_t j = 0; j < count; ++j)
+          if (read_as_double(t, rs, j) != premul_expected(t, n, j)) {
+            bad("reduce_scatter " + at);
+            break;
+          }
+      }
   });
+  INFO((wrong.empty() ? std::string() : wrong.front()));
+  CHECK(wrong.empty());
 }
