@@ -128,6 +128,15 @@ class Communicator {
     return reduce_scatter(send.data(), recv.data(), recv.size(), dtype_of_v<T>, op, opts);
   }
 
+  // Grouped calls (docs/collectives.md), as NCCL's ncclGroupStart/End: the calls made between
+  // the outermost group_start() and group_end() are checked at once and run when the group
+  // ends, together: the collectives first, in call order, allreduces of one data type and op
+  // fused into one; then every send and receive side by side (so two ranks that both send
+  // before they receive do not wait for each other). Each call's Work completes with the
+  // operation that carries it and may only be waited for after group_end(). Groups nest.
+  void group_start();
+  void group_end();
+
   // Point-to-point (docs/collectives.md). Not collective: only the two ranks call. Between a
   // pair, the n-th send from a to b matches b's n-th receive from a, which must name the same
   // `tag` and count (or both fail with Mismatch naming both ranks), whatever other pairs do.
@@ -228,6 +237,21 @@ class Communicator {
   detail::CommImpl& impl() const;
 
   std::unique_ptr<detail::CommImpl> impl_;
+};
+
+/// RAII group: group_start() on construction, group_end() at end() or destruction (where an
+/// error is logged, not thrown: call end() to see it).
+class Group {
+ public:
+  explicit Group(Communicator& comm) : comm_(&comm) { comm.group_start(); }
+  Group(const Group&) = delete;
+  Group& operator=(const Group&) = delete;
+  ~Group();
+  /// Ends the group: runs its calls (throws loom::Error if they cannot start).
+  void end();
+
+ private:
+  Communicator* comm_;
 };
 
 }  // namespace loom

@@ -436,7 +436,7 @@ std::shared_ptr<const algo::Plan> CommImpl::cached_plan(const coll::OpDesc& op,
   return plan;
 }
 
-Work CommImpl::submit(coll::OpDesc op, const CollOptions& opts) {
+void CommImpl::check_usable(const CollOptions& opts) const {
   if (aborted_.load())
     throw Error(ErrorCode::Aborted, fmt::format("rank {}: the communicator was aborted", rank_));
   throw_if_error(engine_->failure());
@@ -444,10 +444,20 @@ Work CommImpl::submit(coll::OpDesc op, const CollOptions& opts) {
   if (opts.timeout)
     throw_if_error(config::check_timeout("CollOptions::timeout", *opts.timeout)
                        .with_context(fmt::format("rank {}", rank_)));
-  const bool p2p = op.kind == coll::CollKind::P2P;
+}
+
+Work CommImpl::submit(coll::OpDesc op, const CollOptions& opts) {
+  check_usable(opts);
   if (op.has_redop() && op.redop == RedOp::PreMulSum) op.scalar = opts.scalar;
+  if (!group_.empty() || group_depth_ > 0) return record(std::move(op), opts);
+  return Work(launch(std::move(op), opts));
+}
+
+std::shared_ptr<OpState> CommImpl::launch(coll::OpDesc op, const CollOptions& opts,
+                                          const TaskFactory& make, bool numbered) {
+  const bool p2p = op.kind == coll::CollKind::P2P;
   if (p2p) {
-    number_p2p(op);
+    if (!numbered) number_p2p(op);
   } else {
     op.seq = next_seq_++;
     throw_if_error(coll::validate(op, rank_, nranks_));
@@ -459,14 +469,14 @@ Work CommImpl::submit(coll::OpDesc op, const CollOptions& opts) {
     remember_call(op);
     auto done = std::make_shared<OpState>();
     done->done = true;
-    return Work(done);
+    return done;
   }
   std::shared_ptr<const algo::Plan> plan = cached_plan(op, opts);
   if (plan->steps.empty()) {
     remember_call(op);
     auto done = std::make_shared<OpState>();
     done->done = true;
-    return Work(done);
+    return done;
   }
   Deadline deadline = Deadline::after(opts.timeout.value_or(settings_.timeout));
   LOOM_LOG_DEBUG(Coll, "rank {}: {} as {} ({} steps)", rank_, coll::describe(op), plan->algorithm,
@@ -476,9 +486,9 @@ Work CommImpl::submit(coll::OpDesc op, const CollOptions& opts) {
     unfinished_.emplace_back(op.seq, coll::describe(op));
     calls_[op.seq % kCallHistory] = CallRecord{op.seq, op};  // as remember_call()
   }
+  if (make) return engine_->submit(make(op, std::move(plan), deadline));
   if (on_stream) return submit_on_stream(op, opts.stream, std::move(plan), deadline);
-  return Work(
-      engine_->submit(std::make_unique<CollectiveTask>(*this, op, std::move(plan), deadline)));
+  return engine_->submit(std::make_unique<CollectiveTask>(*this, op, std::move(plan), deadline));
 }
 
 // Numbers a send / receive per peer and direction (after validation: a refused call takes no
@@ -502,8 +512,9 @@ void CommImpl::number_p2p(coll::OpDesc& op) {
   if (received) ++*received;
 }
 
-Work CommImpl::submit_on_stream(const coll::OpDesc& op, void* stream,
-                                std::shared_ptr<const algo::Plan> plan, Deadline deadline) {
+std::shared_ptr<OpState> CommImpl::submit_on_stream(const coll::OpDesc& op, void* stream,
+                                                    std::shared_ptr<const algo::Plan> plan,
+                                                    Deadline deadline) {
   // The direct path has no pre-multiplying step: such calls go through host staging.
   if (direct_ && !op.premultiplies()) {  // the plan runs on the device buffers (cuda_ipc)
     device::StagedCall call = value_or_throw(stream_path_->direct(op, rank_, stream, deadline));
@@ -515,14 +526,14 @@ Work CommImpl::submit_on_stream(const coll::OpDesc& op, void* stream,
                                });
     auto state = engine_->submit(stream_path_->wrap(std::move(inner), call));
     throw_if_error(stream_path_->finish(call, stream));
-    return Work(state);
+    return state;
   }
   device::StagedCall call =
       value_or_throw(stream_path_->stage(op, rank_, nranks_, stream, deadline));
   auto inner = std::make_unique<CollectiveTask>(*this, call.host_op, std::move(plan), deadline);
   auto state = engine_->submit(stream_path_->wrap(std::move(inner), call));
   throw_if_error(stream_path_->finish(call, stream));
-  return Work(state);
+  return state;
 }
 
 }  // namespace loom::detail

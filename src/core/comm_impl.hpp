@@ -36,6 +36,14 @@ namespace loom::detail {
 
 struct JobLayout;
 
+/// A call recorded in an open group (group.cpp).
+struct GroupMember {
+  coll::OpDesc op;
+  CollOptions opts;
+  bool on_stream = false;
+  std::shared_ptr<OpState> proxy;  // what the caller's Work holds
+};
+
 /// Settings the communicator reads once, at creation.
 struct CommSettings {
   std::chrono::milliseconds timeout{600'000};
@@ -86,6 +94,11 @@ class CommImpl {
   /// Validates, plans and queues one collective. Throws loom::Error on bad arguments or a
   /// failed communicator.
   Work submit(coll::OpDesc op, const CollOptions& opts);
+  /// Grouped calls (group.cpp): calls between the outermost start and end are recorded, then
+  /// run together: allreduces of one type and op fused into one, sends and receives side by
+  /// side in one operation (collectives first, in call order).
+  void group_start();
+  void group_end();
   /// Validates a send / receive and gives it its per-peer message numbers.
   void number_p2p(coll::OpDesc& op);
 
@@ -173,8 +186,25 @@ class CommImpl {
   std::shared_ptr<const algo::Plan> cached_plan(const coll::OpDesc& op, const CollOptions& opts);
   void log_decision(const coll::OpDesc& op, const select::Decision& d, std::size_t bytes);
   /// Device buffers / a stream: stage through pinned host memory, ordered on the stream.
-  Work submit_on_stream(const coll::OpDesc& op, void* stream,
-                        std::shared_ptr<const algo::Plan> plan, Deadline deadline);
+  std::shared_ptr<OpState> submit_on_stream(const coll::OpDesc& op, void* stream,
+                                            std::shared_ptr<const algo::Plan> plan,
+                                            Deadline deadline);
+  /// Throws when no call may be made (aborted, failed, a bad per-call timeout).
+  void check_usable(const CollOptions& opts) const;
+  /// Builds the task that runs a planned call (null: a CollectiveTask).
+  using TaskFactory = std::function<std::unique_ptr<exec::Task>(
+      const coll::OpDesc&, std::shared_ptr<const algo::Plan>, Deadline)>;
+  /// Numbers, validates, plans and queues one call. `numbered`: a send / receive already
+  /// numbered (when its group was recorded).
+  std::shared_ptr<OpState> launch(coll::OpDesc op, const CollOptions& opts,
+                                  const TaskFactory& make = nullptr, bool numbered = false);
+
+  // Grouped calls (group.cpp).
+  Work record(coll::OpDesc op, const CollOptions& opts);
+  /// Runs the allreduces at `members` (indices into `group`) as one, packed.
+  void launch_fused(std::vector<GroupMember>& group, const std::vector<std::size_t>& members);
+  /// Runs the sends and receives at `members` side by side in one operation.
+  void launch_p2p_batch(std::vector<GroupMember>& group, const std::vector<std::size_t>& members);
 
   int rank_;
   int nranks_;
@@ -206,6 +236,8 @@ class CommImpl {
   std::atomic<std::uint64_t> next_seq_{0};
   // Point-to-point messages numbered per peer (sent to it, received from it): see number_p2p.
   std::vector<std::uint64_t> p2p_sent_, p2p_received_;
+  int group_depth_ = 0;             // group_start() nesting (calls come from one thread)
+  std::vector<GroupMember> group_;  // calls recorded in the open group
   std::atomic<std::int64_t> last_completed_{-1};
   mutable std::mutex progress_mu_;
   std::deque<std::pair<std::uint64_t, std::string>> unfinished_;  // submitted, not completed

@@ -206,6 +206,27 @@ Work Communicator::sendrecv(const void* send, std::size_t sendcount, int to, voi
   return impl().submit(std::move(d), opts);
 }
 
+void Communicator::group_start() {
+  impl().group_start();
+}
+
+void Communicator::group_end() {
+  impl().group_end();
+}
+
+void Group::end() {
+  Communicator* c = std::exchange(comm_, nullptr);
+  if (c != nullptr) c->group_end();
+}
+
+Group::~Group() {
+  try {
+    end();
+  } catch (const Error& e) {
+    LOOM_LOG_ERROR(Coll, "a group ended by its destructor failed: {}", e.what());
+  }
+}
+
 Work Communicator::barrier(const CollOptions& opts) {
   return impl().submit(
       desc(coll::CollKind::Barrier, nullptr, nullptr, 0, DataType::Uint8, RedOp::Sum, -1), opts);

@@ -38,6 +38,10 @@ class OpState {
   Status status;
   std::unique_ptr<exec::Task> task;
   std::weak_ptr<exec::EngineCore> engine;
+  /// A call made inside a group: the state of the operation that carries it once the group has
+  /// ended (set by the issuing thread at group_end, before the caller can wait; null before).
+  std::shared_ptr<OpState> forward;
+  bool grouped = false;  // made inside a group (forward is set when the group ends)
 };
 
 }  // namespace loom::detail

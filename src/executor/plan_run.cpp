@@ -140,7 +140,9 @@ Result<bool> PlanRun::poll_fence() {
 Result<PlanRun::Inflight> PlanRun::post(const Lane& lane, std::uint32_t s) {
   const algo::Step& st = plan_.steps[s];
   transport::Connection* c = conns_[static_cast<std::size_t>(st.peer)];
-  auto tag = coll::message_tag(op_, lane.is_send, static_cast<std::uint32_t>(lane.next));
+  auto tag = step_tags_.empty()
+                 ? coll::message_tag(op_, lane.is_send, static_cast<std::uint32_t>(lane.next))
+                 : step_tags_[s];
   if (lane.is_send) {
     auto [reg, off] = region(st.src);
     LOOM_ASSIGN_OR_RETURN(auto req, plan_.buffered_sends
@@ -212,6 +214,12 @@ void PlanRun::complete(std::uint32_t step, bool queued_only) {
 }
 
 std::uint8_t* PlanRun::address(const algo::Span& s) const {
+  const auto id = static_cast<std::uint8_t>(s.buf);
+  if (id >= kFirstExtraBuf) {
+    const std::size_t i = id - kFirstExtraBuf;
+    std::uint8_t* p = i < bufs_.extra.size() ? bufs_.extra[i].ptr : nullptr;
+    return p == nullptr ? nullptr : p + s.offset;
+  }
   std::uint8_t* base = s.buf == algo::BufId::Send   ? bufs_.send
                        : s.buf == algo::BufId::Recv ? bufs_.recv
                                                     : bufs_.scratch;
@@ -232,6 +240,12 @@ std::pair<transport::MemRegion, std::size_t> PlanRun::region(const algo::Span& s
     case algo::BufId::Scratch:
       r = {bufs_.scratch, bufs_.scratch_bytes, nullptr, r.space, r.device, bufs_.scratch_id};
       break;
+    default: {  // an extra buffer
+      const std::size_t i = static_cast<std::uint8_t>(s.buf) - kFirstExtraBuf;
+      if (i < bufs_.extra.size())
+        r = {bufs_.extra[i].ptr, bufs_.extra[i].bytes, nullptr, r.space, r.device, 0};
+      break;
+    }
   }
   if (r.base != nullptr && s.offset <= r.size && s.bytes <= r.size - s.offset) return {r, s.offset};
   r.base = address(s);  // size unknown: the span alone

@@ -27,7 +27,23 @@ struct PlanBuffers {
   std::uint64_t send_id = 0;  // Device: allocation ids (see transport::MemRegion)
   std::uint64_t recv_id = 0;
   std::uint64_t scratch_id = 0;
+  /// More buffers, for plans over several callers' buffers (a group of sends and receives):
+  /// algo::BufId value kFirstExtraBuf + i names extra[i]. Host memory.
+  struct Extra {
+    std::uint8_t* ptr = nullptr;
+    std::size_t bytes = 0;
+  };
+  std::vector<Extra> extra;
 };
+
+/// The first algo::BufId value that names a PlanBuffers::extra buffer.
+inline constexpr std::uint8_t kFirstExtraBuf = 3;
+/// The BufId of PlanBuffers::extra[i].
+inline algo::BufId extra_buf(std::size_t i) {
+  return static_cast<algo::BufId>(kFirstExtraBuf + i);
+}
+/// How many extra buffers a plan may name.
+inline constexpr std::size_t kMaxExtraBufs = 255 - kFirstExtraBuf;
 
 /// Where the local steps (Copy, Reduce) run. By default on the host, synchronously; device
 /// buffers give an implementation that enqueues them on the device stream the transport also
@@ -63,6 +79,9 @@ class PlanRun {
   bool prepare_wait(std::vector<pollfd>& fds);
   /// "waiting to receive message 3 from rank 2; to send message 4 to rank 0".
   [[nodiscard]] std::string pending() const;
+  /// Tags per step (indexed like the plan's steps) instead of the op's own: each message of a
+  /// group of sends and receives carries its own call's tag. Call before progress().
+  void set_step_tags(std::vector<coll::Tag> tags) { step_tags_ = std::move(tags); }
 
  private:
   struct Inflight {
@@ -117,6 +136,7 @@ class PlanRun {
   std::vector<std::uint32_t> settle_gen_;
   std::uint32_t fences_recorded_ = 0;
   std::uint32_t fences_passed_ = 0;
+  std::vector<coll::Tag> step_tags_;  // empty: the op's tags
 };
 
 }  // namespace loom::exec

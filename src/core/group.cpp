@@ -1,0 +1,150 @@
+// CommImpl: grouped calls, as NCCL's ncclGroupStart/End. Calls made between the outermost
+// group_start() and group_end() are validated at once (an error names the call) and recorded;
+// group_end() runs them: the collectives first, in call order, with the allreduces of one data
+// type and op (host buffers, no algorithm hint) fused into one call over a packed buffer at
+// the place of the first; then the sends and receives, side by side in one operation (host
+// buffers; on device buffers one after another). Every rank derives the same collectives from
+// the same calls, so the fused calls match; sends and receives are numbered per pair as
+// without a group. Each call's Work forwards to the operation that carries it.
+#include <map>
+#include <utility>
+
+#include "core/comm_impl.hpp"
+#include "core/group_tasks.hpp"
+#include "log/log.hpp"
+
+namespace loom::detail {
+
+namespace {
+
+bool fusable(const GroupMember& m) {
+  const coll::OpDesc& op = m.op;
+  return op.kind == coll::CollKind::AllReduce && !m.on_stream && op.redop != RedOp::PreMulSum &&
+         m.opts.algorithm == Algorithm::Auto;
+}
+
+std::pair<int, int> fusion_key(const coll::OpDesc& op) {
+  return {static_cast<int>(op.dtype), static_cast<int>(op.redop)};
+}
+
+// A Work whose call could not be started: it fails with `why`.
+std::shared_ptr<OpState> failed(const Status& why) {
+  auto s = std::make_shared<OpState>();
+  s->done = true;
+  s->status = why;
+  return s;
+}
+
+}  // namespace
+
+void CommImpl::group_start() {
+  ++group_depth_;
+}
+
+Work CommImpl::record(coll::OpDesc op, const CollOptions& opts) {
+  if (op.kind == coll::CollKind::P2P) {
+    number_p2p(op);  // validates, and numbers in call order as without a group
+  } else {
+    std::uint64_t collectives = 0;
+    for (const GroupMember& m : group_) collectives += m.op.kind != coll::CollKind::P2P;
+    op.seq = next_seq_.load() + collectives;  // for messages: launch() numbers it for good
+    throw_if_error(coll::validate(op, rank_, nranks_));
+  }
+  GroupMember m;
+  m.on_stream = value_or_throw(device::needs_stream_path(
+      stream_path_ ? &stream_path_->device() : nullptr, op, rank_, nranks_, opts.stream));
+  m.op = std::move(op);
+  m.opts = opts;
+  m.proxy = std::make_shared<OpState>();
+  m.proxy->grouped = true;
+  group_.push_back(std::move(m));
+  return Work(group_.back().proxy);
+}
+
+void CommImpl::group_end() {
+  if (group_depth_ == 0)
+    throw Error(ErrorCode::InvalidUsage,
+                fmt::format("rank {}: group_end() without group_start()", rank_));
+  if (--group_depth_ > 0) return;
+  std::vector<GroupMember> group = std::move(group_);
+  group_.clear();
+  try {
+    std::map<std::pair<int, int>, std::vector<std::size_t>> fused;
+    for (std::size_t i = 0; i < group.size(); ++i)
+      if (fusable(group[i])) fused[fusion_key(group[i].op)].push_back(i);
+    std::vector<std::size_t> p2p;
+    for (std::size_t i = 0; i < group.size(); ++i) {
+      GroupMember& m = group[i];
+      if (m.op.kind == coll::CollKind::P2P) {
+        p2p.push_back(i);
+      } else if (m.proxy->forward) {  // launched with an earlier fused member
+      } else if (auto f = fused.find(fusion_key(m.op));
+                 fusable(m) && f != fused.end() && f->second.size() > 1) {
+        launch_fused(group, f->second);
+      } else {
+        m.proxy->forward = launch(m.op, m.opts);
+      }
+    }
+    bool host = true;
+    for (std::size_t i : p2p) host = host && !group[i].on_stream;
+    if (host && p2p.size() > 1) {
+      launch_p2p_batch(group, p2p);
+    } else {
+      for (std::size_t i : p2p)
+        group[i].proxy->forward = launch(group[i].op, group[i].opts, {}, true);
+    }
+  } catch (const Error& e) {
+    // The calls not started fail with the cause (a Work never left waiting for a group).
+    for (GroupMember& m : group)
+      if (!m.proxy->forward) m.proxy->forward = failed(Status(e.code(), e.what()));
+    throw;
+  }
+}
+
+void CommImpl::launch_fused(std::vector<GroupMember>& group,
+                            const std::vector<std::size_t>& members) {
+  const GroupMember& first = group[members.front()];
+  const std::size_t es = dtype_size(first.op.dtype);
+  std::vector<FusedPiece> pieces;
+  std::size_t total = 0;
+  for (std::size_t i : members) {
+    const coll::OpDesc& op = group[i].op;
+    pieces.push_back({op.send, op.recv, total * es, op.count * es});
+    total += op.count;
+  }
+  auto packed = std::make_shared<std::vector<std::uint8_t>>(total * es);
+  coll::OpDesc op = first.op;
+  op.send = packed->data();
+  op.recv = packed->data();
+  op.count = total;
+  TaskFactory make = [this, packed, pieces](const coll::OpDesc& o,
+                                            std::shared_ptr<const algo::Plan> plan,
+                                            Deadline deadline) -> std::unique_ptr<exec::Task> {
+    return std::make_unique<FusedAllreduceTask>(*this, o, std::move(plan), deadline, packed,
+                                                pieces);
+  };
+  std::shared_ptr<OpState> state = launch(op, first.opts, make);
+  for (std::size_t i : members) group[i].proxy->forward = state;
+}
+
+void CommImpl::launch_p2p_batch(std::vector<GroupMember>& group,
+                                const std::vector<std::size_t>& members) {
+  // Each call takes up to two extra buffers of the plan.
+  constexpr std::size_t kPerBatch = exec::kMaxExtraBufs / 2;
+  for (std::size_t at = 0; at < members.size(); at += kPerBatch) {
+    std::vector<coll::OpDesc> calls;
+    auto timeout = settings_.timeout;
+    const std::size_t end = std::min(members.size(), at + kPerBatch);
+    for (std::size_t k = at; k < end; ++k) {
+      const GroupMember& m = group[members[k]];
+      calls.push_back(m.op);
+      if (m.opts.timeout) timeout = std::min(timeout, *m.opts.timeout);
+    }
+    LOOM_LOG_DEBUG(Coll, "rank {}: a group of {} sends and receives", rank_, calls.size());
+    auto state = engine_->submit(
+        std::make_unique<P2PBatchTask>(*this, std::move(calls), Deadline::after(timeout)));
+    for (std::size_t k = at; k < end; ++k) group[members[k]].proxy->forward = state;
+  }
+}
+
+}  // namespace loom::detail

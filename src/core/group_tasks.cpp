@@ -1,0 +1,95 @@
+#include "core/group_tasks.hpp"
+
+#include <fmt/format.h>
+
+#include <cstring>
+
+#include "core/comm_impl.hpp"
+
+namespace loom::detail {
+
+FusedAllreduceTask::FusedAllreduceTask(CommImpl& comm, const coll::OpDesc& op,
+                                       std::shared_ptr<const algo::Plan> plan, Deadline deadline,
+                                       std::shared_ptr<std::vector<std::uint8_t>> packed,
+                                       std::vector<FusedPiece> pieces)
+    : packed_(std::move(packed)),
+      pieces_(std::move(pieces)),
+      inner_(comm, op, std::move(plan), deadline) {}
+
+Status FusedAllreduceTask::start(Deadline deadline) {
+  for (const FusedPiece& p : pieces_) std::memcpy(packed_->data() + p.offset, p.send, p.bytes);
+  return inner_.start(deadline);
+}
+
+Result<exec::Progress> FusedAllreduceTask::progress() {
+  auto r = inner_.progress();
+  if (r.is_ok() && *r == exec::Progress::Done)
+    for (const FusedPiece& p : pieces_) std::memcpy(p.recv, packed_->data() + p.offset, p.bytes);
+  return r;
+}
+
+std::string FusedAllreduceTask::describe() const {
+  return fmt::format("{} (a group of {} allreduce calls, fused)", inner_.describe(),
+                     pieces_.size());
+}
+
+P2PBatchTask::P2PBatchTask(CommImpl& comm, std::vector<coll::OpDesc> calls, Deadline deadline)
+    : comm_(comm), calls_(std::move(calls)), deadline_(deadline) {
+  plan_.algorithm = "p2p group";
+  for (const coll::OpDesc& c : calls_) {
+    const std::size_t send_bytes = c.send_bytes(comm.size());
+    const std::size_t recv_bytes = c.recv_bytes(comm.size());
+    const auto buf = [&](std::uint8_t* p, std::size_t bytes) {
+      bufs_.extra.push_back({p, bytes});
+      return exec::extra_buf(bufs_.extra.size() - 1);
+    };
+    if (c.p2p.to >= 0) {
+      auto* p = static_cast<std::uint8_t*>(const_cast<void*>(c.send));
+      plan_.add(algo::send_to(c.p2p.to, {buf(p, send_bytes), 0, send_bytes}));
+      tags_.push_back(coll::message_tag(c, true, 0));
+    }
+    if (c.p2p.from >= 0) {
+      plan_.add(algo::recv_from(
+          c.p2p.from, {buf(static_cast<std::uint8_t*>(c.recv), recv_bytes), 0, recv_bytes}));
+      tags_.push_back(coll::message_tag(c, false, 0));
+    }
+  }
+}
+
+Status P2PBatchTask::start(Deadline deadline) {
+  std::vector<int> peers = plan_.peers();
+  Status st = comm_.connect(peers, deadline);
+  if (!st.is_ok()) return comm_.name_failed_peer(st.with_context(describe()));
+  std::vector<transport::Connection*> conns(static_cast<std::size_t>(comm_.size()), nullptr);
+  for (int p : peers) conns[static_cast<std::size_t>(p)] = comm_.connection(p);
+  run_.emplace(plan_, bufs_, calls_.front(), comm_.rank(), std::move(conns),
+               2 * comm_.settings().depth);
+  run_->set_step_tags(tags_);
+  return Status::ok();
+}
+
+Result<exec::Progress> P2PBatchTask::progress() {
+  auto r = run_->progress();
+  if (!r.is_ok()) return comm_.name_failed_peer(r.status().with_context(describe()));
+  return r;
+}
+
+bool P2PBatchTask::prepare_wait(std::vector<pollfd>& fds) {
+  return run_ ? run_->prepare_wait(fds) : false;
+}
+
+std::string P2PBatchTask::describe() const {
+  constexpr std::size_t kListed = 4;
+  std::string calls;
+  for (std::size_t i = 0; i < calls_.size() && i < kListed; ++i)
+    calls += (i ? "; " : "") + coll::describe(calls_[i]);
+  if (calls_.size() > kListed) calls += fmt::format("; and {} more", calls_.size() - kListed);
+  return fmt::format("rank {}: a group of {} sends and receives ({})", comm_.rank(), calls_.size(),
+                     calls);
+}
+
+std::string P2PBatchTask::pending() const {
+  return run_ ? run_->pending() : "not started";
+}
+
+}  // namespace loom::detail

@@ -1,0 +1,74 @@
+// The operations that carry a group's calls (see group.cpp): allreduces fused into one over a
+// packed buffer, and sends and receives run side by side in one plan.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "algorithms/plan.hpp"
+#include "collective/op.hpp"
+#include "core/collective_task.hpp"
+#include "executor/plan_run.hpp"
+#include "executor/task.hpp"
+
+namespace loom::detail {
+
+class CommImpl;
+
+/// One member of a fused allreduce: its buffers and its place in the packed buffer.
+struct FusedPiece {
+  const void* send = nullptr;
+  void* recv = nullptr;
+  std::size_t offset = 0;  // bytes into the packed buffer
+  std::size_t bytes = 0;
+};
+
+/// Copies every member's input into the packed buffer, runs one allreduce over it, and copies
+/// each member's part of the result out.
+class FusedAllreduceTask final : public exec::Task {
+ public:
+  FusedAllreduceTask(CommImpl& comm, const coll::OpDesc& op, std::shared_ptr<const algo::Plan> plan,
+                     Deadline deadline, std::shared_ptr<std::vector<std::uint8_t>> packed,
+                     std::vector<FusedPiece> pieces);
+
+  Status start(Deadline deadline) override;
+  Result<exec::Progress> progress() override;
+  bool prepare_wait(std::vector<pollfd>& fds) override { return inner_.prepare_wait(fds); }
+  [[nodiscard]] std::string describe() const override;
+  [[nodiscard]] std::string pending() const override { return inner_.pending(); }
+  [[nodiscard]] Deadline deadline() const override { return inner_.deadline(); }
+
+ private:
+  std::shared_ptr<std::vector<std::uint8_t>> packed_;
+  std::vector<FusedPiece> pieces_;
+  CollectiveTask inner_;
+};
+
+/// A group's sends and receives as one plan over the callers' buffers: every message is posted
+/// at once, so two ranks that both send before they receive do not wait for each other. Each
+/// message carries its own call's tag.
+class P2PBatchTask final : public exec::Task {
+ public:
+  P2PBatchTask(CommImpl& comm, std::vector<coll::OpDesc> calls, Deadline deadline);
+
+  Status start(Deadline deadline) override;
+  Result<exec::Progress> progress() override;
+  bool prepare_wait(std::vector<pollfd>& fds) override;
+  [[nodiscard]] std::string describe() const override;
+  [[nodiscard]] std::string pending() const override;
+  [[nodiscard]] Deadline deadline() const override { return deadline_; }
+
+ private:
+  CommImpl& comm_;
+  std::vector<coll::OpDesc> calls_;
+  Deadline deadline_;
+  algo::Plan plan_;
+  std::vector<coll::Tag> tags_;
+  exec::PlanBuffers bufs_;
+  std::optional<exec::PlanRun> run_;
+};
+
+}  // namespace loom::detail
