@@ -2,7 +2,6 @@
 // connections.
 #pragma once
 
-#include "catch_threads.hpp"
 #include <chrono>
 #include <condition_variable>
 #include <exception>
@@ -10,15 +9,40 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "bootstrap/memory_store.hpp"
+#include "catch_threads.hpp"
 #include "core/comm_setup.hpp"
 #include "loom/loom.hpp"
 
 namespace loom::test {
+
+/// What went wrong on the rank threads, collected there and asserted on the main thread once
+/// they have joined (Catch2's assertions are not made for several threads at once).
+struct Findings {
+  std::mutex mu;
+  std::size_t wrong = 0;
+  std::string first;
+  void add(const std::string& what) {
+    std::lock_guard lk(mu);
+    if (wrong++ == 0) first = what;
+  }
+};
+
+/// The loom::Error `call` throws, or nullopt when it throws none.
+template <typename F>
+std::optional<loom::Error> error_of(F&& call) {
+  try {
+    call();
+  } catch (const loom::Error& e) {
+    return e;
+  }
+  return std::nullopt;
+}
 
 /// Runs f, which must throw loom::Error, and returns the error (the test fails otherwise).
 template <typename F>

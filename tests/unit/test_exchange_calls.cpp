@@ -14,6 +14,8 @@
 #include "transports/ofi/ofi_fabric.hpp"
 
 using namespace loom;
+using loom::test::error_of;
+using loom::test::Findings;
 
 namespace {
 
@@ -29,18 +31,6 @@ void fill_block(std::uint8_t* at, int src, int dst, std::size_t count, std::size
   for (std::size_t i = 0; i < count; ++i)
     for (std::size_t b = 0; b < es; ++b) at[i * es + b] = byte_of(src, dst, i, b);
 }
-
-// Collects what went wrong on the rank threads (Catch2 assertions are checked on the main
-// thread, after the ranks have joined).
-struct Findings {
-  std::mutex mu;
-  std::size_t wrong = 0;
-  std::string first;
-  void add(const std::string& what) {
-    std::lock_guard lk(mu);
-    if (wrong++ == 0) first = what;
-  }
-};
 
 // Counts the elements of `count` at `at` that differ from the block src -> dst.
 void expect_block(Findings& f, const std::uint8_t* at, int src, int dst, std::size_t count,

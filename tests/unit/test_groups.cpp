@@ -13,27 +13,10 @@
 #include "comm_harness.hpp"
 
 using namespace loom;
+using loom::test::error_of;
+using loom::test::Findings;
 
 namespace {
-
-struct Findings {
-  std::mutex mu;
-  std::size_t wrong = 0;
-  std::string first;
-  void add(const std::string& what) {
-    std::lock_guard lk(mu);
-    if (wrong++ == 0) first = what;
-  }
-};
-
-std::optional<Error> error_of(const std::function<void()>& call) {
-  try {
-    call();
-  } catch (const Error& e) {
-    return e;
-  }
-  return std::nullopt;
-}
 
 // The collective number in status(): "last submitted #N".
 long last_submitted(const Communicator& comm) {

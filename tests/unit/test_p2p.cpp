@@ -16,20 +16,11 @@
 #include "transports/ofi/ofi_fabric.hpp"
 
 using namespace loom;
+using loom::test::error_of;
+using loom::test::Findings;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-// Collects what went wrong on the rank threads; checked on the main thread.
-struct Findings {
-  std::mutex mu;
-  std::size_t wrong = 0;
-  std::string first;
-  void add(const std::string& what) {
-    std::lock_guard lk(mu);
-    if (wrong++ == 0) first = what;
-  }
-};
 
 // Element i of message `m` from rank `src` to rank `dst`.
 std::uint32_t word(int src, int dst, int m, std::size_t i) {
@@ -69,15 +60,6 @@ void run_ring(int n, std::map<std::string, std::string> settings, const std::str
       n, [&](Communicator& comm) { ring(comm, f, what); }, std::move(settings));
   INFO(f.first);
   CHECK(f.wrong == 0);
-}
-
-std::optional<Error> error_of(const std::function<void()>& call) {
-  try {
-    call();
-  } catch (const Error& e) {
-    return e;
-  }
-  return std::nullopt;
 }
 
 bool names(const std::optional<Error>& e, ErrorCode code,
