@@ -28,6 +28,12 @@ enum class CollKind : std::uint8_t {
 };
 /// The data collectives: AllReduce .. Reduce (Barrier moves no data).
 inline constexpr int kNumDataColls = 5;
+/// True for the kinds with one schedule (no algorithm to choose): the barrier, all-to-all(v),
+/// gather, scatter and point-to-point calls.
+constexpr bool fixed_schedule(CollKind k) {
+  return k == CollKind::Barrier || k == CollKind::AllToAll || k == CollKind::AllToAllV ||
+         k == CollKind::Gather || k == CollKind::Scatter || k == CollKind::P2P;
+}
 /// "allreduce", "allgather", "reduce_scatter", "broadcast", "reduce", "barrier", "alltoall",
 /// "alltoallv", "gather", "scatter", "send/recv".
 std::string_view to_string(CollKind k);

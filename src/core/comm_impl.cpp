@@ -7,11 +7,7 @@
 #include <cstring>
 #include <thread>
 
-#include "algorithms/deterministic.hpp"
-#include "algorithms/exchange.hpp"
-#include "algorithms/recursive_doubling.hpp"
-#include "algorithms/ring.hpp"
-#include "algorithms/tree.hpp"
+#include "algorithms/factory.hpp"
 #include "core/collective_task.hpp"
 #include "core/job_layout.hpp"
 #include "core/status_signal.hpp"
@@ -21,48 +17,6 @@
 #include "transports/tcp/tcp_factory.hpp"
 
 namespace loom::detail {
-
-namespace {
-
-// The collectives that only move data (all-to-all(v), gather, scatter) have one plan each.
-std::optional<algo::Plan> exchange_plan(const coll::OpDesc& op, int rank, int nranks) {
-  const std::size_t esize = dtype_size(op.dtype);
-  const std::size_t block = op.count * esize;
-  const bool in_place = op.in_place(rank);
-  switch (op.kind) {
-    case coll::CollKind::AllToAll:
-      return algo::pairwise_alltoall(algo::uniform_layout(rank, nranks, block, in_place));
-    case coll::CollKind::AllToAllV: {
-      algo::ExchangeLayout l;
-      l.rank = rank;
-      l.nranks = nranks;
-      l.in_place = in_place;
-      auto bytes = [esize](const std::vector<std::size_t>& elems) {
-        std::vector<std::size_t> b(elems.size());
-        for (std::size_t i = 0; i < elems.size(); ++i) b[i] = elems[i] * esize;
-        return b;
-      };
-      l.send_bytes = bytes(op.v->send_counts);
-      l.send_offsets = bytes(op.v->send_displs);
-      l.recv_bytes = bytes(op.v->recv_counts);
-      l.recv_offsets = bytes(op.v->recv_displs);
-      return algo::pairwise_alltoall(l);
-    }
-    case coll::CollKind::Gather: return algo::flat_gather(rank, nranks, op.root, block, in_place);
-    case coll::CollKind::Scatter: return algo::flat_scatter(rank, nranks, op.root, block, in_place);
-    case coll::CollKind::P2P: {  // the send and the receive run side by side
-      algo::Plan plan;
-      plan.algorithm = "p2p";
-      if (op.p2p.to >= 0) plan.add(algo::send_to(op.p2p.to, {algo::BufId::Send, 0, block}));
-      if (op.p2p.from >= 0)
-        plan.add(algo::recv_from(op.p2p.from, {algo::BufId::Recv, 0, op.p2p.recv_count * esize}));
-      return plan;
-    }
-    default: return std::nullopt;
-  }
-}
-
-}  // namespace
 
 Result<CommSettings> CommSettings::from(const config::Config& cfg) {
   CommSettings s;
@@ -355,65 +309,29 @@ void CommImpl::log_decision(const coll::OpDesc& op, const select::Decision& d, s
 }
 
 algo::Plan CommImpl::make_plan(const coll::OpDesc& op, const CollOptions& opts) {
-  if (op.kind == coll::CollKind::Barrier) return algo::dissemination_barrier(rank_, nranks_);
-  if (std::optional<algo::Plan> plan = exchange_plan(op, rank_, nranks_)) return *std::move(plan);
-  algo::RingParams p;
-  p.rank = rank_;
-  p.nranks = nranks_;
-  p.count = op.count;
-  p.elem_size = dtype_size(op.dtype);
-  p.chunk_bytes = settings_.chunk_bytes;
-  p.depth = settings_.depth;
-  p.min_step_part_bytes = select::ring_min_step_part_bytes(shape_);  // plans must match
-  p.in_place = op.in_place(rank_);
-  p.root = op.root;
-  p.order = ring_;
-  // On a CPU other ranks share, a ring's sender goes on to its next step (the next part to
-  // forward, the next one to receive and reduce) instead of waiting for its neighbour to be
-  // scheduled and read the message in place: 4 ranks on 2 CPUs, 16 MiB allreduce 10.7-11.8 ms
-  // against 18.8-18.9 with single copy (docs/algorithms.md). Deterministic plans too: their
-  // ranks send to the slices' owners and then around the ring.
-  auto buffered = [this](algo::Plan plan) {
-    plan.buffered_sends = settings_.buffered_ring_sends;
-    return plan;
-  };
+  algo::PlanRequest r;
+  r.op = op;
+  r.in_place = op.in_place(rank_);
+  r.rank = rank_;
+  r.nranks = nranks_;
+  r.ring_order = ring_;
+  r.hosts = hosts_;
+  r.chunk_bytes = settings_.chunk_bytes;
+  r.depth = settings_.depth;
+  r.min_step_part_bytes = select::ring_min_step_part_bytes(shape_);  // plans must match
+  r.buffered_ring_sends = settings_.buffered_ring_sends;
+  if (coll::fixed_schedule(op.kind)) return algo::make_plan(r);  // nothing to choose
   if (settings_.deterministic && op.has_redop()) {
-    switch (op.kind) {
-      case coll::CollKind::AllReduce: return buffered(algo::deterministic_allreduce(p));
-      case coll::CollKind::ReduceScatter: return buffered(algo::deterministic_reduce_scatter(p));
-      default: return buffered(algo::deterministic_reduce(p));
-    }
+    r.algo = coll::Algo::Deterministic;
+    return algo::make_plan(r);
   }
   std::optional<coll::Algo> forced = coll::forced_by(opts.algorithm);
   if (!forced) forced = settings_.policy.for_coll(op.kind);
   const std::size_t bytes = std::max(op.send_bytes(nranks_), op.recv_bytes(nranks_));
   select::Decision d = select::choose(op.kind, bytes, costs_, forced);
   log_decision(op, d, bytes);
-  if (d.algo == coll::Algo::Rd) return algo::rd_allreduce(p);
-  if (d.algo == coll::Algo::Tree) {
-    algo::TreeParams t;
-    t.rank = rank_;
-    t.nranks = nranks_;
-    if (hosts_.size() > 1 && static_cast<int>(hosts_.size()) < nranks_) t.hosts = hosts_;
-    t.count = op.count;
-    t.elem_size = p.elem_size;
-    t.chunk_bytes = p.chunk_bytes;
-    t.depth = p.depth;
-    t.in_place = p.in_place;
-    t.root = op.root;
-    if (op.kind == coll::CollKind::AllReduce) return algo::tree_allreduce(t);
-    if (op.kind == coll::CollKind::Broadcast) return algo::tree_broadcast(t);
-    if (op.kind == coll::CollKind::Reduce) return algo::tree_reduce(t);
-  }
-  switch (op.kind) {
-    case coll::CollKind::AllReduce: return buffered(algo::ring_allreduce(p));
-    case coll::CollKind::AllGather: return buffered(algo::ring_allgather(p));
-    case coll::CollKind::ReduceScatter: return buffered(algo::ring_reduce_scatter(p));
-    case coll::CollKind::Broadcast: return algo::chain_broadcast(p);
-    case coll::CollKind::Reduce: return algo::chain_reduce(p);
-    default: break;  // barrier and the exchanges: planned above
-  }
-  return {};
+  r.algo = d.algo;
+  return algo::make_plan(r);
 }
 
 std::shared_ptr<const algo::Plan> CommImpl::cached_plan(const coll::OpDesc& op,

@@ -6,10 +6,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "algorithms/deterministic.hpp"
-#include "algorithms/recursive_doubling.hpp"
-#include "algorithms/ring.hpp"
-#include "algorithms/tree.hpp"
+#include "algorithms/factory.hpp"
 #include "selector/model.hpp"
 #include "selector/shared_cpu.hpp"
 #include "selector/transport_policy.hpp"
@@ -17,47 +14,24 @@
 namespace loom::sim {
 namespace {
 
+// The plan the communicator would run (the one factory), for fp32 data of `bytes` in total.
 algo::Plan build(Coll coll, Algo a, int rank, std::size_t bytes, const Shape& s,
                  const std::vector<std::vector<int>>& hosts, const Pipeline& p) {
   const std::size_t n = static_cast<std::size_t>(s.nranks);
   const bool per_rank = coll == Coll::AllGather || coll == Coll::ReduceScatter;
-  const std::size_t count = per_rank ? bytes / 4 / n : bytes / 4;
-  if (a == Algo::Tree) {
-    algo::TreeParams t;
-    t.rank = rank;
-    t.nranks = s.nranks;
-    if (hosts.size() > 1 && hosts.size() < n) t.hosts = hosts;
-    t.count = count;
-    t.elem_size = 4;
-    t.chunk_bytes = p.chunk_bytes;
-    t.depth = p.depth;
-    if (coll == Coll::Broadcast) return algo::tree_broadcast(t);
-    if (coll == Coll::Reduce) return algo::tree_reduce(t);
-    return algo::tree_allreduce(t);
-  }
-  algo::RingParams r;
+  algo::PlanRequest r;
+  r.op.kind = coll;
+  r.op.dtype = DataType::Float32;
+  r.op.count = per_rank ? bytes / 4 / n : bytes / 4;
+  r.op.root = 0;
+  r.algo = a;
   r.rank = rank;
   r.nranks = s.nranks;
-  r.count = count;
-  r.elem_size = 4;
+  r.hosts = hosts;
   r.chunk_bytes = p.chunk_bytes;
   r.depth = p.depth;
   r.min_step_part_bytes = select::ring_min_step_part_bytes(s);  // as CommImpl
-  if (a == Algo::Rd) return algo::rd_allreduce(r);
-  if (a == Algo::Deterministic) {
-    if (coll == Coll::Reduce) return algo::deterministic_reduce(r);
-    if (coll == Coll::ReduceScatter) return algo::deterministic_reduce_scatter(r);
-    return algo::deterministic_allreduce(r);
-  }
-  switch (coll) {
-    case Coll::AllReduce: return algo::ring_allreduce(r);
-    case Coll::AllGather: return algo::ring_allgather(r);
-    case Coll::ReduceScatter: return algo::ring_reduce_scatter(r);
-    case Coll::Broadcast: return algo::chain_broadcast(r);
-    case Coll::Reduce: return algo::chain_reduce(r);
-    default: break;  // replays cover the five data collectives
-  }
-  return {};
+  return algo::make_plan(r);
 }
 
 struct Lane {
