@@ -1,11 +1,11 @@
 #include "core/collective_task.hpp"
 
-#include "core/comm_impl.hpp"
+#include "core/task_host.hpp"
 #include "kernels/host/reduce.hpp"
 
 namespace loom::detail {
 
-CollectiveTask::CollectiveTask(CommImpl& comm, coll::OpDesc op,
+CollectiveTask::CollectiveTask(TaskHost& comm, coll::OpDesc op,
                                std::shared_ptr<const algo::Plan> plan, Deadline deadline)
     : comm_(comm), op_(op), plan_(std::move(plan)), deadline_(deadline) {}
 
@@ -23,7 +23,7 @@ Status CollectiveTask::start(Deadline deadline) {
   bufs.send_bytes = op_.send_bytes(comm_.size());
   bufs.recv_bytes = op_.recv_bytes(comm_.size());
   bufs.scratch_bytes = plan_->scratch_bytes;
-  run_.emplace(*plan_, bufs, op_, comm_.rank(), std::move(conns), 2 * comm_.settings().depth);
+  run_.emplace(*plan_, bufs, op_, comm_.rank(), std::move(conns), comm_.window());
   return Status::ok();
 }
 

@@ -8,16 +8,15 @@
 
 #include "algorithms/plan.hpp"
 #include "collective/op.hpp"
+#include "core/task_host.hpp"
 #include "executor/plan_run.hpp"
 #include "executor/task.hpp"
 
 namespace loom::detail {
 
-class CommImpl;
-
 class CollectiveTask final : public exec::Task {
  public:
-  CollectiveTask(CommImpl& comm, coll::OpDesc op, std::shared_ptr<const algo::Plan> plan,
+  CollectiveTask(TaskHost& comm, coll::OpDesc op, std::shared_ptr<const algo::Plan> plan,
                  Deadline deadline);
 
   Status start(Deadline deadline) override;
@@ -33,7 +32,7 @@ class CollectiveTask final : public exec::Task {
   /// copy, so that the caller's input stays as it was). Returns the send buffer to use.
   std::uint8_t* premultiply(std::uint8_t* send, std::size_t bytes);
 
-  CommImpl& comm_;
+  TaskHost& comm_;
   coll::OpDesc op_;
   std::shared_ptr<const algo::Plan> plan_;  // shared with the communicator's plan cache
   Deadline deadline_;

@@ -23,6 +23,7 @@
 #include "core/device_network.hpp"
 #include "core/failure_monitor.hpp"
 #include "core/peer_transports.hpp"
+#include "core/task_host.hpp"
 #include "device/direct_path.hpp"
 #include "device/stream_path.hpp"
 #include "executor/engine.hpp"
@@ -84,13 +85,13 @@ struct CommSetup {
 
 struct JobLayout;
 
-class CommImpl {
+class CommImpl final : public TaskHost {
  public:
   static Result<std::unique_ptr<CommImpl>> create(CommSetup setup);
   ~CommImpl();
 
-  [[nodiscard]] int rank() const { return rank_; }
-  [[nodiscard]] int size() const { return nranks_; }
+  [[nodiscard]] int rank() const override { return rank_; }
+  [[nodiscard]] int size() const override { return nranks_; }
   /// Validates, plans and queues one collective. Throws loom::Error on bad arguments or a
   /// failed communicator.
   Work submit(coll::OpDesc op, const CollOptions& opts);
@@ -103,12 +104,13 @@ class CommImpl {
   void number_p2p(coll::OpDesc& op);
 
   // Used by CollectiveTask while it runs (on the driving thread, one task at a time).
-  Status connect(const std::vector<int>& peers, Deadline deadline);
-  [[nodiscard]] transport::Connection* connection(int peer) const;
-  std::uint8_t* scratch(std::size_t bytes);
+  Status connect(const std::vector<int>& peers, Deadline deadline) override;
+  [[nodiscard]] transport::Connection* connection(int peer) const override;
+  std::uint8_t* scratch(std::size_t bytes) override;
+  [[nodiscard]] std::size_t window() const override { return 2 * settings_.depth; }
   [[nodiscard]] const CommSettings& settings() const { return settings_; }
   /// Called by CollectiveTask when operation `seq` completed successfully.
-  void note_completed(std::uint64_t seq);
+  void note_completed(std::uint64_t seq) override;
   /// A PeerFailed naming a peer (local or reported): tells the cuda_ipc transport (first wins).
   void note_failed_peer(const Status& why);
   /// Mismatched calls that no message check catches (call_check.cpp): this rank's call #seq
@@ -117,7 +119,7 @@ class CommImpl {
   /// ...and Mismatch naming both ranks and both calls when a connection holds a message of a
   /// call up to #upto, which this rank has finished: no call will ever receive it. Run as the
   /// driving thread (a barrier's task, the engine's idle check).
-  Status find_unread_messages(std::uint64_t upto);
+  Status find_unread_messages(std::uint64_t upto) override;
 
   // Reliability (see docs/reliability.md).
   /// Fails every pending operation with Aborted and releases the engine, the failure monitor
@@ -129,7 +131,7 @@ class CommImpl {
   [[nodiscard]] std::string status() const;
   [[nodiscard]] RankProgress progress() const;
   /// A PeerFailed naming a peer, with the peer's host and pid added (else unchanged).
-  [[nodiscard]] Status name_failed_peer(const Status& why) const;
+  [[nodiscard]] Status name_failed_peer(const Status& why) const override;
   /// PeerFailed naming `peer` when the failure monitor knows it failed, else ok (asked while a
   /// connection to `peer` is being set up).
   [[nodiscard]] Status known_failure(int peer) const;

@@ -4,11 +4,11 @@
 
 #include <cstring>
 
-#include "core/comm_impl.hpp"
+#include "core/task_host.hpp"
 
 namespace loom::detail {
 
-FusedAllreduceTask::FusedAllreduceTask(CommImpl& comm, const coll::OpDesc& op,
+FusedAllreduceTask::FusedAllreduceTask(TaskHost& comm, const coll::OpDesc& op,
                                        std::shared_ptr<const algo::Plan> plan, Deadline deadline,
                                        std::shared_ptr<std::vector<std::uint8_t>> packed,
                                        std::vector<FusedPiece> pieces)
@@ -33,7 +33,7 @@ std::string FusedAllreduceTask::describe() const {
                      pieces_.size());
 }
 
-P2PBatchTask::P2PBatchTask(CommImpl& comm, std::vector<coll::OpDesc> calls, Deadline deadline)
+P2PBatchTask::P2PBatchTask(TaskHost& comm, std::vector<coll::OpDesc> calls, Deadline deadline)
     : comm_(comm), calls_(std::move(calls)), deadline_(deadline) {
   plan_.algorithm = "p2p group";
   for (const coll::OpDesc& c : calls_) {
@@ -62,8 +62,7 @@ Status P2PBatchTask::start(Deadline deadline) {
   if (!st.is_ok()) return comm_.name_failed_peer(st.with_context(describe()));
   std::vector<transport::Connection*> conns(static_cast<std::size_t>(comm_.size()), nullptr);
   for (int p : peers) conns[static_cast<std::size_t>(p)] = comm_.connection(p);
-  run_.emplace(plan_, bufs_, calls_.front(), comm_.rank(), std::move(conns),
-               2 * comm_.settings().depth);
+  run_.emplace(plan_, bufs_, calls_.front(), comm_.rank(), std::move(conns), comm_.window());
   run_->set_step_tags(tags_);
   return Status::ok();
 }

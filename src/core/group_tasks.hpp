@@ -11,12 +11,11 @@
 #include "algorithms/plan.hpp"
 #include "collective/op.hpp"
 #include "core/collective_task.hpp"
+#include "core/task_host.hpp"
 #include "executor/plan_run.hpp"
 #include "executor/task.hpp"
 
 namespace loom::detail {
-
-class CommImpl;
 
 /// One member of a fused allreduce: its buffers and its place in the packed buffer.
 struct FusedPiece {
@@ -30,7 +29,7 @@ struct FusedPiece {
 /// each member's part of the result out.
 class FusedAllreduceTask final : public exec::Task {
  public:
-  FusedAllreduceTask(CommImpl& comm, const coll::OpDesc& op, std::shared_ptr<const algo::Plan> plan,
+  FusedAllreduceTask(TaskHost& comm, const coll::OpDesc& op, std::shared_ptr<const algo::Plan> plan,
                      Deadline deadline, std::shared_ptr<std::vector<std::uint8_t>> packed,
                      std::vector<FusedPiece> pieces);
 
@@ -52,7 +51,7 @@ class FusedAllreduceTask final : public exec::Task {
 /// message carries its own call's tag.
 class P2PBatchTask final : public exec::Task {
  public:
-  P2PBatchTask(CommImpl& comm, std::vector<coll::OpDesc> calls, Deadline deadline);
+  P2PBatchTask(TaskHost& comm, std::vector<coll::OpDesc> calls, Deadline deadline);
 
   Status start(Deadline deadline) override;
   Result<exec::Progress> progress() override;
@@ -62,7 +61,7 @@ class P2PBatchTask final : public exec::Task {
   [[nodiscard]] Deadline deadline() const override { return deadline_; }
 
  private:
-  CommImpl& comm_;
+  TaskHost& comm_;
   std::vector<coll::OpDesc> calls_;
   Deadline deadline_;
   algo::Plan plan_;

@@ -1,0 +1,37 @@
+// What a running call's task needs from its communicator, and nothing more: the tasks
+// (collective_task.*, group_tasks.*) see this interface, never CommImpl, so calls go one way
+// (the communicator queues tasks; tasks use connections, scratch and the failure bookkeeping
+// through here).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "common/deadline.hpp"
+#include "common/status.hpp"
+#include "transports/connection.hpp"
+
+namespace loom::detail {
+
+class TaskHost {
+ public:
+  virtual ~TaskHost() = default;
+  [[nodiscard]] virtual int rank() const = 0;
+  [[nodiscard]] virtual int size() const = 0;
+  /// Connections to every peer in `peers`, established on first use.
+  virtual Status connect(const std::vector<int>& peers, Deadline deadline) = 0;
+  [[nodiscard]] virtual transport::Connection* connection(int peer) const = 0;
+  /// The communicator's scratch buffer, at least `bytes` long (valid until the next call).
+  virtual std::uint8_t* scratch(std::size_t bytes) = 0;
+  /// Requests in flight per peer and direction.
+  [[nodiscard]] virtual std::size_t window() const = 0;
+  /// Collective call `seq` completed successfully.
+  virtual void note_completed(std::uint64_t seq) = 0;
+  /// A PeerFailed naming a peer, with the peer's host and pid added (else unchanged).
+  [[nodiscard]] virtual Status name_failed_peer(const Status& why) const = 0;
+  /// Mismatch when a connection holds a message of a call up to #upto that this rank finished.
+  virtual Status find_unread_messages(std::uint64_t upto) = 0;
+};
+
+}  // namespace loom::detail
