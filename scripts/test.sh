@@ -13,6 +13,8 @@ if [[ ${LOOM_TEST_TORCH:-0} == 1 ]]; then tests/torch/ci.sh --install-only; fi
 mkdir -p build
 env -u CMAKE_GENERATOR cmake -S . -B build/plain-configure >build/plain-configure.log 2>&1 ||
   { cat build/plain-configure.log >&2; echo "plain configure failed" >&2; exit 1; }
+# Includes go down the layers of docs/architecture.md (seconds; also ctest process.check_layers).
+scripts/check-layers.sh
 scripts/build.sh -DLOOM_WERROR=ON -DLOOM_BUILD_TESTS=ON
 (cd build && ctest --output-on-failure --timeout 900 "$@")
 if [[ ${LOOM_TEST_TORCH:-0} == 1 ]]; then tests/torch/ci.sh --quick --suite-only build; fi
