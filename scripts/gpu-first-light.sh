@@ -11,7 +11,8 @@
 # others. Only programs that cannot start (bundle) or no visible GPU (device) stop the run early.
 #   bundle   the programs start (loom-info --version: every library resolves)
 #   device   nvidia-smi; the GPU as loom sees it (loom-info --transports); loom's settings
-#   dtypes   every collective x dtype (fp8 included) x op on device buffers, in and out of place,
+#   dtypes   every collective (all-to-all(v), gather, scatter too) x dtype (fp8 included) x op on
+#            device buffers, in and out of place,
 #            verified: 2 ranks over cuda_ipc and staged (LOOM_TRANSPORTS=^cuda_ipc), 3 over
 #            cuda_ipc (loom-perf -c 1; the content of scripts/loom-gpu-check's check)
 #   kernels  loom-kernel-bench: sum of fp32/bf16/fp16, 1 MiB .. 1 GiB, against a device-to-device
@@ -323,11 +324,13 @@ if wants dtypes; then
     read -r n path <<<"$spec"
     trs=()
     [[ $path == staged ]] && trs=(LOOM_TRANSPORTS=^cuda_ipc)
-    for coll in allreduce reducescatter allgather broadcast reduce; do
-      ops=(-o all)
-      [[ $coll == allgather || $coll == broadcast ]] && ops=()
+    for coll in allreduce reducescatter allgather broadcast reduce alltoall alltoallv gather \
+      scatter; do
+      ops=()
+      [[ $coll == allreduce || $coll == reducescatter || $coll == reduce ]] && ops=(-o all)
       root=()
-      [[ $coll == broadcast || $coll == reduce ]] && root=(-r 1)
+      [[ $coll == broadcast || $coll == reduce || $coll == gather || $coll == scatter ]] &&
+        root=(-r 1)
       perf_cmd 60 "$n" LOOM_DEBUG=INFO "${trs[@]}" -- "$coll" --device "$device" -d all \
         "${ops[@]}" "${root[@]}" "${dt_sizes[@]}" -n 1 -w 1 -c 1
       run "dtypes: $coll n$n $path" 60 "dtypes-$coll-n$n-$path.txt" "${cmd[@]}"
