@@ -93,7 +93,8 @@ TEST_CASE("process calls: a sender that dies fails the receive (tests/process/pr
   comm.barrier().wait();
   if (comm.rank() == 0) {
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    std::_Exit(3);
+    // Gone without a goodbye, but with status 0: loomrun lets rank 1 run on to report.
+    std::_Exit(0);
   }
   std::vector<float> buf(1024);
   const auto t0 = std::chrono::steady_clock::now();
