@@ -62,6 +62,16 @@ bool gives_row(std::size_t size, std::size_t unit) {
   return size == 0 || size >= unit;
 }
 
+// How the size axis counts elements, for the message of nothing_to_test.
+std::string size_note(Coll coll, int nranks) {
+  if (nranks <= 1) return {};
+  if (coll == Coll::AllToAllV)
+    return fmt::format(", alltoallv's sizes count {} elements per unit of its skewed split",
+                       alltoallv_units(nranks));
+  if (!per_rank_blocks(coll)) return {};
+  return fmt::format(", {}'s sizes count the elements of all {} ranks", coll_name(coll), nranks);
+}
+
 }  // namespace
 
 std::string nothing_to_test(const Options& options, int nranks) {
@@ -73,14 +83,9 @@ std::string nothing_to_test(const Options& options, int nranks) {
       if (gives_row(size, unit)) return {};
     units += fmt::format("{}{} {} bytes", units.empty() ? "" : ", ", dtype_name(dtype), unit);
   }
-  const bool per_rank =
-      nranks > 1 && (per_rank_blocks(options.coll) || options.coll == Coll::AllToAllV);
   return fmt::format(
       "nothing to test: no size from -b {} to -e {} holds one element ({}{}); raise -e",
-      options.min_bytes, options.max_bytes, units,
-      per_rank ? fmt::format(", {}'s sizes count the elements of all {} ranks",
-                             coll_name(options.coll), nranks)
-               : "");
+      options.min_bytes, options.max_bytes, units, size_note(options.coll, nranks));
 }
 
 AlignedBuffer AlignedBuffer::allocate(std::size_t bytes) noexcept {
