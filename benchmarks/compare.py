@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Compare loom's allreduce with Open MPI's MPI_Allreduce and Gloo's ring allreduce.
+"""Compare loom's allreduce with Open MPI's MPI_Allreduce and Gloo's ring allreduce (or loom's
+alltoall, alltoallv, gather or scatter with Open MPI's, --collective).
 
 For each rank count it runs, back to back, loom-perf and the baselines built from
 benchmarks/baselines/ (mpi-allreduce-perf, gloo-allreduce-perf) over the same sizes, all fp32
@@ -9,6 +10,13 @@ per rank count with loom's out-of-place busbw and time, each baseline's busbw, a
   python3 benchmarks/compare.py           # 2 and 4 ranks, 8 B .. 128 MiB (-b 8 -e 256M -f 4)
   python3 benchmarks/compare.py --ranks 2 --sizes "-b 8 -e 16M -f 16" --iters 5
   python3 benchmarks/compare.py --loom-env "LOOM_TRANSPORTS=tcp" --baselines mpi-tcp,gloo
+  python3 benchmarks/compare.py --collective alltoall --ranks 2,4,8 --sizes "-b 64K -e 16M -f 4"
+  python3 benchmarks/compare.py --collective gather --root 0 --ranks 4 --baselines mpi-shm
+
+--collective alltoall, alltoallv, gather or scatter runs `loom-perf COLL` against
+mpi-exchange-perf (MPI_Alltoall, MPI_Alltoallv, MPI_Gather, MPI_Scatter; no Gloo baseline), with
+the sizes and busbw factors of loom-perf (see `loom-perf --help`: size counts the blocks of all
+ranks, busbw = algbw x (n-1)/n; alltoallv uses loom-perf's skewed split on both sides).
 
 Baselines: mpi-shm (Open MPI, --mca btl vader,self), mpi-tcp (--mca btl tcp,self), gloo (Gloo's
 TCP ring on 127.0.0.1). Both MPI runs pass --mca pml ob1 so the BTL choice takes effect (UCX's
@@ -36,6 +44,7 @@ BASELINES = {
     "gloo": "Gloo",
 }
 LATENCY_LIMIT = 1024  # bytes; below it the ratio is a latency ratio
+EXCHANGE = ["alltoall", "alltoallv", "gather", "scatter"]  # mpi-exchange-perf's collectives
 
 
 class RunError(Exception):
@@ -54,8 +63,12 @@ def parse_args(argv):
     p.add_argument("--warmup", type=int, default=5, help="warmup iterations, -w (default 5)")
     p.add_argument("--loom-env", default="",
                    help='extra NAME=VALUE settings for the loom runs, e.g. "LOOM_TRANSPORTS=tcp"')
-    p.add_argument("--baselines", default="mpi-shm,mpi-tcp,gloo",
-                   help="comma list of mpi-shm, mpi-tcp, gloo (default all); empty for none")
+    p.add_argument("--collective", default="allreduce", choices=["allreduce"] + EXCHANGE,
+                   help="the collective compared (default allreduce)")
+    p.add_argument("--root", type=int, default=0, help="root of gather and scatter (default 0)")
+    p.add_argument("--baselines", default=None,
+                   help="comma list of mpi-shm, mpi-tcp, gloo (default all; mpi-shm,mpi-tcp for "
+                        "the exchange collectives); empty for none")
     p.add_argument("--repeat", type=int, default=1,
                    help="run the interleaved set R times and report per-size medians (default 1)")
     p.add_argument("--out", help="also write the markdown to this file")
@@ -76,10 +89,14 @@ def parse_args(argv):
         p.error(f"--ranks: not a comma list of integers: {args.ranks!r}")
     if not args.ranks or min(args.ranks) < 1:
         p.error("--ranks needs rank counts >= 1")
+    if args.baselines is None:
+        args.baselines = "mpi-shm,mpi-tcp" + (",gloo" if args.collective == "allreduce" else "")
     args.baselines = [b.strip() for b in args.baselines.split(",") if b.strip()]
     for b in args.baselines:
         if b not in BASELINES:
             p.error(f"--baselines: unknown baseline {b!r} (known: {', '.join(BASELINES)})")
+        if b == "gloo" and args.collective != "allreduce":
+            p.error(f"--baselines: gloo has no {args.collective} baseline")
     args.loom_env = shlex.split(args.loom_env)
     for item in args.loom_env:
         if "=" not in item or item.startswith("="):
@@ -95,7 +112,7 @@ def program(args, name):
     path = os.path.join(args.bin_dir, name)
     if not os.access(path, os.X_OK):
         hint = ""
-        if name.endswith("-allreduce-perf"):
+        if name.startswith(("mpi-", "gloo-")):
             hint = (" (built from benchmarks/baselines/ only when its library was found; "
                     "build it, or leave it out with --baselines)")
         raise RunError(f"{path} is missing or not executable{hint}")
@@ -109,15 +126,21 @@ def commands(args, nranks):
                "--cpu-bind", args.cpu_bind]
     runs = []
     env_flags = [f for item in args.loom_env for f in ("-x", item)]
-    runs.append(("loom", loomrun + env_flags +
-                 [program(args, "loom-perf"), "allreduce", "-d", "float", "-o", "sum"] + bench))
+    coll = args.collective
+    if coll == "allreduce":
+        loom_args = ["allreduce", "-d", "float", "-o", "sum"]
+        mpi_args = [program(args, "mpi-allreduce-perf"), "-d", "float"]
+    else:
+        rooted = ["-r", str(args.root)] if coll in ("gather", "scatter") else []
+        loom_args = [coll, "-d", "float"] + rooted
+        mpi_args = [program(args, "mpi-exchange-perf"), coll, "-d", "float"] + rooted
+    runs.append(("loom", loomrun + env_flags + [program(args, "loom-perf")] + loom_args + bench))
     mpirun = [args.mpirun, "--allow-run-as-root", "--oversubscribe", "-np", str(nranks),
               "--mca", "pml", "ob1"] + args.mpi_args
     for b in args.baselines:
         if b in ("mpi-shm", "mpi-tcp"):
             btl = "vader,self" if b == "mpi-shm" else "tcp,self"
-            runs.append((b, mpirun + ["--mca", "btl", btl, program(args, "mpi-allreduce-perf"),
-                                      "-d", "float"] + bench))
+            runs.append((b, mpirun + ["--mca", "btl", btl] + mpi_args + bench))
         else:
             runs.append((b, loomrun + [program(args, "gloo-allreduce-perf"), "-d", "float"] +
                          bench))
@@ -202,10 +225,12 @@ def check_sizes(nranks, samples):
                                f"{differ}")
 
 
-def table(nranks, results, baselines, repeat):
+def table(nranks, results, baselines, repeat, collective="allreduce", root=0):
     loom = results["loom"]
     names = [BASELINES[b] for b in baselines]
-    lines = [f"### allreduce, fp32 sum, {nranks} ranks"
+    what = {"allreduce": "fp32 sum", "gather": f"fp32, root {root}",
+            "scatter": f"fp32, root {root}"}.get(collective, "fp32")
+    lines = [f"### {collective}, {what}, {nranks} ranks"
              + (f" (median of {repeat} runs)" if repeat > 1 else ""), ""]
     head = (["size", "loom busbw (GB/s)", "loom time (us)"] + [f"{n} busbw" for n in names] +
             [f"loom/{n}" for n in names])
@@ -277,7 +302,9 @@ def loadavg():
 
 def main(argv):
     args = parse_args(argv)
-    out = ["## loom vs Open MPI vs Gloo: allreduce", "",
+    vs = " vs ".join(["loom"] + list(dict.fromkeys(
+        "Gloo" if b == "gloo" else "Open MPI" for b in args.baselines)))
+    out = [f"## {vs}: {args.collective}", "",
            f"Machine: {machine()}. Load average at start: {loadavg()}.",
            provenance(args),
            f"Sizes: `{shlex.join(args.sizes)}`, -n {args.iters} -w {args.warmup}"
@@ -299,7 +326,7 @@ def main(argv):
                     ran.append(shlex.join(cmd))
             check_sizes(nranks, samples)
             results = {label: median_rows(s) for label, s in samples.items()}
-            out += table(nranks, results, args.baselines, args.repeat)
+            out += table(nranks, results, args.baselines, args.repeat, args.collective, args.root)
     except RunError as e:
         print(f"\ncompare.py: FAILED: {e}", file=sys.stderr)
         return 1

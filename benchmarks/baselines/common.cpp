@@ -83,66 +83,6 @@ std::uint64_t check_result(Dtype dtype, const void* data, std::size_t count, int
   return check_typed<double>(data, count, nranks, first);
 }
 
-// --- Table (the loom-perf layout) ----------------------------------------------------------------
-
-struct Half {
-  bool ran = false;
-  double seconds = 0;
-  double algbw = 0;
-  double busbw = 0;
-  std::uint64_t wrong = 0;
-  bool checked = false;
-};
-
-std::string format_time(double seconds) {
-  const double us = seconds * 1e6;
-  if (us >= 10000.0) return fmt::format("{:7.0f}", us);
-  if (us >= 100.0) return fmt::format("{:7.1f}", us);
-  return fmt::format("{:7.2f}", us);
-}
-
-std::string format_half(const Half& h) {
-  if (!h.ran) return fmt::format("  {:>7}  {:>6}  {:>6}  {:>5}", "N/A", "N/A", "N/A", "N/A");
-  const std::string wrong = h.checked ? fmt::format("{}", h.wrong) : std::string("N/A");
-  return fmt::format("  {}  {:6.2f}  {:6.2f}  {:>5}", format_time(h.seconds), h.algbw, h.busbw,
-                     wrong);
-}
-
-void print_header(const Options& opt, Backend& backend, std::string_view program,
-                  const std::vector<RankRecord>& ranks) {
-  const bool factor = opt.step_bytes == 0;
-  std::string dtypes;
-  for (const Dtype d : opt.dtypes) {
-    if (!dtypes.empty()) dtypes += ',';
-    dtypes += dtype_name(d);
-  }
-  fmt::print("# {} ({}): allreduce on {} ranks\n", program, backend.description(), backend.size());
-  fmt::print("# minBytes {} maxBytes {} step: {}({}) warmup iters: {} iters: {} validation: {}\n",
-             opt.min_bytes, opt.max_bytes, factor ? opt.step_factor : opt.step_bytes,
-             factor ? "factor" : "bytes", opt.warmup, opt.iters, opt.check ? 1 : 0);
-  fmt::print(
-      "# dtype: {} op: sum root: -1 time: average{}\n", dtypes,
-      opt.run_in_place ? (opt.run_out_of_place ? "" : " (in-place only)") : " (out-of-place only)");
-  fmt::print("#\n# Using ranks\n");
-  for (const RankRecord& r : ranks) {
-    const std::string host(r.host.data(), strnlen(r.host.data(), r.host.size()));
-    fmt::print("#  Rank {:2d} Pid {:6d} on {:>10}\n", r.rank, r.pid, host);
-  }
-  fmt::print("#\n# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}{:^32}{:^32}\n", "", "", "", "", "",
-             "out-of-place", "in-place");
-  fmt::print(
-      "# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6} {:>6}  {:>7}  {:>6}  {:>6} "
-      "{:>6}\n",
-      "size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw",
-      "busbw", "#wrong");
-  fmt::print(
-      "# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>5}  {:>7}  {:>6}  {:>6}  "
-      "{:>5}\n",
-      "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)",
-      "");
-  std::fflush(stdout);
-}
-
 // --- Timing --------------------------------------------------------------------------------------
 
 class Runner {
@@ -196,6 +136,60 @@ class Runner {
 
 }  // namespace
 
+namespace {
+
+std::string format_time(double seconds) {
+  const double us = seconds * 1e6;
+  if (us >= 10000.0) return fmt::format("{:7.0f}", us);
+  if (us >= 100.0) return fmt::format("{:7.1f}", us);
+  return fmt::format("{:7.2f}", us);
+}
+
+}  // namespace
+
+std::string format_half(const Half& h) {
+  if (!h.ran) return fmt::format("  {:>7}  {:>6}  {:>6}  {:>5}", "N/A", "N/A", "N/A", "N/A");
+  const std::string wrong = h.checked ? fmt::format("{}", h.wrong) : std::string("N/A");
+  return fmt::format("  {}  {:6.2f}  {:6.2f}  {:>5}", format_time(h.seconds), h.algbw, h.busbw,
+                     wrong);
+}
+
+void print_header(const Options& opt, const TableTitle& title,
+                  const std::vector<RankRecord>& ranks) {
+  const bool factor = opt.step_bytes == 0;
+  std::string dtypes;
+  for (const Dtype d : opt.dtypes) {
+    if (!dtypes.empty()) dtypes += ',';
+    dtypes += dtype_name(d);
+  }
+  fmt::print("# {} ({}): {} on {} ranks\n", title.program, title.description, title.collective,
+             ranks.size());
+  fmt::print("# minBytes {} maxBytes {} step: {}({}) warmup iters: {} iters: {} validation: {}\n",
+             opt.min_bytes, opt.max_bytes, factor ? opt.step_factor : opt.step_bytes,
+             factor ? "factor" : "bytes", opt.warmup, opt.iters, opt.check ? 1 : 0);
+  fmt::print(
+      "# dtype: {} op: {} root: {} time: average{}\n", dtypes, title.op, title.root,
+      opt.run_in_place ? (opt.run_out_of_place ? "" : " (in-place only)") : " (out-of-place only)");
+  fmt::print("#\n# Using ranks\n");
+  for (const RankRecord& r : ranks) {
+    const std::string host(r.host.data(), strnlen(r.host.data(), r.host.size()));
+    fmt::print("#  Rank {:2d} Pid {:6d} on {:>10}\n", r.rank, r.pid, host);
+  }
+  fmt::print("#\n# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}{:^32}{:^32}\n", "", "", "", "", "",
+             "out-of-place", "in-place");
+  fmt::print(
+      "# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6} {:>6}  {:>7}  {:>6}  {:>6} "
+      "{:>6}\n",
+      "size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw",
+      "busbw", "#wrong");
+  fmt::print(
+      "# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>5}  {:>7}  {:>6}  {:>6}  "
+      "{:>5}\n",
+      "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)",
+      "");
+  std::fflush(stdout);
+}
+
 RankRecord my_rank_record(int rank) {
   RankRecord rec;
   rec.rank = rank;
@@ -209,7 +203,10 @@ RankRecord my_rank_record(int rank) {
 int run_benchmark(Backend& backend, const Options& options, std::string_view program) {
   const std::vector<RankRecord> ranks = backend.allgather(my_rank_record(backend.rank()));
   const bool root = backend.rank() == 0;
-  if (root) print_header(options, backend, program, ranks);
+  if (root)
+    print_header(options,
+                 TableTitle{std::string(program), backend.description(), "allreduce", "sum", -1},
+                 ranks);
   Runner runner(backend, options);
   std::uint64_t total_wrong = 0;
   double busbw_sum = 0;

@@ -55,6 +55,31 @@ struct RankRecord {
 static_assert(sizeof(RankRecord) == 64);
 RankRecord my_rank_record(int rank);
 
+/// One half of a table row (out-of-place or in-place), as loom-perf prints it.
+struct Half {
+  bool ran = false;
+  double seconds = 0;
+  double algbw = 0;
+  double busbw = 0;
+  std::uint64_t wrong = 0;
+  bool checked = false;
+};
+/// "  time  algbw  busbw  #wrong" in loom-perf's columns ("N/A" for a half that did not run).
+std::string format_half(const Half& half);
+
+/// The first header line: "# program (description): collective on N ranks", and the op and root
+/// of the dtype line.
+struct TableTitle {
+  std::string program;
+  std::string description;
+  std::string collective;
+  std::string op;
+  int root = -1;
+};
+/// loom-perf's header (rank list and column heads) on stdout; one record per rank.
+void print_header(const Options& options, const TableTitle& title,
+                  const std::vector<RankRecord>& ranks);
+
 /// The communication library under test. All calls are blocking and collective.
 class Backend {
  public:

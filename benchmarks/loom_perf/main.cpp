@@ -65,6 +65,25 @@ loom::Communicator join_job(const loom::perf::Options& options, loom::CommOption
   return loom::Communicator(id, 0, 1, co);
 }
 
+// Every rank leaves together: a launcher stops the job when one rank exits non-zero (a failed
+// check exits 1 on every rank), which could kill rank 0 before it printed its last rows.
+int leave(loom::Communicator& comm, int status) {
+  comm.barrier().wait();
+  return status;
+}
+
+int sweep(loom::Communicator& comm, const loom::perf::Options& options, bool one_transport) {
+  if (options.compare) return loom::perf::run_compare(comm, options);
+  if (!options.compare_algos.empty()) return loom::perf::run_compare_algos(comm, options);
+  if (one_transport && comm.rank() == 0) fmt::print("# transport: {}\n", options.transports[0]);
+  loom::perf::Runner runner(comm, options);
+  int status = runner.run();
+  if (comm.rank() == 0 && !options.json_file.empty())
+    loom::perf::write_json(options.json_file, options, comm.size(),
+                           {one_transport ? options.transports[0] : "default"}, {runner.rows()});
+  return status;
+}
+
 int run(const loom::perf::Options& options, std::string_view program) {
   const bool one_transport = options.transports.size() == 1 && !options.compare;
   loom::Communicator comm =
@@ -76,21 +95,13 @@ int run(const loom::perf::Options& options, std::string_view program) {
       fmt::print(stderr, "{}: root {} is out of range for {} ranks\n", program, options.root,
                  comm.size());
     }
-    return kExitUsage;
+    return leave(comm, kExitUsage);
   }
   if (const std::string why = loom::perf::nothing_to_test(options, comm.size()); !why.empty()) {
     if (comm.rank() == 0) fmt::print(stderr, "{}: {}\n", program, why);
-    return kExitUsage;
+    return leave(comm, kExitUsage);
   }
-  if (options.compare) return loom::perf::run_compare(comm, options);
-  if (!options.compare_algos.empty()) return loom::perf::run_compare_algos(comm, options);
-  if (one_transport && comm.rank() == 0) fmt::print("# transport: {}\n", options.transports[0]);
-  loom::perf::Runner runner(comm, options);
-  int status = runner.run();
-  if (comm.rank() == 0 && !options.json_file.empty())
-    loom::perf::write_json(options.json_file, options, comm.size(),
-                           {one_transport ? options.transports[0] : "default"}, {runner.rows()});
-  return status;
+  return leave(comm, sweep(comm, options, one_transport));
 }
 
 }  // namespace

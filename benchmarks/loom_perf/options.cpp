@@ -18,7 +18,7 @@ struct FlagSpec {
   bool has_short;
 };
 
-constexpr std::array<FlagSpec, 24> kFlags = {{
+constexpr std::array<FlagSpec, 25> kFlags = {{
     {'b', "minbytes", true, true},
     {'e', "maxbytes", true, true},
     {'f', "stepfactor", true, true},
@@ -43,6 +43,7 @@ constexpr std::array<FlagSpec, 24> kFlags = {{
     {'J', "json", true, false},
     {'G', "compare-algos", true, false},
     {'N', "rounds", true, false},
+    {'P', "plant-error", false, false},
 }};
 
 constexpr std::array<std::string_view, kNumDataTypes> kDtypeNames = {
@@ -84,7 +85,7 @@ struct CollName {
   std::string_view name;
   Coll coll;
 };
-constexpr std::array<CollName, 8> kCollNames = {{
+constexpr std::array<CollName, 14> kCollNames = {{
     {"allreduce", Coll::AllReduce},
     {"allgather", Coll::AllGather},
     {"broadcast", Coll::Broadcast},
@@ -93,6 +94,12 @@ constexpr std::array<CollName, 8> kCollNames = {{
     {"reduce_scatter", Coll::ReduceScatter},
     {"all_reduce", Coll::AllReduce},
     {"all_gather", Coll::AllGather},
+    {"alltoall", Coll::AllToAll},
+    {"alltoallv", Coll::AllToAllV},
+    {"gather", Coll::Gather},
+    {"scatter", Coll::Scatter},
+    {"all_to_all", Coll::AllToAll},
+    {"all_to_allv", Coll::AllToAllV},
 }};
 
 const FlagSpec* find_flag(std::string_view name, bool is_long) {
@@ -209,6 +216,7 @@ void apply_flag(Options& opt, const FlagSpec& spec, std::string_view value) {
       break;
     }
     case 'N': opt.rounds = static_cast<int>(parse_int(flag, value, 1, 1000)); break;
+    case 'P': opt.plant_error = true; break;
     default: break;
   }
 }
@@ -241,6 +249,13 @@ void validate(const Options& opt) {
   }
   if (!opt.compare_algos.empty() && (opt.compare || !opt.algo.empty() || opt.calibrate))
     throw UsageError("--compare-algos excludes --compare-transports, --algo and --calibrate");
+  const bool exchange = opt.coll == Coll::AllToAll || opt.coll == Coll::AllToAllV ||
+                        opt.coll == Coll::Gather || opt.coll == Coll::Scatter;
+  if (!opt.compare_algos.empty() && exchange)
+    throw UsageError(
+        fmt::format("--compare-algos: {} has one algorithm (pairwise exchange or "
+                    "flat rooted), nothing to compare",
+                    coll_name(opt.coll)));
 }
 
 }  // namespace
@@ -367,7 +382,17 @@ Options parse_options(int argc, const char* const* argv) {
 std::string usage_text(std::string_view program) {
   return fmt::format(
       "Usage: {} COLLECTIVE [options]\n"
-      "  COLLECTIVE: allreduce, allgather, broadcast, reduce, reducescatter (reduce_scatter)\n"
+      "  COLLECTIVE: allreduce, allgather, broadcast, reduce, reducescatter (reduce_scatter),\n"
+      "              alltoall, alltoallv, gather, scatter\n"
+      "  SIZE is the bytes of one rank's buffer, as in nccl-tests: allreduce, broadcast and\n"
+      "  reduce count one rank's data; allgather, reducescatter, alltoall, gather and scatter\n"
+      "  count the blocks of all ranks (allgather's receive buffer, alltoall's send buffer,\n"
+      "  the root's buffer of gather and scatter); alltoallv counts the mean bytes a rank sends\n"
+      "  (here every rank's total): rank r sends 1 + ((r + p) mod n) units of COUNT elements\n"
+      "  to rank p, n(n+1)/2 units in all, so blocks are uneven. busbw = algbw x factor:\n"
+      "  allreduce 2(n-1)/n; allgather, reducescatter, alltoall(v), gather, scatter (n-1)/n;\n"
+      "  broadcast, reduce 1. In place: alltoall(v) send == recv; gather send == recv + rank x\n"
+      "  count; scatter recv == send + rank x count (on every rank, as nccl-tests)\n"
       "  -b, --minbytes SIZE       smallest size in bytes, K/M/G suffixes (default 8)\n"
       "  -e, --maxbytes SIZE       largest size in bytes (default 32M)\n"
       "  -f, --stepfactor N        multiply the size by N each step (default 2)\n"
@@ -379,7 +404,7 @@ std::string usage_text(std::string_view program) {
       "                            double f8e4m3 f8e5m2, a comma list, or all (default float)\n"
       "  -o, --op OP               sum prod min max avg, mulsum (PreMulSum, scalar 1), band bor\n"
       "                            bxor (integer types only), a comma list, or all (default sum)\n"
-      "  -r, --root N              root of broadcast and reduce (default 0)\n"
+      "  -r, --root N              root of broadcast, reduce, gather, scatter (default 0)\n"
       "  -a, --average 0/1/2/3     time reported: 0 rank 0, 1 average (default), 2 min, 3 max\n"
       "  -z, --blocking 0/1        1: wait for each call before issuing the next (default 0:\n"
       "                            issue all timed calls, then wait for them)\n"
@@ -405,6 +430,8 @@ std::string usage_text(std::string_view program) {
       "      --rounds N            rounds of --compare-algos (default 5)\n"
       "      --json FILE           also write every row (per transport) as JSON to FILE;\n"
       "                            benchmarks/plot_busbw.py FILE OUT.svg draws busbw vs size\n"
+      "      --plant-error         testing: flip one received element on the last rank before\n"
+      "                            each check, so the rows must report #wrong 1 (exit 1)\n"
       "  -h, --help                print this help\n"
       "Run under `loomrun -n N {} ...`; without a launcher environment it runs as one rank.\n",
       program, program);

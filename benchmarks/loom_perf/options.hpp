@@ -14,7 +14,17 @@
 
 namespace loom::perf {
 
-enum class Coll { AllReduce, AllGather, Broadcast, Reduce, ReduceScatter };
+enum class Coll {
+  AllReduce,
+  AllGather,
+  Broadcast,
+  Reduce,
+  ReduceScatter,
+  AllToAll,
+  AllToAllV,
+  Gather,
+  Scatter,
+};
 
 // Names, in nccl-tests spelling.
 
@@ -27,18 +37,34 @@ std::string_view op_name(RedOp op) noexcept;
 /// float64, f64, int, char, uint, fp8_e4m3, e4m3, fp8_e5m2, e5m2.
 std::optional<DataType> dtype_from_name(std::string_view name) noexcept;
 std::optional<RedOp> op_from_name(std::string_view name) noexcept;
-/// "allreduce", "allgather", "broadcast", "reduce", "reducescatter" (also "reduce_scatter").
+/// "allreduce", "allgather", "broadcast", "reduce", "reducescatter" (also "reduce_scatter"),
+/// "alltoall", "alltoallv", "gather", "scatter".
 std::string_view coll_name(Coll coll) noexcept;
 std::optional<Coll> coll_from_name(std::string_view name) noexcept;
 /// --compare-algos names: "ring", "tree", "rd", "auto" (nullopt for anything else).
 std::optional<Algorithm> algorithm_from_name(std::string_view name) noexcept;
-/// Broadcast and reduce take a root.
+/// Broadcast, reduce, gather and scatter take a root.
 constexpr bool is_rooted(Coll c) noexcept {
-  return c == Coll::Broadcast || c == Coll::Reduce;
+  return c == Coll::Broadcast || c == Coll::Reduce || c == Coll::Gather || c == Coll::Scatter;
 }
 /// Allreduce, reduce and reduce-scatter take a reduction operator.
 constexpr bool has_op(Coll c) noexcept {
-  return c != Coll::Broadcast && c != Coll::AllGather;
+  return c == Coll::AllReduce || c == Coll::Reduce || c == Coll::ReduceScatter;
+}
+/// The size axis counts the elements of all ranks: allgather, reduce-scatter, alltoall, gather
+/// and scatter (nccl-tests' convention; alltoallv has its own unit, see unit_of in runner.cpp).
+constexpr bool per_rank_blocks(Coll c) noexcept {
+  return c == Coll::AllGather || c == Coll::ReduceScatter || c == Coll::AllToAll ||
+         c == Coll::Gather || c == Coll::Scatter;
+}
+/// alltoallv's skewed split: rank r sends 1 + ((r + p) mod n) units to rank p (symmetric, so
+/// every rank sends and receives n(n+1)/2 units in all).
+constexpr std::size_t alltoallv_weight(int rank, int peer, int nranks) noexcept {
+  return 1 + static_cast<std::size_t>((rank + peer) % nranks);
+}
+constexpr std::size_t alltoallv_units(int nranks) noexcept {
+  const auto n = static_cast<std::size_t>(nranks);
+  return n * (n + 1) / 2;
 }
 
 /// How per-rank times combine into the reported time (-a).
@@ -74,8 +100,9 @@ struct Options {
   // times, on one communicator; one table of median times.
   std::vector<std::string> compare_algos;
   int rounds = 5;
-  std::string json_file;   // --json FILE: every row as JSON
-  bool print_rows = true;  // internal: the compare mode prints its own table
+  std::string json_file;     // --json FILE: every row as JSON
+  bool plant_error = false;  // --plant-error: flip one received element before each check
+  bool print_rows = true;    // internal: the compare mode prints its own table
 };
 
 /// A bad command line; main prints the message and the usage and exits with status 2.

@@ -50,15 +50,26 @@ std::string human_bytes(std::size_t bytes) {
   return fmt::format("{:.4g} {}", v, kUnits[static_cast<std::size_t>(unit)]);
 }
 
-// Bytes of one element of the size axis: allgather and reduce-scatter count per rank.
+// Bytes of one element of the size axis: allgather, reduce-scatter, alltoall, gather and
+// scatter count one element per rank; alltoallv one unit of its skewed split (n(n+1)/2 elements).
 std::size_t unit_of(Coll coll, DataType dtype, int nranks) {
-  const bool per_rank = coll == Coll::AllGather || coll == Coll::ReduceScatter;
-  return dtype_size(dtype) * (per_rank ? static_cast<std::size_t>(nranks) : 1);
+  if (coll == Coll::AllToAllV) return dtype_size(dtype) * alltoallv_units(nranks);
+  return dtype_size(dtype) * (per_rank_blocks(coll) ? static_cast<std::size_t>(nranks) : 1);
 }
 
 // A size gives a row when it holds one element or more; -b 0 gives a zero-count row.
 bool gives_row(std::size_t size, std::size_t unit) {
   return size == 0 || size >= unit;
+}
+
+// How the size axis counts elements, for the message of nothing_to_test.
+std::string size_note(Coll coll, int nranks) {
+  if (nranks <= 1) return {};
+  if (coll == Coll::AllToAllV)
+    return fmt::format(", alltoallv's sizes count {} elements per unit of its skewed split",
+                       alltoallv_units(nranks));
+  if (!per_rank_blocks(coll)) return {};
+  return fmt::format(", {}'s sizes count the elements of all {} ranks", coll_name(coll), nranks);
 }
 
 }  // namespace
@@ -72,14 +83,9 @@ std::string nothing_to_test(const Options& options, int nranks) {
       if (gives_row(size, unit)) return {};
     units += fmt::format("{}{} {} bytes", units.empty() ? "" : ", ", dtype_name(dtype), unit);
   }
-  const bool per_rank =
-      nranks > 1 && (options.coll == Coll::AllGather || options.coll == Coll::ReduceScatter);
   return fmt::format(
       "nothing to test: no size from -b {} to -e {} holds one element ({}{}); raise -e",
-      options.min_bytes, options.max_bytes, units,
-      per_rank ? fmt::format(", {}'s sizes count the elements of all {} ranks",
-                             coll_name(options.coll), nranks)
-               : "");
+      options.min_bytes, options.max_bytes, units, size_note(options.coll, nranks));
 }
 
 AlignedBuffer AlignedBuffer::allocate(std::size_t bytes) noexcept {
@@ -252,7 +258,7 @@ RowResult Runner::run_row(const Case& c) {
 
 HalfResult Runner::run_half(const Case& c, bool in_place) {
   const Layout layout = make_layout(options_.coll, in_place, send_.data(), recv_.data(), c.count,
-                                    dtype_size(c.dtype), rank_, nranks_);
+                                    dtype_size(c.dtype), rank_, nranks_, root_);
   prepare_buffers(layout, *c.pattern, false);
   upload_if_device();
   HalfResult half;
@@ -303,6 +309,7 @@ std::uint64_t Runner::check_coll(const Case& c, const Layout& layout) {
   upload_if_device();
   issue(comm_, call_layout(layout), c.dtype, c.op, root_, call_options()).wait();
   if (device_) device_->download(send_.data(), recv_.data());
+  if (options_.plant_error) plant_error(layout, c.pattern->elem_size());
   const Pattern::Mismatch mismatch = verify_result(layout, *c.pattern);
   if (mismatch.wrong > 0) report_mismatch(c, layout, mismatch);
   std::uint64_t local = mismatch.wrong;
@@ -314,11 +321,19 @@ std::uint64_t Runner::check_coll(const Case& c, const Layout& layout) {
 void Runner::report_mismatch(const Case& c, const Layout& layout, const Pattern::Mismatch& m) {
   if (++mismatch_reports_ > kMaxMismatchReports) return;
   const std::optional<RedOp> op = has_op(options_.coll) ? std::optional<RedOp>(c.op) : std::nullopt;
-  const std::size_t received =
-      layout.count * (options_.coll == Coll::AllGather ? static_cast<std::size_t>(nranks_) : 1);
+  const std::size_t received = result_region(layout).count;
   fmt::print(stderr, "loom-perf: rank {}: {}: {} wrong element(s) of {}, first at index {}\n",
              rank_, describe(options_.coll, c.dtype, op, c.bytes, layout.in_place), m.wrong,
              received, m.first);
+}
+
+// --plant-error: one element of the result, on the last rank that receives one (the root of
+// reduce and gather), is flipped after the collective, so the check must report exactly 1.
+void Runner::plant_error(const Layout& layout, std::size_t elem_size) const {
+  const bool rooted_result = options_.coll == Coll::Reduce || options_.coll == Coll::Gather;
+  if (rank_ != (rooted_result ? root_ : nranks_ - 1)) return;
+  const Region region = result_region(layout);
+  if (region.data != nullptr && region.count > 0) invert_bytes(region.data, elem_size);
 }
 
 void Runner::record(const RowResult& row) {

@@ -77,6 +77,7 @@ class Runner {
   [[nodiscard]] CollOptions call_options() const;
   void upload_if_device();
   void record(const RowResult& row);
+  void plant_error(const Layout& layout, std::size_t elem_size) const;
   void report_mismatch(const Case& c, const Layout& layout, const Pattern::Mismatch& m);
 
   Communicator& comm_;

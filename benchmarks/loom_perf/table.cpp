@@ -66,7 +66,11 @@ double bus_factor(Coll coll, int nranks) {
   switch (coll) {
     case Coll::AllReduce: return 2.0 * (n - 1) / n;
     case Coll::AllGather:
-    case Coll::ReduceScatter: return (n - 1) / n;
+    case Coll::ReduceScatter:
+    case Coll::AllToAll:
+    case Coll::AllToAllV:
+    case Coll::Gather:
+    case Coll::Scatter: return (n - 1) / n;
     case Coll::Broadcast:
     case Coll::Reduce: return 1.0;
   }

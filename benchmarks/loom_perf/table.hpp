@@ -23,8 +23,9 @@ struct HalfResult {
 };
 
 struct RowResult {
-  std::size_t bytes = 0;  // printed size: count * dtype size (* nranks for allgather/rs)
-  std::size_t count = 0;  // per-rank count, as passed to the collective
+  std::size_t bytes = 0;  // printed size: count * dtype size (* nranks for allgather/rs,
+                          // alltoall, gather, scatter; * n(n+1)/2 for alltoallv)
+  std::size_t count = 0;  // per-rank count, as passed to the collective (alltoallv: one unit)
   DataType dtype = DataType::Float32;
   std::optional<RedOp> op;  // nullopt: "none"
   int root = -1;            // -1 for collectives without a root
@@ -38,8 +39,8 @@ struct RankInfo {
   std::string host;
 };
 
-/// Bus bandwidth factor of nccl-tests: allreduce 2(n-1)/n, allgather and reduce-scatter (n-1)/n,
-/// broadcast and reduce 1.
+/// Bus bandwidth factor of nccl-tests: allreduce 2(n-1)/n; allgather, reduce-scatter, alltoall,
+/// gather and scatter (n-1)/n (alltoallv too, by the alltoall convention); broadcast and reduce 1.
 double bus_factor(Coll coll, int nranks);
 /// Fills algbw and busbw of `half` from its time and the row's byte count.
 void set_bandwidth(HalfResult& half, Coll coll, std::size_t bytes, int nranks);
