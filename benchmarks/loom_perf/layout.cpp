@@ -38,6 +38,10 @@ Block recv_block(const Layout& l, int q) {
   }
 }
 
+int prev_rank(const Layout& l) {
+  return (l.rank + l.nranks - 1) % l.nranks;
+}
+
 std::size_t total_elements(const Layout& l) {
   if (l.coll == Coll::AllToAllV)
     return std::accumulate(l.counts.begin(), l.counts.end(), std::size_t{0});
@@ -116,6 +120,7 @@ Layout make_layout(Coll coll, bool in_place, void* sendbuf, void* recvbuf, std::
     case Coll::Gather: layout.send = at(recvbuf, offset, elem_size); break;
     case Coll::ReduceScatter:
     case Coll::Scatter: layout.recv = at(sendbuf, offset, elem_size); break;
+    case Coll::SendRecv: break;  // no in-place form: the buffers stay apart
     default: layout.recv = sendbuf; break;
   }
   return layout;
@@ -147,6 +152,10 @@ void prepare_buffers(const Layout& l, const Pattern& p, bool poison) {
       p.fill_input(l.send, n * static_cast<std::size_t>(l.nranks), l.rank);
       return;
     }
+    case Coll::SendRecv:  // sendrecv: this rank's input to the next, the previous rank's input back
+      if (poison) poison_with(l.recv, n, elem, [&](void* d) { p.fill_input(d, n, prev_rank(l)); });
+      p.fill_input(l.send, n, l.rank);
+      return;
     default: prepare_exchange(l, p, poison); return;
   }
 }
@@ -161,6 +170,7 @@ Pattern::Mismatch verify_result(const Layout& l, const Pattern& p) {
     case Coll::ReduceScatter: return p.check_reduced(l.recv, n, first);
     case Coll::Scatter: return p.check_input(l.recv, n, p.root(), first);
     case Coll::Gather: return l.rank == p.root() ? check_blocks(l, p) : Pattern::Mismatch{};
+    case Coll::SendRecv: return p.check_input(l.recv, n, prev_rank(l));
     case Coll::AllGather:
     case Coll::AllToAll:
     case Coll::AllToAllV: return check_blocks(l, p);
@@ -174,7 +184,8 @@ Region result_region(const Layout& l) {
     case Coll::AllReduce:
     case Coll::Broadcast:
     case Coll::ReduceScatter:
-    case Coll::Scatter: return {l.recv, l.count};
+    case Coll::Scatter:
+    case Coll::SendRecv: return {l.recv, l.count};
     case Coll::Reduce: return at_root ? Region{l.recv, l.count} : Region{};
     case Coll::Gather: return at_root ? Region{l.recv, total_elements(l)} : Region{};
     case Coll::AllGather:
@@ -197,6 +208,9 @@ Work issue(Communicator& comm, const Layout& l, DataType dtype, RedOp op, int ro
       return comm.alltoallv(l.send, l.counts, l.displs, l.recv, l.counts, l.displs, dtype, o);
     case Coll::Gather: return comm.gather(l.send, l.recv, l.count, dtype, root, o);
     case Coll::Scatter: return comm.scatter(l.send, l.recv, l.count, dtype, root, o);
+    case Coll::SendRecv:
+      return comm.sendrecv(l.send, l.count, (l.rank + 1) % l.nranks, l.recv, l.count, prev_rank(l),
+                           dtype, 0, o);
   }
   return {};
 }

@@ -18,7 +18,7 @@ struct FlagSpec {
   bool has_short;
 };
 
-constexpr std::array<FlagSpec, 25> kFlags = {{
+constexpr std::array<FlagSpec, 26> kFlags = {{
     {'b', "minbytes", true, true},
     {'e', "maxbytes", true, true},
     {'f', "stepfactor", true, true},
@@ -44,6 +44,7 @@ constexpr std::array<FlagSpec, 25> kFlags = {{
     {'G', "compare-algos", true, false},
     {'N', "rounds", true, false},
     {'P', "plant-error", false, false},
+    {'g', "group", true, true},
 }};
 
 constexpr std::array<std::string_view, kNumDataTypes> kDtypeNames = {
@@ -85,7 +86,7 @@ struct CollName {
   std::string_view name;
   Coll coll;
 };
-constexpr std::array<CollName, 14> kCollNames = {{
+constexpr std::array<CollName, 15> kCollNames = {{
     {"allreduce", Coll::AllReduce},
     {"allgather", Coll::AllGather},
     {"broadcast", Coll::Broadcast},
@@ -100,6 +101,7 @@ constexpr std::array<CollName, 14> kCollNames = {{
     {"scatter", Coll::Scatter},
     {"all_to_all", Coll::AllToAll},
     {"all_to_allv", Coll::AllToAllV},
+    {"sendrecv", Coll::SendRecv},
 }};
 
 const FlagSpec* find_flag(std::string_view name, bool is_long) {
@@ -217,6 +219,7 @@ void apply_flag(Options& opt, const FlagSpec& spec, std::string_view value) {
     }
     case 'N': opt.rounds = static_cast<int>(parse_int(flag, value, 1, 1000)); break;
     case 'P': opt.plant_error = true; break;
+    case 'g': opt.group = static_cast<int>(parse_int(flag, value, 1, 4096)); break;
     default: break;
   }
 }
@@ -247,10 +250,13 @@ void validate(const Options& opt) {
   if (!opt.run_in_place && !opt.run_out_of_place) {
     throw UsageError("--inplace-only and --outofplace-only exclude each other");
   }
+  if (opt.coll == Coll::SendRecv && !opt.run_out_of_place)
+    throw UsageError("sendrecv has no in-place form (its buffers must not overlap)");
   if (!opt.compare_algos.empty() && (opt.compare || !opt.algo.empty() || opt.calibrate))
     throw UsageError("--compare-algos excludes --compare-transports, --algo and --calibrate");
   const bool exchange = opt.coll == Coll::AllToAll || opt.coll == Coll::AllToAllV ||
-                        opt.coll == Coll::Gather || opt.coll == Coll::Scatter;
+                        opt.coll == Coll::Gather || opt.coll == Coll::Scatter ||
+                        opt.coll == Coll::SendRecv;
   if (!opt.compare_algos.empty() && exchange)
     throw UsageError(
         fmt::format("--compare-algos: {} has one algorithm (pairwise exchange or "
@@ -375,6 +381,7 @@ Options parse_options(int argc, const char* const* argv) {
   if (!coll && opt.calibrate) coll = Coll::AllReduce;
   if (!coll) throw UsageError("missing the collective to run");
   opt.coll = *coll;
+  if (opt.coll == Coll::SendRecv && opt.run_out_of_place) opt.run_in_place = false;  // none
   validate(opt);
   return opt;
 }
@@ -383,7 +390,8 @@ std::string usage_text(std::string_view program) {
   return fmt::format(
       "Usage: {} COLLECTIVE [options]\n"
       "  COLLECTIVE: allreduce, allgather, broadcast, reduce, reducescatter (reduce_scatter),\n"
-      "              alltoall, alltoallv, gather, scatter\n"
+      "              alltoall, alltoallv, gather, scatter, sendrecv (each rank sends to the\n"
+      "              next and receives from the previous at once; out of place; busbw = algbw)\n"
       "  SIZE is the bytes of one rank's buffer, as in nccl-tests: allreduce, broadcast and\n"
       "  reduce count one rank's data; allgather, reducescatter, alltoall, gather and scatter\n"
       "  count the blocks of all ranks (allgather's receive buffer, alltoall's send buffer,\n"
@@ -432,6 +440,9 @@ std::string usage_text(std::string_view program) {
       "                            benchmarks/plot_busbw.py FILE OUT.svg draws busbw vs size\n"
       "      --plant-error         testing: flip one received element on the last rank before\n"
       "                            each check, so the rows must report #wrong 1 (exit 1)\n"
+      "  -g, --group N             issue N calls per timed iteration inside one group\n"
+      "                            (group_start/group_end: allreduces fused, sends side by side);\n"
+      "                            times are per call, to compare with -g 1\n"
       "  -h, --help                print this help\n"
       "Run under `loomrun -n N {} ...`; without a launcher environment it runs as one rank.\n",
       program, program);

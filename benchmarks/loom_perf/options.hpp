@@ -24,6 +24,7 @@ enum class Coll {
   AllToAllV,
   Gather,
   Scatter,
+  SendRecv,  // each rank sends to the next and receives from the previous (sendrecv)
 };
 
 // Names, in nccl-tests spelling.
@@ -102,7 +103,10 @@ struct Options {
   int rounds = 5;
   std::string json_file;     // --json FILE: every row as JSON
   bool plant_error = false;  // --plant-error: flip one received element before each check
-  bool print_rows = true;    // internal: the compare mode prints its own table
+  /// --group N: each timed iteration issues N calls inside one group (group_start/group_end);
+  /// the time reported is per call.
+  int group = 1;
+  bool print_rows = true;  // internal: the compare mode prints its own table
 };
 
 /// A bad command line; main prints the message and the usage and exits with status 2.

@@ -274,20 +274,30 @@ double Runner::time_coll(const Case& c, const Layout& host_layout) {
   const CollOptions opts = call_options();
   std::vector<Work> works;
   works.reserve(static_cast<std::size_t>(std::max(options_.iters, options_.warmup)));
-  for (int i = 0; i < options_.warmup; ++i)
-    works.push_back(issue(comm_, layout, c.dtype, c.op, root_, opts));
+  // --group N: N calls per iteration in one group; the time is per call. The group's last
+  // call completes last (its operations run in order), so its Work stands for the group.
+  const int per_iter = options_.group;
+  auto issue_iteration = [&] {
+    if (per_iter == 1) return issue(comm_, layout, c.dtype, c.op, root_, opts);
+    comm_.group_start();
+    Work last;
+    for (int k = 0; k < per_iter; ++k) last = issue(comm_, layout, c.dtype, c.op, root_, opts);
+    comm_.group_end();
+    return last;
+  };
+  for (int i = 0; i < options_.warmup; ++i) works.push_back(issue_iteration());
   wait_all(works);
   if (device_) device_->sync();
   comm_.barrier().wait();
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < options_.iters; ++i) {
-    works.push_back(issue(comm_, layout, c.dtype, c.op, root_, opts));
+    works.push_back(issue_iteration());
     if (options_.blocking) wait_all(works);
   }
   wait_all(works);
   if (device_) device_->sync();  // the results are on the device: stream work included
   const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
-  return combine_time(elapsed.count() / options_.iters);
+  return combine_time(elapsed.count() / options_.iters / per_iter);
 }
 
 double Runner::combine_time(double local_seconds) {

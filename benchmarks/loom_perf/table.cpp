@@ -72,7 +72,8 @@ double bus_factor(Coll coll, int nranks) {
     case Coll::Gather:
     case Coll::Scatter: return (n - 1) / n;
     case Coll::Broadcast:
-    case Coll::Reduce: return 1.0;
+    case Coll::Reduce:
+    case Coll::SendRecv: return 1.0;  // sendrecv: each rank's bytes cross one link
   }
   return 1.0;
 }

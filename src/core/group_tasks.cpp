@@ -10,21 +10,21 @@ namespace loom::detail {
 
 FusedAllreduceTask::FusedAllreduceTask(TaskHost& comm, const coll::OpDesc& op,
                                        std::shared_ptr<const algo::Plan> plan, Deadline deadline,
-                                       std::shared_ptr<std::vector<std::uint8_t>> packed,
+                                       std::shared_ptr<std::uint8_t[]> packed,
                                        std::vector<FusedPiece> pieces)
     : packed_(std::move(packed)),
       pieces_(std::move(pieces)),
       inner_(comm, op, std::move(plan), deadline) {}
 
 Status FusedAllreduceTask::start(Deadline deadline) {
-  for (const FusedPiece& p : pieces_) std::memcpy(packed_->data() + p.offset, p.send, p.bytes);
+  for (const FusedPiece& p : pieces_) std::memcpy(packed_.get() + p.offset, p.send, p.bytes);
   return inner_.start(deadline);
 }
 
 Result<exec::Progress> FusedAllreduceTask::progress() {
   auto r = inner_.progress();
   if (r.is_ok() && *r == exec::Progress::Done)
-    for (const FusedPiece& p : pieces_) std::memcpy(p.recv, packed_->data() + p.offset, p.bytes);
+    for (const FusedPiece& p : pieces_) std::memcpy(p.recv, packed_.get() + p.offset, p.bytes);
   return r;
 }
 

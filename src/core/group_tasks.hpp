@@ -30,7 +30,7 @@ struct FusedPiece {
 class FusedAllreduceTask final : public exec::Task {
  public:
   FusedAllreduceTask(TaskHost& comm, const coll::OpDesc& op, std::shared_ptr<const algo::Plan> plan,
-                     Deadline deadline, std::shared_ptr<std::vector<std::uint8_t>> packed,
+                     Deadline deadline, std::shared_ptr<std::uint8_t[]> packed,
                      std::vector<FusedPiece> pieces);
 
   Status start(Deadline deadline) override;
@@ -41,7 +41,7 @@ class FusedAllreduceTask final : public exec::Task {
   [[nodiscard]] Deadline deadline() const override { return inner_.deadline(); }
 
  private:
-  std::shared_ptr<std::vector<std::uint8_t>> packed_;
+  std::shared_ptr<std::uint8_t[]> packed_;
   std::vector<FusedPiece> pieces_;
   CollectiveTask inner_;
 };

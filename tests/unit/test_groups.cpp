@@ -175,3 +175,31 @@ TEST_CASE("groups: usage errors are clear, bad calls fail at the call, groups ne
   INFO(f.first);
   CHECK(f.wrong == 0);
 }
+
+// Fusion is bounded: calls above 256 KiB run alone, the others fill buckets of up to 4 MiB (64
+// calls of 128 KiB: two fused calls; one of 1 MiB: its own), every result exact.
+TEST_CASE("groups: fused buckets are bounded, large calls run alone", "[groups]") {
+  Findings f;
+  loom::test::run_ranks(2, [&](Communicator& comm) {
+    const int r = comm.rank();
+    std::vector<std::vector<std::int32_t>> small(64);
+    std::vector<std::int32_t> large(std::size_t{1} << 18, r + 1);
+    const long before = last_submitted(comm);
+    comm.group_start();
+    for (std::size_t k = 0; k < small.size(); ++k) {
+      small[k].assign(std::size_t{32} << 10, int(k) + r);
+      comm.allreduce(std::span<std::int32_t>(small[k]), RedOp::Sum);
+    }
+    comm.allreduce(std::span<std::int32_t>(large), RedOp::Sum);
+    comm.group_end();
+    comm.barrier().wait();
+    if (last_submitted(comm) != before + 4)  // two buckets, the large call, the barrier
+      f.add("collective numbers used: " + std::to_string(last_submitted(comm) - before));
+    for (std::size_t k = 0; k < small.size(); ++k)
+      if (small[k].front() != 2 * int(k) + 1 || small[k].back() != 2 * int(k) + 1)
+        f.add("small call " + std::to_string(k));
+    if (large[12345] != 3) f.add("large call");
+  });
+  INFO(f.first);
+  CHECK(f.wrong == 0);
+}
