@@ -139,7 +139,8 @@ def batch_ring(rank, ws):
 
 
 def coalesced(rank, ws):
-    """torch's coalescing manager (as FSDP uses it) runs all_reduces as one loom group."""
+    """torch's coalescing manager (as FSDP uses it): all_reduces (fused), all_gather_into_tensor
+    and reduce_scatter_tensor, each batch one loom group."""
     bad = []
     ts = [torch.full((n,), float(rank + 1)) for n in (1, 37, 1000, 4096)]
     with dist._coalescing_manager(device=torch.device("cpu")):
@@ -156,6 +157,23 @@ def coalesced(rank, ws):
     for t in ts:
         if not torch.equal(t, torch.full_like(t, total * ws)):
             bad.append(f"async coalesced all_reduce of {t.numel()}: {t[:3].tolist()}")
+    # all_gather_into_tensor and reduce_scatter_tensor through the coalescing manager
+    ins = [torch.full((n,), float(rank + 1)) for n in (3, 50)]
+    outs = [torch.zeros(n * ws) for n in (3, 50)]
+    with dist._coalescing_manager(device=torch.device("cpu")):
+        for o, i in zip(outs, ins):
+            dist.all_gather_into_tensor(o, i)
+    for o, n in zip(outs, (3, 50)):
+        want = torch.cat([torch.full((n,), float(r + 1)) for r in range(ws)])
+        if not torch.equal(o, want):
+            bad.append(f"coalesced all_gather_into_tensor of {n}: {o.tolist()}")
+    rs = [torch.zeros(n) for n in (3, 50)]
+    with dist._coalescing_manager(device=torch.device("cpu")):
+        for r, o in zip(rs, outs):
+            dist.reduce_scatter_tensor(r, o)
+    for r, n in zip(rs, (3, 50)):
+        if not torch.equal(r, torch.full((n,), float(ws * (rank + 1)))):
+            bad.append(f"coalesced reduce_scatter_tensor of {n}: {r.tolist()}")
     return bad
 
 

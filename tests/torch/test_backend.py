@@ -93,7 +93,7 @@ class Exchanges(unittest.TestCase):
     def test_batch_isend_irecv_ring_of_large_messages(self):
         self.check(ex.batch_ring)
 
-    def test_coalescing_manager_all_reduce(self):
+    def test_coalescing_manager_all_reduce_all_gather_reduce_scatter(self):
         self.check(ex.coalesced)
 
     def test_premul_sum_and_bitwise_ops_exact(self):
