@@ -7,6 +7,7 @@
 #include <loom/unique_id.hpp>
 #include <utility>
 
+#include "pieces.hpp"
 #include "tensor_args.hpp"
 
 namespace loom_torch {
@@ -42,26 +43,6 @@ loom::UniqueId exchange_id(c10d::Store& store, int rank, int size) {
   std::rethrow_exception(make_backend_error(std::string("loom ") + what + " failed (" +
                                             std::string(loom::to_string(e.code())) +
                                             "): " + e.what()));
-}
-
-// One loom call of a torch op: what it needs alive, how results get back, how to issue it.
-struct Piece {
-  std::vector<at::Tensor> keep;
-  std::function<void()> copy_back;  // empty when the call writes the caller's tensor itself
-  std::function<loom::Work(loom::Communicator&, const loom::CollOptions&)> issue;  // empty: 0 B
-};
-
-IssuedOp new_op(c10d::OpType type, std::string name, std::vector<at::Tensor> outputs) {
-  IssuedOp op;
-  op.type = type;
-  op.name = std::move(name);
-  op.outputs = std::move(outputs);
-  return op;
-}
-
-std::function<void()> copy_back_if_staged(const at::Tensor& dst, const at::Tensor& staged) {
-  if (dst.is_same(staged)) return {};
-  return [dst, staged]() mutable { dst.copy_(staged); };
 }
 
 }  // namespace
@@ -151,7 +132,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::launch(IssuedOp op,
                                                         const Issue& issue) {
   std::lock_guard lk(mu_);
   TORCH_CHECK(comm_, "loom ", op.name, ": the process group was shut down");
-  reap_locked();
+  // Inside startCoalescing/endCoalescing (a loom group) the works cannot be tested yet.
+  if (!coalescing_) reap_locked();
   op.rank = rank_;
   op.failure_context = [weak = std::weak_ptr<loom::Communicator>(comm_)]() -> std::string {
     auto comm = weak.lock();
@@ -165,37 +147,56 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::launch(IssuedOp op,
   }
   ++seq_;
   const std::string name = op.name;
+  std::vector<loom::Work> issued = op.works;
   auto work = c10::make_intrusive<LoomWork>(std::move(op), watcher_);
-  // Calls issued before a failing one still use their buffers: keep the work until they end.
-  if (!work->poll()) inflight_.push_back(work);
+  if (coalescing_) {
+    coalesced_.push_back({std::move(issued), work});
+    inflight_.push_back(work);
+  } else if (!work->poll()) {
+    // Calls issued before a failing one still use their buffers: keep the work until they end.
+    inflight_.push_back(work);
+  }
   if (failed) rethrow_loom(name.c_str(), *failed);
   return work;
 }
 
-namespace {
-
-c10::intrusive_ptr<c10d::Work> run_pieces(
-    const std::function<c10::intrusive_ptr<c10d::Work>(
-        IssuedOp, const std::function<void(loom::Communicator&, const loom::CollOptions&,
-                                           std::vector<loom::Work>&)>&)>& launch,
-    IssuedOp op, std::vector<Piece> pieces) {
-  std::vector<std::function<void()>> copies;
-  for (auto& p : pieces) {
-    op.keep_alive.insert(op.keep_alive.end(), p.keep.begin(), p.keep.end());
-    if (p.copy_back) copies.push_back(std::move(p.copy_back));
-  }
-  if (!copies.empty()) {
-    op.on_success = [copies = std::move(copies)] {
-      for (const auto& c : copies) c();
-    };
-  }
-  return launch(std::move(op),
-                [pieces = std::move(pieces)](loom::Communicator& comm, const loom::CollOptions& co,
-                                             std::vector<loom::Work>& works) {
-                  for (const auto& p : pieces)
-                    if (p.issue) works.push_back(p.issue(comm, co));
-                });
+void ProcessGroupLoom::startCoalescing() {
+  std::lock_guard lk(mu_);
+  TORCH_CHECK(comm_, "loom startCoalescing: the process group was shut down");
+  TORCH_CHECK(!coalescing_, "loom startCoalescing: already coalescing (endCoalescing first)");
+  comm_->group_start();
+  coalescing_ = true;
+  coalesced_.clear();
 }
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::endCoalescing() {
+  std::vector<Coalesced> members;
+  {
+    std::lock_guard lk(mu_);
+    TORCH_CHECK(coalescing_, "loom endCoalescing without startCoalescing");
+    coalescing_ = false;
+    members.swap(coalesced_);
+  }
+  std::vector<at::Tensor> outputs;
+  for (const auto& m : members) {
+    const auto r = m.work->result();
+    outputs.insert(outputs.end(), r.begin(), r.end());
+  }
+  IssuedOp op = new_op(c10d::OpType::COALESCED,
+                       "coalesced group of " + std::to_string(members.size()) + " calls", outputs);
+  // Each member's Work copies its own staged results back when it settles: settle them here.
+  op.on_success = [members] {
+    for (const auto& m : members) m.work->poll();
+  };
+  return launch(
+      std::move(op), c10d::kUnsetTimeout,
+      [&members](loom::Communicator& c, const loom::CollOptions&, std::vector<loom::Work>& works) {
+        c.group_end();
+        for (const auto& m : members) works.insert(works.end(), m.works.begin(), m.works.end());
+      });
+}
+
+namespace {
 
 Piece allreduce_piece(const char* name, const at::Tensor& t, const c10d::ReduceOp& rop) {
   const ReduceMapping m = map_reduction(name, t.scalar_type(), rop);
@@ -205,18 +206,13 @@ Piece allreduce_piece(const char* name, const at::Tensor& t, const c10d::ReduceO
   if (count > 0) {
     void* ptr = buf.data_ptr();
     p.issue = [=](loom::Communicator& c, const loom::CollOptions& co) {
-      return c.allreduce(ptr, ptr, count, m.dtype, m.op, co);
+      return c.allreduce(ptr, ptr, count, m.dtype, m.op, with_scalar(co, m));
     };
   }
   return p;
 }
 
 }  // namespace
-
-#define LOOM_TORCH_LAUNCHER                           \
-  [this, &opts](IssuedOp o, const Issue& issue) {     \
-    return launch(std::move(o), opts.timeout, issue); \
-  }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::allreduce(std::vector<at::Tensor>& tensors,
                                                            const c10d::AllreduceOptions& opts) {
@@ -234,7 +230,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::allreduce_coalesced(
   for (const auto& t : tensors)
     pieces.push_back(allreduce_piece("allreduce_coalesced", t, opts.reduceOp));
   IssuedOp op = new_op(c10d::OpType::ALLREDUCE_COALESCED, "allreduce_coalesced", tensors);
-  return run_pieces(LOOM_TORCH_LAUNCHER, std::move(op), std::move(pieces));
+  // One loom group: the allreduces of one dtype (and op) run as one fused allreduce.
+  return run_pieces(LOOM_TORCH_LAUNCHER, std::move(op), std::move(pieces), /*grouped=*/true);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::broadcast(std::vector<at::Tensor>& tensors,
@@ -275,7 +272,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::reduce(std::vector<at::Tensor>&
     void* recv = is_root ? ptr : nullptr;  // the other ranks' tensors stay as they were
     const int root = static_cast<int>(opts.rootRank);
     p.issue = [=](loom::Communicator& c, const loom::CollOptions& co) {
-      return c.reduce(ptr, recv, count, m.dtype, m.op, root, co);
+      return c.reduce(ptr, recv, count, m.dtype, m.op, root, with_scalar(co, m));
     };
   }
   IssuedOp op = new_op(c10d::OpType::REDUCE, "reduce", tensors);
@@ -413,7 +410,7 @@ Piece reduce_scatter_piece(const char* name, const at::Tensor& output, const at:
     const void* send = flat_in.data_ptr();
     void* recv = out.data_ptr();
     p.issue = [=](loom::Communicator& c, const loom::CollOptions& co) {
-      return c.reduce_scatter(send, recv, count, m.dtype, m.op, co);
+      return c.reduce_scatter(send, recv, count, m.dtype, m.op, with_scalar(co, m));
     };
   }
   return p;
@@ -471,41 +468,6 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::barrier(const c10d::BarrierOpti
   IssuedOp op = new_op(c10d::OpType::BARRIER, "barrier", {});
   Piece p{{}, {}, [](loom::Communicator& c, const loom::CollOptions& co) { return c.barrier(co); }};
   return run_pieces(LOOM_TORCH_LAUNCHER, std::move(op), {std::move(p)});
-}
-
-#undef LOOM_TORCH_LAUNCHER
-
-// --- Not in loom's public API yet (issue 24) ---------------------------------------------
-
-c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::gather(std::vector<std::vector<at::Tensor>>&,
-                                                        std::vector<at::Tensor>&,
-                                                        const c10d::GatherOptions&) {
-  unsupported_op("gather");
-}
-c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::scatter(std::vector<at::Tensor>&,
-                                                         std::vector<std::vector<at::Tensor>>&,
-                                                         const c10d::ScatterOptions&) {
-  unsupported_op("scatter");
-}
-c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::alltoall_base(at::Tensor&, at::Tensor&,
-                                                               std::vector<int64_t>&,
-                                                               std::vector<int64_t>&,
-                                                               const c10d::AllToAllOptions&) {
-  unsupported_op("all_to_all_single");
-}
-c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::alltoall(std::vector<at::Tensor>&,
-                                                          std::vector<at::Tensor>&,
-                                                          const c10d::AllToAllOptions&) {
-  unsupported_op("all_to_all");
-}
-c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::send(std::vector<at::Tensor>&, int, int) {
-  unsupported_op("send");
-}
-c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::recv(std::vector<at::Tensor>&, int, int) {
-  unsupported_op("recv");
-}
-c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::recvAnysource(std::vector<at::Tensor>&, int) {
-  unsupported_op("recv (any source)");
 }
 
 }  // namespace loom_torch

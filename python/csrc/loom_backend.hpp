@@ -75,7 +75,14 @@ class ProcessGroupLoom : public c10d::Backend {
       const c10d::ReduceScatterOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
 
-  // Not in loom's API yet (issue 24): each raises "loom does not support <op> yet".
+  // Coalescing (batch_isend_irecv, torch's _coalescing_manager): the calls between
+  // startCoalescing and endCoalescing form one loom group (sends and receives side by side,
+  // allreduces fused); endCoalescing's Work completes when all of them have.
+  bool supportsCoalescing() const override { return true; }
+  void startCoalescing() override;
+  c10::intrusive_ptr<c10d::Work> endCoalescing() override;
+
+  // All-to-all, gather/scatter and point-to-point (loom_exchange.cpp).
   c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
                                         std::vector<at::Tensor>& inputs,
                                         const c10d::GatherOptions& opts) override;
@@ -123,6 +130,12 @@ class ProcessGroupLoom : public c10d::Backend {
   mutable std::mutex mu_;                                  // issue lock: comm_ calls and inflight_
   std::shared_ptr<loom::Communicator> comm_;               // shared: failure_context reads it
   std::deque<c10::intrusive_ptr<LoomWork>> inflight_;
+  struct Coalesced {
+    std::vector<loom::Work> works;
+    c10::intrusive_ptr<LoomWork> work;
+  };
+  bool coalescing_ = false;           // between startCoalescing and endCoalescing (under mu_)
+  std::vector<Coalesced> coalesced_;  // what was issued there
   std::shared_ptr<CompletionWatcher> watcher_;
   uint64_t seq_ = 0;
 };

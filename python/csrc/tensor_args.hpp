@@ -19,12 +19,14 @@ struct ReduceMapping {
   loom::DataType dtype;
   loom::RedOp op;
   std::size_t elems_per_element = 1;
+  double scalar = 1.0;  // PREMUL_SUM's factor (CollOptions::scalar); 1 for the other ops
 };
 
 /// The loom element type and operator for a reduction, or an error naming the op, the dtype and
 /// what loom supports. bool reduces as uint8 (SUM -> MAX, PRODUCT -> MIN: logical or / and);
-/// complex64/128 reduce as float32/64 pairs for SUM and AVG. PREMUL_SUM and the bitwise ops are
-/// refused until loom has them.
+/// complex64/128 reduce as float32/64 pairs for SUM, AVG and PREMUL_SUM. PREMUL_SUM takes its
+/// factor from the ReduceOp's supplement (a double, or a one-element tensor read on the host);
+/// the bitwise ops serve the integer types and bool.
 ReduceMapping map_reduction(const char* op_name, at::ScalarType dtype, const c10d::ReduceOp& op);
 
 /// Data-movement collectives (broadcast, allgather) copy bytes: every dtype works.
@@ -50,7 +52,13 @@ at::Tensor contiguous_staging(const at::Tensor& t);
 /// A contiguous [n * numel] buffer of `like`'s dtype/device.
 at::Tensor flat_buffer(const at::Tensor& like, int64_t n);
 
-/// The error every collective loom cannot run yet raises (issue 24 brings them).
-[[noreturn]] void unsupported_op(const char* op_name);
+/// Element counts and displacements (in bytes) of all_to_all_single's blocks for one side:
+/// `splits` are torch's split sizes along dim 0 (empty: equal blocks).
+struct AlltoallLayout {
+  std::vector<std::size_t> counts;
+  std::vector<std::size_t> displs;
+};
+AlltoallLayout alltoall_layout(const char* side, const at::Tensor& t,
+                               const std::vector<int64_t>& splits, int size);
 
 }  // namespace loom_torch

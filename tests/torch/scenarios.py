@@ -280,15 +280,6 @@ def unsupported(rank, ws):
             msgs[name] = f"{type(e).__name__}: {e}".split("\n")[0]
 
     backend = dist.distributed_c10d._get_default_group()._get_backend(torch.device("cpu"))
-    peer = (rank + 1) % ws
-    grab("send", lambda: dist.send(t, dst=peer))
-    grab("recv", lambda: dist.recv(t, src=peer))
-    grab("all_to_all_single", lambda: dist.all_to_all_single(torch.empty(ws), torch.ones(ws)))
-    grab("gather", lambda: dist.gather(t, [torch.empty(4) for _ in range(ws)] if rank == 0 else None, dst=0))
-    grab("scatter", lambda: dist.scatter(t, [torch.ones(4) for _ in range(ws)] if rank == 0 else None, src=0))
-    grab("BAND", lambda: dist.all_reduce(torch.ones(4, dtype=torch.int32), op=dist.ReduceOp.BAND))
-    grab("PREMUL_SUM", lambda: dist.all_reduce(
-        t, op=dist._make_nccl_premul_sum(2.0)))
     grab("int16", lambda: dist.all_reduce(torch.ones(4, dtype=torch.int16)))
     grab("bool AVG", lambda: dist.all_reduce(torch.ones(4, dtype=torch.bool), op=dist.ReduceOp.AVG))
     grab("complex MAX", lambda: dist.all_reduce(torch.ones(4, dtype=torch.complex64),

@@ -16,6 +16,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch  # noqa: E402
 
 import loom.torch  # noqa: E402,F401
+import exchange_scenarios as ex  # noqa: E402
 import scenarios as sc  # noqa: E402
 from ranks import run_ranks, values  # noqa: E402
 
@@ -71,16 +72,39 @@ class Collectives(unittest.TestCase):
                 self.assertEqual(raw, want.numpy().tobytes(), f"{algo}, rank {rank}")
 
 
+class Exchanges(unittest.TestCase):
+    """all-to-all, gather/scatter, send/recv, batches, coalescing, PREMUL_SUM, bitwise."""
+
+    def check(self, fn, sizes=WORLD_SIZES):
+        for ws in sizes:
+            with self.subTest(world_size=ws):
+                for rank, bad in values(run_ranks(fn, ws), self).items():
+                    self.assertEqual(bad, [], f"rank {rank}")
+
+    def test_all_to_all_single_uneven_splits_and_lists_exact(self):
+        self.check(ex.all_to_all)
+
+    def test_gather_scatter_every_root_exact(self):
+        self.check(ex.gather_scatter)
+
+    def test_send_recv_two_tags_in_order(self):
+        self.check(ex.send_recv)
+
+    def test_batch_isend_irecv_ring_of_large_messages(self):
+        self.check(ex.batch_ring)
+
+    def test_coalescing_manager_all_reduce_all_gather_reduce_scatter(self):
+        self.check(ex.coalesced)
+
+    def test_premul_sum_and_bitwise_ops_exact(self):
+        self.check(ex.premul_and_bitwise)
+
+
 class Errors(unittest.TestCase):
     def test_unsupported_ops_dtypes_devices_raise_clearly(self):
         res = values(run_ranks(sc.unsupported, 2), self)
         for rank, msgs in res.items():
             with self.subTest(rank=rank):
-                for op in ("send", "recv", "all_to_all_single", "gather", "scatter"):
-                    self.assertIsNotNone(msgs[op], op)
-                    self.assertIn(f"loom does not support {op}", msgs[op])
-                self.assertIn("loom does not support ReduceOp.BAND", msgs["BAND"])
-                self.assertIn("loom does not support ReduceOp.PREMUL_SUM", msgs["PREMUL_SUM"])
                 self.assertIn("loom cannot reduce tensors of dtype Short", msgs["int16"])
                 self.assertTrue(msgs["int16"].startswith("TypeError"), msgs["int16"])
                 self.assertIn("cannot reduce bool tensors with AVG", msgs["bool AVG"])
@@ -90,6 +114,27 @@ class Errors(unittest.TestCase):
                 self.assertIn("got a tensor on meta", msgs["meta device"])
                 self.assertIn("must be on one device", msgs["mixed devices"])
                 self.assertIsNone(msgs["still works"])
+
+    def test_p2p_and_op_errors_are_clear(self):
+        res = values(run_ranks(ex.p2p_errors, 2), self)
+        for rank, msgs in res.items():
+            with self.subTest(rank=rank):
+                self.assertIn("loom cannot receive from any source", msgs["any source"])
+                self.assertIn("pass src=<rank>", msgs["any source"])
+                self.assertIsNotNone(msgs["self"])
+                self.assertIn("cannot reduce tensors of dtype Float with ReduceOp.BAND",
+                              msgs["BAND float"])
+                self.assertIn("cannot reduce bool tensors with PREMUL_SUM",
+                              msgs["PREMUL_SUM bool"])
+                self.assertIn("split sizes add up to", msgs["uneven splits"])
+                self.assertIsNone(msgs["still works"])
+
+    def test_recv_with_another_tag_than_the_send_fails_with_mismatch(self):
+        res = values(run_ranks(ex.tag_mismatch, 2), self)
+        self.assertIsNotNone(res[1], res)
+        self.assertIn("loom recv failed (Mismatch)", res[1])
+        self.assertIn("tag 4", res[1])
+        self.assertIn("tag 3", res[1])
 
     def test_bounded_wait_times_out_and_operation_still_completes(self):
         res = values(run_ranks(sc.wait_timeout, 2), self)
