@@ -134,18 +134,16 @@ void CommImpl::launch_fused(std::vector<GroupMember>& group,
     pieces.push_back({op.send, op.recv, total * es, op.count * es});
     total += op.count;
   }
-  // Not zero-filled: every byte is written by the packing copies.
-  std::shared_ptr<std::uint8_t[]> packed =
-      std::make_shared_for_overwrite<std::uint8_t[]>(total * es);
+  // The packed buffer is made when the fused call starts (FusedAllreduceTask): until then the
+  // call names a stand-in, the same for send and receive (in place), never read or written.
+  static std::uint8_t stand_in;
   coll::OpDesc op = first.op;
-  op.send = packed.get();
-  op.recv = packed.get();
+  op.send = &stand_in;
+  op.recv = &stand_in;
   op.count = total;
-  TaskFactory make = [this, packed, pieces](const coll::OpDesc& o,
-                                            std::shared_ptr<const algo::Plan> plan,
-                                            Deadline deadline) -> std::unique_ptr<exec::Task> {
-    return std::make_unique<FusedAllreduceTask>(*this, o, std::move(plan), deadline, packed,
-                                                pieces);
+  TaskFactory make = [this, pieces](const coll::OpDesc& o, std::shared_ptr<const algo::Plan> plan,
+                                    Deadline deadline) -> std::unique_ptr<exec::Task> {
+    return std::make_unique<FusedAllreduceTask>(*this, o, std::move(plan), deadline, pieces);
   };
   std::shared_ptr<OpState> state = launch(op, first.opts, make);
   for (std::size_t i : members) group[i].proxy->forward = state;

@@ -10,27 +10,46 @@ namespace loom::detail {
 
 FusedAllreduceTask::FusedAllreduceTask(TaskHost& comm, const coll::OpDesc& op,
                                        std::shared_ptr<const algo::Plan> plan, Deadline deadline,
-                                       std::shared_ptr<std::uint8_t[]> packed,
                                        std::vector<FusedPiece> pieces)
-    : packed_(std::move(packed)),
-      pieces_(std::move(pieces)),
-      inner_(comm, op, std::move(plan), deadline) {}
+    : comm_(comm),
+      op_(op),
+      plan_(std::move(plan)),
+      deadline_(deadline),
+      pieces_(std::move(pieces)) {}
 
 Status FusedAllreduceTask::start(Deadline deadline) {
+  const std::size_t bytes = op_.count * dtype_size(op_.dtype);
+  packed_ = std::make_unique_for_overwrite<std::uint8_t[]>(bytes);  // every byte packed below
+  op_.send = packed_.get();
+  op_.recv = packed_.get();
   for (const FusedPiece& p : pieces_) std::memcpy(packed_.get() + p.offset, p.send, p.bytes);
-  return inner_.start(deadline);
+  inner_.emplace(comm_, op_, plan_, deadline_);
+  return inner_->start(deadline);
 }
 
 Result<exec::Progress> FusedAllreduceTask::progress() {
-  auto r = inner_.progress();
-  if (r.is_ok() && *r == exec::Progress::Done)
+  auto r = inner_->progress();
+  if (r.is_ok() && *r == exec::Progress::Done) {
     for (const FusedPiece& p : pieces_) std::memcpy(p.recv, packed_.get() + p.offset, p.bytes);
+    finished_ = true;
+    inner_.reset();  // nothing refers to the packed buffer any more
+    packed_.reset();
+  }
   return r;
 }
 
+bool FusedAllreduceTask::prepare_wait(std::vector<pollfd>& fds) {
+  return inner_ ? inner_->prepare_wait(fds) : false;
+}
+
 std::string FusedAllreduceTask::describe() const {
-  return fmt::format("{} (a group of {} allreduce calls, fused)", inner_.describe(),
-                     pieces_.size());
+  return fmt::format("rank {}: {} [{}] (a group of {} allreduce calls, fused)", comm_.rank(),
+                     coll::describe(op_), plan_->algorithm, pieces_.size());
+}
+
+std::string FusedAllreduceTask::pending() const {
+  if (finished_) return "done";
+  return inner_ ? inner_->pending() : "not started";
 }
 
 P2PBatchTask::P2PBatchTask(TaskHost& comm, std::vector<coll::OpDesc> calls, Deadline deadline)

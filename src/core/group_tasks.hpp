@@ -25,25 +25,31 @@ struct FusedPiece {
   std::size_t bytes = 0;
 };
 
-/// Copies every member's input into the packed buffer, runs one allreduce over it, and copies
-/// each member's part of the result out.
+/// Copies every member's input into a packed buffer, runs one allreduce over it, and copies
+/// each member's part of the result out. The packed buffer lives from the start of the task to
+/// its end only (operations run one at a time, so calls queued ahead hold none), and `op`'s
+/// buffers are replaced by it at the start.
 class FusedAllreduceTask final : public exec::Task {
  public:
   FusedAllreduceTask(TaskHost& comm, const coll::OpDesc& op, std::shared_ptr<const algo::Plan> plan,
-                     Deadline deadline, std::shared_ptr<std::uint8_t[]> packed,
-                     std::vector<FusedPiece> pieces);
+                     Deadline deadline, std::vector<FusedPiece> pieces);
 
   Status start(Deadline deadline) override;
   Result<exec::Progress> progress() override;
-  bool prepare_wait(std::vector<pollfd>& fds) override { return inner_.prepare_wait(fds); }
+  bool prepare_wait(std::vector<pollfd>& fds) override;
   [[nodiscard]] std::string describe() const override;
-  [[nodiscard]] std::string pending() const override { return inner_.pending(); }
-  [[nodiscard]] Deadline deadline() const override { return inner_.deadline(); }
+  [[nodiscard]] std::string pending() const override;
+  [[nodiscard]] Deadline deadline() const override { return deadline_; }
 
  private:
-  std::shared_ptr<std::uint8_t[]> packed_;
+  TaskHost& comm_;
+  coll::OpDesc op_;
+  std::shared_ptr<const algo::Plan> plan_;
+  Deadline deadline_;
   std::vector<FusedPiece> pieces_;
-  CollectiveTask inner_;
+  std::unique_ptr<std::uint8_t[]> packed_;
+  std::optional<CollectiveTask> inner_;
+  bool finished_ = false;
 };
 
 /// A group's sends and receives as one plan over the callers' buffers: every message is posted
