@@ -46,6 +46,6 @@ class LockedMessage {
 }  // namespace loom::test
 
 #undef INFO
-#define INFO(msg)                                                          \
+#define INFO(msg)                                                         \
   ::loom::test::LockedMessage INTERNAL_CATCH_UNIQUE_NAME(loomLockedInfo)( \
       CATCH_INTERNAL_LINEINFO, [&](std::ostream& loom_info_os) { loom_info_os << msg; })

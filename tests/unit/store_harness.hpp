@@ -4,7 +4,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "catch_threads.hpp"
 #include <chrono>
 #include <memory>
 #include <string>
@@ -13,6 +12,7 @@
 #include "bootstrap/store.hpp"
 #include "bootstrap/tcp_store.hpp"
 #include "bootstrap/tcp_store_wire.hpp"
+#include "catch_threads.hpp"
 #include "common/crypto.hpp"
 
 namespace store_test {

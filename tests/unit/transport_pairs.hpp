@@ -19,8 +19,8 @@
 #include <thread>
 #include <vector>
 
-#include "catch_threads.hpp"
 #include "bootstrap/memory_store.hpp"
+#include "catch_threads.hpp"
 #include "common/deadline.hpp"
 #include "common/socket.hpp"
 #include "common/strings.hpp"
