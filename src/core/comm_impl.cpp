@@ -367,7 +367,7 @@ void CommImpl::check_usable(const CollOptions& opts) const {
 Work CommImpl::submit(coll::OpDesc op, const CollOptions& opts) {
   check_usable(opts);
   if (op.has_redop() && op.redop == RedOp::PreMulSum) op.scalar = opts.scalar;
-  if (!group_.empty() || group_depth_ > 0) return record(std::move(op), opts);
+  if (group_depth_ > 0) return record(std::move(op), opts);
   return Work(launch(std::move(op), opts));
 }
 

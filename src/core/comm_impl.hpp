@@ -238,8 +238,9 @@ class CommImpl final : public TaskHost {
   std::atomic<std::uint64_t> next_seq_{0};
   // Point-to-point messages numbered per peer (sent to it, received from it): see number_p2p.
   std::vector<std::uint64_t> p2p_sent_, p2p_received_;
-  int group_depth_ = 0;             // group_start() nesting (calls come from one thread)
-  std::vector<GroupMember> group_;  // calls recorded in the open group
+  int group_depth_ = 0;                  // group_start() nesting (calls come from one thread)
+  std::vector<GroupMember> group_;       // calls recorded in the open group
+  std::uint64_t group_collectives_ = 0;  // of which collectives (not sends / receives)
   std::atomic<std::int64_t> last_completed_{-1};
   mutable std::mutex progress_mu_;
   std::deque<std::pair<std::uint64_t, std::string>> unfinished_;  // submitted, not completed

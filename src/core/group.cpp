@@ -52,10 +52,9 @@ Work CommImpl::record(coll::OpDesc op, const CollOptions& opts) {
   if (op.kind == coll::CollKind::P2P) {
     number_p2p(op);  // validates, and numbers in call order as without a group
   } else {
-    std::uint64_t collectives = 0;
-    for (const GroupMember& m : group_) collectives += m.op.kind != coll::CollKind::P2P;
-    op.seq = next_seq_.load() + collectives;  // for messages: launch() numbers it for good
+    op.seq = next_seq_.load() + group_collectives_;  // for messages: launch() numbers it
     throw_if_error(coll::validate(op, rank_, nranks_));
+    ++group_collectives_;
   }
   GroupMember m;
   m.on_stream = value_or_throw(device::needs_stream_path(
@@ -64,6 +63,7 @@ Work CommImpl::record(coll::OpDesc op, const CollOptions& opts) {
   m.opts = opts;
   m.proxy = std::make_shared<OpState>();
   m.proxy->grouped = true;
+  m.proxy->grouped_call = fmt::format("rank {}: {}", rank_, coll::describe(m.op));
   group_.push_back(std::move(m));
   return Work(group_.back().proxy);
 }
@@ -75,6 +75,7 @@ void CommImpl::group_end() {
   if (--group_depth_ > 0) return;
   std::vector<GroupMember> group = std::move(group_);
   group_.clear();
+  group_collectives_ = 0;
   try {
     // Buckets of fusable calls per (type, op), in call order, each up to kFuseBucketBytes.
     std::map<std::pair<int, int>, std::vector<std::vector<std::size_t>>> by_key;

@@ -14,9 +14,9 @@ detail::OpState& resolve(const std::shared_ptr<detail::OpState>& state, const ch
   while (s->grouped) {
     if (!s->forward)
       throw Error(ErrorCode::InvalidUsage,
-                  fmt::format("{}: the call is inside a group that has not ended (call "
+                  fmt::format("{}: {}: the call is inside a group that has not ended (call "
                               "group_end() first)",
-                              what));
+                              what, s->grouped_call));
     s = s->forward.get();
   }
   return *s;
