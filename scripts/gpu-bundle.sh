@@ -136,7 +136,9 @@ mkdir -p "$dir/bin" "$dir/lib/cxx"
 for p in "${programs[@]}"; do
   objcopy --strip-debug "$bin/$p" "$dir/bin/$p"
 done
-fabric=$(ldconfig -p | awk '$1 == "libfabric.so.1" && /x86-64/ { print $NF; exit }')
+# awk reads ldconfig's whole list: exiting at the first match would end ldconfig with SIGPIPE
+# once the list outgrows a pipe (64 KiB), and pipefail would then end this script silently.
+fabric=$(ldconfig -p | awk '!found && $1 == "libfabric.so.1" && /x86-64/ { print $NF; found = 1 }')
 [[ -n $fabric ]] || die "libfabric.so.1 not found (ldconfig -p)"
 declare -A copied=()
 for f in "$dir"/bin/* "$fabric"; do
