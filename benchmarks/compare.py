@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Compare loom's allreduce with Open MPI's MPI_Allreduce and Gloo's ring allreduce (or loom's
-alltoall, alltoallv, gather or scatter with Open MPI's, --collective).
+alltoall, alltoallv, gather, scatter or sendrecv with Open MPI's and with the host's copy
+ceiling, --collective).
 
 For each rank count it runs, back to back, loom-perf and the baselines built from
 benchmarks/baselines/ (mpi-allreduce-perf, gloo-allreduce-perf) over the same sizes, all fp32
@@ -12,14 +13,19 @@ per rank count with loom's out-of-place busbw and time, each baseline's busbw, a
   python3 benchmarks/compare.py --loom-env "LOOM_TRANSPORTS=tcp" --baselines mpi-tcp,gloo
   python3 benchmarks/compare.py --collective alltoall --ranks 2,4,8 --sizes "-b 64K -e 16M -f 4"
   python3 benchmarks/compare.py --collective gather --root 0 --ranks 4 --baselines mpi-shm
+  python3 benchmarks/compare.py --collective sendrecv --ranks 2 --baselines copy
 
 --collective alltoall, alltoallv, gather or scatter runs `loom-perf COLL` against
 mpi-exchange-perf (MPI_Alltoall, MPI_Alltoallv, MPI_Gather, MPI_Scatter; no Gloo baseline), with
 the sizes and busbw factors of loom-perf (see `loom-perf --help`: size counts the blocks of all
 ranks, busbw = algbw x (n-1)/n; alltoallv uses loom-perf's skewed split on both sides).
+--collective sendrecv (each rank sends to the next and receives from the previous) has the
+baselines mpi-shm, mpi-tcp (MPI_Sendrecv) and copy.
 
 Baselines: mpi-shm (Open MPI, --mca btl vader,self), mpi-tcp (--mca btl tcp,self), gloo (Gloo's
-TCP ring on 127.0.0.1). Both MPI runs pass --mca pml ob1 so the BTL choice takes effect (UCX's
+TCP ring on 127.0.0.1), copy (copy-ceiling: one thread per rank making only the memcpy calls
+a single-copy implementation must make, all at once: the most the host's memory allows; for
+alltoall, sendrecv, gather and scatter). Both MPI runs pass --mca pml ob1 so the BTL choice takes effect (UCX's
 pml would ignore it). A ratio is loom busbw / baseline busbw, which for the same size and rank
 count equals baseline time / loom time; it is computed from the times (more digits than the
 printed busbw). Above 1 means loom is faster. Below 1 KiB busbw is ~0 and the ratio is a latency
@@ -42,9 +48,11 @@ BASELINES = {
     "mpi-shm": "MPI-shm",
     "mpi-tcp": "MPI-tcp",
     "gloo": "Gloo",
+    "copy": "copy",
 }
 LATENCY_LIMIT = 1024  # bytes; below it the ratio is a latency ratio
-EXCHANGE = ["alltoall", "alltoallv", "gather", "scatter"]  # mpi-exchange-perf's collectives
+EXCHANGE = ["alltoall", "alltoallv", "gather", "scatter", "sendrecv"]  # mpi-exchange-perf's
+COPY = ["alltoall", "gather", "scatter", "sendrecv"]  # copy-ceiling's
 
 
 class RunError(Exception):
@@ -67,8 +75,8 @@ def parse_args(argv):
                    help="the collective compared (default allreduce)")
     p.add_argument("--root", type=int, default=0, help="root of gather and scatter (default 0)")
     p.add_argument("--baselines", default=None,
-                   help="comma list of mpi-shm, mpi-tcp, gloo (default all; mpi-shm,mpi-tcp for "
-                        "the exchange collectives); empty for none")
+                   help="comma list of mpi-shm, mpi-tcp, gloo, copy (default all that have the "
+                        "collective); empty for none")
     p.add_argument("--repeat", type=int, default=1,
                    help="run the interleaved set R times and report per-size medians (default 1)")
     p.add_argument("--out", help="also write the markdown to this file")
@@ -78,9 +86,11 @@ def parse_args(argv):
     p.add_argument("--mpirun", default=shutil.which("mpirun") or "mpirun", help="mpirun to use")
     p.add_argument("--mpi-args", default="",
                    help='extra mpirun arguments for the MPI runs, e.g. "--bind-to none"')
-    p.add_argument("--cpu-bind", default="none", choices=["none", "block"],
-                   help="loomrun --cpu-bind for the loom and Gloo runs (default none: unbound, as "
-                        "mpirun leaves ranks that outnumber the cores, so all compare alike)")
+    p.add_argument("--cpu-bind", default="auto", choices=["auto", "none", "block"],
+                   help="loomrun --cpu-bind for the loom and Gloo runs (default auto: block, one "
+                        "rank per core, where the ranks fit the cores, as mpirun binds them there; "
+                        "none where they outnumber the cores, as mpirun --oversubscribe leaves "
+                        "them, so all compare alike)")
     p.add_argument("--timeout", type=float, default=3600, help="seconds per run (default 3600)")
     args = p.parse_args(argv)
     try:
@@ -90,13 +100,17 @@ def parse_args(argv):
     if not args.ranks or min(args.ranks) < 1:
         p.error("--ranks needs rank counts >= 1")
     if args.baselines is None:
-        args.baselines = "mpi-shm,mpi-tcp" + (",gloo" if args.collective == "allreduce" else "")
+        args.baselines = "mpi-shm,mpi-tcp" + (",gloo" if args.collective == "allreduce" else "") + (
+            ",copy" if args.collective in COPY else "")
     args.baselines = [b.strip() for b in args.baselines.split(",") if b.strip()]
     for b in args.baselines:
         if b not in BASELINES:
             p.error(f"--baselines: unknown baseline {b!r} (known: {', '.join(BASELINES)})")
         if b == "gloo" and args.collective != "allreduce":
             p.error(f"--baselines: gloo has no {args.collective} baseline")
+        if b == "copy" and args.collective not in COPY:
+            p.error(f"--baselines: copy has no {args.collective} baseline "
+                    f"(it has {', '.join(COPY)})")
     args.loom_env = shlex.split(args.loom_env)
     for item in args.loom_env:
         if "=" not in item or item.startswith("="):
@@ -112,7 +126,7 @@ def program(args, name):
     path = os.path.join(args.bin_dir, name)
     if not os.access(path, os.X_OK):
         hint = ""
-        if name.startswith(("mpi-", "gloo-")):
+        if name.startswith(("mpi-", "gloo-", "copy-")):
             hint = (" (built from benchmarks/baselines/ only when its library was found; "
                     "build it, or leave it out with --baselines)")
         raise RunError(f"{path} is missing or not executable{hint}")
@@ -122,8 +136,11 @@ def program(args, name):
 def commands(args, nranks):
     """The (label, argv) of every run for one rank count, loom first."""
     bench = args.sizes + ["-n", str(args.iters), "-w", str(args.warmup)]
+    bind = args.cpu_bind
+    if bind == "auto":
+        bind = "block" if nranks <= (os.cpu_count() or 1) else "none"
     loomrun = [program(args, "loomrun"), "-n", str(nranks), "--only-rank", "0", "--no-prefix",
-               "--cpu-bind", args.cpu_bind]
+               "--cpu-bind", bind]
     runs = []
     env_flags = [f for item in args.loom_env for f in ("-x", item)]
     coll = args.collective
@@ -141,6 +158,10 @@ def commands(args, nranks):
         if b in ("mpi-shm", "mpi-tcp"):
             btl = "vader,self" if b == "mpi-shm" else "tcp,self"
             runs.append((b, mpirun + ["--mca", "btl", btl] + mpi_args + bench))
+        elif b == "copy":
+            rooted = ["-r", str(args.root)] if coll in ("gather", "scatter") else []
+            runs.append((b, [program(args, "copy-ceiling"), coll, "--ranks", str(nranks),
+                             "-d", "float"] + rooted + bench))
         else:
             runs.append((b, loomrun + [program(args, "gloo-allreduce-perf"), "-d", "float"] +
                          bench))
@@ -150,14 +171,16 @@ def commands(args, nranks):
 def parse_table(text):
     """{bytes: {"time": us, "busbw": GB/s, "bad": [...]}} from the rows of a loom-perf style table.
 
-    time and busbw are the out-of-place half's; "bad" lists the #wrong fields of both halves that
-    are not "0" (a count, or N/A for a half that was not checked: both always are here)."""
+    time and busbw are the out-of-place half's; "bad" lists the #wrong fields of the halves that
+    ran that are not "0" (a count, or N/A for a half that ran unchecked); a half that did not run
+    (time N/A: sendrecv's and copy-ceiling's in-place half) is left out."""
     rows = {}
     for line in text.splitlines():
         fields = line.split()
         if line.startswith("#") or len(fields) != 13 or not fields[0].isdigit():
             continue
-        bad = [w for w in (fields[8], fields[12]) if w != "0"]
+        bad = [w for t, w in ((fields[5], fields[8]), (fields[9], fields[12]))
+               if w != "0" and not (t == "N/A" and w == "N/A")]
         try:
             rows[int(fields[0])] = {"time": float(fields[5]), "busbw": float(fields[7]),
                                     "bad": bad}

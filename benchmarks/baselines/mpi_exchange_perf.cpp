@@ -1,17 +1,19 @@
-// mpi-exchange-perf: MPI_Alltoall, MPI_Alltoallv, MPI_Gather and MPI_Scatter (fp32/fp64) timed
+// mpi-exchange-perf: MPI_Alltoall, MPI_Alltoallv, MPI_Gather, MPI_Scatter and MPI_Sendrecv
+// (fp32/fp64) timed
 // and checked like loom-perf, printing loom-perf's table with the same sizes and busbw factors,
 // as the baseline of `benchmarks/compare.py --collective alltoall` (and alltoallv, gather,
-// scatter).
+// scatter, sendrecv).
 //
 //   mpirun -np 4 --mca pml ob1 --mca btl vader,self mpi-exchange-perf alltoall -b 64K -e 16M
 //
 // SIZE, as in loom-perf: alltoall counts a rank's whole send buffer (n blocks), gather and
 // scatter the root's buffer (n blocks), alltoallv the bytes every rank sends with the skewed
 // split 1 + ((r + p) mod n) units of COUNT elements from rank r to rank p (n(n+1)/2 units in all).
-// busbw = algbw x (n-1)/n. In place: MPI_IN_PLACE (alltoall(v) on every rank, gather's send and
-// scatter's receive on the root; elsewhere gather sends from recv + rank x count and scatter
-// receives into send + rank x count, as loom-perf places them). Exit status: 0 all checks passed,
-// 1 wrong results, 2 usage error, 3 other error.
+// busbw = algbw x (n-1)/n. sendrecv, as loom-perf's: every rank sends SIZE bytes to the next
+// rank and receives the previous rank's (busbw = algbw; out of place only). In place: MPI_IN_PLACE
+// (alltoall(v) on every rank, gather's send and scatter's receive on the root; elsewhere gather
+// sends from recv + rank x count and scatter receives into send + rank x count, as loom-perf places
+// them). Exit status: 0 all checks passed, 1 wrong results, 2 usage error, 3 other error.
 #include <fmt/format.h>
 #include <mpi.h>
 
@@ -39,8 +41,9 @@ constexpr int kExitUsage = 2;
 constexpr int kExitError = 3;
 constexpr std::size_t kAlignment = 4096;
 
-enum class Coll { AllToAll, AllToAllV, Gather, Scatter };
-constexpr std::string_view kCollNames[] = {"alltoall", "alltoallv", "gather", "scatter"};
+enum class Coll { AllToAll, AllToAllV, Gather, Scatter, SendRecv };
+constexpr std::string_view kCollNames[] = {"alltoall", "alltoallv", "gather", "scatter",
+                                           "sendrecv"};
 
 struct Args {
   Coll coll = Coll::AllToAll;
@@ -103,6 +106,7 @@ class Bench {
         recv_(allocate(args.options.max_bytes)) {}
 
   [[nodiscard]] std::size_t unit_elems() const {
+    if (a_.coll == Coll::SendRecv) return 1;
     return a_.coll == Coll::AllToAllV ? static_cast<std::size_t>(n_) * (n_ + 1) / 2
                                       : static_cast<std::size_t>(n_);
   }
@@ -122,7 +126,7 @@ class Bench {
     h.seconds = local / n_;
     const double bytes = static_cast<double>(count * unit_elems() * dtype_size(dtype));
     h.algbw = h.seconds > 0 ? bytes / h.seconds / 1e9 : 0.0;
-    h.busbw = h.algbw * (n_ - 1) / n_;
+    h.busbw = a_.coll == Coll::SendRecv ? h.algbw : h.algbw * (n_ - 1) / n_;
     if (!a_.options.check) return h;
     fill(dtype, c, in_place, true);
     call(dtype, c, in_place);
@@ -171,7 +175,8 @@ class Bench {
                             static_cast<std::size_t>(c.counts[qs]), displ(q, rank_, n_, n)});
           break;
         case Coll::Gather: blocks.push_back({qs * n, n, 0}); break;
-        case Coll::Scatter: break;
+        case Coll::Scatter:
+        case Coll::SendRecv: break;
       }
     }
     return blocks;
@@ -209,6 +214,10 @@ class Bench {
           put(d, c.recv, n, a_.root, static_cast<std::size_t>(rank_) * n, true);
         if (root) put(d, c.send, n * n_, a_.root, 0, false);
         return;
+      case Coll::SendRecv:
+        if (poison) put(d, c.recv, n, prev(), 0, true);
+        put(d, c.send, n, rank_, 0, false);
+        return;
     }
   }
 
@@ -230,6 +239,7 @@ class Bench {
   std::uint64_t verify(Dtype d, const Call& c) {
     if (a_.coll == Coll::Scatter)
       return count_wrong(d, c.recv, c.count, a_.root, static_cast<std::size_t>(rank_) * c.count);
+    if (a_.coll == Coll::SendRecv) return count_wrong(d, c.recv, c.count, prev(), 0);
     if (a_.coll == Coll::Gather && rank_ != a_.root) return 0;
     std::uint64_t wrong = 0;
     const std::vector<Block> blocks = recv_blocks(c);
@@ -259,8 +269,14 @@ class Bench {
         MPI_Scatter(c.send, n, t, in_place && root ? MPI_IN_PLACE : c.recv, n, t, a_.root,
                     MPI_COMM_WORLD);
         return;
+      case Coll::SendRecv:
+        MPI_Sendrecv(c.send, n, t, (rank_ + 1) % n_, 0, c.recv, n, t, prev(), 0, MPI_COMM_WORLD,
+                     MPI_STATUS_IGNORE);
+        return;
     }
   }
+
+  [[nodiscard]] int prev() const { return (rank_ + n_ - 1) % n_; }
 
   const Args& a_;
   int rank_;
@@ -282,7 +298,8 @@ std::string description() {
 // COLLECTIVE first, then -r/--root N and the baseline flags (parse_options).
 Args parse_args(int argc, char** argv) {
   Args a;
-  if (argc < 2) throw UsageError("missing the collective (alltoall, alltoallv, gather, scatter)");
+  if (argc < 2)
+    throw UsageError("missing the collective (alltoall, alltoallv, gather, scatter, sendrecv)");
   const std::string_view name = argv[1];
   const auto* it = std::find(std::begin(kCollNames), std::end(kCollNames), name);
   if (name != "-h" && name != "--help") {
@@ -312,14 +329,19 @@ Args parse_args(int argc, char** argv) {
     a.root = static_cast<int>(root);
   }
   a.options = parse_options(static_cast<int>(rest.size()), rest.data(), false);
+  if (a.coll == Coll::SendRecv) {
+    if (!a.options.run_out_of_place)
+      throw UsageError("sendrecv has no in-place form (its buffers must not overlap)");
+    a.options.run_in_place = false;
+  }
   return a;
 }
 
 std::string usage(std::string_view program) {
   return fmt::format(
              "Usage: {} COLLECTIVE [-r ROOT] [options]\n"
-             "  COLLECTIVE: alltoall, alltoallv, gather, scatter (sizes and busbw as loom-perf: "
-             "see\n"
+             "  COLLECTIVE: alltoall, alltoallv, gather, scatter, sendrecv (sizes and busbw as "
+             "loom-perf: see\n"
              "  `loom-perf --help`); -r, --root N: root of gather and scatter (default 0)\n",
              program) +
          usage_text(program, false);

@@ -1,0 +1,308 @@
+// copy-ceiling: what one host's memory system allows a collective, measured the way loom-perf
+// measures the collective. N threads, one per rank, each make exactly the copies that a
+// single-copy shared-memory implementation must make for the collective (every byte that ends
+// in a rank's receive buffer is copied once, from the rank that holds it, all ranks at once),
+// with nothing else: no messages, no synchronisation but one barrier before and one after each
+// iteration (spinning, then yielding the CPU: a sleeping barrier's wake-ups would dominate small
+// sizes). Its busbw is therefore an upper bound for loom's and Open MPI's busbw on the same
+// host at the same rank count: the "copy ceiling" of benchmarks/compare.py --baselines copy.
+//
+//   copy-ceiling alltoall --ranks 4 -b 64K -e 16M -f 4 -n 50 -w 10
+//
+// COLL: alltoall (rank r copies block r of every rank's send buffer into block p of its own
+// receive buffer), sendrecv (rank r copies rank r-1's whole send buffer, as loom-perf's
+// sendrecv ring), gather (each rank copies its block into the root's receive buffer), scatter
+// (each rank copies its block out of the root's send buffer). SIZE, count and busbw as in
+// loom-perf (alltoall, gather, scatter: algbw x (n-1)/n; sendrecv: algbw). Out of place only:
+// the in-place columns print N/A. Every element of every receive buffer is checked after each
+// size (#wrong). With at most one rank per core, thread r is bound to core r (as mpirun and
+// loomrun bind such ranks); with more ranks than cores, threads are not bound (as mpirun
+// --oversubscribe and compare.py's loomrun --cpu-bind none leave ranks). Exit status: 0 all checks
+// passed, 1 wrong results, 2 usage error.
+#include <fmt/format.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <climits>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "benchmarks/baselines/common.hpp"
+
+namespace loom::baselines {
+namespace {
+
+enum class Coll { AllToAll, SendRecv, Gather, Scatter };
+
+struct Args {
+  Coll coll = Coll::AllToAll;
+  std::string_view name;
+  int nranks = 2;
+  int root = 0;
+  Options options;
+};
+
+struct FreeDeleter {
+  void operator()(void* p) const noexcept { std::free(p); }
+};
+using Buffer = std::unique_ptr<std::byte[], FreeDeleter>;
+
+Buffer allocate(std::size_t bytes) {
+  void* p = std::aligned_alloc(4096, ((bytes + 4095) / 4096) * 4096 + 4096);
+  if (p == nullptr) throw std::bad_alloc();
+  return Buffer(static_cast<std::byte*>(p));
+}
+
+// A sense-reversing barrier that spins (and yields once a wait grows long, for more ranks than
+// cores) instead of sleeping.
+class SpinBarrier {
+ public:
+  explicit SpinBarrier(int n) : n_(n) {}
+  void arrive_and_wait() {
+    const unsigned gen = generation_.load(std::memory_order_acquire);
+    if (arrived_.fetch_add(1, std::memory_order_acq_rel) + 1 == n_) {
+      arrived_.store(0, std::memory_order_relaxed);
+      generation_.store(gen + 1, std::memory_order_release);
+      return;
+    }
+    for (int spins = 0; generation_.load(std::memory_order_acquire) == gen; ++spins)
+      if (spins > 2000) sched_yield();
+  }
+
+ private:
+  const int n_;
+  std::atomic<int> arrived_{0};
+  std::atomic<unsigned> generation_{0};
+};
+
+void bind_to_core(int rank, int nranks) {
+  const auto cores = static_cast<int>(std::thread::hardware_concurrency());
+  if (cores <= 0 || nranks > cores) return;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(rank, &set);
+  (void)sched_setaffinity(0, sizeof(set), &set);
+}
+
+// One copy a rank makes: `bytes` from (rank `from_rank`'s send buffer + from_off) to (rank
+// `to_rank`'s receive buffer + to_off).
+struct Copy {
+  int from_rank;
+  std::size_t from_off;
+  int to_rank;
+  std::size_t to_off;
+  std::size_t bytes;
+};
+
+// The copies rank r makes for one call of `block` bytes per rank (sendrecv: the whole message).
+std::vector<Copy> copies_of(const Args& a, int r, std::size_t block) {
+  const int n = a.nranks;
+  std::vector<Copy> out;
+  const auto off = [&](int i) { return static_cast<std::size_t>(i) * block; };
+  switch (a.coll) {
+    case Coll::AllToAll:
+      for (int k = 0; k < n; ++k) {  // own block first, then pairwise order
+        const int p = (r + k) % n;
+        out.push_back({p, off(r), r, off(p), block});
+      }
+      break;
+    case Coll::SendRecv: out.push_back({(r + n - 1) % n, 0, r, 0, block}); break;
+    case Coll::Gather: out.push_back({r, 0, a.root, off(r), block}); break;
+    case Coll::Scatter: out.push_back({a.root, off(r), r, 0, block}); break;
+  }
+  return out;
+}
+
+// Exact in fp32 and fp64: a small integer that differs between ranks and offsets.
+double value_of(int rank, std::size_t index) {
+  return static_cast<double>((index * 2654435761ULL + static_cast<std::uint64_t>(rank) * 40503ULL) %
+                             65521ULL);
+}
+
+void put(Dtype d, std::byte* buf, std::size_t count, int rank, std::size_t first) {
+  for (std::size_t i = 0; i < count; ++i) {
+    if (d == Dtype::Float32)
+      reinterpret_cast<float*>(buf)[i] = static_cast<float>(value_of(rank, first + i));
+    else
+      reinterpret_cast<double*>(buf)[i] = value_of(rank, first + i);
+  }
+}
+
+std::uint64_t count_wrong(Dtype d, const std::byte* buf, std::size_t count, int rank,
+                          std::size_t first) {
+  std::uint64_t wrong = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    const double want = value_of(rank, first + i);
+    const double got = d == Dtype::Float32
+                           ? static_cast<double>(reinterpret_cast<const float*>(buf)[i])
+                           : reinterpret_cast<const double*>(buf)[i];
+    wrong += got != want ? 1 : 0;
+  }
+  return wrong;
+}
+
+class Ceiling {
+ public:
+  explicit Ceiling(const Args& a) : a_(a), sync_(a.nranks) {}
+
+  // One size: every rank's buffers (allocated and filled by its own thread), warm-up and timed
+  // iterations, then the check. Returns the out-of-place half.
+  Half run(Dtype d, std::size_t block_count) {
+    const std::size_t dsize = dtype_size(d);
+    const std::size_t block = block_count * dsize;
+    const std::size_t total = a_.coll == Coll::SendRecv ? block : block * nranks();
+    send_.resize(static_cast<std::size_t>(nranks()));
+    recv_.resize(send_.size());
+    wrong_.assign(send_.size(), 0);
+    std::vector<std::thread> threads;
+    double seconds = 0;
+    for (int r = 0; r < nranks(); ++r)
+      threads.emplace_back([&, r] { rank_main(r, d, block, total, r == 0 ? &seconds : nullptr); });
+    for (auto& t : threads) t.join();
+    Half h;
+    h.ran = true;
+    h.checked = true;
+    h.seconds = seconds;
+    for (std::uint64_t w : wrong_) h.wrong += w;
+    h.algbw = seconds > 0 ? static_cast<double>(total) / seconds / 1e9 : 0;
+    const double n = nranks();
+    h.busbw = a_.coll == Coll::SendRecv ? h.algbw : h.algbw * (n - 1) / n;
+    return h;
+  }
+
+ private:
+  [[nodiscard]] int nranks() const { return a_.nranks; }
+
+  void rank_main(int r, Dtype d, std::size_t block, std::size_t total, double* seconds) {
+    const auto i = static_cast<std::size_t>(r);
+    bind_to_core(r, nranks());
+    send_[i] = allocate(total);
+    recv_[i] = allocate(total);
+    const std::size_t dsize = dtype_size(d);
+    put(d, send_[i].get(), total / dsize, r, 0);
+    std::memset(recv_[i].get(), 0xff, total);
+    const std::vector<Copy> mine = copies_of(a_, r, block);
+    sync_.arrive_and_wait();  // every buffer exists
+    const int iters = a_.options.iters, warmup = a_.options.warmup;
+    std::chrono::steady_clock::time_point t0;
+    for (int it = 0; it < warmup + iters; ++it) {
+      if (it == warmup) t0 = std::chrono::steady_clock::now();
+      sync_.arrive_and_wait();
+      for (const Copy& c : mine)
+        std::memcpy(recv_[static_cast<std::size_t>(c.to_rank)].get() + c.to_off,
+                    send_[static_cast<std::size_t>(c.from_rank)].get() + c.from_off, c.bytes);
+      sync_.arrive_and_wait();
+    }
+    if (seconds != nullptr)
+      *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() /
+                 std::max(iters, 1);
+    std::uint64_t wrong = 0;
+    for (const Copy& c : mine)
+      wrong += count_wrong(d, recv_[static_cast<std::size_t>(c.to_rank)].get() + c.to_off,
+                           c.bytes / dsize, c.from_rank, c.from_off / dsize);
+    wrong_[i] = wrong;
+    sync_.arrive_and_wait();  // nobody frees a buffer another rank still reads
+    send_[i].reset();
+    recv_[i].reset();
+  }
+
+  const Args& a_;
+  SpinBarrier sync_;
+  std::vector<Buffer> send_, recv_;
+  std::vector<std::uint64_t> wrong_;
+};
+
+int parse_int(std::string_view flag, const char* value, int min) {
+  char* end = nullptr;
+  const long v = std::strtol(value, &end, 10);
+  if (*value == '\0' || *end != '\0' || v < min || v > 4096)
+    throw UsageError(fmt::format("{}: invalid value '{}'", flag, value));
+  return static_cast<int>(v);
+}
+
+// COLLECTIVE first, then --ranks N, -r/--root N and the baseline flags (parse_options).
+Args parse_args(int argc, char** argv) {
+  if (argc < 2) throw UsageError("missing COLLECTIVE");
+  Args a;
+  a.name = argv[1];
+  if (a.name == "alltoall")
+    a.coll = Coll::AllToAll;
+  else if (a.name == "sendrecv")
+    a.coll = Coll::SendRecv;
+  else if (a.name == "gather")
+    a.coll = Coll::Gather;
+  else if (a.name == "scatter")
+    a.coll = Coll::Scatter;
+  else
+    throw UsageError(fmt::format("unknown collective '{}'", a.name));
+  std::vector<const char*> rest{argv[0], "--outofplace-only"};
+  for (int i = 2; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    const bool ranks = arg == "--ranks" || arg == "-p", root = arg == "-r" || arg == "--root";
+    if ((ranks || root) && i + 1 >= argc) throw UsageError(fmt::format("{} needs a value", arg));
+    if (ranks)
+      a.nranks = parse_int(arg, argv[++i], 1);
+    else if (root)
+      a.root = parse_int(arg, argv[++i], 0);
+    else
+      rest.push_back(argv[i]);
+  }
+  if (a.root >= a.nranks) throw UsageError("the root must be below --ranks");
+  a.options = parse_options(static_cast<int>(rest.size()), rest.data(), false);
+  return a;
+}
+
+int run(int argc, char** argv) {
+  const Args a = parse_args(argc, argv);
+  if (a.options.help) {
+    fmt::print("{}", usage_text("copy-ceiling COLLECTIVE --ranks N [-r ROOT]", false));
+    return 0;
+  }
+  std::vector<RankRecord> ranks;
+  for (int r = 0; r < a.nranks; ++r) ranks.push_back(my_rank_record(r));
+  print_header(a.options,
+               TableTitle{"copy-ceiling", "memcpy only, one thread per rank", std::string(a.name),
+                          "none", a.coll == Coll::Gather || a.coll == Coll::Scatter ? a.root : -1},
+               ranks);
+  Ceiling ceiling(a);
+  std::uint64_t total_wrong = 0;
+  const std::size_t per = a.coll == Coll::SendRecv ? 1 : static_cast<std::size_t>(a.nranks);
+  for (const Dtype d : a.options.dtypes) {
+    for (const std::size_t size : size_list(a.options)) {
+      const std::size_t block_count = size / dtype_size(d) / per;
+      if (block_count == 0) continue;
+      const Half h = ceiling.run(d, block_count);
+      total_wrong += h.wrong;
+      fmt::print("{:>12}  {:>12}  {:>8}  {:>6}  {:>6}{}{}\n", block_count * per * dtype_size(d),
+                 block_count, dtype_name(d), "none", -1, format_half(h), format_half(Half{}));
+      std::fflush(stdout);
+    }
+  }
+  fmt::print("# Out of bounds values : {} {}\n#\n", total_wrong, total_wrong ? "FAILED" : "OK");
+  return total_wrong == 0 ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace loom::baselines
+
+int main(int argc, char** argv) {
+  try {
+    return loom::baselines::run(argc, argv);
+  } catch (const loom::baselines::UsageError& e) {
+    fmt::print(stderr, "copy-ceiling: {}\n{}", e.what(),
+               loom::baselines::usage_text("copy-ceiling COLLECTIVE --ranks N [-r ROOT]", false));
+    return 2;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "copy-ceiling: {}\n", e.what());
+    return 3;
+  }
+}
