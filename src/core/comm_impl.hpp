@@ -205,7 +205,9 @@ class CommImpl final : public TaskHost {
   Work record(coll::OpDesc op, const CollOptions& opts);
   /// Runs the allreduces at `members` (indices into `group`) as one, packed.
   void launch_fused(std::vector<GroupMember>& group, const std::vector<std::size_t>& members);
-  /// Runs the sends and receives at `members` side by side in one operation.
+  /// Runs the sends and receives at `members` side by side in one operation (per
+  /// exec::kMaxExtraBufs / 2 calls); those that run stream-ordered (all on one stream) through
+  /// one staging buffer.
   void launch_p2p_batch(std::vector<GroupMember>& group, const std::vector<std::size_t>& members);
 
   int rank_;

@@ -2,8 +2,10 @@
 // group_start() and group_end() are validated at once (an error names the call) and recorded;
 // group_end() runs them: the collectives first, in call order, with the allreduces of one data
 // type and op (host buffers, no algorithm hint) fused into one call over a packed buffer at
-// the place of the first; then the sends and receives, side by side in one operation (host
-// buffers; on device buffers one after another). Every rank derives the same collectives from
+// the place of the first; then the sends and receives, side by side in one operation (those on
+// device buffers through one staging buffer on their stream; one after another only on the
+// direct device path, or when they name different streams). Every rank derives the same
+// collectives from
 // the same calls, so the fused calls match; sends and receives are numbered per pair as
 // without a group. Each call's Work forwards to the operation that carries it.
 #include <map>
@@ -32,6 +34,21 @@ bool fusable(const GroupMember& m) {
 
 std::pair<int, int> fusion_key(const coll::OpDesc& op) {
   return {static_cast<int>(op.dtype), static_cast<int>(op.redop)};
+}
+
+// Whether a group's sends and receives can run as one operation: those that run stream-ordered
+// are staged together, which needs one stream and no direct path (whose calls run one by one).
+bool batchable(const std::vector<GroupMember>& group, const std::vector<std::size_t>& p2p,
+               bool direct_path) {
+  const void* stream = nullptr;
+  bool staged = false;
+  for (std::size_t i : p2p) {
+    if (!group[i].on_stream) continue;
+    if (direct_path || (staged && group[i].opts.stream != stream)) return false;
+    stream = group[i].opts.stream;
+    staged = true;
+  }
+  return p2p.size() > 1;
 }
 
 // A Work whose call could not be started: it fails with `why`.
@@ -108,9 +125,7 @@ void CommImpl::group_end() {
         m.proxy->forward = launch(m.op, m.opts);
       }
     }
-    bool host = true;
-    for (std::size_t i : p2p) host = host && !group[i].on_stream;
-    if (host && p2p.size() > 1) {
+    if (batchable(group, p2p, direct_ != nullptr)) {
       launch_p2p_batch(group, p2p);
     } else {
       for (std::size_t i : p2p)
@@ -155,17 +170,35 @@ void CommImpl::launch_p2p_batch(std::vector<GroupMember>& group,
   // Each call takes up to two extra buffers of the plan.
   constexpr std::size_t kPerBatch = exec::kMaxExtraBufs / 2;
   for (std::size_t at = 0; at < members.size(); at += kPerBatch) {
-    std::vector<coll::OpDesc> calls;
+    std::vector<coll::OpDesc> calls, staged;
+    std::vector<std::size_t> staged_at;  // where in `calls` each of `staged` is
+    void* stream = nullptr;
     auto timeout = settings_.timeout;
     const std::size_t end = std::min(members.size(), at + kPerBatch);
     for (std::size_t k = at; k < end; ++k) {
       const GroupMember& m = group[members[k]];
+      if (m.on_stream) {
+        staged_at.push_back(calls.size());
+        staged.push_back(m.op);
+        stream = m.opts.stream;
+      }
       calls.push_back(m.op);
       if (m.opts.timeout) timeout = std::min(timeout, *m.opts.timeout);
     }
-    LOOM_LOG_DEBUG(Coll, "rank {}: a group of {} sends and receives", rank_, calls.size());
-    auto state = engine_->submit(
-        std::make_unique<P2PBatchTask>(*this, std::move(calls), Deadline::after(timeout)));
+    LOOM_LOG_DEBUG(Coll, "rank {}: a group of {} sends and receives ({} staged)", rank_,
+                   calls.size(), staged.size());
+    const Deadline deadline = Deadline::after(timeout);
+    std::shared_ptr<OpState> state;
+    if (staged.empty()) {
+      state = engine_->submit(std::make_unique<P2PBatchTask>(*this, std::move(calls), deadline));
+    } else {
+      device::StagedGroup sg =
+          value_or_throw(stream_path_->stage_group(staged, rank_, nranks_, stream, deadline));
+      for (std::size_t j = 0; j < staged.size(); ++j) calls[staged_at[j]] = sg.host_ops[j];
+      state = engine_->submit(stream_path_->wrap(
+          std::make_unique<P2PBatchTask>(*this, std::move(calls), deadline), sg.shared));
+      throw_if_error(stream_path_->finish_group(sg, stream));
+    }
     for (std::size_t k = at; k < end; ++k) group[members[k]].proxy->forward = state;
   }
 }

@@ -271,6 +271,50 @@ Result<StagedCall> StreamPath::stage(const coll::OpDesc& op, int rank, int nrank
   return call;
 }
 
+Result<StagedGroup> StreamPath::stage_group(const std::vector<coll::OpDesc>& ops, int rank,
+                                            int nranks, Stream stream, Deadline deadline) {
+  StagedGroup g;
+  std::vector<std::size_t> at;
+  std::size_t total = 0;
+  for (const coll::OpDesc& op : ops) {
+    at.push_back(total);
+    total += align_up(op.uses_send(rank) ? op.send_bytes(nranks) : 0) +
+             align_up(op.uses_recv(rank) ? op.recv_bytes(nranks) : 0);
+  }
+  LOOM_ASSIGN_OR_RETURN(g.shared.staging, pool_.acquire(std::max<std::size_t>(total, 1), deadline));
+  auto* base = static_cast<std::uint8_t*>(g.shared.staging->ptr);
+  Status st = Status::ok();
+  for (std::size_t i = 0; i < ops.size() && st.is_ok(); ++i) {
+    const coll::OpDesc& op = ops[i];
+    const std::size_t send_bytes = op.uses_send(rank) ? op.send_bytes(nranks) : 0;
+    const std::size_t recv_bytes = op.uses_recv(rank) ? op.recv_bytes(nranks) : 0;
+    coll::OpDesc host = op;
+    host.send = send_bytes ? base + at[i] : nullptr;
+    host.recv = recv_bytes ? base + at[i] + align_up(send_bytes) : nullptr;
+    if (send_bytes) st = dev_.copy_async(const_cast<void*>(host.send), op.send, send_bytes, stream);
+    if (recv_bytes) g.results.push_back({op.recv, host.recv, recv_bytes});
+    g.host_ops.push_back(host);
+  }
+  if (st.is_ok()) {
+    auto ev = dev_.create_event();
+    st = ev.status();
+    if (ev.is_ok()) {
+      g.shared.inputs_ready = *ev;
+      st = dev_.record(g.shared.inputs_ready, stream);
+    }
+  }
+  if (!st.is_ok()) {
+    if (g.shared.inputs_ready) dev_.destroy_event(g.shared.inputs_ready);
+    (void)pool_.release(g.shared.staging, stream);
+    return st.with_context(
+        fmt::format("rank {}: a group of {} sends and receives: staging device "
+                    "inputs",
+                    rank, ops.size()));
+  }
+  g.shared.gate = std::make_shared<Gate>(deadline);
+  return g;
+}
+
 Result<StagedCall> StreamPath::direct(const coll::OpDesc& op, int rank, Stream stream,
                                       Deadline deadline) {
   StagedCall call;
@@ -294,17 +338,26 @@ std::unique_ptr<exec::Task> StreamPath::wrap(std::unique_ptr<exec::Task> inner,
   return std::make_unique<StagedTask>(std::move(inner), dev_, call.inputs_ready, call.gate);
 }
 
-Status StreamPath::finish(const StagedCall& call, Stream stream) {
-  auto* holder = new std::shared_ptr<Gate>(call.gate);
+Status StreamPath::enqueue_gate(const std::shared_ptr<Gate>& gate, Stream stream) {
+  auto* holder = new std::shared_ptr<Gate>(gate);
   Status st = dev_.launch_host_fn(stream, &gate_fn, holder);
-  if (!st.is_ok()) {
-    delete holder;
-    return st;
-  }
+  if (!st.is_ok()) delete holder;
+  return st;
+}
+
+Status StreamPath::finish(const StagedCall& call, Stream stream) {
+  LOOM_RETURN_IF_ERROR(enqueue_gate(call.gate, stream));
   if (call.recv_bytes)
     LOOM_RETURN_IF_ERROR(
         dev_.copy_async(call.device_recv, call.host_op.recv, call.recv_bytes, stream));
   return call.staging ? pool_.release(call.staging, stream) : Status::ok();
+}
+
+Status StreamPath::finish_group(const StagedGroup& group, Stream stream) {
+  LOOM_RETURN_IF_ERROR(enqueue_gate(group.shared.gate, stream));
+  for (const StagedGroup::ResultCopy& r : group.results)
+    LOOM_RETURN_IF_ERROR(dev_.copy_async(r.device, r.host, r.bytes, stream));
+  return pool_.release(group.shared.staging, stream);
 }
 
 }  // namespace loom::device

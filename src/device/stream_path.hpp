@@ -88,6 +88,19 @@ struct StagedCall {
   std::size_t recv_bytes = 0;
 };
 
+/// A group's sends and receives staged together (one staging buffer, one stream): each call on
+/// its part of the staging buffer, and one inputs-ready event and gate for all of them.
+struct StagedGroup {
+  std::vector<coll::OpDesc> host_ops;  // the calls, in order, on staging buffers
+  StagedCall shared;                   // staging, event and gate (host_op and recv unused)
+  struct ResultCopy {
+    void* device;
+    const void* host;
+    std::size_t bytes;
+  };
+  std::vector<ResultCopy> results;  // staging -> device copies, after the group
+};
+
 class StreamPath {
  public:
   StreamPath(Device& dev, std::chrono::milliseconds timeout) : dev_(dev), pool_(dev, timeout) {}
@@ -96,6 +109,10 @@ class StreamPath {
   /// Enqueues the input copies and the inputs-ready event on `stream`.
   Result<StagedCall> stage(const coll::OpDesc& op, int rank, int nranks, Stream stream,
                            Deadline deadline);
+  /// stage() for a group's sends and receives (CollKind::P2P) on one stream, so that one task
+  /// runs them side by side; wrap() its `shared` call, then finish_group().
+  Result<StagedGroup> stage_group(const std::vector<coll::OpDesc>& ops, int rank, int nranks,
+                                  Stream stream, Deadline deadline);
   /// For the direct path (direct_path.hpp): no staging, `host_op` is `op` itself; only the
   /// inputs-ready event is recorded on `stream` (and the gate made).
   Result<StagedCall> direct(const coll::OpDesc& op, int rank, Stream stream, Deadline deadline);
@@ -105,9 +122,14 @@ class StreamPath {
   /// Enqueues the gate, the result copy and the staging release on `stream` (only the gate for
   /// a direct call).
   Status finish(const StagedCall& call, Stream stream);
+  /// finish() for a staged group: the gate, every result copy, the staging release.
+  Status finish_group(const StagedGroup& group, Stream stream);
   [[nodiscard]] std::size_t staging_buffers() const { return pool_.buffers(); }
 
  private:
+  /// Holds `stream` until `gate` opens (a host function on the stream).
+  Status enqueue_gate(const std::shared_ptr<Gate>& gate, Stream stream);
+
   Device& dev_;
   StagingPool pool_;
 };

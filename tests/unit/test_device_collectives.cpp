@@ -387,6 +387,59 @@ TEST_CASE("device collectives: one host reduces with device kernels, the staged 
   }
 }
 
+// A group's sends and receives on device buffers run side by side (staged together on the
+// stream): every rank sends 4 MiB to the next and receives from the previous, more than the
+// shared-memory channels buffer, so one after another they would wait for each other until the
+// deadline. A small host-buffer pair in the same group runs in the same operation.
+TEST_CASE("device groups: a ring of large device sends and receives in one group completes",
+          "[device][groups][p2p]") {
+  auto settings = kSim;
+  settings["LOOM_TRANSPORTS"] = "^cuda_ipc";  // staged: the direct path runs calls one by one
+  settings["LOOM_TIMEOUT"] = "20s";
+  for (int n : {2, 3}) {
+    loom::test::Findings f;
+    loom::test::run_ranks(
+        n,
+        [&](Communicator& comm) {
+          const int r = comm.rank(), next = (r + 1) % n, prev = (r + n - 1) % n;
+          const std::size_t count = std::size_t{1} << 20;  // int32: 4 MiB
+          Rank dev;
+          std::vector<std::uint8_t> out(count * 4), in(count * 4, 0xee);
+          for (std::size_t i = 0; i < count; ++i) {
+            const auto v = static_cast<std::int32_t>(r * 7 + int(i % 1000));
+            std::memcpy(out.data() + 4 * i, &v, 4);
+          }
+          std::uint8_t* d_out = dev.device_copy_of(out);
+          std::uint8_t* d_in = dev.device_copy_of(in);
+          std::vector<std::int32_t> small_out(5, r), small_in(5, -1);
+          {
+            Group g(comm);
+            comm.send(d_out, count, DataType::Int32, next, 1, dev.opts());
+            comm.send(std::span<const std::int32_t>(small_out), next, 2);
+            comm.recv(d_in, count, DataType::Int32, prev, 1, dev.opts());
+            comm.recv(std::span<std::int32_t>(small_in), prev, 2);
+            g.end();
+          }
+          dev.read_back(d_in, in);
+          for (std::size_t i = 0; i < count; ++i) {
+            std::int32_t got = 0;
+            std::memcpy(&got, in.data() + 4 * i, 4);
+            if (got != prev * 7 + int(i % 1000)) {
+              f.add(fmt::format("{} ranks: rank {} element {}: {}", n, r, i, got));
+              break;
+            }
+          }
+          comm.barrier();  // the host receive completed with the group's operation
+          if (small_in != std::vector<std::int32_t>(5, prev))
+            f.add(fmt::format("{} ranks: rank {}: host buffer in the group", n, r));
+          dev.free_all();
+        },
+        settings);
+    INFO(f.first);
+    CHECK(f.wrong == 0);
+  }
+}
+
 // PreMulSum with a scalar on device buffers: the direct path has no scaling step, so the call
 // goes through host staging there too; each rank's own scalar applies.
 TEST_CASE("device collectives: PreMulSum with each rank's scalar, direct and staged routes",
