@@ -3,7 +3,8 @@
 # present, in place and out of place, with #wrong 0 (every element checked); --plant-error (one
 # received element flipped after the call) must show up as #wrong 1 in every half and exit 1, so
 # the check is not vacuous; device buffers (host-sim) and --compare-transports; and Open MPI's
-# mpi-exchange-perf baseline, when built, checking its own results alike.
+# mpi-exchange-perf baseline, when built, checking its own results alike (and its sendrecv);
+# copy-ceiling (compare.py's "copy" baseline) checks every element of its copies too.
 # Usage: bash perf_exchange.sh BIN_DIR
 set -u
 BIN=${1:?usage: perf_exchange.sh BIN_DIR}
@@ -99,6 +100,36 @@ if [[ -x $BIN/mpi-exchange-perf ]] && command -v mpirun >/dev/null; then
   echo "ok: mpi-exchange-perf $COLLS"
 else
   echo "skip: mpi-exchange-perf not built or no mpirun"
+fi
+
+# Out-of-place-only tables (mpi-exchange-perf sendrecv, copy-ceiling): ROWS rows whose #wrong
+# is 0 out of place and N/A (not run) in place.
+oop_rows() {
+  awk '$1 ~ /^[0-9]+$/ && NF == 13 { n++; if ($9 == "0" && $13 == "N/A") ok++ }
+       END { if (n != ok) print -1; else print n + 0 }' "$1"
+}
+if [[ -x $BIN/mpi-exchange-perf ]] && command -v mpirun >/dev/null; then
+  timeout 300 mpirun --allow-run-as-root --oversubscribe -np 3 --mca pml ob1 --mca btl vader,self \
+    "$BIN/mpi-exchange-perf" sendrecv -b 1K -e 256K -f 4 -n 2 -w 1 -d float,double >"$TMP/mpi" 2>&1
+  rc=$? n=$(oop_rows "$TMP/mpi")
+  [[ $rc -eq 0 && $n -eq $ROWS ]] || fail "mpi-exchange-perf sendrecv (exit $rc, $n good rows)"
+fi
+if [[ -x $BIN/copy-ceiling ]]; then
+  for c in $COLLS sendrecv; do
+    [[ $c == alltoallv ]] && continue  # copy-ceiling has no alltoallv
+    timeout 120 "$BIN/copy-ceiling" "$c" --ranks 3 -r 1 -b 1K -e 256K -f 4 -n 2 -w 1 \
+      -d float,double >"$TMP/copy" 2>&1
+    rc=$? n=$(oop_rows "$TMP/copy")
+    [[ $rc -eq 0 && $n -eq $ROWS ]] || {
+      fail "copy-ceiling $c (exit $rc, $n good rows)"
+      tail -8 "$TMP/copy" | sed 's/^/  /' >&2
+    }
+  done
+  "$BIN/copy-ceiling" alltoallv --ranks 3 >/dev/null 2>&1
+  [[ $? -eq 2 ]] || fail "copy-ceiling alltoallv should be a usage error"
+  "$BIN/copy-ceiling" gather --ranks 2 -r 2 >/dev/null 2>&1
+  [[ $? -eq 2 ]] || fail "copy-ceiling with a root outside the ranks should be a usage error"
+  echo "ok: copy-ceiling alltoall gather scatter sendrecv (every element checked)"
 fi
 
 [[ $failures -eq 0 ]] || { echo "perf_exchange: $failures failure(s)" >&2; exit 1; }
