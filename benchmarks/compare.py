@@ -25,7 +25,8 @@ baselines mpi-shm, mpi-tcp (MPI_Sendrecv) and copy.
 Baselines: mpi-shm (Open MPI, --mca btl vader,self), mpi-tcp (--mca btl tcp,self), gloo (Gloo's
 TCP ring on 127.0.0.1), copy (copy-ceiling: one thread per rank making only the memcpy calls
 a single-copy implementation must make, all at once: the most the host's memory allows; for
-alltoall, sendrecv, gather and scatter). Both MPI runs pass --mca pml ob1 so the BTL choice takes effect (UCX's
+alltoall, sendrecv, gather and scatter), loopback (copy-ceiling sendrecv --tcp: what one plain TCP
+connection per pair carries on 127.0.0.1, for sendrecv over tcp). Both MPI runs pass --mca pml ob1 so the BTL choice takes effect (UCX's
 pml would ignore it). A ratio is loom busbw / baseline busbw, which for the same size and rank
 count equals baseline time / loom time; it is computed from the times (more digits than the
 printed busbw). Above 1 means loom is faster. Below 1 KiB busbw is ~0 and the ratio is a latency
@@ -49,6 +50,7 @@ BASELINES = {
     "mpi-tcp": "MPI-tcp",
     "gloo": "Gloo",
     "copy": "copy",
+    "loopback": "loopback",
 }
 LATENCY_LIMIT = 1024  # bytes; below it the ratio is a latency ratio
 EXCHANGE = ["alltoall", "alltoallv", "gather", "scatter", "sendrecv"]  # mpi-exchange-perf's
@@ -75,7 +77,8 @@ def parse_args(argv):
                    help="the collective compared (default allreduce)")
     p.add_argument("--root", type=int, default=0, help="root of gather and scatter (default 0)")
     p.add_argument("--baselines", default=None,
-                   help="comma list of mpi-shm, mpi-tcp, gloo, copy (default all that have the "
+                   help="comma list of mpi-shm, mpi-tcp, gloo, copy, loopback (default all "
+                        "that have the "
                         "collective); empty for none")
     p.add_argument("--repeat", type=int, default=1,
                    help="run the interleaved set R times and report per-size medians (default 1)")
@@ -108,6 +111,8 @@ def parse_args(argv):
             p.error(f"--baselines: unknown baseline {b!r} (known: {', '.join(BASELINES)})")
         if b == "gloo" and args.collective != "allreduce":
             p.error(f"--baselines: gloo has no {args.collective} baseline")
+        if b == "loopback" and args.collective != "sendrecv":
+            p.error("--baselines: loopback is a sendrecv baseline")
         if b == "copy" and args.collective not in COPY:
             p.error(f"--baselines: copy has no {args.collective} baseline "
                     f"(it has {', '.join(COPY)})")
@@ -158,10 +163,11 @@ def commands(args, nranks):
         if b in ("mpi-shm", "mpi-tcp"):
             btl = "vader,self" if b == "mpi-shm" else "tcp,self"
             runs.append((b, mpirun + ["--mca", "btl", btl] + mpi_args + bench))
-        elif b == "copy":
+        elif b in ("copy", "loopback"):
             rooted = ["-r", str(args.root)] if coll in ("gather", "scatter") else []
+            tcp = ["--tcp"] if b == "loopback" else []
             runs.append((b, [program(args, "copy-ceiling"), coll, "--ranks", str(nranks),
-                             "-d", "float"] + rooted + bench))
+                             "-d", "float"] + rooted + tcp + bench))
         else:
             runs.append((b, loomrun + [program(args, "gloo-allreduce-perf"), "-d", "float"] +
                          bench))

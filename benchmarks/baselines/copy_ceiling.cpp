@@ -18,12 +18,23 @@
 // size (#wrong). With at most one rank per core, thread r is bound to core r (as mpirun and
 // loomrun bind such ranks); with more ranks than cores, threads are not bound (as mpirun
 // --oversubscribe and compare.py's loomrun --cpu-bind none leave ranks). Exit status: 0 all checks
-// passed, 1 wrong results, 2 usage error.
+// passed, 1 wrong results, 2 usage error, 3 other error.
+//
+// --tcp (sendrecv only): the loopback TCP ceiling instead: rank r sends its buffer to rank r+1
+// over one TCP connection on 127.0.0.1 (TCP_NODELAY, the kernel's default buffers) while it
+// receives rank r-1's, one thread per rank polling both sockets: what plain sockets carry here.
+#include <arpa/inet.h>
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
 #include <sched.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <climits>
 #include <cstdint>
@@ -48,6 +59,7 @@ struct Args {
   std::string_view name;
   int nranks = 2;
   int root = 0;
+  bool tcp = false;
   Options options;
 };
 
@@ -150,9 +162,94 @@ std::uint64_t count_wrong(Dtype d, const std::byte* buf, std::size_t count, int 
   return wrong;
 }
 
+[[noreturn]] void die(const std::string& what) {
+  fmt::print(stderr, "copy-ceiling: {}: {}\n", what, std::strerror(errno));
+  std::exit(3);
+}
+
+// Connections rank r -> rank r+1 over loopback TCP: out[r] sends, in[(r+1) % n] receives.
+struct Ring {
+  std::vector<int> out, in;
+  explicit Ring(int n) {
+    std::vector<int> listeners;
+    std::vector<sockaddr_in> addrs(static_cast<std::size_t>(n));
+    for (auto& a : addrs) {
+      const int l = ::socket(AF_INET, SOCK_STREAM, 0);
+      a.sin_family = AF_INET;
+      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      a.sin_port = 0;
+      socklen_t len = sizeof(a);
+      if (l < 0 || ::bind(l, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
+          ::listen(l, 4) != 0 || ::getsockname(l, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+        die("listening on 127.0.0.1");
+      listeners.push_back(l);
+    }
+    for (int r = 0; r < n; ++r) {
+      const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+      const auto& to = addrs[static_cast<std::size_t>((r + 1) % n)];
+      if (fd < 0 || ::connect(fd, reinterpret_cast<const sockaddr*>(&to), sizeof(to)) != 0)
+        die("connecting on 127.0.0.1");
+      out.push_back(fd);
+    }
+    in.resize(static_cast<std::size_t>(n));
+    for (int r = 0; r < n; ++r) {  // rank r+1 accepts rank r's connection
+      const auto to = static_cast<std::size_t>((r + 1) % n);
+      in[to] = ::accept(listeners[to], nullptr, nullptr);
+      if (in[to] < 0) die("accepting on 127.0.0.1");
+    }
+    for (int l : listeners) ::close(l);
+    const int one = 1;
+    for (const auto* v : {&out, &in})
+      for (int fd : *v) {
+        (void)::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        (void)::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+      }
+  }
+  ~Ring() {
+    for (const auto* v : {&out, &in})
+      for (int fd : *v) ::close(fd);
+  }
+  Ring(const Ring&) = delete;
+  Ring& operator=(const Ring&) = delete;
+};
+
+// Sends `bytes` of `src` on `out` while receiving `bytes` into `dst` from `in`.
+void exchange(int out, int in, const std::byte* src, std::byte* dst, std::size_t bytes) {
+  std::size_t sent = 0, got = 0;
+  while (sent < bytes || got < bytes) {
+    bool moved = false;
+    if (sent < bytes) {
+      const ssize_t k = ::send(out, src + sent, bytes - sent, MSG_NOSIGNAL);
+      if (k > 0) {
+        sent += static_cast<std::size_t>(k);
+        moved = true;
+      } else if (errno != EAGAIN) {
+        die("send");
+      }
+    }
+    if (got < bytes) {
+      const ssize_t k = ::recv(in, dst + got, bytes - got, 0);
+      if (k > 0) {
+        got += static_cast<std::size_t>(k);
+        moved = true;
+      } else if (k == 0) {
+        die("the peer closed its connection");
+      } else if (errno != EAGAIN) {
+        die("recv");
+      }
+    }
+    if (moved) continue;
+    pollfd fds[2] = {{out, static_cast<short>(sent < bytes ? POLLOUT : 0), 0},
+                     {in, static_cast<short>(got < bytes ? POLLIN : 0), 0}};
+    if (::poll(fds, 2, 60000) <= 0) die("no progress for 60 s");
+  }
+}
+
 class Ceiling {
  public:
-  explicit Ceiling(const Args& a) : a_(a), sync_(a.nranks) {}
+  explicit Ceiling(const Args& a) : a_(a), sync_(a.nranks) {
+    if (a.tcp) ring_ = std::make_unique<Ring>(a.nranks);
+  }
 
   // One size: every rank's buffers (allocated and filled by its own thread), warm-up and timed
   // iterations, then the check. Returns the out-of-place half.
@@ -197,9 +294,12 @@ class Ceiling {
     for (int it = 0; it < warmup + iters; ++it) {
       if (it == warmup) t0 = std::chrono::steady_clock::now();
       sync_.arrive_and_wait();
-      for (const Copy& c : mine)
-        std::memcpy(recv_[static_cast<std::size_t>(c.to_rank)].get() + c.to_off,
-                    send_[static_cast<std::size_t>(c.from_rank)].get() + c.from_off, c.bytes);
+      if (ring_)
+        exchange(ring_->out[i], ring_->in[i], send_[i].get(), recv_[i].get(), total);
+      else
+        for (const Copy& c : mine)
+          std::memcpy(recv_[static_cast<std::size_t>(c.to_rank)].get() + c.to_off,
+                      send_[static_cast<std::size_t>(c.from_rank)].get() + c.from_off, c.bytes);
       sync_.arrive_and_wait();
     }
     if (seconds != nullptr)
@@ -217,6 +317,7 @@ class Ceiling {
 
   const Args& a_;
   SpinBarrier sync_;
+  std::unique_ptr<Ring> ring_;  // --tcp
   std::vector<Buffer> send_, recv_;
   std::vector<std::uint64_t> wrong_;
 };
@@ -247,6 +348,10 @@ Args parse_args(int argc, char** argv) {
   std::vector<const char*> rest{argv[0], "--outofplace-only"};
   for (int i = 2; i < argc; ++i) {
     const std::string_view arg = argv[i];
+    if (arg == "--tcp") {
+      a.tcp = true;
+      continue;
+    }
     const bool ranks = arg == "--ranks" || arg == "-p", root = arg == "-r" || arg == "--root";
     if ((ranks || root) && i + 1 >= argc) throw UsageError(fmt::format("{} needs a value", arg));
     if (ranks)
@@ -257,6 +362,8 @@ Args parse_args(int argc, char** argv) {
       rest.push_back(argv[i]);
   }
   if (a.root >= a.nranks) throw UsageError("the root must be below --ranks");
+  if (a.tcp && (a.coll != Coll::SendRecv || a.nranks < 2))
+    throw UsageError("--tcp is for sendrecv on 2 or more ranks");
   a.options = parse_options(static_cast<int>(rest.size()), rest.data(), false);
   return a;
 }
@@ -264,14 +371,17 @@ Args parse_args(int argc, char** argv) {
 int run(int argc, char** argv) {
   const Args a = parse_args(argc, argv);
   if (a.options.help) {
-    fmt::print("{}", usage_text("copy-ceiling COLLECTIVE --ranks N [-r ROOT]", false));
+    fmt::print("{}", usage_text("copy-ceiling COLLECTIVE --ranks N [-r ROOT] [--tcp]", false));
     return 0;
   }
   std::vector<RankRecord> ranks;
   for (int r = 0; r < a.nranks; ++r) ranks.push_back(my_rank_record(r));
   print_header(a.options,
-               TableTitle{"copy-ceiling", "memcpy only, one thread per rank", std::string(a.name),
-                          "none", a.coll == Coll::Gather || a.coll == Coll::Scatter ? a.root : -1},
+               TableTitle{"copy-ceiling",
+                          a.tcp ? "loopback TCP only, one thread per rank"
+                                : "memcpy only, one thread per rank",
+                          std::string(a.name), "none",
+                          a.coll == Coll::Gather || a.coll == Coll::Scatter ? a.root : -1},
                ranks);
   Ceiling ceiling(a);
   std::uint64_t total_wrong = 0;
@@ -298,8 +408,9 @@ int main(int argc, char** argv) {
   try {
     return loom::baselines::run(argc, argv);
   } catch (const loom::baselines::UsageError& e) {
-    fmt::print(stderr, "copy-ceiling: {}\n{}", e.what(),
-               loom::baselines::usage_text("copy-ceiling COLLECTIVE --ranks N [-r ROOT]", false));
+    fmt::print(
+        stderr, "copy-ceiling: {}\n{}", e.what(),
+        loom::baselines::usage_text("copy-ceiling COLLECTIVE --ranks N [-r ROOT] [--tcp]", false));
     return 2;
   } catch (const std::exception& e) {
     fmt::print(stderr, "copy-ceiling: {}\n", e.what());

@@ -125,11 +125,17 @@ if [[ -x $BIN/copy-ceiling ]]; then
       tail -8 "$TMP/copy" | sed 's/^/  /' >&2
     }
   done
+  timeout 120 "$BIN/copy-ceiling" sendrecv --tcp --ranks 3 -b 1K -e 256K -f 4 -n 2 -w 1 \
+    -d float,double >"$TMP/copy" 2>&1
+  rc=$? n=$(oop_rows "$TMP/copy")
+  [[ $rc -eq 0 && $n -eq $ROWS ]] || fail "copy-ceiling sendrecv --tcp (exit $rc, $n good rows)"
+  "$BIN/copy-ceiling" alltoall --tcp --ranks 3 >/dev/null 2>&1
+  [[ $? -eq 2 ]] || fail "copy-ceiling alltoall --tcp should be a usage error"
   "$BIN/copy-ceiling" alltoallv --ranks 3 >/dev/null 2>&1
   [[ $? -eq 2 ]] || fail "copy-ceiling alltoallv should be a usage error"
   "$BIN/copy-ceiling" gather --ranks 2 -r 2 >/dev/null 2>&1
   [[ $? -eq 2 ]] || fail "copy-ceiling with a root outside the ranks should be a usage error"
-  echo "ok: copy-ceiling alltoall gather scatter sendrecv (every element checked)"
+  echo "ok: copy-ceiling alltoall gather scatter sendrecv, sendrecv --tcp (every element checked)"
 fi
 
 [[ $failures -eq 0 ]] || { echo "perf_exchange: $failures failure(s)" >&2; exit 1; }
