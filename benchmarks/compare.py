@@ -73,6 +73,9 @@ def parse_args(argv):
     p.add_argument("--warmup", type=int, default=5, help="warmup iterations, -w (default 5)")
     p.add_argument("--loom-env", default="",
                    help='extra NAME=VALUE settings for the loom runs, e.g. "LOOM_TRANSPORTS=tcp"')
+    p.add_argument("--loom-args", default="",
+                   help='extra loom-perf arguments, e.g. "--device host-shared" (buffers from '
+                        'loom::host_alloc)')
     p.add_argument("--collective", default="allreduce", choices=["allreduce"] + EXCHANGE,
                    help="the collective compared (default allreduce)")
     p.add_argument("--root", type=int, default=0, help="root of gather and scatter (default 0)")
@@ -121,6 +124,7 @@ def parse_args(argv):
         if "=" not in item or item.startswith("="):
             p.error(f"--loom-env: {item!r} is not NAME=VALUE")
     args.sizes = shlex.split(args.sizes)
+    args.loom_args = shlex.split(args.loom_args)
     args.mpi_args = shlex.split(args.mpi_args)
     if args.iters < 1 or args.warmup < 0 or args.repeat < 1:
         p.error("--iters and --repeat need >= 1, --warmup >= 0")
@@ -156,7 +160,8 @@ def commands(args, nranks):
         rooted = ["-r", str(args.root)] if coll in ("gather", "scatter") else []
         loom_args = [coll, "-d", "float"] + rooted
         mpi_args = [program(args, "mpi-exchange-perf"), coll, "-d", "float"] + rooted
-    runs.append(("loom", loomrun + env_flags + [program(args, "loom-perf")] + loom_args + bench))
+    runs.append(("loom", loomrun + env_flags + [program(args, "loom-perf")] + loom_args +
+                 args.loom_args + bench))
     mpirun = [args.mpirun, "--allow-run-as-root", "--oversubscribe", "-np", str(nranks),
               "--mca", "pml", "ob1"] + args.mpi_args
     for b in args.baselines:
@@ -337,7 +342,8 @@ def main(argv):
            f"Machine: {machine()}. Load average at start: {loadavg()}.",
            provenance(args),
            f"Sizes: `{shlex.join(args.sizes)}`, -n {args.iters} -w {args.warmup}"
-           + (f", loom env: `{shlex.join(args.loom_env)}`" if args.loom_env else "") + ".",
+           + (f", loom env: `{shlex.join(args.loom_env)}`" if args.loom_env else "")
+           + (f", loom-perf: `{shlex.join(args.loom_args)}`" if args.loom_args else "") + ".",
            "Ratios: loom busbw / baseline busbw (= baseline time / loom time); > 1 means loom is "
            "faster; (lat) marks sizes below 1 KiB, where it is a latency ratio.", ""]
     ran = []

@@ -52,7 +52,7 @@ int local_rank_from_launcher() {
 }
 
 loom::Communicator join_job(const loom::perf::Options& options, loom::CommOptions co) {
-  if (options.device != "host") {
+  if (options.device != "host" && options.device != "host-shared") {
     co.settings["LOOM_DEVICE"] = options.device;
     loom::perf::select_device(options.device, local_rank_from_launcher());  // before the comm
   }

@@ -179,9 +179,9 @@ void apply_flag(Options& opt, const FlagSpec& spec, std::string_view value) {
     case 'C': opt.calibrate = true; break;
     case 'R': opt.deterministic = true; break;
     case 'D':
-      if (value != "host" && value != "cuda" && value != "host-sim")
-        throw UsageError(
-            fmt::format("unknown device '{}' for --device (host, cuda, host-sim)", value));
+      if (value != "host" && value != "host-shared" && value != "cuda" && value != "host-sim")
+        throw UsageError(fmt::format(
+            "unknown device '{}' for --device (host, host-shared, cuda, host-sim)", value));
       opt.device = std::string(value);
       break;
     case 'T':
@@ -424,7 +424,9 @@ std::string usage_text(std::string_view program) {
       "      --deterministic       LOOM_DETERMINISTIC=1 for this run\n"
       "      --calibrate           measure the cost model's constants on this machine and\n"
       "                            print them as LOOM_TUNING=... (no COLLECTIVE needed)\n"
-      "      --device DEV          buffers on: host (default), cuda (device memory, one\n"
+      "      --device DEV          buffers on: host (default), host-shared (loom::host_alloc:\n"
+      "                            ranks on the host read them directly, one copy), cuda\n"
+      "                            (device memory, one\n"
       "                            stream per rank, stream-ordered calls), host-sim (the\n"
       "                            host simulation of the device path; logic, not speed)\n"
       "      --transport NAME      run over one transport: tcp, shm or ofi (LOOM_TRANSPORTS)\n"

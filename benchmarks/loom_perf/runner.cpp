@@ -11,6 +11,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "loom/memory.hpp"
+
 namespace loom::perf {
 namespace {
 
@@ -88,19 +90,35 @@ std::string nothing_to_test(const Options& options, int nranks) {
       options.min_bytes, options.max_bytes, units, size_note(options.coll, nranks));
 }
 
-AlignedBuffer AlignedBuffer::allocate(std::size_t bytes) noexcept {
+AlignedBuffer AlignedBuffer::allocate(std::size_t bytes, bool shared) noexcept {
   AlignedBuffer b;
   const std::size_t pages = bytes / kAlignment + (bytes % kAlignment != 0 ? 1 : 0);
   const std::size_t rounded = std::max<std::size_t>(pages, 1) * kAlignment;
-  void* p = std::aligned_alloc(kAlignment, rounded);
+  void* p = nullptr;
+  if (shared) {
+    try {
+      p = loom::host_alloc(rounded);
+    } catch (const loom::Error&) {
+      return b;
+    }
+  } else {
+    p = std::aligned_alloc(kAlignment, rounded);
+  }
   if (p == nullptr) return b;
   std::memset(p, 0, rounded);
-  b.data_.reset(p);
+  b.data_ = std::unique_ptr<void, Free>(p, Free{shared});
   return b;
 }
 
 void AlignedBuffer::Free::operator()(void* p) const noexcept {
-  std::free(p);
+  if (!shared) {
+    std::free(p);
+    return;
+  }
+  try {
+    loom::host_free(p);
+  } catch (const loom::Error&) {  // not ours: cannot happen
+  }
 }
 
 Runner::Runner(Communicator& comm, const Options& options)
@@ -109,10 +127,12 @@ Runner::Runner(Communicator& comm, const Options& options)
       rank_(comm.rank()),
       nranks_(comm.size()),
       root_(is_rooted(options.coll) ? options.root : 0),
-      send_(AlignedBuffer::allocate(options.max_bytes)),
-      recv_(send_.data() ? AlignedBuffer::allocate(options.max_bytes) : AlignedBuffer()) {
+      send_(AlignedBuffer::allocate(options.max_bytes, options.device == "host-shared")),
+      recv_(send_.data()
+                ? AlignedBuffer::allocate(options.max_bytes, options.device == "host-shared")
+                : AlignedBuffer()) {
   check_allocated();
-  if (options.device != "host")
+  if (options.device != "host" && options.device != "host-shared")
     device_ = std::make_unique<DeviceBuffers>(options.device, options.max_bytes, rank_);
 }
 

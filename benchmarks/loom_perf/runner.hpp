@@ -20,12 +20,14 @@ namespace loom::perf {
 class AlignedBuffer {
  public:
   AlignedBuffer() = default;
-  /// A buffer of `bytes`, or an empty one (data() == nullptr) when the memory is not there.
-  [[nodiscard]] static AlignedBuffer allocate(std::size_t bytes) noexcept;
+  /// A buffer of `bytes`, or an empty one (data() == nullptr) when the memory is not there;
+  /// `shared`: from loom::host_alloc (--device host-shared).
+  [[nodiscard]] static AlignedBuffer allocate(std::size_t bytes, bool shared) noexcept;
   [[nodiscard]] void* data() const noexcept { return data_.get(); }
 
  private:
   struct Free {
+    bool shared;  // value-initialized (false) by unique_ptr
     void operator()(void* p) const noexcept;
   };
   std::unique_ptr<void, Free> data_;

@@ -3,6 +3,7 @@
 
 #include "loom/communicator.hpp"
 #include "loom/error.hpp"
+#include "loom/memory.hpp"
 #include "loom/options.hpp"
 #include "loom/types.hpp"
 #include "loom/unique_id.hpp"

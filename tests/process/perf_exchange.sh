@@ -2,7 +2,8 @@
 # loom-perf alltoall, alltoallv, gather and scatter at 3 ranks over shm and tcp: every row
 # present, in place and out of place, with #wrong 0 (every element checked); --plant-error (one
 # received element flipped after the call) must show up as #wrong 1 in every half and exit 1, so
-# the check is not vacuous; device buffers (host-sim) and --compare-transports; and Open MPI's
+# the check is not vacuous; device buffers (host-sim), buffers from loom::host_alloc (read through
+# a mapping) and --compare-transports; and Open MPI's
 # mpi-exchange-perf baseline, when built, checking its own results alike (and its sendrecv);
 # copy-ceiling (compare.py's "copy" baseline) checks every element of its copies too.
 # Usage: bash perf_exchange.sh BIN_DIR
@@ -69,6 +70,19 @@ done
 for c in $COLLS; do
   run "host-sim" 0 0 "$c" "${SIZES[@]}" -r 2 --device host-sim
 done
+
+# Buffers from loom::host_alloc (--device host-shared): large messages are read through a
+# mapping of the sender's buffer, exact; a planted wrong element is still caught.
+for c in $COLLS; do
+  run "host-shared" 0 0 "$c" "${SIZES[@]}" -r 1 --transport shm --device host-shared
+done
+run "host-shared planted" 1 1 alltoall "${SIZES[@]}" --transport shm --device host-shared \
+  --plant-error
+timeout 300 "$BIN/loomrun" -n 2 --no-prefix -x LOOM_DEBUG=DEBUG -- "$BIN/loom-perf" sendrecv \
+  -b 1M -e 1M -n 2 -w 1 --device host-shared >"$TMP/shared" 2>&1 ||
+  fail "sendrecv --device host-shared exited $?"
+grep -q "shared buffers mapped yes" "$TMP/shared" || fail "host-shared: connections do not map"
+grep -q "shared buffer (fd" "$TMP/shared" || fail "host-shared: no buffer was mapped"
 
 # --compare-transports: one verified table with a busbw column per transport.
 timeout 300 "$BIN/loomrun" -n 3 --only-rank 0 --no-prefix -x LOOM_TIMEOUT=60s -- \

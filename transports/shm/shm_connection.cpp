@@ -97,8 +97,15 @@ Result<Request> ShmConnection::post_send(const MemRegion& region, std::size_t of
   op->data = static_cast<std::uint8_t*>(region.base) + off;
   op->len = len;
   op->tag = tag;
-  op->single_copy =
-      may_single_copy && single_copy_.peer_reads && len > 0 && len >= single_copy_.min_bytes;
+  op->single_copy = false;
+  op->shared = {};
+  if (may_single_copy && len > 0 && len >= single_copy_.min_bytes) {
+    // From a loom::host_alloc buffer the peer maps it and copies in user space: worth it even
+    // where process_vm_readv is not.
+    if (single_copy_.peer_maps)
+      op->shared = shared_buffers::find(op->data, len).value_or(shared_buffers::Location{});
+    op->single_copy = op->shared.fd >= 0 || single_copy_.peer_reads;
+  }
   sendq_.push_back(op);
   if (sendq_.size() == 1) {
     if (Status st = progress_send(); !st.is_ok()) return fail(st);
@@ -201,8 +208,14 @@ Status ShmConnection::progress_send() {
 // Writes the next fragment of `op` (n bytes, or its descriptor only) and publishes it.
 void ShmConnection::publish(Op& op, std::size_t n) {
   SlotDesc& d = out_.desc(head_);
+  d.shared_fd = -1;
   if (op.single_copy) {
     d.remote = reinterpret_cast<std::uintptr_t>(op.data + op.done);
+    if (op.shared.fd >= 0) {
+      d.shared_fd = op.shared.fd;
+      d.shared_gen = op.shared.gen;
+      d.shared_offset = op.shared.offset + op.done;
+    }
     op.slot = head_;
   } else {
     d.remote = 0;
@@ -304,6 +317,7 @@ Status ShmConnection::consume(Op& op, const SlotDesc& d, const std::uint8_t* pay
 // A single-copy fragment: read straight from the sender's buffer into the destination, or, to
 // reduce, through a cache-sized staging buffer (so the reduction reads it from cache).
 Status ShmConnection::read_peer(Op& op, const SlotDesc& d) {
+  if (d.shared_fd >= 0) return read_mapped(op, d);
   constexpr std::size_t kBounceBytes = 64 << 10;  // a multiple of every element size
   const pid_t pid = peer_.process.pid();
   Status st;
@@ -320,6 +334,26 @@ Status ShmConnection::read_peer(Op& op, const SlotDesc& d) {
                         bounce_.data(), n / esize);
     }
   }
+  return read_outcome(op, st);
+}
+
+// A single-copy fragment from the sender's shared buffer, mapped here: copied or reduced
+// straight out of it.
+Status ShmConnection::read_mapped(Op& op, const SlotDesc& d) {
+  auto src =
+      peer_buffers_.map(peer_.process.pid(), d.shared_fd, d.shared_gen, d.shared_offset, d.length);
+  if (src.is_ok()) {
+    if (op.kind == OpKind::Recv)
+      std::memcpy(op.data + d.offset, *src, d.length);
+    else
+      kernels::reduce(op.dtype, op.redop, op.data + d.offset, op.local + d.offset, *src,
+                      d.length / dtype_size(op.dtype));
+    count_mapped_bytes(d.length);
+  }
+  return read_outcome(op, src.status());
+}
+
+Status ShmConnection::read_outcome(Op& op, Status st) {
   // A sender closes its connection with a single-copy send unread only when it abandoned the
   // operation (its buffer may be gone): what we read cannot be trusted.
   if (st.is_ok() && in_.header().sender_closed.load(std::memory_order_acquire) != 0)
@@ -354,7 +388,8 @@ Status ShmConnection::check_fragment(const Op& op, const SlotDesc& d) const {
     return mismatched_message(self_, peer_.rank, op.tag, op.len, d.tag, d.total);
   std::size_t esize = op.kind == OpKind::RecvReduce ? dtype_size(op.dtype) : 1;
   bool ok = d.tag == op.tag && d.total == op.len && d.offset == op.done &&
-            (d.remote != 0 ? single_copy_.read_peer : d.length <= in_.slot_bytes()) &&
+            (d.remote != 0 ? (d.shared_fd >= 0 ? single_copy_.map_peer : single_copy_.read_peer)
+                           : d.length <= in_.slot_bytes()) &&
             d.length <= op.len - op.done && (d.length != 0 || op.len == 0) && d.length % esize == 0;
   if (!ok)
     return make_error(ErrorCode::Mismatch,

@@ -13,6 +13,7 @@
 #include "transports/request_table.hpp"
 #include "transports/shm/channel.hpp"
 #include "transports/shm/doorbell.hpp"
+#include "transports/shm/peer_buffers.hpp"
 #include "transports/shm/peer_process.hpp"
 
 namespace loom::transport::shm {
@@ -22,6 +23,8 @@ struct SingleCopyParams {
   bool read_peer = false;   // we may read the peer's buffers (incoming messages)
   bool peer_reads = false;  // the peer reads ours (outgoing messages)
   std::size_t min_bytes = 64 << 10;
+  bool map_peer = false;   // we may map the peer's shared (loom::host_alloc) buffers
+  bool peer_maps = false;  // the peer maps ours
 };
 
 /// What connection setup learned about the peer.
@@ -67,7 +70,8 @@ class ShmConnection final : public Connection {
     OpKind kind = OpKind::Send;
     bool started = false;  // send: a fragment was written; recv: the first one was validated
     bool complete = false;
-    bool single_copy = false;      // send: published as one single-copy descriptor
+    bool single_copy = false;         // send: published as one single-copy descriptor
+    shared_buffers::Location shared;  // single-copy send from a loom::host_alloc buffer
     std::uint64_t slot = 0;        // single-copy send: its ring position (done once tail passes it)
     std::uint8_t* data = nullptr;  // send: source; recv: destination
     const std::uint8_t* local = nullptr;  // RecvReduce: the local operand
@@ -84,6 +88,8 @@ class ShmConnection final : public Connection {
   Status progress_recv();
   Status consume(Op& op, const SlotDesc& d, const std::uint8_t* payload);
   Status read_peer(Op& op, const SlotDesc& d);
+  Status read_mapped(Op& op, const SlotDesc& d);
+  Status read_outcome(Op& op, Status st);
   bool sender_withdrew();
   std::uint64_t payload_base();
   void publish(Op& op, std::size_t n);
@@ -118,6 +124,7 @@ class ShmConnection final : public Connection {
   SingleCopyParams single_copy_;
   bool reuse_drained_slots_;          // SlotOrder::Reuse
   std::vector<std::uint8_t> bounce_;  // single-copy receive-reduce: a cache-sized staging buffer
+  PeerBuffers peer_buffers_;          // the peer's shared buffers, mapped
   Status broken_;
 };
 

@@ -2,7 +2,7 @@
 // carrying messages from one rank (the sender, who creates the segment) to another.
 //
 //   [0, 4096)                  ChannelHeader (identity, ring indices, wake-up and close flags)
-//   [4096, payload_offset)     nslots SlotDesc, one cache line each
+//   [4096, payload_offset)     nslots SlotDesc, two cache lines each
 //   [payload_offset, end)      nslots payload slots of slot_bytes each (page aligned)
 //
 // The producer writes a slot's payload and descriptor, then publishes it with head.store(release);
@@ -24,7 +24,7 @@
 namespace loom::transport::shm {
 
 inline constexpr std::uint64_t kChannelMagic = 0x314d48534d4f4f4cULL;  // "LOOMSHM1"
-inline constexpr std::uint32_t kChannelVersion = 3;
+inline constexpr std::uint32_t kChannelVersion = 4;
 inline constexpr std::size_t kCacheLine = 64;
 inline constexpr std::size_t kPage = 4096;
 
@@ -57,6 +57,9 @@ struct ChannelHeader {
   // the sender may publish single-copy descriptors (the receiver's probe read succeeded).
   alignas(kCacheLine) std::atomic<std::uint32_t> mapped{0};
   std::atomic<std::uint32_t> single_copy{0};
+  // Set with single_copy: the receiver maps the sender's loom::host_alloc buffers (its probe
+  // read succeeded, whether or not process_vm_readv pays here).
+  std::atomic<std::uint32_t> maps_shared{0};
 
   // Producer index (written only by the sender).
   alignas(kCacheLine) std::atomic<std::uint64_t> head{0};
@@ -82,15 +85,20 @@ static_assert(sizeof(ChannelHeader) <= kPage);
 
 /// Describes the fragment held by one slot. A single-copy descriptor (remote != 0) carries no
 /// payload: the receiver reads `length` bytes at `remote` in the sender's address space, and
-/// consuming the slot (tail moving past it) tells the sender its buffer is free again.
+/// consuming the slot (tail moving past it) tells the sender its buffer is free again. From a
+/// loom::host_alloc buffer (shared_fd >= 0) the receiver maps that buffer's memfd instead
+/// (/proc/<sender>/fd/<shared_fd>) and copies from `shared_offset` with memcpy.
 struct alignas(kCacheLine) SlotDesc {
   Tag tag;
   std::uint64_t total = 0;   // length of the whole message
   std::uint64_t offset = 0;  // of this fragment within the message
   std::uint64_t length = 0;  // of this fragment
   std::uint64_t remote = 0;  // single copy: the fragment's address in the sender (0: in the slot)
+  std::int64_t shared_fd = -1;      // single copy from a shared buffer: its memfd in the sender
+  std::uint64_t shared_gen = 0;     // the buffer's generation (fd numbers are reused)
+  std::uint64_t shared_offset = 0;  // the fragment's offset in the buffer
 };
-static_assert(sizeof(SlotDesc) == kCacheLine);
+static_assert(sizeof(SlotDesc) == 2 * kCacheLine);
 static_assert(std::is_trivially_copyable_v<SlotDesc>);
 
 constexpr std::size_t round_up(std::size_t n, std::size_t to) {

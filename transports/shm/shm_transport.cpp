@@ -50,6 +50,8 @@ struct ShmTransport::Handshake {
   ShmPeer info;
   bool single_copy_in = false;   // we may read the peer's buffers (our probe succeeded)
   bool single_copy_out = false;  // the peer reads ours
+  bool maps_in = false;          // we may map the peer's shared buffers (our probe read succeeded)
+  bool maps_out = false;         // the peer maps ours
   // Both channels acknowledged: the peer's setup is complete, so it may complete the operation it
   // connected for and exit before ours is (its last call), which is no failure.
   bool acked = false;       // we acknowledged the peer's channel
@@ -167,12 +169,14 @@ Status ShmTransport::ensure(const std::vector<int>& peers, Deadline deadline) {
   for (Handshake& h : hs) {
     LOOM_LOG_INFO(Shm,
                   "rank {}: connected to rank {} over shm ({} slots of {} bytes each way; single "
-                  "copy from {} bytes: reading {}, read by peer {}; an empty channel's next "
-                  "payload: {} slot)",
+                  "copy from {} bytes: reading {}, read by peer {}, shared buffers mapped {}, "
+                  "mapped by peer {}; an empty channel's next payload: {} slot)",
                   rank_, h.peer, geometry_.nslots, geometry_.slot_bytes, options_.single_copy_min,
                   h.single_copy_in ? "yes" : "no", h.single_copy_out ? "yes" : "no",
+                  h.maps_in ? "yes" : "no", h.maps_out ? "yes" : "no",
                   options_.slot_order == SlotOrder::Reuse ? "first" : "next");
-    SingleCopyParams sc{h.single_copy_in, h.single_copy_out, options_.single_copy_min};
+    SingleCopyParams sc{h.single_copy_in, h.single_copy_out, options_.single_copy_min, h.maps_in,
+                        h.maps_out};
     conns_[static_cast<std::size_t>(h.peer)] = std::make_unique<ShmConnection>(
         rank_, comm_id_, std::move(h.info), Channel(std::move(h.out.mapping), geometry_),
         Channel(std::move(h.in), h.in_geometry), bell_, sc,
@@ -368,6 +372,7 @@ Status ShmTransport::open_incoming(Handshake& h, Deadline deadline) {
   LOOM_RETURN_IF_ERROR(bell_->probe(h.info.doorbell, h.peer));
   LOOM_RETURN_IF_ERROR(probe_single_copy(h));
   header.single_copy.store(h.single_copy_in ? 1 : 0, std::memory_order_relaxed);
+  header.maps_shared.store(h.maps_in ? 1 : 0, std::memory_order_relaxed);
   header.mapped.store(1, std::memory_order_release);
   LOOM_RETURN_IF_ERROR(store_->set(key(h.peer, rank_) + "/mapped", as_bytes(h.in_id)));
   h.acked = true;
@@ -391,6 +396,8 @@ Status ShmTransport::await_mapped(Handshake& h, Deadline deadline) {
   h.peer_acked = true;
   h.single_copy_out = options_.single_copy != SingleCopy::Off &&
                       header.single_copy.load(std::memory_order_relaxed) != 0;
+  h.maps_out = options_.single_copy != SingleCopy::Off &&
+               header.maps_shared.load(std::memory_order_relaxed) != 0;
   return Status::ok();
 }
 
@@ -410,6 +417,9 @@ Status ShmTransport::probe_single_copy(Handshake& h) {
     if (st.is_ok() && std::memcmp(got.data(), h.in.data(), kProbe) != 0)
       st = Status(ErrorCode::SystemError, "the probe read returned different bytes");
   }
+  // Reading the peer's memory is allowed: so is mapping its shared buffers (/proc/<pid>/fd needs
+  // less than process_vm_readv), which pays wherever memcpy does.
+  h.maps_in = st.is_ok();
   if (st.is_ok() && options_.single_copy == SingleCopy::Auto) {
     const CopyRates& rates = measured_copy_rates();
     if (!rates.single_copy_pays())
