@@ -7,6 +7,8 @@
 // LOOM_SHM_SINGLE_COPY=off and ordinary buffers never take that path; misuse is refused.
 #include <catch2/catch.hpp>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -27,16 +29,27 @@ std::int32_t value(int rank, std::size_t i) {
   return static_cast<std::int32_t>(rank * 100000 + static_cast<int>(i % 50000));
 }
 
+// Runs `body` on n ranks (threads), checks what it found wrong, and returns the bytes the ranks
+// read through mappings of each other's buffers meanwhile.
+std::uint64_t run_counted(int n, const std::function<void(Communicator&, Findings&)>& body,
+                          std::map<std::string, std::string> settings) {
+  Findings f;
+  const std::uint64_t before = mapped_bytes_received();
+  loom::test::run_ranks(
+      n, [&](Communicator& comm) { body(comm, f); }, std::move(settings));
+  INFO(f.first);
+  CHECK(f.wrong == 0);
+  return mapped_bytes_received() - before;
+}
+
 }  // namespace
 
 TEST_CASE("host buffers: sendrecv and alltoall from loom::host_alloc are read through a mapping",
           "[host_buffers][p2p][exchange]") {
   for (int n : {2, 3}) {
-    Findings f;
-    const std::uint64_t before = mapped_bytes_received();
-    loom::test::run_ranks(
+    const std::uint64_t mapped = run_counted(
         n,
-        [&](Communicator& comm) {
+        [&](Communicator& comm, Findings& f) {
           const int r = comm.rank(), next = (r + 1) % n, prev = (r + n - 1) % n;
           const std::size_t count = 100000;  // 400 KB: above the single-copy threshold
           HostBuffer<std::int32_t> out(count * static_cast<std::size_t>(n));
@@ -59,19 +72,15 @@ TEST_CASE("host buffers: sendrecv and alltoall from loom::host_alloc are read th
             }
         },
         kShm);
-    INFO(f.first);
-    CHECK(f.wrong == 0);
-    CHECK(mapped_bytes_received() > before);
+    CHECK(mapped > 0);
   }
 }
 
 TEST_CASE("host buffers: allreduce reduces straight out of the peers' mapped buffers",
           "[host_buffers][collectives]") {
-  Findings f;
-  const std::uint64_t before = mapped_bytes_received();
-  loom::test::run_ranks(
+  const std::uint64_t mapped = run_counted(
       2,
-      [&](Communicator& comm) {
+      [&](Communicator& comm, Findings& f) {
         const std::size_t count = (std::size_t{3} << 20) / 4 + 5;  // 3 MiB and an odd count
         HostBuffer<float> send(count), recv(count);
         for (std::size_t i = 0; i < count; ++i)
@@ -84,9 +93,7 @@ TEST_CASE("host buffers: allreduce reduces straight out of the peers' mapped buf
           }
       },
       {{"LOOM_TRANSPORTS", "shm"}, {"LOOM_ALGO", "ring"}});
-  INFO(f.first);
-  CHECK(f.wrong == 0);
-  CHECK(mapped_bytes_received() > before);
+  CHECK(mapped > 0);
 }
 
 // The receiver caches its mappings by the sender's descriptor number; a freed buffer's number
@@ -124,11 +131,9 @@ TEST_CASE("host buffers: off with LOOM_SHM_SINGLE_COPY=off and for ordinary buff
           "[host_buffers]") {
   const std::size_t count = 1 << 18;
   auto exchange = [&](bool shared, std::map<std::string, std::string> settings) {
-    Findings f;
-    const std::uint64_t before = mapped_bytes_received();
-    loom::test::run_ranks(
+    return run_counted(
         2,
-        [&](Communicator& comm) {
+        [&](Communicator& comm, Findings& f) {
           const int r = comm.rank(), peer = 1 - r;
           std::vector<std::int32_t> plain(count), in(count, -1);
           HostBuffer<std::int32_t> host(count);
@@ -142,9 +147,6 @@ TEST_CASE("host buffers: off with LOOM_SHM_SINGLE_COPY=off and for ordinary buff
             }
         },
         std::move(settings));
-    INFO(f.first);
-    CHECK(f.wrong == 0);
-    return mapped_bytes_received() - before;
   };
   CHECK(exchange(true, {{"LOOM_TRANSPORTS", "shm"}, {"LOOM_SHM_SINGLE_COPY", "off"}}) == 0);
   CHECK(exchange(false, kShm) == 0);
