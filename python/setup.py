@@ -52,8 +52,8 @@ def extension():
     return CppExtension(
         name="loom.torch._C",
         sources=[str(Path("csrc") / f) for f in
-                 ("bindings.cpp", "loom_backend.cpp", "loom_exchange.cpp", "loom_work.cpp",
-                  "tensor_args.cpp")],
+                 ("bindings.cpp", "loom_backend.cpp", "loom_exchange.cpp",
+                  "loom_monitored_barrier.cpp", "loom_work.cpp", "tensor_args.cpp")],
         include_dirs=[str(prefix / "include")],
         extra_objects=[str(prefix / "lib" / "libloom.a")],
         libraries=libs,

@@ -51,6 +51,7 @@ ProcessGroupLoom::ProcessGroupLoom(const c10::intrusive_ptr<c10d::Store>& store,
                                    BackendConfig config)
     : c10d::Backend(rank, size),
       config_(std::move(config)),
+      store_(store),
       watcher_(std::make_shared<CompletionWatcher>()) {
   loom::CommOptions options;
   options.timeout = config_.timeout;

@@ -74,6 +74,8 @@ class ProcessGroupLoom : public c10d::Backend {
       std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
       const c10d::ReduceScatterOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+  /// dist.monitored_barrier (loom_monitored_barrier.cpp): through the group's store.
+  void monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks) override;
 
   // Coalescing (batch_isend_irecv, torch's _coalescing_manager): the calls between
   // startCoalescing and endCoalescing form one loom group (sends and receives side by side,
@@ -126,6 +128,8 @@ class ProcessGroupLoom : public c10d::Backend {
                                                const c10d::AllgatherOptions& opts);
 
   BackendConfig config_;
+  c10::intrusive_ptr<c10d::Store> store_;  // the group's (prefixed) store: monitoredBarrier
+  uint64_t monitored_barriers_ = 0;        // names each monitoredBarrier's keys
   std::optional<std::chrono::milliseconds> call_timeout_;  // setTimeout()
   mutable std::mutex mu_;                                  // issue lock: comm_ calls and inflight_
   std::shared_ptr<loom::Communicator> comm_;               // shared: failure_context reads it

@@ -4,7 +4,8 @@
 #   1. tests/process/torch_backend.sh (builds the extension against BUILD, runs
 #      tests/torch/test_backend.py; also part of ctest as process.torch_backend), and
 #   2. PyTorch's distributed suite on the subset tests/torch/ci_subset.txt, loom at 2 ranks,
-#      failing when a test of the subset that is expected to pass does not.
+#      failing when a test of the subset that is expected to pass does not. Ranks are forked
+#      from the runner (run_dist_suite.py --fork: torch is imported once, not per rank and test).
 # Usage: tests/torch/ci.sh [--install-only | --quick | --suite-only] [BUILD_DIR]   (default build)
 #   --install-only  installs torch (and the suite's numpy, expecttest) and stops
 #   --quick         the suite part runs tests/torch/ci_subset_quick.txt (what CI runs)
@@ -33,7 +34,8 @@ BUILD=$(cd "${1:-$SRC/build}" && pwd)
 [[ $mode == suite ]] || bash "$SRC/tests/process/torch_backend.sh" "$BUILD/bin"
 out=$(mktemp -d)
 PYTHONPATH="$BUILD/torch-ext/lib" "$PYTHON" "$SRC/tests/torch/run_dist_suite.py" --backend loom \
-  --world-size 2 --names "$SRC/tests/torch/$subset" --out "$out/loom-2.json" >"$out/log" 2>&1 || true
+  --world-size 2 --fork --names "$SRC/tests/torch/$subset" --out "$out/loom-2.json" >"$out/log" 2>&1 ||
+  true
 "$PYTHON" - "$out/loom-2.json" "$SRC/tests/torch/ci_expected_fail.txt" <<'PY'
 import json, sys
 report = json.load(open(sys.argv[1]))

@@ -335,6 +335,31 @@ def op_timeout(rank, ws):
         return f"{type(e).__name__}: {e}".split("\n")[0], time.monotonic() - start
 
 
+def monitored_barrier(rank, ws):
+    """dist.monitored_barrier: passes when every rank arrives (both waiting modes, and the
+    group stays usable); then the last rank stays away and rank 0 names it (and, waiting for
+    all, every absent rank) while the others report that rank 0 did not release them."""
+    out = {}
+    t = torch.ones(4)
+    dist.monitored_barrier(timeout=timedelta(seconds=10))
+    dist.monitored_barrier(timeout=timedelta(seconds=10), wait_all_ranks=True)
+    dist.all_reduce(t)
+    out["after"] = t.tolist()
+    for wait_all in (False, True):
+        if rank == ws - 1:
+            time.sleep(2.5)  # past the others' 1 s
+            continue
+        start = time.monotonic()
+        try:
+            dist.monitored_barrier(timeout=timedelta(seconds=1), wait_all_ranks=wait_all)
+            msg = "no error"
+        except Exception as e:  # noqa: BLE001
+            msg = f"{type(e).__name__}: {e}".split("\n")[0]
+        out[wait_all] = (msg, time.monotonic() - start)
+    dist.barrier()
+    return out
+
+
 def rank_dies(rank, ws):
     """The last rank exits mid-step; the others must raise, naming it, within loom's failure
     detection time (not the 120 s group timeout)."""

@@ -145,6 +145,25 @@ class Errors(unittest.TestCase):
         self.assertEqual(value, [3.0] * 8)
         self.assertEqual(res[1][2], [3.0] * 8)
 
+    def test_monitored_barrier_names_the_absent_ranks(self):
+        for ws in WORLD_SIZES:
+            with self.subTest(world_size=ws):
+                res = values(run_ranks(sc.monitored_barrier, ws), self)
+                for rank, out in res.items():
+                    self.assertEqual(out["after"], [float(ws)] * 4, f"rank {rank}")
+                    if rank == ws - 1:
+                        continue
+                    for wait_all in (False, True):
+                        msg, waited = out[wait_all]
+                        if rank == 0:
+                            want = (f"Ranks {ws - 1} failed" if wait_all else
+                                    f"Rank {ws - 1} failed to pass monitoredBarrier in 1000 ms")
+                        else:
+                            want = (f"Rank {rank} successfully reached monitoredBarrier, but "
+                                    "received errors while waiting for send/recv from rank 0")
+                        self.assertIn(want, msg, f"rank {rank}, wait_all_ranks={wait_all}")
+                        self.assertLess(waited, 2.5, f"rank {rank}: {msg}")
+
     def test_group_timeout_bounds_a_collective_and_names_the_late_rank(self):
         res = values(run_ranks(sc.op_timeout, 3), self)
         for rank in (0, 1):
