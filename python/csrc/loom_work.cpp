@@ -22,6 +22,9 @@ LoomWork::~LoomWork() = default;
 std::exception_ptr LoomWork::torch_error(const loom::Error& e) const {
   std::string msg =
       "loom " + op_.name + " failed (" + std::string(loom::to_string(e.code())) + "): " + e.what();
+  // PyTorch's backends (and the scripts that read their errors) say "Timed out" for a deadline.
+  if (e.code() == loom::ErrorCode::Timeout)
+    msg = "loom " + op_.name + " failed (Timeout): Timed out before it completed: " + e.what();
   if (op_.failure_context &&
       (e.code() == loom::ErrorCode::PeerFailed || e.code() == loom::ErrorCode::Timeout)) {
     const std::string context = op_.failure_context();

@@ -171,6 +171,7 @@ class Errors(unittest.TestCase):
             with self.subTest(rank=rank):
                 self.assertIn("DistBackendError", msg)
                 self.assertIn("(Timeout)", msg)
+                self.assertIn(" Timed out ", msg)  # as PyTorch's other backends say it
                 self.assertGreater(took, 1.5)
                 self.assertLess(took, 7.0)
         # The rank that waited on the late one names it (the other may wait on a neighbour).
