@@ -5,11 +5,8 @@
 # Usage: bash fake_hosts.sh BIN_DIR
 set -u
 BIN=${1:?usage: fake_hosts.sh BIN_DIR}
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"; kill $(jobs -p) 2>/dev/null' EXIT
-failures=0
-fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# shellcheck source=lib/common.sh
+source "$(dirname "$0")/lib/common.sh"
 
 # job NAME N HOSTFN EXTRA_ENV...: starts N ranks by hand; HOSTFN r prints rank r's host id.
 job() {

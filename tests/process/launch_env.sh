@@ -4,12 +4,8 @@
 # Usage: bash launch_env.sh BIN_DIR
 set -u
 BIN=${1:?usage: launch_env.sh BIN_DIR}
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"; kill $(jobs -p) 2>/dev/null' EXIT
-failures=0
-fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# shellcheck source=lib/common.sh
+source "$(dirname "$0")/lib/common.sh"
 
 # start_ranks N VARSTYLE: starts N loom-perf ranks in the background with the chosen variables.
 run_job() {
