@@ -317,44 +317,6 @@ std::optional<Coll> coll_from_name(std::string_view name) noexcept {
   return std::nullopt;
 }
 
-std::optional<std::size_t> parse_size(std::string_view text) noexcept {
-  std::size_t value = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end == text.data()) return std::nullopt;
-  std::string_view suffix(end, static_cast<std::size_t>(text.data() + text.size() - end));
-  if (suffix.size() == 2 && (suffix[1] == 'B' || suffix[1] == 'b')) suffix.remove_suffix(1);
-  int shift = 0;
-  if (suffix == "K" || suffix == "k")
-    shift = 10;
-  else if (suffix == "M" || suffix == "m")
-    shift = 20;
-  else if (suffix == "G" || suffix == "g")
-    shift = 30;
-  else if (!suffix.empty() && suffix != "B" && suffix != "b")
-    return std::nullopt;
-  if (value > (std::numeric_limits<std::size_t>::max() >> shift)) return std::nullopt;
-  return value << shift;
-}
-
-std::vector<std::size_t> size_list(const Options& options) {
-  std::vector<std::size_t> sizes;
-  std::size_t size = options.min_bytes;
-  while (size <= options.max_bytes) {
-    sizes.push_back(size);
-    std::size_t next = 0;
-    if (options.step_bytes > 0) {
-      next = size + options.step_bytes;
-    } else if (size == 0) {
-      next = 1;
-    } else if (size <= std::numeric_limits<std::size_t>::max() / options.step_factor) {
-      next = size * options.step_factor;
-    }
-    if (next <= size) break;  // overflow
-    size = next;
-  }
-  return sizes;
-}
-
 Options parse_options(int argc, const char* const* argv) {
   Options opt;
   std::optional<Coll> coll;
