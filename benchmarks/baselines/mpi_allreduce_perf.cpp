@@ -37,13 +37,7 @@ class MpiBackend final : public Backend {
   [[nodiscard]] int size() const override { return size_; }
 
   [[nodiscard]] std::string description() const override {
-    char version[MPI_MAX_LIBRARY_VERSION_STRING] = {};
-    int length = 0;
-    MPI_Get_library_version(version, &length);
-    std::string text(version, static_cast<std::size_t>(length));
-    if (const std::size_t comma = text.find(','); comma != std::string::npos) text.resize(comma);
-    while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
-    return text + ", MPI_Allreduce";
+    return mpi_library_name() + ", MPI_Allreduce";
   }
 
   void allreduce(const void* in, void* out, std::size_t count, Dtype dtype) override {

@@ -285,13 +285,7 @@ class Bench {
 };
 
 std::string description() {
-  char version[MPI_MAX_LIBRARY_VERSION_STRING] = {};
-  int length = 0;
-  MPI_Get_library_version(version, &length);
-  std::string text(version, static_cast<std::size_t>(length));
-  if (const std::size_t comma = text.find(','); comma != std::string::npos) text.resize(comma);
-  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
-  return text;
+  return mpi_library_name();
 }
 
 // COLLECTIVE first, then -r/--root N and the baseline flags (parse_options).

@@ -3,6 +3,8 @@
 // Header-only, so the baselines, built without libloom's benchmark code, use the same definition.
 #pragma once
 
+#include <fmt/format.h>
+
 #include <charconv>
 #include <cstddef>
 #include <limits>
@@ -44,6 +46,26 @@ inline std::optional<std::size_t> parse_size(std::string_view text) noexcept {
   }
   if (value > (std::numeric_limits<std::size_t>::max() >> shift)) return std::nullopt;
   return value << shift;
+}
+
+/// A size flag's value (parse_size); throws Error naming the flag when malformed.
+template <typename Error>
+std::size_t size_value(std::string_view flag, std::string_view text) {
+  const std::optional<std::size_t> size = parse_size(text);
+  if (!size) throw Error(fmt::format("invalid size '{}' for {}", text, flag));
+  return *size;
+}
+
+/// An integer flag's value in [lo, hi]; throws Error naming the flag and the range otherwise.
+template <typename Error>
+long long int_value(std::string_view flag, std::string_view text, long long lo, long long hi) {
+  long long value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || value < lo || value > hi) {
+    throw Error(fmt::format("invalid value '{}' for {} (expected an integer in [{}, {}])", text,
+                            flag, lo, hi));
+  }
+  return value;
 }
 
 /// The sizes from min_bytes to max_bytes, growing by step_bytes or (when 0) by step_factor;

@@ -115,19 +115,11 @@ const FlagSpec* find_flag(std::string_view name, bool is_long) {
 }
 
 long long parse_int(std::string_view flag, std::string_view text, long long lo, long long hi) {
-  long long value = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size() || value < lo || value > hi) {
-    throw UsageError(fmt::format("invalid value '{}' for {} (expected an integer in [{}, {}])",
-                                 text, flag, lo, hi));
-  }
-  return value;
+  return bench::int_value<UsageError>(flag, text, lo, hi);
 }
 
 std::size_t parse_size_flag(std::string_view flag, std::string_view text) {
-  const std::optional<std::size_t> size = parse_size(text);
-  if (!size) throw UsageError(fmt::format("invalid size '{}' for {}", text, flag));
-  return *size;
+  return bench::size_value<UsageError>(flag, text);
 }
 
 template <typename T, typename Parse>
