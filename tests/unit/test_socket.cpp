@@ -183,21 +183,22 @@ TEST_CASE("socket: large transfers survive partial writes and reads") {
 }
 
 TEST_CASE("socket: a closed peer is PeerFailed naming the operation") {
-  SECTION("EOF before any byte") {
+  // The server sends `sent` bytes and closes; the client asks for `want`.
+  const auto recv_after_close = [](std::size_t sent, std::size_t want, const char* what) {
     Pair p = connected_pair(loopback());
+    const std::vector<char> data(sent, 1);
+    REQUIRE(net::send_all(p.server.get(), data.data(), sent, Deadline::after(2s), "x").is_ok());
     p.server.reset();
-    char buf[8];
-    auto s = net::recv_all(p.client.get(), buf, sizeof buf, Deadline::after(2s), "reading header");
+    std::vector<char> buf(want);
+    return net::recv_all(p.client.get(), buf.data(), want, Deadline::after(2s), what);
+  };
+  SECTION("EOF before any byte") {
+    auto s = recv_after_close(0, 8, "reading header");
     CHECK(s.code() == ErrorCode::PeerFailed);
     CHECK_THAT(s.message(), Catch::Contains("reading header"));
   }
   SECTION("EOF in the middle of a message") {
-    Pair p = connected_pair(loopback());
-    const char three[3] = {1, 2, 3};
-    REQUIRE(net::send_all(p.server.get(), three, 3, Deadline::after(2s), "x").is_ok());
-    p.server.reset();
-    char buf[10];
-    auto s = net::recv_all(p.client.get(), buf, sizeof buf, Deadline::after(2s), "payload");
+    auto s = recv_after_close(3, 10, "payload");
     CHECK(s.code() == ErrorCode::PeerFailed);
     CHECK_THAT(s.message(), Catch::Contains("3 of 10"));
   }
