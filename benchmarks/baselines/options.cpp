@@ -151,12 +151,7 @@ Options parse_options(int argc, const char* const* argv, bool with_store_dir) {
 std::string usage_text(std::string_view program, bool with_store_dir) {
   return fmt::format(
       "Usage: {} [options]   (fp32/fp64 sum-allreduce, loom-perf's table)\n"
-      "  -b, --minbytes SIZE       smallest size in bytes, K/M/G suffixes (default 8)\n"
-      "  -e, --maxbytes SIZE       largest size in bytes (default 32M)\n"
-      "  -f, --stepfactor N        multiply the size by N each step (default 2)\n"
-      "  -i, --stepbytes SIZE      add SIZE bytes each step instead of -f\n"
-      "  -n, --iters N             timed iterations (default 20)\n"
-      "  -w, --warmup_iters N      warmup iterations (default 5)\n"
+      "{}"
       "  -c, --check 0/1           verify every element (default 1)\n"
       "  -d, --datatype TYPE       float, double or a comma list (default float)\n"
       "  -o, --op sum              the only operator\n"
@@ -165,7 +160,7 @@ std::string usage_text(std::string_view program, bool with_store_dir) {
       "{}"
       "  -h, --help                print this help\n"
       "Time is the per-iteration time averaged over ranks (loom-perf -a 1).\n",
-      program,
+      program, bench::kSweepUsage,
       with_store_dir ? "      --store-dir DIR       FileStore rendezvous directory (default "
                        "$TMPDIR or /tmp)\n"
                      : "");

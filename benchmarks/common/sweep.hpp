@@ -26,6 +26,15 @@ struct SweepOptions {
   bool check = true;
 };
 
+/// The help lines of the sweep's flags (-b -e -f -i -n -w), as every benchmark prints them.
+inline constexpr std::string_view kSweepUsage =
+    "  -b, --minbytes SIZE       smallest size in bytes, K/M/G suffixes (default 8)\n"
+    "  -e, --maxbytes SIZE       largest size in bytes (default 32M)\n"
+    "  -f, --stepfactor N        multiply the size by N each step (default 2)\n"
+    "  -i, --stepbytes SIZE      add SIZE bytes each step instead of -f\n"
+    "  -n, --iters N             timed iterations (default 20)\n"
+    "  -w, --warmup_iters N      warmup iterations (default 5)\n";
+
 /// "64", "64B", "8K", "8KB", "1M", "2G" (binary multiples) -> bytes; nullopt when malformed or
 /// too large for size_t.
 inline std::optional<std::size_t> parse_size(std::string_view text) noexcept {

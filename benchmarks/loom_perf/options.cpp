@@ -355,12 +355,7 @@ std::string usage_text(std::string_view program) {
       "  allreduce 2(n-1)/n; allgather, reducescatter, alltoall(v), gather, scatter (n-1)/n;\n"
       "  broadcast, reduce 1. In place: alltoall(v) send == recv; gather send == recv + rank x\n"
       "  count; scatter recv == send + rank x count (on every rank, as nccl-tests)\n"
-      "  -b, --minbytes SIZE       smallest size in bytes, K/M/G suffixes (default 8)\n"
-      "  -e, --maxbytes SIZE       largest size in bytes (default 32M)\n"
-      "  -f, --stepfactor N        multiply the size by N each step (default 2)\n"
-      "  -i, --stepbytes SIZE      add SIZE bytes each step instead of -f\n"
-      "  -n, --iters N             timed iterations (default 20)\n"
-      "  -w, --warmup_iters N      warmup iterations (default 5)\n"
+      "{}"
       "  -c, --check 0/1           verify results (default 1)\n"
       "  -d, --datatype TYPE       int8 uint8 int32 uint32 int64 uint64 half bfloat16 float\n"
       "                            double f8e4m3 f8e5m2, a comma list, or all (default float)\n"
@@ -401,7 +396,7 @@ std::string usage_text(std::string_view program) {
       "                            times are per call, to compare with -g 1\n"
       "  -h, --help                print this help\n"
       "Run under `loomrun -n N {} ...`; without a launcher environment it runs as one rank.\n",
-      program, program);
+      program, bench::kSweepUsage, program);
 }
 
 }  // namespace loom::perf
