@@ -9,7 +9,7 @@ source "$(dirname "$0")/lib/common.sh"
 
 # start_ranks N VARSTYLE: starts N loom-perf ranks in the background with the chosen variables.
 run_job() {
-  local n=$1 style=$2 port pids=() rc=0
+  local n=$1 style=$2 port pids=()
   port=$(free_port)
   for ((r = 0; r < n; r++)); do
     if [[ $style == loom ]]; then
@@ -21,11 +21,7 @@ run_job() {
     fi
     pids+=($!)
   done
-  for p in "${pids[@]}"; do wait "$p" || rc=$?; done
-  if [[ $rc -ne 0 ]] || ! grep -q "Avg bus bandwidth" "$TMP/$style.0"; then
-    fail "$style launch with $n ranks (exit $rc)"
-    cat "$TMP/$style".* >&2
-  else
+  if perf_job_ok "$style launch with $n ranks" "$TMP/$style" "${pids[@]}"; then
     echo "ok: $style launch with $n ranks"
   fi
 }

@@ -30,14 +30,6 @@ if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
     echo "ok: --device cuda without a GPU: $(tail -1 "$TMP/out")"
   fi
 fi
-timeout 30 "$BIN/loom-perf" allreduce --device tpu >/dev/null 2>&1
-if [[ $? -ne 2 ]]; then
-  echo "FAIL: loom-perf --device tpu should be a usage error (exit 2)" >&2
-  failures=$((failures + 1))
-fi
+usage_error allreduce --device tpu
 
-if [[ $failures -ne 0 ]]; then
-  echo "perf_device: $failures failure(s)" >&2
-  exit 1
-fi
-echo "perf_device: all sweeps verified"
+finish perf_device

@@ -19,3 +19,22 @@ sweep() {
     echo "ok: -n $n $coll $* ($rows rows)"
   fi
 }
+
+# usage_error ARGS...: loom-perf ARGS must be a usage error (exit 2).
+usage_error() {
+  timeout 30 "$BIN/loom-perf" "$@" >/dev/null 2>&1
+  local rc=$?
+  if [[ $rc -ne 2 ]]; then
+    echo "FAIL: loom-perf $* should be a usage error (exit 2, got $rc)" >&2
+    failures=$((failures + 1))
+  fi
+}
+
+# finish NAME: exits 1 naming the failure count, else prints that every sweep was verified.
+finish() {
+  if [[ $failures -ne 0 ]]; then
+    echo "$1: $failures failure(s)" >&2
+    exit 1
+  fi
+  echo "$1: all sweeps verified"
+}
