@@ -5,10 +5,6 @@
 # Usage: bash perf_device.sh BIN_DIR
 set -u
 BIN=${1:?usage: perf_device.sh BIN_DIR}
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-failures=0
-
 # shellcheck source=lib/perf_sweep.sh
 source "$(dirname "$0")/lib/perf_sweep.sh"
 

@@ -4,10 +4,6 @@
 # Usage: bash perf_sweep.sh BIN_DIR
 set -u
 BIN=${1:?usage: perf_sweep.sh BIN_DIR}
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-failures=0
-
 # shellcheck source=lib/perf_sweep.sh
 source "$(dirname "$0")/lib/perf_sweep.sh"
 

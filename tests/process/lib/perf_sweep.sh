@@ -1,5 +1,7 @@
-# Shared by the loom-perf process tests (sourced, not a test itself): needs BIN, TMP and a
-# `failures` counter in the caller.
+# Shared by the loom-perf process tests (sourced, not a test itself): needs BIN; provides
+# lib/common.sh's TMP, failures and fail, and sweep, usage_error and finish.
+# shellcheck source=lib/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 # sweep N COLL ARGS...: runs one loom-perf sweep and checks exit code, rows and #wrong.
 sweep() {
   local n=$1 coll=$2
