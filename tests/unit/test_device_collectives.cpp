@@ -8,6 +8,8 @@
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <thread>
+#include <tuple>
+#include <utility>
 
 #include "bootstrap/memory_store.hpp"
 #include "comm_harness.hpp"
@@ -51,6 +53,14 @@ class Rank {
     bufs_.push_back(p);
     throw_if_error(dev_.copy_async(p, init.data(), init.size(), stream_));
     return p;
+  }
+  /// The send buffer (a device copy of `send`) and the output: the send buffer itself when
+  /// `in_place`, else a separate buffer of the same size filled with 0xee.
+  std::pair<std::uint8_t*, std::uint8_t*> send_and_out(const std::vector<std::uint8_t>& send,
+                                                       bool in_place) {
+    std::uint8_t* d_send = device_copy_of(send);
+    return {d_send,
+            in_place ? d_send : device_copy_of(std::vector<std::uint8_t>(send.size(), 0xee))};
   }
   /// Enqueues a copy of device memory into `host` and waits for the stream.
   void read_back(const void* src, std::vector<std::uint8_t>& host) {
@@ -99,9 +109,7 @@ void check_reductions(Communicator& comm, Rank& dev, Checker& chk) {
           // allreduce
           send.assign(count * es + 1, 0);
           fill_input(t, op, r, send.data(), count);
-          std::uint8_t* d_send = dev.device_copy_of(send);
-          std::uint8_t* d_out =
-              ip ? d_send : dev.device_copy_of(std::vector<std::uint8_t>(send.size(), 0xee));
+          auto [d_send, d_out] = dev.send_and_out(send, ip);
           comm.allreduce(d_send, d_out, count, t, op, dev.opts());
           out_host.assign(count * es, 0);
           dev.read_back(d_out, out_host);
@@ -111,8 +119,7 @@ void check_reductions(Communicator& comm, Rank& dev, Checker& chk) {
                         where("allreduce", t, op, count, ip, r, i));
           }
           // reduce
-          d_send = dev.device_copy_of(send);
-          d_out = ip ? d_send : dev.device_copy_of(std::vector<std::uint8_t>(send.size(), 0xee));
+          std::tie(d_send, d_out) = dev.send_and_out(send, ip);
           comm.reduce(d_send, d_out, count, t, op, root, dev.opts());
           dev.read_back(d_out, out_host);
           if (r == root)
@@ -165,9 +172,7 @@ void check_data_movement(Communicator& comm, Rank& dev, Checker& chk) {
         // broadcast
         send.assign(count * es + 1, 0);
         if (r == root) fill_input(t, RedOp::Sum, root, send.data(), count);
-        std::uint8_t* d_send = dev.device_copy_of(send);
-        std::uint8_t* d_out =
-            ip ? d_send : dev.device_copy_of(std::vector<std::uint8_t>(send.size(), 0xee));
+        auto [d_send, d_out] = dev.send_and_out(send, ip);
         comm.broadcast(d_send, d_out, count, t, root, dev.opts());
         host.assign(count * es, 0);
         dev.read_back(d_out, host);
@@ -209,9 +214,7 @@ void check_exchanges(Communicator& comm, Rank& dev, Checker& chk) {
         // alltoall
         std::vector<std::uint8_t> send(block * un + 1, 0);
         for (int p = 0; p < n; ++p) fill(send.data() + std::size_t(p) * block, r, p, count);
-        std::uint8_t* d_send = dev.device_copy_of(send);
-        std::uint8_t* d_out =
-            ip ? d_send : dev.device_copy_of(std::vector<std::uint8_t>(send.size(), 0xee));
+        auto [d_send, d_out] = dev.send_and_out(send, ip);
         comm.alltoall(d_send, d_out, count, t, dev.opts());
         host.assign(block * un, 0);
         dev.read_back(d_out, host);
