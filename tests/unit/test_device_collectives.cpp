@@ -524,6 +524,13 @@ bool shm_provider_has_hmem() {
   return p.is_ok() && p->hmem;
 }
 
+/// shm_provider_has_hmem(), warning that the test is skipped when it is false.
+bool hmem_or_skip() {
+  if (shm_provider_has_hmem()) return true;
+  WARN("libfabric's shm provider with FI_HMEM is not available: skipped");
+  return false;
+}
+
 // One float allreduce (sum) on device buffers with per-rank settings; checks every element.
 void device_allreduce(int n, std::size_t count, const std::vector<std::string>& hosts,
                       const std::function<std::map<std::string, std::string>(int)>& settings) {
@@ -564,10 +571,7 @@ void device_allreduce(int n, std::size_t count, const std::vector<std::string>& 
 
 TEST_CASE("device collectives across hosts (host-sim, ofi FI_HMEM simulated): 2 x 2 ranks",
           "[device][ofi]") {
-  if (!shm_provider_has_hmem()) {
-    WARN("libfabric's shm provider with FI_HMEM is not available: skipped");
-    return;
-  }
+  if (!hmem_or_skip()) return;
   const std::uint64_t flushes = device::host_sim_remote_write_flushes();
   const std::uint64_t kernels = device::host_sim_reduce_launches();
   // Devices 0 and 1 on each host: cuda_ipc p2p inside a host, ofi across.
@@ -578,10 +582,7 @@ TEST_CASE("device collectives across hosts (host-sim, ofi FI_HMEM simulated): 2 
 
 TEST_CASE("device collectives across hosts (host-sim, ofi FI_HMEM simulated): 1 + 2 ranks",
           "[device][ofi]") {
-  if (!shm_provider_has_hmem()) {
-    WARN("libfabric's shm provider with FI_HMEM is not available: skipped");
-    return;
-  }
+  if (!hmem_or_skip()) return;
   const std::uint64_t flushes = device::host_sim_remote_write_flushes();
   // One rank alone on its host, and a host whose two ranks share a device (host staging).
   run_device_matrix(3, {0, 0, 0}, hmem_settings(), {"hostA", "hostB", "hostB"});
@@ -590,10 +591,7 @@ TEST_CASE("device collectives across hosts (host-sim, ofi FI_HMEM simulated): 1 
 
 TEST_CASE("device buffers across hosts: one rank that cannot send device memory stages everyone",
           "[device][ofi]") {
-  if (!shm_provider_has_hmem()) {
-    WARN("libfabric's shm provider with FI_HMEM is not available: skipped");
-    return;
-  }
+  if (!hmem_or_skip()) return;
   const std::vector<std::string> hosts = {"hostA", "hostA", "hostB"};
   struct Case {
     const char* what;
