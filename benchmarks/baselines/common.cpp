@@ -239,4 +239,19 @@ int run_benchmark(Backend& backend, const Options& options, std::string_view pro
   return total_wrong == 0 ? 0 : 1;
 }
 
+std::optional<int> parse_or_exit(const std::function<bool()>& parse, bool print,
+                                 std::string_view program, const std::string& usage) {
+  bool help = false;
+  try {
+    help = parse();
+  } catch (const UsageError& e) {
+    if (print)
+      std::fprintf(stderr, "%s: %s\n%s", std::string(program).c_str(), e.what(), usage.c_str());
+    return kExitUsage;
+  }
+  if (!help) return std::nullopt;
+  if (print) std::fputs(usage.c_str(), stdout);
+  return 0;
+}
+
 }  // namespace loom::baselines

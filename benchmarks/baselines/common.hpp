@@ -6,10 +6,14 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "benchmarks/common/sweep.hpp"
 
 namespace loom::baselines {
 
@@ -18,14 +22,7 @@ enum class Dtype { Float32, Float64 };
 std::string_view dtype_name(Dtype dtype) noexcept;
 std::size_t dtype_size(Dtype dtype) noexcept;
 
-struct Options {
-  std::size_t min_bytes = 8;
-  std::size_t max_bytes = std::size_t{32} << 20;
-  std::size_t step_factor = 2;  // used when step_bytes == 0
-  std::size_t step_bytes = 0;   // > 0: sizes grow by this many bytes instead
-  int iters = 20;
-  int warmup = 5;
-  bool check = true;
+struct Options : bench::SweepOptions {
   std::vector<Dtype> dtypes{Dtype::Float32};
   bool run_out_of_place = true;
   bool run_in_place = true;
@@ -44,7 +41,7 @@ class UsageError : public std::runtime_error {
 Options parse_options(int argc, const char* const* argv, bool with_store_dir);
 std::string usage_text(std::string_view program, bool with_store_dir);
 /// The sizes to run, in bytes, as loom-perf computes them.
-std::vector<std::size_t> size_list(const Options& options);
+using bench::size_list;
 
 /// One rank's "# Rank r Pid p on host" record, exchanged with an allgather.
 struct RankRecord {
@@ -101,6 +98,17 @@ class Backend {
   /// Every rank's record, in rank order.
   virtual std::vector<RankRecord> allgather(const RankRecord& mine) = 0;
 };
+
+/// Exit statuses of the baselines: a bad command line, an error (any exception).
+inline constexpr int kExitUsage = 2;
+inline constexpr int kExitError = 3;
+
+/// Runs `parse` (which fills the caller's arguments, throws UsageError on a bad command line
+/// and returns whether --help was given). Returns the exit status when the program should stop:
+/// kExitUsage after a usage error (the message and `usage` on stderr), 0 after --help (`usage`
+/// on stdout), printed only where `print` (rank 0); nullopt when it should run.
+std::optional<int> parse_or_exit(const std::function<bool()>& parse, bool print,
+                                 std::string_view program, const std::string& usage);
 
 /// Runs every size and dtype, printing the table on rank 0. Returns the exit status:
 /// 0 when every check passed, 1 when some element was wrong.

@@ -40,8 +40,6 @@
 namespace loom::baselines {
 namespace {
 
-constexpr int kExitUsage = 2;
-constexpr int kExitError = 3;
 constexpr std::chrono::minutes kTimeout{5};
 
 using ReduceFn = void (*)(void*, const void*, const void*, std::size_t);
@@ -178,18 +176,12 @@ int run(int argc, char** argv) {
     throw std::runtime_error("LOOM_RANK must be in [0, LOOM_WORLD_SIZE)");
   }
   Options options;
-  try {
+  const auto parse = [&] {
     options = parse_options(argc, argv, true);
-  } catch (const UsageError& e) {
-    if (rank == 0) {
-      std::fprintf(stderr, "%s: %s\n%s", std::string(program).c_str(), e.what(),
-                   usage_text(program, true).c_str());
-    }
-    return kExitUsage;
-  }
-  if (options.help) {
-    if (rank == 0) std::fputs(usage_text(program, true).c_str(), stdout);
-    return 0;
+    return options.help;
+  };
+  if (const auto status = parse_or_exit(parse, rank == 0, program, usage_text(program, true))) {
+    return *status;
   }
   const std::filesystem::path dir = store_base(options) / job_name();
   GlooBackend backend(rank, size, dir);

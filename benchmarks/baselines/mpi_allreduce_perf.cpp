@@ -17,12 +17,10 @@
 #include <vector>
 
 #include "benchmarks/baselines/common.hpp"
+#include "benchmarks/baselines/mpi_main.hpp"
 
 namespace loom::baselines {
 namespace {
-
-constexpr int kExitUsage = 2;
-constexpr int kExitError = 3;
 
 MPI_Datatype mpi_type(Dtype dtype) {
   return dtype == Dtype::Float32 ? MPI_FLOAT : MPI_DOUBLE;
@@ -39,13 +37,7 @@ class MpiBackend final : public Backend {
   [[nodiscard]] int size() const override { return size_; }
 
   [[nodiscard]] std::string description() const override {
-    char version[MPI_MAX_LIBRARY_VERSION_STRING] = {};
-    int length = 0;
-    MPI_Get_library_version(version, &length);
-    std::string text(version, static_cast<std::size_t>(length));
-    if (const std::size_t comma = text.find(','); comma != std::string::npos) text.resize(comma);
-    while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
-    return text + ", MPI_Allreduce";
+    return mpi_library_name() + ", MPI_Allreduce";
   }
 
   void allreduce(const void* in, void* out, std::size_t count, Dtype dtype) override {
@@ -93,18 +85,13 @@ int run(int argc, char** argv) {
   const std::string_view program = program_name(argc, argv);
   MpiBackend backend;
   Options options;
-  try {
+  const auto parse = [&] {
     options = parse_options(argc, argv, false);
-  } catch (const UsageError& e) {
-    if (backend.rank() == 0) {
-      std::fprintf(stderr, "%s: %s\n%s", std::string(program).c_str(), e.what(),
-                   usage_text(program, false).c_str());
-    }
-    return kExitUsage;
-  }
-  if (options.help) {
-    if (backend.rank() == 0) std::fputs(usage_text(program, false).c_str(), stdout);
-    return 0;
+    return options.help;
+  };
+  if (const auto status =
+          parse_or_exit(parse, backend.rank() == 0, program, usage_text(program, false))) {
+    return *status;
   }
   return run_benchmark(backend, options, program);
 }
@@ -113,15 +100,5 @@ int run(int argc, char** argv) {
 }  // namespace loom::baselines
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  int status = 0;
-  try {
-    status = loom::baselines::run(argc, argv);
-  } catch (const std::exception& e) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "mpi-allreduce-perf: error: %s\n", e.what());
-    MPI_Abort(MPI_COMM_WORLD, loom::baselines::kExitError);
-  }
-  MPI_Finalize();
-  return status;
+  return loom::baselines::mpi_main(argc, argv, "mpi-allreduce-perf", loom::baselines::run);
 }

@@ -33,12 +33,11 @@
 #include <vector>
 
 #include "benchmarks/baselines/common.hpp"
+#include "benchmarks/baselines/mpi_main.hpp"
 
 namespace loom::baselines {
 namespace {
 
-constexpr int kExitUsage = 2;
-constexpr int kExitError = 3;
 constexpr std::size_t kAlignment = 4096;
 
 enum class Coll { AllToAll, AllToAllV, Gather, Scatter, SendRecv };
@@ -286,13 +285,7 @@ class Bench {
 };
 
 std::string description() {
-  char version[MPI_MAX_LIBRARY_VERSION_STRING] = {};
-  int length = 0;
-  MPI_Get_library_version(version, &length);
-  std::string text(version, static_cast<std::size_t>(length));
-  if (const std::size_t comma = text.find(','); comma != std::string::npos) text.resize(comma);
-  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
-  return text;
+  return mpi_library_name();
 }
 
 // COLLECTIVE first, then -r/--root N and the baseline flags (parse_options).
@@ -354,17 +347,11 @@ int run(int argc, char** argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &n);
   const std::string_view program = "mpi-exchange-perf";
   Args a;
-  try {
+  const auto parse = [&] {
     a = parse_args(argc, argv);
-  } catch (const UsageError& e) {
-    if (rank == 0)
-      std::fprintf(stderr, "%s: %s\n%s", program.data(), e.what(), usage(program).c_str());
-    return kExitUsage;
-  }
-  if (a.options.help) {
-    if (rank == 0) std::fputs(usage(program).c_str(), stdout);
-    return 0;
-  }
+    return a.options.help;
+  };
+  if (const auto status = parse_or_exit(parse, rank == 0, program, usage(program))) return *status;
   const bool rooted = a.coll == Coll::Gather || a.coll == Coll::Scatter;
   if (rooted && a.root >= n) {
     if (rank == 0)
@@ -409,15 +396,5 @@ int run(int argc, char** argv) {
 }  // namespace loom::baselines
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  int status = 0;
-  try {
-    status = loom::baselines::run(argc, argv);
-  } catch (const std::exception& e) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "mpi-exchange-perf: error: %s\n", e.what());
-    MPI_Abort(MPI_COMM_WORLD, loom::baselines::kExitError);
-  }
-  MPI_Finalize();
-  return status;
+  return loom::baselines::mpi_main(argc, argv, "mpi-exchange-perf", loom::baselines::run);
 }

@@ -14,40 +14,12 @@ namespace {
 
 // --- Command line --------------------------------------------------------------------------------
 
-std::optional<std::size_t> parse_size(std::string_view text) {
-  std::size_t value = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end == text.data()) return std::nullopt;
-  std::string_view suffix(end, static_cast<std::size_t>(text.data() + text.size() - end));
-  if (suffix.size() == 2 && (suffix[1] == 'B' || suffix[1] == 'b')) suffix.remove_suffix(1);
-  int shift = 0;
-  if (suffix == "K" || suffix == "k") {
-    shift = 10;
-  } else if (suffix == "M" || suffix == "m") {
-    shift = 20;
-  } else if (suffix == "G" || suffix == "g") {
-    shift = 30;
-  } else if (!suffix.empty() && suffix != "B" && suffix != "b") {
-    return std::nullopt;
-  }
-  if (value > (std::numeric_limits<std::size_t>::max() >> shift)) return std::nullopt;
-  return value << shift;
-}
-
 std::size_t size_value(std::string_view flag, std::string_view text) {
-  const std::optional<std::size_t> size = parse_size(text);
-  if (!size) throw UsageError(fmt::format("invalid size '{}' for {}", text, flag));
-  return *size;
+  return bench::size_value<UsageError>(flag, text);
 }
 
 long long int_value(std::string_view flag, std::string_view text, long long lo, long long hi) {
-  long long value = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size() || value < lo || value > hi) {
-    throw UsageError(fmt::format("invalid value '{}' for {} (expected an integer in [{}, {}])",
-                                 text, flag, lo, hi));
-  }
-  return value;
+  return bench::int_value<UsageError>(flag, text, lo, hi);
 }
 
 std::vector<Dtype> dtype_list(std::string_view text) {
@@ -179,12 +151,7 @@ Options parse_options(int argc, const char* const* argv, bool with_store_dir) {
 std::string usage_text(std::string_view program, bool with_store_dir) {
   return fmt::format(
       "Usage: {} [options]   (fp32/fp64 sum-allreduce, loom-perf's table)\n"
-      "  -b, --minbytes SIZE       smallest size in bytes, K/M/G suffixes (default 8)\n"
-      "  -e, --maxbytes SIZE       largest size in bytes (default 32M)\n"
-      "  -f, --stepfactor N        multiply the size by N each step (default 2)\n"
-      "  -i, --stepbytes SIZE      add SIZE bytes each step instead of -f\n"
-      "  -n, --iters N             timed iterations (default 20)\n"
-      "  -w, --warmup_iters N      warmup iterations (default 5)\n"
+      "{}"
       "  -c, --check 0/1           verify every element (default 1)\n"
       "  -d, --datatype TYPE       float, double or a comma list (default float)\n"
       "  -o, --op sum              the only operator\n"
@@ -193,29 +160,10 @@ std::string usage_text(std::string_view program, bool with_store_dir) {
       "{}"
       "  -h, --help                print this help\n"
       "Time is the per-iteration time averaged over ranks (loom-perf -a 1).\n",
-      program,
+      program, bench::kSweepUsage,
       with_store_dir ? "      --store-dir DIR       FileStore rendezvous directory (default "
                        "$TMPDIR or /tmp)\n"
                      : "");
-}
-
-std::vector<std::size_t> size_list(const Options& options) {
-  std::vector<std::size_t> sizes;
-  std::size_t size = options.min_bytes;
-  while (size <= options.max_bytes) {
-    sizes.push_back(size);
-    std::size_t next = 0;
-    if (options.step_bytes > 0) {
-      next = size + options.step_bytes;
-    } else if (size == 0) {
-      next = 1;
-    } else if (size <= std::numeric_limits<std::size_t>::max() / options.step_factor) {
-      next = size * options.step_factor;
-    }
-    if (next <= size) break;
-    size = next;
-  }
-  return sizes;
 }
 
 }  // namespace loom::baselines

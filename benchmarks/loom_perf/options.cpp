@@ -115,19 +115,11 @@ const FlagSpec* find_flag(std::string_view name, bool is_long) {
 }
 
 long long parse_int(std::string_view flag, std::string_view text, long long lo, long long hi) {
-  long long value = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size() || value < lo || value > hi) {
-    throw UsageError(fmt::format("invalid value '{}' for {} (expected an integer in [{}, {}])",
-                                 text, flag, lo, hi));
-  }
-  return value;
+  return bench::int_value<UsageError>(flag, text, lo, hi);
 }
 
 std::size_t parse_size_flag(std::string_view flag, std::string_view text) {
-  const std::optional<std::size_t> size = parse_size(text);
-  if (!size) throw UsageError(fmt::format("invalid size '{}' for {}", text, flag));
-  return *size;
+  return bench::size_value<UsageError>(flag, text);
 }
 
 template <typename T, typename Parse>
@@ -317,44 +309,6 @@ std::optional<Coll> coll_from_name(std::string_view name) noexcept {
   return std::nullopt;
 }
 
-std::optional<std::size_t> parse_size(std::string_view text) noexcept {
-  std::size_t value = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end == text.data()) return std::nullopt;
-  std::string_view suffix(end, static_cast<std::size_t>(text.data() + text.size() - end));
-  if (suffix.size() == 2 && (suffix[1] == 'B' || suffix[1] == 'b')) suffix.remove_suffix(1);
-  int shift = 0;
-  if (suffix == "K" || suffix == "k")
-    shift = 10;
-  else if (suffix == "M" || suffix == "m")
-    shift = 20;
-  else if (suffix == "G" || suffix == "g")
-    shift = 30;
-  else if (!suffix.empty() && suffix != "B" && suffix != "b")
-    return std::nullopt;
-  if (value > (std::numeric_limits<std::size_t>::max() >> shift)) return std::nullopt;
-  return value << shift;
-}
-
-std::vector<std::size_t> size_list(const Options& options) {
-  std::vector<std::size_t> sizes;
-  std::size_t size = options.min_bytes;
-  while (size <= options.max_bytes) {
-    sizes.push_back(size);
-    std::size_t next = 0;
-    if (options.step_bytes > 0) {
-      next = size + options.step_bytes;
-    } else if (size == 0) {
-      next = 1;
-    } else if (size <= std::numeric_limits<std::size_t>::max() / options.step_factor) {
-      next = size * options.step_factor;
-    }
-    if (next <= size) break;  // overflow
-    size = next;
-  }
-  return sizes;
-}
-
 Options parse_options(int argc, const char* const* argv) {
   Options opt;
   std::optional<Coll> coll;
@@ -401,12 +355,7 @@ std::string usage_text(std::string_view program) {
       "  allreduce 2(n-1)/n; allgather, reducescatter, alltoall(v), gather, scatter (n-1)/n;\n"
       "  broadcast, reduce 1. In place: alltoall(v) send == recv; gather send == recv + rank x\n"
       "  count; scatter recv == send + rank x count (on every rank, as nccl-tests)\n"
-      "  -b, --minbytes SIZE       smallest size in bytes, K/M/G suffixes (default 8)\n"
-      "  -e, --maxbytes SIZE       largest size in bytes (default 32M)\n"
-      "  -f, --stepfactor N        multiply the size by N each step (default 2)\n"
-      "  -i, --stepbytes SIZE      add SIZE bytes each step instead of -f\n"
-      "  -n, --iters N             timed iterations (default 20)\n"
-      "  -w, --warmup_iters N      warmup iterations (default 5)\n"
+      "{}"
       "  -c, --check 0/1           verify results (default 1)\n"
       "  -d, --datatype TYPE       int8 uint8 int32 uint32 int64 uint64 half bfloat16 float\n"
       "                            double f8e4m3 f8e5m2, a comma list, or all (default float)\n"
@@ -447,7 +396,7 @@ std::string usage_text(std::string_view program) {
       "                            times are per call, to compare with -g 1\n"
       "  -h, --help                print this help\n"
       "Run under `loomrun -n N {} ...`; without a launcher environment it runs as one rank.\n",
-      program, program);
+      program, bench::kSweepUsage, program);
 }
 
 }  // namespace loom::perf

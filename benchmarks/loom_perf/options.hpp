@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "benchmarks/common/sweep.hpp"
 #include "loom/options.hpp"
 #include "loom/types.hpp"
 
@@ -71,15 +72,8 @@ constexpr std::size_t alltoallv_units(int nranks) noexcept {
 /// How per-rank times combine into the reported time (-a).
 enum class TimeMode { Rank0 = 0, Average = 1, Min = 2, Max = 3 };
 
-struct Options {
+struct Options : bench::SweepOptions {
   Coll coll = Coll::AllReduce;
-  std::size_t min_bytes = 8;
-  std::size_t max_bytes = std::size_t{32} << 20;
-  std::size_t step_factor = 2;  // used when step_bytes == 0
-  std::size_t step_bytes = 0;   // > 0: sizes grow by this many bytes instead
-  int iters = 20;
-  int warmup = 5;
-  bool check = true;
   std::vector<DataType> dtypes{DataType::Float32};
   std::vector<RedOp> ops{RedOp::Sum};
   int root = 0;
@@ -118,9 +112,9 @@ class UsageError : public std::runtime_error {
 /// Parses argv (argv[0] is the program). Throws UsageError.
 Options parse_options(int argc, const char* const* argv);
 /// "8", "1K", "32M", "1G" (powers of 1024; a trailing "B" is allowed). nullopt when malformed.
-std::optional<std::size_t> parse_size(std::string_view text) noexcept;
+using bench::parse_size;
 /// The sizes to run, in bytes: min, then growing by the factor (or step) while <= max.
-std::vector<std::size_t> size_list(const Options& options);
+using bench::size_list;
 std::string usage_text(std::string_view program);
 
 }  // namespace loom::perf

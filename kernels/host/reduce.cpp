@@ -27,6 +27,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <type_traits>
 
 #include "kernels/host/f16c.hpp"
@@ -107,9 +108,14 @@ struct Wrap<T> {
 template <typename T>
 using WrapType = typename Wrap<T>::type;
 
-struct SumOp {
-  static constexpr RedOp kOp = RedOp::Sum;
-  static constexpr bool kBitwise = false;
+/// What every operator states: which RedOp it is and whether it is bitwise (integers only).
+template <RedOp Op, bool Bitwise = false>
+struct OpTag {
+  static constexpr RedOp kOp = Op;
+  static constexpr bool kBitwise = Bitwise;
+};
+
+struct SumOp : OpTag<RedOp::Sum> {
   template <typename T>
   static constexpr T apply(T a, T b) noexcept {
     using U = WrapType<T>;
@@ -117,9 +123,7 @@ struct SumOp {
   }
 };
 
-struct ProdOp {
-  static constexpr RedOp kOp = RedOp::Prod;
-  static constexpr bool kBitwise = false;
+struct ProdOp : OpTag<RedOp::Prod> {
   template <typename T>
   static constexpr T apply(T a, T b) noexcept {
     using U = WrapType<T>;
@@ -140,18 +144,14 @@ constexpr bool is_nan(T v) noexcept {
 // Written as "keep a unless ..." so that on NaN-free data min == std::min(a, b) ((b < a) ? b : a)
 // and max == std::max(a, b) ((a < b) ? b : a), and a NaN operand wins (a's if both are NaN).
 // Non-short-circuit `|` keeps the select branch-free.
-struct MinOp {
-  static constexpr RedOp kOp = RedOp::Min;
-  static constexpr bool kBitwise = false;
+struct MinOp : OpTag<RedOp::Min> {
   template <typename T>
   static constexpr T apply(T a, T b) noexcept {
     return ((a <= b) | is_nan(a)) ? a : b;
   }
 };
 
-struct MaxOp {
-  static constexpr RedOp kOp = RedOp::Max;
-  static constexpr bool kBitwise = false;
+struct MaxOp : OpTag<RedOp::Max> {
   template <typename T>
   static constexpr T apply(T a, T b) noexcept {
     return ((b <= a) | is_nan(a)) ? a : b;
@@ -159,29 +159,15 @@ struct MaxOp {
 };
 
 // Bitwise ops: defined for the integer types only (never instantiated for the others).
-struct BitAndOp {
-  static constexpr RedOp kOp = RedOp::BitAnd;
-  static constexpr bool kBitwise = true;
+template <RedOp Op, typename F>
+struct BitwiseOp : OpTag<Op, true> {
   template <typename T>
   requires std::is_integral_v<T>
-  static constexpr T apply(T a, T b) noexcept { return static_cast<T>(a & b); }
+  static constexpr T apply(T a, T b) noexcept { return static_cast<T>(F{}(a, b)); }
 };
-
-struct BitOrOp {
-  static constexpr RedOp kOp = RedOp::BitOr;
-  static constexpr bool kBitwise = true;
-  template <typename T>
-  requires std::is_integral_v<T>
-  static constexpr T apply(T a, T b) noexcept { return static_cast<T>(a | b); }
-};
-
-struct BitXorOp {
-  static constexpr RedOp kOp = RedOp::BitXor;
-  static constexpr bool kBitwise = true;
-  template <typename T>
-  requires std::is_integral_v<T>
-  static constexpr T apply(T a, T b) noexcept { return static_cast<T>(a ^ b); }
-};
+using BitAndOp = BitwiseOp<RedOp::BitAnd, std::bit_and<>>;
+using BitOrOp = BitwiseOp<RedOp::BitOr, std::bit_or<>>;
+using BitXorOp = BitwiseOp<RedOp::BitXor, std::bit_xor<>>;
 
 template <typename E, typename Op>
 constexpr typename E::S combine(typename E::S a, typename E::S b) noexcept {

@@ -11,11 +11,8 @@
 # Usage: bash device_hosts.sh BIN_DIR
 set -u
 BIN=${1:?usage: device_hosts.sh BIN_DIR}
-TMP=$(mktemp -d)
-trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$TMP"' EXIT
-failures=0
-fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# shellcheck source=lib/common.sh
+source "$(dirname "$0")/lib/common.sh"
 
 if ! fi_info -p shm -c FI_HMEM >/dev/null 2>&1; then
   echo "libfabric's shm provider offers no FI_HMEM here: skipped"

@@ -5,17 +5,14 @@
 # Usage: bash fake_hosts.sh BIN_DIR
 set -u
 BIN=${1:?usage: fake_hosts.sh BIN_DIR}
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"; kill $(jobs -p) 2>/dev/null' EXIT
-failures=0
-fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# shellcheck source=lib/common.sh
+source "$(dirname "$0")/lib/common.sh"
 
 # job NAME N HOSTFN EXTRA_ENV...: starts N ranks by hand; HOSTFN r prints rank r's host id.
 job() {
   local name=$1 n=$2 hostfn=$3
   shift 3
-  local port pids=() rc=0
+  local port pids=()
   port=$(free_port)
   for ((r = 0; r < n; r++)); do
     env LOOM_RANK=$r LOOM_WORLD_SIZE=$n LOOM_ROOT=127.0.0.1:$port LOOM_TIMEOUT=60s \
@@ -23,12 +20,7 @@ job() {
       timeout 120 "$BIN/loom-perf" allreduce -b 8 -e 4M -f 16 -n 2 -w 1 >"$TMP/$name.$r" 2>&1 &
     pids+=($!)
   done
-  for p in "${pids[@]}"; do wait "$p" || rc=$?; done
-  if [[ $rc -ne 0 ]] || ! grep -q "Avg bus bandwidth" "$TMP/$name.0"; then
-    fail "$name: job failed (exit $rc)"
-    cat "$TMP/$name".* >&2
-    return 1
-  fi
+  perf_job_ok "$name: job failed" "$TMP/$name" "${pids[@]}" || return 1
   if awk '$1 ~ /^[0-9]+$/ && NF == 13 && ($9 != "0" || $13 != "0")' "$TMP/$name.0" | grep -q .; then
     fail "$name: wrong results"
   fi

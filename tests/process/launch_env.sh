@@ -4,16 +4,12 @@
 # Usage: bash launch_env.sh BIN_DIR
 set -u
 BIN=${1:?usage: launch_env.sh BIN_DIR}
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"; kill $(jobs -p) 2>/dev/null' EXIT
-failures=0
-fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# shellcheck source=lib/common.sh
+source "$(dirname "$0")/lib/common.sh"
 
 # start_ranks N VARSTYLE: starts N loom-perf ranks in the background with the chosen variables.
 run_job() {
-  local n=$1 style=$2 port pids=() rc=0
+  local n=$1 style=$2 port pids=()
   port=$(free_port)
   for ((r = 0; r < n; r++)); do
     if [[ $style == loom ]]; then
@@ -25,11 +21,7 @@ run_job() {
     fi
     pids+=($!)
   done
-  for p in "${pids[@]}"; do wait "$p" || rc=$?; done
-  if [[ $rc -ne 0 ]] || ! grep -q "Avg bus bandwidth" "$TMP/$style.0"; then
-    fail "$style launch with $n ranks (exit $rc)"
-    cat "$TMP/$style".* >&2
-  else
+  if perf_job_ok "$style launch with $n ranks" "$TMP/$style" "${pids[@]}"; then
     echo "ok: $style launch with $n ranks"
   fi
 }

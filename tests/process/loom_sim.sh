@@ -5,10 +5,8 @@
 # Usage: bash loom_sim.sh BIN_DIR
 set -u
 BIN=${1:?usage: loom_sim.sh BIN_DIR}
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-failures=0
-fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+# shellcheck source=lib/common.sh
+source "$(dirname "$0")/lib/common.sh"
 [[ -x $BIN/loom-sim ]] || { echo "loom-sim not built; skipping"; exit 77; }
 
 rows() { awk '$1 ~ /^[0-9]+$/' "$1" | wc -l; }

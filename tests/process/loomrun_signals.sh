@@ -8,16 +8,10 @@ set -u
 
 BIN_DIR=${1:?usage: loomrun_signals.sh BIN_DIR}
 LOOMRUN=$BIN_DIR/loomrun
-if [[ ! -x $LOOMRUN ]]; then
-  echo "FAIL: $LOOMRUN is missing" >&2
-  exit 1
-fi
-for tool in timeout pgrep pkill; do
-  if ! command -v "$tool" >/dev/null; then
-    echo "FAIL: this test needs $tool (coreutils, procps)" >&2
-    exit 1
-  fi
-done
+# shellcheck source=lib/require.sh
+source "$(dirname "$0")/lib/require.sh"
+need_bins "$BIN_DIR" loomrun
+need_tools "(coreutils, procps)" timeout pgrep pkill
 TMP=$(mktemp -d)
 OUT=$TMP/out
 ERR=$TMP/err

@@ -13,10 +13,8 @@ command -v ip >/dev/null || skip "needs the ip command (iproute2)"
 probe="loomprobe$$"
 ip netns add "$probe" 2>/dev/null || skip "cannot create network namespaces here"
 ip netns del "$probe"
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-failures=0
-fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+# shellcheck source=lib/common.sh
+source "$(dirname "$0")/lib/common.sh"
 before=$(ip netns list | grep -c '^loom-' || true)
 
 # job NAME ENV...: 4 ranks on 2 hosts; loom-perf then each rank's eth0 counters.

@@ -6,10 +6,8 @@
 # Usage: bash ofi_library.sh BIN_DIR
 set -u
 BIN=${1:?usage: ofi_library.sh BIN_DIR}
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-failures=0
-fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+# shellcheck source=lib/common.sh
+source "$(dirname "$0")/lib/common.sh"
 
 for f in "$BIN/loom-perf" "$BIN/loom-info" "$BIN/loom-tests" "$BIN/../lib/libloom.so"; do
   [[ -e $f ]] || continue

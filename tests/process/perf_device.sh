@@ -5,10 +5,6 @@
 # Usage: bash perf_device.sh BIN_DIR
 set -u
 BIN=${1:?usage: perf_device.sh BIN_DIR}
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-failures=0
-
 # shellcheck source=lib/perf_sweep.sh
 source "$(dirname "$0")/lib/perf_sweep.sh"
 
@@ -30,14 +26,6 @@ if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
     echo "ok: --device cuda without a GPU: $(tail -1 "$TMP/out")"
   fi
 fi
-timeout 30 "$BIN/loom-perf" allreduce --device tpu >/dev/null 2>&1
-if [[ $? -ne 2 ]]; then
-  echo "FAIL: loom-perf --device tpu should be a usage error (exit 2)" >&2
-  failures=$((failures + 1))
-fi
+usage_error allreduce --device tpu
 
-if [[ $failures -ne 0 ]]; then
-  echo "perf_device: $failures failure(s)" >&2
-  exit 1
-fi
-echo "perf_device: all sweeps verified"
+finish perf_device

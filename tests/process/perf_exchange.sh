@@ -9,10 +9,8 @@
 # Usage: bash perf_exchange.sh BIN_DIR
 set -u
 BIN=${1:?usage: perf_exchange.sh BIN_DIR}
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-failures=0
-fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+# shellcheck source=lib/common.sh
+source "$(dirname "$0")/lib/common.sh"
 
 COLLS="alltoall alltoallv gather scatter"
 SIZES=(-b 1K -e 256K -f 4 -n 2 -w 1 -d float,int8)  # 5 sizes x 2 types = 10 rows

@@ -6,10 +6,8 @@
 set -u
 BIN=${1:?usage: perf_transports.sh BIN_DIR}
 HERE=$(cd "$(dirname "$0")" && pwd)
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-failures=0
-fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+# shellcheck source=lib/common.sh
+source "$(dirname "$0")/lib/common.sh"
 
 transports=tcp,shm
 "$BIN/loom-info" --transports | grep -q "^  ofi  available" && transports=ofi,tcp,shm

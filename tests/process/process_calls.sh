@@ -6,9 +6,9 @@
 # Usage: bash process_calls.sh BIN_DIR
 set -u
 BIN=${1:?usage: process_calls.sh BIN_DIR}
-for b in loomrun loom-tests; do
-  [[ -x $BIN/$b ]] || { echo "FAIL: $BIN/$b is missing" >&2; exit 1; }
-done
+# shellcheck source=lib/require.sh
+source "$(dirname "$0")/lib/require.sh"
+need_bins "$BIN" loomrun loom-tests
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 failures=0

@@ -8,12 +8,10 @@
 # Usage: bash rooted_mismatch.sh BIN_DIR
 set -u
 BIN=${1:?usage: rooted_mismatch.sh BIN_DIR}
-for tool in timeout; do
-  command -v "$tool" >/dev/null || { echo "FAIL: this test needs $tool" >&2; exit 1; }
-done
-for b in loomrun loom-tests; do
-  [[ -x $BIN/$b ]] || { echo "FAIL: $BIN/$b is missing" >&2; exit 1; }
-done
+# shellcheck source=lib/require.sh
+source "$(dirname "$0")/lib/require.sh"
+need_tools "" timeout
+need_bins "$BIN" loomrun loom-tests
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 failures=0

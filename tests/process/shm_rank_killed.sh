@@ -22,21 +22,6 @@ for ((r = 0; r < n; r++)); do
   pids+=($!)
 done
 
-# wait_bounded PID SECONDS: waits for PID (a child of this shell); kills it after SECONDS.
-# Sets rc (124 when it had to be killed).
-wait_bounded() {
-  local pid=$1 limit=$2 start=$SECONDS
-  while kill -0 "$pid" 2>/dev/null && ((SECONDS - start < limit)); do sleep 0.1; done
-  if kill -0 "$pid" 2>/dev/null; then
-    kill -KILL "$pid" 2>/dev/null
-    wait "$pid" 2>/dev/null
-    rc=124
-    return
-  fi
-  wait "$pid"
-  rc=$?
-}
-
 # Wait (bounded) until rank 0 has printed its first result row: all ranks are in the sweep.
 started=0
 for ((i = 0; i < 1200; i++)); do

@@ -19,21 +19,6 @@ comm_of() {
   [[ -n $id ]] && printf '%016x\n' "$id"
 }
 
-# wait_bounded PID SECONDS: waits for PID (a child of this shell); kills it after SECONDS.
-# Sets rc (124 when it had to be killed).
-wait_bounded() {
-  local pid=$1 limit=$2 start=$SECONDS
-  while kill -0 "$pid" 2>/dev/null && ((SECONDS - start < limit)); do sleep 0.1; done
-  if kill -0 "$pid" 2>/dev/null; then
-    kill -KILL "$pid" 2>/dev/null
-    wait "$pid" 2>/dev/null
-    rc=124
-    return
-  fi
-  wait "$pid"
-  rc=$?
-}
-
 # run_job MODE N VICTIM TAG: N ranks over shm (LOOM_SHM_SEGMENTS=MODE); rank VICTIM (-1: none)
 # kills itself after creating its first channel segment. Outputs in $TMP/TAG.<rank>.
 run_job() {

@@ -9,10 +9,8 @@
 # Usage: bash training.sh BIN_DIR
 set -u
 BIN=${1:?usage: training.sh BIN_DIR}
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-failures=0
-fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+# shellcheck source=lib/common.sh
+source "$(dirname "$0")/lib/common.sh"
 TOL=1e-4
 MODEL=(--layers 16,64,64,4 --batch-size 64 --bucket-cap-mb 0.004 --dataset-size 4096)
 

@@ -16,6 +16,18 @@
 
 namespace loom::test {
 
+/// Plan parameters (algo::RingParams, algo::TreeParams) for one rank, with the fields every plan
+/// test sets; the others keep their defaults.
+template <typename P>
+P plan_params(int rank, int nranks, std::size_t count, std::size_t elem_size) {
+  P p;
+  p.rank = rank;
+  p.nranks = nranks;
+  p.count = count;
+  p.elem_size = elem_size;
+  return p;
+}
+
 /// One rank's memory: send and recv live in `mem` at their offsets (equal offsets or overlapping
 /// ranges model in-place calls).
 struct SimRank {

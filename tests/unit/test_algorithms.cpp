@@ -37,11 +37,7 @@ struct Case {
 };
 
 algo::Plan build(const Case& c, int r) {
-  RingParams p;
-  p.rank = r;
-  p.nranks = c.n;
-  p.count = c.count;
-  p.elem_size = 8;
+  auto p = loom::test::plan_params<RingParams>(r, c.n, c.count, 8);
   p.chunk_bytes = c.chunk_bytes;
   p.depth = c.depth;
   p.min_step_part_bytes = c.min_part;

@@ -63,12 +63,8 @@ std::vector<std::uint8_t> sim_det(Kind kind, DataType t, int n, std::size_t coun
   std::vector<test::SimRank> ranks(un);
   const std::size_t send_elems = kind == Kind::ReduceScatter ? count * un : count;
   for (int r = 0; r < n; ++r) {
-    algo::RingParams p;
-    p.rank = r;
-    p.nranks = n;
+    auto p = test::plan_params<algo::RingParams>(r, n, count, es);
     p.order = order;
-    p.count = count;
-    p.elem_size = es;
     p.chunk_bytes = chunk;
     p.depth = depth;
     p.in_place = in_place;
@@ -101,19 +97,9 @@ std::vector<std::uint8_t> sim_default(bool tree, DataType t, int n, std::size_t 
   for (int r = 0; r < n; ++r) {
     auto& rk = ranks[static_cast<std::size_t>(r)];
     if (tree) {
-      algo::TreeParams p;
-      p.rank = r;
-      p.nranks = n;
-      p.count = count;
-      p.elem_size = es;
-      rk.plan = algo::tree_allreduce(p);
+      rk.plan = algo::tree_allreduce(test::plan_params<algo::TreeParams>(r, n, count, es));
     } else {
-      algo::RingParams p;
-      p.rank = r;
-      p.nranks = n;
-      p.count = count;
-      p.elem_size = es;
-      rk.plan = algo::ring_allreduce(p);
+      rk.plan = algo::ring_allreduce(test::plan_params<algo::RingParams>(r, n, count, es));
     }
     rk.mem = random_input(t, r, count);
     rk.send_bytes = rk.recv_bytes = count * es;

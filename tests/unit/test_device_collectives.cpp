@@ -8,6 +8,8 @@
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <thread>
+#include <tuple>
+#include <utility>
 
 #include "bootstrap/memory_store.hpp"
 #include "comm_harness.hpp"
@@ -51,6 +53,14 @@ class Rank {
     bufs_.push_back(p);
     throw_if_error(dev_.copy_async(p, init.data(), init.size(), stream_));
     return p;
+  }
+  /// The send buffer (a device copy of `send`) and the output: the send buffer itself when
+  /// `in_place`, else a separate buffer of the same size filled with 0xee.
+  std::pair<std::uint8_t*, std::uint8_t*> send_and_out(const std::vector<std::uint8_t>& send,
+                                                       bool in_place) {
+    std::uint8_t* d_send = device_copy_of(send);
+    return {d_send,
+            in_place ? d_send : device_copy_of(std::vector<std::uint8_t>(send.size(), 0xee))};
   }
   /// Enqueues a copy of device memory into `host` and waits for the stream.
   void read_back(const void* src, std::vector<std::uint8_t>& host) {
@@ -99,9 +109,7 @@ void check_reductions(Communicator& comm, Rank& dev, Checker& chk) {
           // allreduce
           send.assign(count * es + 1, 0);
           fill_input(t, op, r, send.data(), count);
-          std::uint8_t* d_send = dev.device_copy_of(send);
-          std::uint8_t* d_out =
-              ip ? d_send : dev.device_copy_of(std::vector<std::uint8_t>(send.size(), 0xee));
+          auto [d_send, d_out] = dev.send_and_out(send, ip);
           comm.allreduce(d_send, d_out, count, t, op, dev.opts());
           out_host.assign(count * es, 0);
           dev.read_back(d_out, out_host);
@@ -111,8 +119,7 @@ void check_reductions(Communicator& comm, Rank& dev, Checker& chk) {
                         where("allreduce", t, op, count, ip, r, i));
           }
           // reduce
-          d_send = dev.device_copy_of(send);
-          d_out = ip ? d_send : dev.device_copy_of(std::vector<std::uint8_t>(send.size(), 0xee));
+          std::tie(d_send, d_out) = dev.send_and_out(send, ip);
           comm.reduce(d_send, d_out, count, t, op, root, dev.opts());
           dev.read_back(d_out, out_host);
           if (r == root)
@@ -165,9 +172,7 @@ void check_data_movement(Communicator& comm, Rank& dev, Checker& chk) {
         // broadcast
         send.assign(count * es + 1, 0);
         if (r == root) fill_input(t, RedOp::Sum, root, send.data(), count);
-        std::uint8_t* d_send = dev.device_copy_of(send);
-        std::uint8_t* d_out =
-            ip ? d_send : dev.device_copy_of(std::vector<std::uint8_t>(send.size(), 0xee));
+        auto [d_send, d_out] = dev.send_and_out(send, ip);
         comm.broadcast(d_send, d_out, count, t, root, dev.opts());
         host.assign(count * es, 0);
         dev.read_back(d_out, host);
@@ -209,9 +214,7 @@ void check_exchanges(Communicator& comm, Rank& dev, Checker& chk) {
         // alltoall
         std::vector<std::uint8_t> send(block * un + 1, 0);
         for (int p = 0; p < n; ++p) fill(send.data() + std::size_t(p) * block, r, p, count);
-        std::uint8_t* d_send = dev.device_copy_of(send);
-        std::uint8_t* d_out =
-            ip ? d_send : dev.device_copy_of(std::vector<std::uint8_t>(send.size(), 0xee));
+        auto [d_send, d_out] = dev.send_and_out(send, ip);
         comm.alltoall(d_send, d_out, count, t, dev.opts());
         host.assign(block * un, 0);
         dev.read_back(d_out, host);
@@ -521,6 +524,13 @@ bool shm_provider_has_hmem() {
   return p.is_ok() && p->hmem;
 }
 
+/// shm_provider_has_hmem(), warning that the test is skipped when it is false.
+bool hmem_or_skip() {
+  if (shm_provider_has_hmem()) return true;
+  WARN("libfabric's shm provider with FI_HMEM is not available: skipped");
+  return false;
+}
+
 // One float allreduce (sum) on device buffers with per-rank settings; checks every element.
 void device_allreduce(int n, std::size_t count, const std::vector<std::string>& hosts,
                       const std::function<std::map<std::string, std::string>(int)>& settings) {
@@ -561,10 +571,7 @@ void device_allreduce(int n, std::size_t count, const std::vector<std::string>& 
 
 TEST_CASE("device collectives across hosts (host-sim, ofi FI_HMEM simulated): 2 x 2 ranks",
           "[device][ofi]") {
-  if (!shm_provider_has_hmem()) {
-    WARN("libfabric's shm provider with FI_HMEM is not available: skipped");
-    return;
-  }
+  if (!hmem_or_skip()) return;
   const std::uint64_t flushes = device::host_sim_remote_write_flushes();
   const std::uint64_t kernels = device::host_sim_reduce_launches();
   // Devices 0 and 1 on each host: cuda_ipc p2p inside a host, ofi across.
@@ -575,10 +582,7 @@ TEST_CASE("device collectives across hosts (host-sim, ofi FI_HMEM simulated): 2 
 
 TEST_CASE("device collectives across hosts (host-sim, ofi FI_HMEM simulated): 1 + 2 ranks",
           "[device][ofi]") {
-  if (!shm_provider_has_hmem()) {
-    WARN("libfabric's shm provider with FI_HMEM is not available: skipped");
-    return;
-  }
+  if (!hmem_or_skip()) return;
   const std::uint64_t flushes = device::host_sim_remote_write_flushes();
   // One rank alone on its host, and a host whose two ranks share a device (host staging).
   run_device_matrix(3, {0, 0, 0}, hmem_settings(), {"hostA", "hostB", "hostB"});
@@ -587,10 +591,7 @@ TEST_CASE("device collectives across hosts (host-sim, ofi FI_HMEM simulated): 1 
 
 TEST_CASE("device buffers across hosts: one rank that cannot send device memory stages everyone",
           "[device][ofi]") {
-  if (!shm_provider_has_hmem()) {
-    WARN("libfabric's shm provider with FI_HMEM is not available: skipped");
-    return;
-  }
+  if (!hmem_or_skip()) return;
   const std::vector<std::string> hosts = {"hostA", "hostA", "hostB"};
   struct Case {
     const char* what;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "comm_harness.hpp"
+#include "end_together.hpp"
 #include "reference.hpp"
 #include "transports/ofi/ofi_fabric.hpp"
 
@@ -272,11 +273,9 @@ TEST_CASE("exchange calls: alltoallv counts that disagree are a Mismatch naming 
           "[exchange][errors][mismatch]") {
   for (const std::string transports : {"shm", "tcp"}) {
     Findings f;
-    loom::test::EndTogether::Shared shared;
-    loom::test::run_ranks(
+    loom::test::run_together(
         2,
         [&](Communicator& comm) {
-          loom::test::EndTogether end(shared, 2);
           const int r = comm.rank();
           std::vector<std::size_t> sc{2, 2}, rc{2, 2};
           if (r == 0) rc[1] = 3;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "comm_harness.hpp"
+#include "end_together.hpp"
 #include "transports/ofi/ofi_fabric.hpp"
 
 using namespace loom;
@@ -171,11 +172,9 @@ TEST_CASE("p2p: a two-stage pipeline with collectives in between", "[p2p]") {
 TEST_CASE("p2p: a tag or size that differs is a Mismatch naming both ranks", "[p2p][errors]") {
   for (const char* t : {"shm", "tcp"}) {
     Findings f;
-    loom::test::EndTogether::Shared shared;
-    loom::test::run_ranks(
+    loom::test::run_together(
         2,
         [&](Communicator& comm) {
-          loom::test::EndTogether end(shared, 2);
           const int r = comm.rank();
           std::vector<double> buf(64, 1.0);
           std::optional<Error> e;
@@ -193,9 +192,7 @@ TEST_CASE("p2p: a tag or size that differs is a Mismatch naming both ranks", "[p
     CHECK(f.wrong == 0);
   }
   Findings f;
-  loom::test::EndTogether::Shared shared;
-  loom::test::run_ranks(2, [&](Communicator& comm) {
-    loom::test::EndTogether end(shared, 2);
+  loom::test::run_together(2, [&](Communicator& comm) {
     std::vector<std::int32_t> buf(64, 1);
     if (comm.rank() == 0) {
       (void)error_of([&] { comm.send(buf.data(), 40, DataType::Int32, 1).wait(); });
@@ -211,9 +208,7 @@ TEST_CASE("p2p: a tag or size that differs is a Mismatch naming both ranks", "[p
 
 TEST_CASE("p2p: a receive never matched times out naming the peer and the tag", "[p2p][errors]") {
   Findings f;
-  loom::test::EndTogether::Shared shared;
-  loom::test::run_ranks(2, [&](Communicator& comm) {
-    loom::test::EndTogether end(shared, 2);
+  loom::test::run_together(2, [&](Communicator& comm) {
     if (comm.rank() != 1) return;
     std::vector<float> buf(16);
     CollOptions o;

@@ -26,11 +26,7 @@ std::vector<test::SimRank> run(int n, std::size_t count, bool in_place,
   std::vector<test::SimRank> ranks(static_cast<std::size_t>(n));
   const std::size_t bytes = count * sizeof(T);
   for (int r = 0; r < n; ++r) {
-    RingParams p;
-    p.rank = r;
-    p.nranks = n;
-    p.count = count;
-    p.elem_size = sizeof(T);
+    auto p = test::plan_params<RingParams>(r, n, count, sizeof(T));
     p.in_place = in_place;
     auto& rk = ranks[static_cast<std::size_t>(r)];
     rk.plan = algo::rd_allreduce(p);
@@ -80,12 +76,7 @@ TEST_CASE("rd: messages on the critical path and scratch", "[rd]") {
   for (int n = 1; n <= 33; ++n) {
     const int pow2 = 1 << log2_floor(n);
     for (int r = 0; r < n; ++r) {
-      RingParams p;
-      p.rank = r;
-      p.nranks = n;
-      p.count = 10;
-      p.elem_size = 4;
-      algo::Plan plan = algo::rd_allreduce(p);
+      algo::Plan plan = algo::rd_allreduce(test::plan_params<RingParams>(r, n, 10, 4));
       int sends = 0, recvs = 0;
       for (const auto& s : plan.steps) {
         sends += s.kind == algo::StepKind::Send;

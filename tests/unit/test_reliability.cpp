@@ -220,16 +220,23 @@ TEST_CASE("reliability: a timeout logs a report naming the rank that stopped cal
       {{"LOOM_TIMEOUT", "1s"}});
 }
 
+namespace {
+// tcp options with one socket per peer and a job secret whose byte `at` is `value` (others 0).
+loom::transport::tcp::TcpOptions tcp_secret_options(std::size_t at, std::uint8_t value) {
+  loom::transport::tcp::TcpOptions o;
+  o.sockets_per_peer = 1;
+  o.secret[at] = value;
+  return o;
+}
+}  // namespace
+
 TEST_CASE("reliability: a tcp connection with the wrong secret is dropped, the job goes on",
           "[reliability]") {
   namespace tcp = loom::transport::tcp;
   auto bind = net::resolve("127.0.0.1");
   REQUIRE(bind.is_ok());
-  tcp::TcpOptions good;
-  good.sockets_per_peer = 1;
-  good.secret[3] = 7;
-  tcp::TcpOptions bad = good;
-  bad.secret[3] = 8;
+  const tcp::TcpOptions good = tcp_secret_options(3, 7);
+  const tcp::TcpOptions bad = tcp_secret_options(3, 8);
   constexpr std::uint64_t kComm = 0xfeed;
   auto r0 = tcp::TcpTransport::listen(0, 2, kComm, *bind, good);
   auto r1 = tcp::TcpTransport::listen(1, 2, kComm, *bind, good);
@@ -281,9 +288,7 @@ TEST_CASE("reliability: a tcp acceptor that cannot prove the secret is refused",
   namespace tcp = loom::transport::tcp;
   auto bind = net::resolve("127.0.0.1");
   REQUIRE(bind.is_ok());
-  tcp::TcpOptions opts;
-  opts.sockets_per_peer = 1;
-  opts.secret[0] = 42;
+  const tcp::TcpOptions opts = tcp_secret_options(0, 42);
   auto r0 = tcp::TcpTransport::listen(0, 2, 0xbeef, *bind, opts);
   REQUIRE(r0.is_ok());
   auto fake = net::listen_on(*bind);

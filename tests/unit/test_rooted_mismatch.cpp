@@ -5,13 +5,13 @@
 // shm and over tcp. A legitimately slow rank is not a mismatch.
 #include <atomic>
 #include <catch2/catch.hpp>
-#include <mutex>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <functional>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -19,6 +19,7 @@
 
 #include "comm_harness.hpp"
 #include "core/failure_monitor.hpp"
+#include "end_together.hpp"
 
 using namespace loom;
 using Catch::Matchers::Contains;
@@ -64,21 +65,6 @@ void expect_mismatch(const std::optional<Error>& e, int a, int b, Clock::time_po
   CHECK(seconds_since(t0) < std::chrono::duration<double>(kFast).count());
 }
 
-// run_ranks, but no rank destroys its communicator before every rank has its outcome: a rank
-// that leaves at once after its Mismatch makes the peers still in the call fail with PeerFailed
-// ("rank 1 closed the connection"), a different (and correct) report.
-void run_together(int n, const std::function<void(Communicator&)>& body,
-                  std::map<std::string, std::string> settings) {
-  loom::test::EndTogether::Shared shared;
-  loom::test::run_ranks(
-      n,
-      [&](Communicator& comm) {
-        loom::test::EndTogether end(shared, n);
-        body(comm);
-      },
-      std::move(settings));
-}
-
 }  // namespace
 
 // Small messages are all sent eagerly and left unread (found when the ranks go idle); large ones
@@ -87,7 +73,7 @@ TEST_CASE("rooted mismatch: broadcast on rank 0, reduce on the others", "[errors
   for (const std::string transports : {"shm", "tcp"}) {
     for (std::size_t count : {std::size_t{1024}, std::size_t{4} << 20}) {
       DYNAMIC_SECTION(transports << ", " << count << " floats") {
-        run_together(
+        loom::test::run_together(
             4,
             [&](Communicator& comm) {
               std::vector<float> buf(count, float(comm.rank() + 1)), out(count, 0.0f);
@@ -124,7 +110,7 @@ TEST_CASE("rooted mismatch: a barrier after broadcast-vs-reduce fails with Misma
           "[errors][mismatch]") {
   for (const std::string transports : {"shm", "tcp"}) {
     SECTION(transports) {
-      run_together(
+      loom::test::run_together(
           3,
           [&](Communicator& comm) {
             std::vector<std::int64_t> buf(64, comm.rank());
@@ -153,7 +139,7 @@ TEST_CASE("rooted mismatch: a barrier after broadcast-vs-reduce fails with Misma
 TEST_CASE("rooted mismatch: broadcasts with different roots", "[errors][mismatch]") {
   for (const std::string transports : {"shm", "tcp"}) {
     SECTION(transports) {
-      run_together(
+      loom::test::run_together(
           2,
           [&](Communicator& comm) {
             std::vector<std::int32_t> buf(256, comm.rank() + 10);
@@ -175,7 +161,7 @@ TEST_CASE("rooted mismatch: reduces with different roots", "[errors][mismatch]")
   for (const std::string transports : {"shm", "tcp"}) {
     SECTION(transports) {
       for (int n : {2, 4}) {
-        run_together(
+        loom::test::run_together(
             n,
             [&](Communicator& comm) {
               std::vector<float> buf(512, 1.0f), out(512, 0.0f);

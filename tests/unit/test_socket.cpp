@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <latch>
 #include <numeric>
@@ -69,30 +70,23 @@ long elapsed_ms(Clock::time_point since) {
 }  // namespace
 
 TEST_CASE("socket: resolve accepts host:port, [v6]:port, bare hosts and names") {
-  auto v4 = net::resolve("127.0.0.1:80");
-  REQUIRE(v4.is_ok());
-  CHECK(v4.value().family() == AF_INET);
-  CHECK(v4.value().port() == 80);
-  CHECK(v4.value().to_string() == "127.0.0.1:80");
-
-  auto bare = net::resolve("127.0.0.1");
-  REQUIRE(bare.is_ok());
-  CHECK(bare.value().port() == 0);
-
-  auto name = net::resolve("localhost:1234");
-  REQUIRE(name.is_ok());
-  CHECK(name.value().family() == AF_INET);  // IPv4 preferred
-  CHECK(name.value().port() == 1234);
-
-  auto v6 = net::resolve("[::1]:80");
-  REQUIRE(v6.is_ok());
-  CHECK(v6.value().family() == AF_INET6);
-  CHECK(v6.value().port() == 80);
-  CHECK(v6.value().to_string() == "[::1]:80");
-  auto v6_bare = net::resolve("::1");
-  REQUIRE(v6_bare.is_ok());
-  CHECK(v6_bare.value().family() == AF_INET6);
-  CHECK(v6_bare.value().port() == 0);
+  struct Case {
+    const char* text;
+    int family;
+    std::uint16_t port;
+    const char* shown;  // to_string(), or nullptr: not checked
+  };
+  for (const Case& c :
+       {Case{"127.0.0.1:80", AF_INET, 80, "127.0.0.1:80"}, Case{"127.0.0.1", AF_INET, 0, nullptr},
+        Case{"localhost:1234", AF_INET, 1234, nullptr},  // IPv4 preferred
+        Case{"[::1]:80", AF_INET6, 80, "[::1]:80"}, Case{"::1", AF_INET6, 0, nullptr}}) {
+    INFO(c.text);
+    auto addr = net::resolve(c.text);
+    REQUIRE(addr.is_ok());
+    CHECK(addr.value().family() == c.family);
+    CHECK(addr.value().port() == c.port);
+    if (c.shown != nullptr) CHECK(addr.value().to_string() == c.shown);
+  }
   CHECK(net::resolve("[::1]").is_ok());
 
   auto with_port = net::resolve("127.0.0.1:9");
@@ -189,21 +183,22 @@ TEST_CASE("socket: large transfers survive partial writes and reads") {
 }
 
 TEST_CASE("socket: a closed peer is PeerFailed naming the operation") {
-  SECTION("EOF before any byte") {
+  // The server sends `sent` bytes and closes; the client asks for `want`.
+  const auto recv_after_close = [](std::size_t sent, std::size_t want, const char* what) {
     Pair p = connected_pair(loopback());
+    const std::vector<char> data(sent, 1);
+    REQUIRE(net::send_all(p.server.get(), data.data(), sent, Deadline::after(2s), "x").is_ok());
     p.server.reset();
-    char buf[8];
-    auto s = net::recv_all(p.client.get(), buf, sizeof buf, Deadline::after(2s), "reading header");
+    std::vector<char> buf(want);
+    return net::recv_all(p.client.get(), buf.data(), want, Deadline::after(2s), what);
+  };
+  SECTION("EOF before any byte") {
+    auto s = recv_after_close(0, 8, "reading header");
     CHECK(s.code() == ErrorCode::PeerFailed);
     CHECK_THAT(s.message(), Catch::Contains("reading header"));
   }
   SECTION("EOF in the middle of a message") {
-    Pair p = connected_pair(loopback());
-    const char three[3] = {1, 2, 3};
-    REQUIRE(net::send_all(p.server.get(), three, 3, Deadline::after(2s), "x").is_ok());
-    p.server.reset();
-    char buf[10];
-    auto s = net::recv_all(p.client.get(), buf, sizeof buf, Deadline::after(2s), "payload");
+    auto s = recv_after_close(3, 10, "payload");
     CHECK(s.code() == ErrorCode::PeerFailed);
     CHECK_THAT(s.message(), Catch::Contains("3 of 10"));
   }

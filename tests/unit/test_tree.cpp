@@ -127,12 +127,8 @@ void run_case(const Case& c) {
   for (int r = 0; r < c.n; ++r) hosts[static_cast<std::size_t>(r % c.nhosts)].push_back(r);
   const std::size_t bytes = c.count * 8;
   for (int r = 0; r < c.n; ++r) {
-    TreeParams p;
-    p.rank = r;
-    p.nranks = c.n;
+    auto p = loom::test::plan_params<TreeParams>(r, c.n, c.count, 8);
     if (c.nhosts > 1) p.hosts = hosts;
-    p.count = c.count;
-    p.elem_size = 8;
     p.chunk_bytes = c.chunk_bytes;
     p.depth = c.depth;
     p.in_place = c.in_place;

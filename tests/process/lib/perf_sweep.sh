@@ -1,5 +1,7 @@
-# Shared by the loom-perf process tests (sourced, not a test itself): needs BIN, TMP and a
-# `failures` counter in the caller.
+# Shared by the loom-perf process tests (sourced, not a test itself): needs BIN; provides
+# lib/common.sh's TMP, failures and fail, and sweep, usage_error and finish.
+# shellcheck source=lib/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 # sweep N COLL ARGS...: runs one loom-perf sweep and checks exit code, rows and #wrong.
 sweep() {
   local n=$1 coll=$2
@@ -18,4 +20,23 @@ sweep() {
   else
     echo "ok: -n $n $coll $* ($rows rows)"
   fi
+}
+
+# usage_error ARGS...: loom-perf ARGS must be a usage error (exit 2).
+usage_error() {
+  timeout 30 "$BIN/loom-perf" "$@" >/dev/null 2>&1
+  local rc=$?
+  if [[ $rc -ne 2 ]]; then
+    echo "FAIL: loom-perf $* should be a usage error (exit 2, got $rc)" >&2
+    failures=$((failures + 1))
+  fi
+}
+
+# finish NAME: exits 1 naming the failure count, else prints that every sweep was verified.
+finish() {
+  if [[ $failures -ne 0 ]]; then
+    echo "$1: $failures failure(s)" >&2
+    exit 1
+  fi
+  echo "$1: all sweeps verified"
 }
