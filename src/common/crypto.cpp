@@ -5,7 +5,9 @@
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
 
-#include "log/log.hpp"
+#include <vector>
+
+#include "common/diag.hpp"
 
 namespace loom::crypto {
 
@@ -17,7 +19,7 @@ Status random_bytes(std::span<std::uint8_t> out) {
 
 Nonce make_nonce() {
   Nonce n{};
-  if (Status st = random_bytes(n); !st.is_ok()) LOOM_LOG_ERROR(Net, "{}", st.message());
+  if (Status st = random_bytes(n); !st.is_ok()) diag::emit(diag::Level::Error, st.message());
   return n;
 }
 
@@ -34,7 +36,7 @@ Mac prove(const Secret& secret, std::string_view domain, const Nonce& nonce,
   if (HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()), data.data(), data.size(),
            mac.data(), &len) == nullptr ||
       len != mac.size()) {
-    LOOM_LOG_ERROR(Net, "HMAC-SHA256 failed");
+    diag::emit(diag::Level::Error, "HMAC-SHA256 failed");
     mac.fill(0);
   }
   return mac;

@@ -16,7 +16,7 @@
 #include <cstring>
 #include <thread>
 
-#include "log/log.hpp"
+#include "common/diag.hpp"
 
 namespace loom::net {
 namespace {
@@ -350,7 +350,9 @@ Result<Fd> connect_with_retry(const SocketAddress& addr, Deadline deadline) {
     ++attempts;
     LOOM_ASSIGN_OR_RETURN(Attempt a, connect_once(addr, deadline, &fd, &last_err));
     if (a == Attempt::Connected) {
-      LOOM_LOG_DEBUG(Net, "connected to {} after {} attempt(s)", addr.to_string(), attempts);
+      if (diag::enabled(diag::Level::Debug))
+        diag::emit(diag::Level::Debug,
+                   fmt::format("connected to {} after {} attempt(s)", addr.to_string(), attempts));
       return fd;
     }
     if (a == Attempt::Expired || deadline.expired()) break;

@@ -11,6 +11,8 @@
 #include <mutex>
 #include <string>
 
+#include "common/diag.hpp"
+
 namespace loom::log {
 namespace {
 
@@ -105,6 +107,18 @@ Result<spdlog::sink_ptr> open_file_sink(const std::string& setting) {
                       setting, path, e.what());
   }
 }
+
+// common's diagnostic lines (socket, crypto) go to the NET logger at their level.
+spdlog::level::level_enum net_level(diag::Level lv) {
+  return lv == diag::Level::Debug ? spdlog::level::debug : spdlog::level::err;
+}
+const bool kDiagSinkInstalled = [] {
+  diag::set_sink({[](diag::Level lv) { return get(Subsys::Net).should_log(net_level(lv)); },
+                  [](diag::Level lv, std::string_view line) {
+                    get(Subsys::Net).log(net_level(lv), "{}", line);
+                  }});
+  return true;
+}();
 
 }  // namespace
 

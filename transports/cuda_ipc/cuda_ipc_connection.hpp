@@ -9,8 +9,8 @@
 #include <deque>
 #include <string>
 
-#include "device/device.hpp"
-#include "device/ipc_peers.hpp"
+#include "device_api/device.hpp"
+#include "device_api/ipc_peers.hpp"
 #include "transports/connection.hpp"
 #include "transports/cuda_ipc/fifo.hpp"
 

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "bootstrap/store.hpp"
-#include "device/device.hpp"
-#include "device/ipc_peers.hpp"
+#include "device_api/device.hpp"
+#include "device_api/ipc_peers.hpp"
 #include "transports/cuda_ipc/cuda_ipc_connection.hpp"
 #include "transports/shm/shm_segment.hpp"
 #include "transports/transport.hpp"
