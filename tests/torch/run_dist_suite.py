@@ -174,7 +174,8 @@ def main():
     result = runner.run(suite)
     counts = write_report(result.outcomes, partial=False)
     print(f"{ARGS.backend} at {ARGS.world_size} ranks: {counts['pass']} passed, "
-          f"{counts['fail']} failed, {counts['skip']} skipped")
+          f"{counts['fail']} failed, {counts['skip']} skipped "
+          f"({'fork' if ARGS.fork else 'spawn'}, {(time.monotonic() - STARTED) / 60:.1f} min)")
     return 0
 
 
