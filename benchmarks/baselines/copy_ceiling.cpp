@@ -261,6 +261,7 @@ class Ceiling {
     recv_.resize(send_.size());
     wrong_.assign(send_.size(), 0);
     std::vector<std::thread> threads;
+    threads.reserve(static_cast<std::size_t>(nranks()));
     double seconds = 0;
     for (int r = 0; r < nranks(); ++r)
       threads.emplace_back([&, r] { rank_main(r, d, block, total, r == 0 ? &seconds : nullptr); });
@@ -375,6 +376,7 @@ int run(int argc, char** argv) {
     return 0;
   }
   std::vector<RankRecord> ranks;
+  ranks.reserve(static_cast<std::size_t>(a.nranks));
   for (int r = 0; r < a.nranks; ++r) ranks.push_back(my_rank_record(r));
   print_header(a.options,
                TableTitle{"copy-ceiling",

@@ -88,7 +88,7 @@ struct JobLayout;
 class CommImpl final : public TaskHost {
  public:
   static Result<std::unique_ptr<CommImpl>> create(CommSetup setup);
-  ~CommImpl();
+  ~CommImpl() override;
 
   [[nodiscard]] int rank() const override { return rank_; }
   [[nodiscard]] int size() const override { return nranks_; }
