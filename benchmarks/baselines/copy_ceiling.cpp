@@ -48,6 +48,7 @@
 #include <vector>
 
 #include "benchmarks/baselines/common.hpp"
+#include "benchmarks/common/sweep.hpp"
 
 namespace loom::baselines {
 namespace {
@@ -323,12 +324,9 @@ class Ceiling {
   std::vector<std::uint64_t> wrong_;
 };
 
-int parse_int(std::string_view flag, const char* value, int min) {
-  char* end = nullptr;
-  const long v = std::strtol(value, &end, 10);
-  if (*value == '\0' || *end != '\0' || v < min || v > 4096)
-    throw UsageError(fmt::format("{}: invalid value '{}'", flag, value));
-  return static_cast<int>(v);
+// A --ranks or --root value, at most 4096 (a thread each).
+int count_value(std::string_view flag, const char* value, int min) {
+  return static_cast<int>(bench::int_value<UsageError>(flag, value, min, 4096));
 }
 
 // COLLECTIVE first, then --ranks N, -r/--root N and the baseline flags (parse_options).
@@ -356,9 +354,9 @@ Args parse_args(int argc, char** argv) {
     const bool ranks = arg == "--ranks" || arg == "-p", root = arg == "-r" || arg == "--root";
     if ((ranks || root) && i + 1 >= argc) throw UsageError(fmt::format("{} needs a value", arg));
     if (ranks)
-      a.nranks = parse_int(arg, argv[++i], 1);
+      a.nranks = count_value(arg, argv[++i], 1);
     else if (root)
-      a.root = parse_int(arg, argv[++i], 0);
+      a.root = count_value(arg, argv[++i], 0);
     else
       rest.push_back(argv[i]);
   }

@@ -208,11 +208,12 @@ Status ShmConnection::progress_send() {
 // Writes the next fragment of `op` (n bytes, or its descriptor only) and publishes it.
 void ShmConnection::publish(Op& op, std::size_t n) {
   SlotDesc& d = out_.desc(head_);
-  d.shared_fd = -1;
   if (op.single_copy) {
+    // The descriptor's second cache line is written (and read) only for single copy: the
+    // receiver looks at shared_fd only when remote != 0.
     d.remote = reinterpret_cast<std::uintptr_t>(op.data + op.done);
+    d.shared_fd = op.shared.fd;
     if (op.shared.fd >= 0) {
-      d.shared_fd = op.shared.fd;
       d.shared_gen = op.shared.gen;
       d.shared_offset = op.shared.offset + op.done;
     }
