@@ -11,18 +11,6 @@
 
 namespace loom::detail {
 
-void CommImpl::remember_call(const coll::OpDesc& op) {
-  std::lock_guard lk(progress_mu_);
-  calls_[op.seq % kCallHistory] = CallRecord{op.seq, op};
-}
-
-std::optional<std::string> CommImpl::describe_call(std::uint64_t seq) const {
-  std::lock_guard lk(progress_mu_);
-  const CallRecord& c = calls_[seq % kCallHistory];
-  if (c.seq != seq) return std::nullopt;
-  return coll::describe(c.op);
-}
-
 Status CommImpl::find_unread_messages(std::uint64_t upto) {
   if (!transports_) return Status::ok();
   for (int p = 0; p < nranks_; ++p) {
@@ -32,7 +20,7 @@ Status CommImpl::find_unread_messages(std::uint64_t upto) {
     if (!u || u->tag.seq > upto) continue;
     // A send not yet received is not a mismatch: its receive may come later.
     if (u->tag.kind == static_cast<std::uint8_t>(coll::CollKind::P2P)) continue;
-    std::optional<std::string> mine = describe_call(u->tag.seq);
+    std::optional<std::string> mine = calls_.describe(u->tag.seq);
     return Status(ErrorCode::Mismatch,
                   fmt::format("rank {}: mismatched collective calls: rank {} sent {} ({} bytes) "
                               "to rank {}, whose call #{} was {} and took no such message (left "
@@ -45,7 +33,7 @@ Status CommImpl::find_unread_messages(std::uint64_t upto) {
 }
 
 Status CommImpl::check_unread_messages() {
-  const std::int64_t done = last_completed_.load();
+  const std::int64_t done = calls_.last_completed();
   if (done < 0) return Status::ok();
   return find_unread_messages(static_cast<std::uint64_t>(done));
 }

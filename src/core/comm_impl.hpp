@@ -2,16 +2,13 @@
 // turns a call into a Plan and submits it.
 #pragma once
 
-#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -20,16 +17,18 @@
 #include "bootstrap/tcp_store.hpp"
 #include "collective/op.hpp"
 #include "config/config.hpp"
+#include "core/call_ledger.hpp"
 #include "core/device_network.hpp"
 #include "core/failure_monitor.hpp"
 #include "core/peer_transports.hpp"
+#include "core/planner.hpp"
+#include "core/reliability.hpp"
 #include "core/task_host.hpp"
 #include "device/direct_path.hpp"
 #include "device/stream_path.hpp"
 #include "executor/engine.hpp"
 #include "loom/options.hpp"
 #include "loom/work.hpp"
-#include "selector/selector.hpp"
 #include "transports/shm/shm_transport.hpp"
 #include "transports/tcp/tcp_transport.hpp"
 
@@ -100,8 +99,6 @@ class CommImpl final : public TaskHost {
   /// side in one operation (collectives first, in call order).
   void group_start();
   void group_end();
-  /// Validates a send / receive and gives it its per-peer message numbers.
-  void number_p2p(coll::OpDesc& op);
 
   // Used by CollectiveTask while it runs (on the driving thread, one task at a time).
   Status connect(const std::vector<int>& peers, Deadline deadline) override;
@@ -113,12 +110,10 @@ class CommImpl final : public TaskHost {
   void note_completed(std::uint64_t seq) override;
   /// A PeerFailed naming a peer (local or reported): tells the cuda_ipc transport (first wins).
   void note_failed_peer(const Status& why);
-  /// Mismatched calls that no message check catches (call_check.cpp): this rank's call #seq
-  /// ("reduce #3 (4 x float32, sum, root 1)"), nullopt if not made or long forgotten...
-  [[nodiscard]] std::optional<std::string> describe_call(std::uint64_t seq) const;
-  /// ...and Mismatch naming both ranks and both calls when a connection holds a message of a
-  /// call up to #upto, which this rank has finished: no call will ever receive it. Run as the
-  /// driving thread (a barrier's task, the engine's idle check).
+  /// Mismatched calls that no message check catches (call_check.cpp): Mismatch naming both
+  /// ranks and both calls when a connection holds a message of a call up to #upto, which this rank
+  /// has finished: no call will ever receive it. Run as the driving thread (a barrier's task, the
+  /// engine's idle check).
   Status find_unread_messages(std::uint64_t upto) override;
 
   // Reliability (see docs/reliability.md).
@@ -145,48 +140,24 @@ class CommImpl final : public TaskHost {
   Status init(std::unique_ptr<transport::tcp::TcpTransport> tcp, Deadline deadline);
   Status connect(std::unique_ptr<transport::tcp::TcpTransport> tcp, const JobLayout& layout,
                  const std::string& prefix, Deadline deadline);
-  Status start_monitor(const JobLayout& layout, Deadline deadline);
+  Status start_reliability(const JobLayout& layout, Deadline deadline);
   Status init_direct_path(device::Device* dev, const JobLayout& layout, const std::string& prefix,
                           Deadline deadline);
-  /// A new communicator of `members` (this communicator's ranks, in their new order) over this
-  /// one's store (or over `store`, served here by `server`).
-  Result<std::unique_ptr<CommImpl>> derive(
-      std::uint64_t comm_id, int new_rank, const std::vector<int>& members,
-      std::shared_ptr<bootstrap::Store> store = nullptr,
-      std::shared_ptr<bootstrap::TcpStoreServer> server = nullptr);
-  /// shrink() without the store's host: the survivors meet on the lowest survivor's standby.
-  Result<std::unique_ptr<CommImpl>> shrink_rerooted(std::uint64_t comm_id, int new_rank,
-                                                    const std::vector<int>& members,
-                                                    const std::vector<int>& out);
-  /// split() into a group without the store's host: the group's rank 0 serves the group's own
-  /// store (its address travels through this one under `key`), so the group does not depend on
-  /// a process outside it.
-  Result<std::unique_ptr<CommImpl>> split_rerooted(std::uint64_t comm_id, int new_rank,
-                                                   const std::vector<int>& members,
-                                                   const std::string& key);
-  /// Joins the store at `where` as `new_rank` (the new communicator's) and derives over it.
-  Result<std::unique_ptr<CommImpl>> derive_on(std::uint64_t comm_id, int new_rank,
-                                              const std::vector<int>& members,
-                                              const std::string& where,
-                                              std::shared_ptr<bootstrap::TcpStoreServer> server);
+  /// The communicator `d` describes (over this one's store unless `d` names another).
+  Result<std::unique_ptr<CommImpl>> derive(Derivation d);
   /// Fails when a rank of `members` (this communicator's ranks) is known to have failed.
   [[nodiscard]] Status members_alive(const std::vector<int>& members) const;
   // Leaving (comm_lifecycle.cpp).
   /// The store's host waits until its peers no longer need the store for what it did.
   void linger_for_peers();
   void leave();
-  void describe_shape(const JobLayout& layout);
-  void remember_call(const coll::OpDesc& op);
   /// The engine's idle check: messages of finished calls left unread.
   Status check_unread_messages();
   /// Also checks that every rank has the same device runtime (`dev`, may be null).
   Status agree_on_plan_settings(const std::string& prefix, const device::Device* dev,
                                 Deadline deadline);
-  algo::Plan make_plan(const coll::OpDesc& op, const CollOptions& opts);
-  /// make_plan() through a small cache: plans depend only on the call's shape (and algorithm
-  /// hint), and repeated calls of one shape (every training step) should not rebuild them.
-  std::shared_ptr<const algo::Plan> cached_plan(const coll::OpDesc& op, const CollOptions& opts);
-  void log_decision(const coll::OpDesc& op, const select::Decision& d, std::size_t bytes);
+  /// What shapes this communicator's plans (the settings every rank agreed on).
+  [[nodiscard]] PlanSettings plan_settings() const;
   /// Device buffers / a stream: stage through pinned host memory, ordered on the stream.
   std::shared_ptr<OpState> submit_on_stream(const coll::OpDesc& op, void* stream,
                                             std::shared_ptr<const algo::Plan> plan,
@@ -218,52 +189,22 @@ class CommImpl final : public TaskHost {
   std::shared_ptr<bootstrap::Store> store_;
   std::shared_ptr<bootstrap::TcpStoreServer> server_;
   std::unique_ptr<PeerTransports> transports_;
-  std::vector<int> ring_;                // topology-aware ring order
-  std::vector<std::vector<int>> hosts_;  // ranks per host, in ring order (per-host trees)
-  select::Shape shape_;                  // for the cost model
-  select::CostTable costs_;              // built from shape_ and the tuning in connect()
-  std::set<std::uint64_t> logged_;       // (collective, size class, algorithm) already logged
+  std::unique_ptr<Planner> planner_;  // the selector and the plan cache (from connect())
   std::unique_ptr<std::uint8_t, void (*)(void*)> scratch_{nullptr, nullptr};
   std::size_t scratch_bytes_ = 0;
   std::unique_ptr<device::StreamPath> stream_path_;  // null without a device runtime
   std::unique_ptr<device::DirectPath> direct_;       // device buffers, one host: cuda_ipc (or null)
-  struct PlanKey {
-    coll::CollKind kind;
-    DataType dtype;
-    int root;
-    bool in_place;
-    std::size_t count;
-    Algorithm algorithm;
-    friend bool operator==(const PlanKey&, const PlanKey&) = default;
-  };
-  std::vector<std::pair<PlanKey, std::shared_ptr<const algo::Plan>>> plans_;  // most recent last
-  std::atomic<std::uint64_t> next_seq_{0};
-  // Point-to-point messages numbered per peer (sent to it, received from it): see number_p2p.
-  std::vector<std::uint64_t> p2p_sent_, p2p_received_;
+  CallLedger calls_;                                 // numbers, unfinished and recent calls
   int group_depth_ = 0;                  // group_start() nesting (calls come from one thread)
   std::vector<GroupMember> group_;       // calls recorded in the open group
   std::uint64_t group_collectives_ = 0;  // of which collectives (not sends / receives)
-  std::atomic<std::int64_t> last_completed_{-1};
-  mutable std::mutex progress_mu_;
-  std::deque<std::pair<std::uint64_t, std::string>> unfinished_;  // submitted, not completed
-  static constexpr std::size_t kCallHistory = 256;  // calls remembered for the stall check
-  struct CallRecord {
-    std::uint64_t seq = ~std::uint64_t{0};
-    coll::OpDesc op;
-  };
-  std::array<CallRecord, kCallHistory> calls_{};  // call #s at s % kCallHistory (progress_mu_)
   std::atomic<bool> aborted_{false};
   mutable std::mutex abort_mu_;
-  net::SocketAddress data_address_;  // this rank's tcp listener (derived comms bind its host)
-  std::uint64_t derived_ = 0;        // split/shrink calls so far
-  std::atomic<std::int64_t> derived_done_{0};  // ... finished with this communicator's store
-  std::function<Status()> liveness_;           // CommSetup::liveness, while being created
-  // Re-rooting the store when the rank hosting it dies (comm_reliability.cpp).
-  int store_host_ = -1;                      // rank whose process serves store_ (-1: none)
-  net::Fd standby_;                          // this rank's standby store listener
-  std::vector<std::string> standby_addrs_;   // every rank's ("" if it has none)
-  std::unique_ptr<FailureMonitor> monitor_;  // outlives the engine (which reports to it)
-  std::unique_ptr<exec::Engine> engine_;     // last: destroyed first, after draining its queue
+  net::SocketAddress data_address_;   // this rank's tcp listener (derived comms bind its host)
+  std::function<Status()> liveness_;  // CommSetup::liveness, while being created
+  /// The failure monitor, split and shrink: outlives the engine (which reports to it).
+  std::unique_ptr<Reliability> reliability_;
+  std::unique_ptr<exec::Engine> engine_;  // last: destroyed first, after draining its queue
 };
 
 }  // namespace loom::detail

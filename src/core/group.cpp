@@ -67,9 +67,9 @@ void CommImpl::group_start() {
 
 Work CommImpl::record(coll::OpDesc op, const CollOptions& opts) {
   if (op.kind == coll::CollKind::P2P) {
-    number_p2p(op);  // validates, and numbers in call order as without a group
+    calls_.number_p2p(op);  // validates, and numbers in call order as without a group
   } else {
-    op.seq = next_seq_.load() + group_collectives_;  // for messages: launch() numbers it
+    op.seq = calls_.next_seq() + group_collectives_;  // for messages: launch() numbers it
     throw_if_error(coll::validate(op, rank_, nranks_));
     ++group_collectives_;
   }

@@ -1,0 +1,65 @@
+// The communicator's record of its calls: their numbers (collectives in call order, sends and
+// receives per peer and direction), which are unfinished, and the last ones made, so that a
+// stalled or mismatched call can be named (by the failure monitor, the status report and the
+// unread-message check). Thread-safe: calls are recorded by the calling thread and completed by
+// the driving one.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "collective/op.hpp"
+#include "core/failure_monitor.hpp"
+
+namespace loom::detail {
+
+class CallLedger {
+ public:
+  CallLedger(int rank, int nranks) : rank_(rank), nranks_(nranks) {}
+
+  /// The number the next collective call will take.
+  [[nodiscard]] std::uint64_t next_seq() const { return next_seq_.load(); }
+  /// Numbers and validates a collective call (throws loom::Error when it is invalid).
+  void number_collective(coll::OpDesc& op);
+  /// Numbers a send / receive per peer and direction, after validating it (a refused call takes
+  /// no number, so both sides stay in step). Throws loom::Error when it is invalid.
+  void number_p2p(coll::OpDesc& op);
+
+  /// A numbered collective call was queued: unfinished until completed(op.seq).
+  void submitted(const coll::OpDesc& op);
+  /// A numbered collective call that needed no operation (zero bytes): remembered, finished.
+  void remember(const coll::OpDesc& op);
+  /// Collective call `seq` (and every one before it) completed.
+  void completed(std::uint64_t seq);
+  [[nodiscard]] std::int64_t last_completed() const { return last_completed_.load(); }
+
+  /// "reduce #3 (4 x float32, sum, root 1)", nullopt if not made or long forgotten.
+  [[nodiscard]] std::optional<std::string> describe(std::uint64_t seq) const;
+  /// Submitted / completed / oldest unfinished call (RankProgress::derived is left 0).
+  [[nodiscard]] RankProgress progress() const;
+
+ private:
+  static constexpr std::size_t kHistory = 256;  // calls remembered for the stall check
+  struct Record {
+    std::uint64_t seq = ~std::uint64_t{0};
+    coll::OpDesc op;
+  };
+
+  int rank_;
+  int nranks_;
+  std::atomic<std::uint64_t> next_seq_{0};
+  std::vector<std::uint64_t> p2p_sent_, p2p_received_;  // per peer (calling thread only)
+  std::atomic<std::int64_t> last_completed_{-1};
+  mutable std::mutex mu_;
+  std::deque<std::pair<std::uint64_t, std::string>> unfinished_;  // submitted, not completed
+  std::array<Record, kHistory> calls_{};                          // call #s at s % kHistory (mu_)
+};
+
+}  // namespace loom::detail
