@@ -9,7 +9,9 @@ measured on both, alternating which goes first.
 Collectives: all_reduce (in place, fp32 sum), all_gather_into_tensor, reduce_scatter_tensor
 (fp32 sum) and all_to_all_single; sizes as in nccl-tests (the size is the larger buffer: the
 gathered output, the scattered input). busbw factors: all_reduce 2(n-1)/n, the others (n-1)/n.
-A time is the slowest rank's mean over the timed iterations. A collective a backend does not
+A time is the slowest rank's mean over the timed iterations; with --repeat N each size is timed N
+times per backend (the backends alternating round by round) and the median is reported, which
+keeps a moment of CPU contention on a shared machine out of the table. A collective a backend does not
 serve (loom's all_to_all_single before issue 24) is reported as such. --json PREFIX.json
 also writes PREFIX-<collective>.json in loom-perf's JSON format, one run per backend, which
 benchmarks/plot_busbw.py draws.
@@ -48,6 +50,8 @@ def parse_args():
     p.add_argument("--backends", default="loom,gloo")
     p.add_argument("--min-seconds", type=float, default=0.2,
                    help="aim for this much timed work per size and backend")
+    p.add_argument("--repeat", type=int, default=1,
+                   help="time each size this many times per backend, alternating; report the median")
     p.add_argument("--json", help="write results here (and PREFIX-<collective>.json)")
     return p.parse_args()
 
@@ -113,16 +117,25 @@ def main():
     for coll in args.collectives.split(","):
         for i, size in enumerate(sizes):
             row = {"collective": coll, "bytes": size}
-            order = backends if i % 2 == 0 else list(reversed(backends))
-            for b in order:
-                try:
-                    op = make_op(coll, size, ws, groups[b])
-                    sec, iters = measure(op, groups[b], groups["gloo"], args.min_seconds)
-                    row[b] = {"us": sec * 1e6, "iters": iters,
-                              "busbw_gbs": size / sec / 1e9 * FACTORS[coll](ws)}
-                except RuntimeError as e:
-                    row[b] = {"error": str(e).splitlines()[0]}
-                    dist.barrier(group=groups["gloo"])
+            times = {b: [] for b in backends}
+            for k in range(max(1, args.repeat)):
+                order = backends if (i + k) % 2 == 0 else list(reversed(backends))
+                for b in order:
+                    if "error" in row.get(b, {}):
+                        continue
+                    try:
+                        op = make_op(coll, size, ws, groups[b])
+                        sec, iters = measure(op, groups[b], groups["gloo"], args.min_seconds)
+                        times[b].append(sec)
+                        row[b] = {"iters": iters}
+                    except RuntimeError as e:
+                        row[b] = {"error": str(e).splitlines()[0]}
+                        dist.barrier(group=groups["gloo"])
+            for b in backends:
+                if "error" not in row[b]:
+                    sec = sorted(times[b])[len(times[b]) // 2]
+                    row[b].update({"us": sec * 1e6, "runs_us": [t * 1e6 for t in times[b]],
+                                   "busbw_gbs": size / sec / 1e9 * FACTORS[coll](ws)})
             results.append(row)
             if rank == 0:
                 cells = []
