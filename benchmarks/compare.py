@@ -15,10 +15,12 @@ per rank count with loom's out-of-place busbw and time, each baseline's busbw, a
   python3 benchmarks/compare.py --collective gather --root 0 --ranks 4 --baselines mpi-shm
   python3 benchmarks/compare.py --collective sendrecv --ranks 2 --baselines copy
 
---collective alltoall, alltoallv, gather or scatter runs `loom-perf COLL` against
-mpi-exchange-perf (MPI_Alltoall, MPI_Alltoallv, MPI_Gather, MPI_Scatter; no Gloo baseline), with
-the sizes and busbw factors of loom-perf (see `loom-perf --help`: size counts the blocks of all
-ranks, busbw = algbw x (n-1)/n; alltoallv uses loom-perf's skewed split on both sides).
+--collective alltoall, alltoallv, gather, scatter, allgather, reducescatter, broadcast or reduce
+runs `loom-perf COLL` against mpi-exchange-perf (MPI_Alltoall, MPI_Alltoallv, MPI_Gather,
+MPI_Scatter, MPI_Allgather, MPI_Reduce_scatter_block, MPI_Bcast, MPI_Reduce; no Gloo baseline),
+with the sizes and busbw factors of loom-perf (see `loom-perf --help`: size counts the blocks of
+all ranks for all but broadcast and reduce; alltoallv uses loom-perf's skewed split on both
+sides).
 --collective sendrecv (each rank sends to the next and receives from the previous) has the
 baselines mpi-shm, mpi-tcp (MPI_Sendrecv) and copy.
 
@@ -53,7 +55,9 @@ BASELINES = {
     "loopback": "loopback",
 }
 LATENCY_LIMIT = 1024  # bytes; below it the ratio is a latency ratio
-EXCHANGE = ["alltoall", "alltoallv", "gather", "scatter", "sendrecv"]  # mpi-exchange-perf's
+EXCHANGE = ["alltoall", "alltoallv", "gather", "scatter", "sendrecv", "allgather", "reducescatter",
+            "broadcast", "reduce"]  # mpi-exchange-perf's
+ROOTED = ["gather", "scatter", "broadcast", "reduce"]
 COPY = ["alltoall", "gather", "scatter", "sendrecv"]  # copy-ceiling's
 
 
@@ -78,7 +82,7 @@ def parse_args(argv):
                         'loom::host_alloc)')
     p.add_argument("--collective", default="allreduce", choices=["allreduce"] + EXCHANGE,
                    help="the collective compared (default allreduce)")
-    p.add_argument("--root", type=int, default=0, help="root of gather and scatter (default 0)")
+    p.add_argument("--root", type=int, default=0, help="root of gather, scatter, broadcast and reduce (default 0)")
     p.add_argument("--baselines", default=None,
                    help="comma list of mpi-shm, mpi-tcp, gloo, copy, loopback (default all "
                         "that have the "
@@ -157,7 +161,7 @@ def commands(args, nranks):
         loom_args = ["allreduce", "-d", "float", "-o", "sum"]
         mpi_args = [program(args, "mpi-allreduce-perf"), "-d", "float"]
     else:
-        rooted = ["-r", str(args.root)] if coll in ("gather", "scatter") else []
+        rooted = ["-r", str(args.root)] if coll in ROOTED else []
         loom_args = [coll, "-d", "float"] + rooted
         mpi_args = [program(args, "mpi-exchange-perf"), coll, "-d", "float"] + rooted
     runs.append(("loom", loomrun + env_flags + [program(args, "loom-perf")] + loom_args +
@@ -169,7 +173,7 @@ def commands(args, nranks):
             btl = "vader,self" if b == "mpi-shm" else "tcp,self"
             runs.append((b, mpirun + ["--mca", "btl", btl] + mpi_args + bench))
         elif b in ("copy", "loopback"):
-            rooted = ["-r", str(args.root)] if coll in ("gather", "scatter") else []
+            rooted = ["-r", str(args.root)] if coll in ROOTED else []
             tcp = ["--tcp"] if b == "loopback" else []
             runs.append((b, [program(args, "copy-ceiling"), coll, "--ranks", str(nranks),
                              "-d", "float"] + rooted + tcp + bench))
@@ -262,8 +266,9 @@ def check_sizes(nranks, samples):
 def table(nranks, results, baselines, repeat, collective="allreduce", root=0):
     loom = results["loom"]
     names = [BASELINES[b] for b in baselines]
-    what = {"allreduce": "fp32 sum", "gather": f"fp32, root {root}",
-            "scatter": f"fp32, root {root}"}.get(collective, "fp32")
+    what = "fp32" + (" sum" if collective in ("allreduce", "reducescatter", "reduce") else "")
+    if collective in ROOTED:
+        what += f", root {root}"
     lines = [f"### {collective}, {what}, {nranks} ranks"
              + (f" (median of {repeat} runs)" if repeat > 1 else ""), ""]
     head = (["size", "loom busbw (GB/s)", "loom time (us)"] + [f"{n} busbw" for n in names] +

@@ -1,8 +1,8 @@
-// mpi-exchange-perf: MPI_Alltoall, MPI_Alltoallv, MPI_Gather, MPI_Scatter and MPI_Sendrecv
-// (fp32/fp64) timed
-// and checked like loom-perf, printing loom-perf's table with the same sizes and busbw factors,
-// as the baseline of `benchmarks/compare.py --collective alltoall` (and alltoallv, gather,
-// scatter, sendrecv).
+// mpi-exchange-perf: MPI_Alltoall, MPI_Alltoallv, MPI_Gather, MPI_Scatter, MPI_Sendrecv,
+// MPI_Allgather, MPI_Reduce_scatter_block, MPI_Bcast and MPI_Reduce (fp32/fp64, sums) timed and
+// checked like loom-perf, printing loom-perf's table with the same sizes and busbw factors, as
+// the baseline of `benchmarks/compare.py --collective alltoall` (and alltoallv, gather, scatter,
+// sendrecv, allgather, reducescatter, broadcast, reduce).
 //
 //   mpirun -np 4 --mca pml ob1 --mca btl vader,self mpi-exchange-perf alltoall -b 64K -e 16M
 //
@@ -13,7 +13,13 @@
 // rank and receives the previous rank's (busbw = algbw; out of place only). In place: MPI_IN_PLACE
 // (alltoall(v) on every rank, gather's send and scatter's receive on the root; elsewhere gather
 // sends from recv + rank x count and scatter receives into send + rank x count, as loom-perf places
-// them). Exit status: 0 all checks passed, 1 wrong results, 2 usage error, 3 other error.
+// them). allgather and reducescatter count all ranks' blocks (busbw factor (n-1)/n), broadcast
+// and reduce one rank's buffer (factor 1). In place: allgather sends from recv + rank x count;
+// reducescatter and reduce pass MPI_IN_PLACE with the input in the receive buffer (MPI's form:
+// reducescatter's result lands at its start); broadcast is always in place for MPI (the root
+// sends from its send buffer, the others receive into their receive buffer). Reductions sum
+// small integers, exact in fp32. Exit status: 0 all checks passed, 1 wrong results, 2 usage error,
+// 3 other error.
 #include <fmt/format.h>
 #include <mpi.h>
 
@@ -40,9 +46,20 @@ namespace {
 
 constexpr std::size_t kAlignment = 4096;
 
-enum class Coll { AllToAll, AllToAllV, Gather, Scatter, SendRecv };
-constexpr std::string_view kCollNames[] = {"alltoall", "alltoallv", "gather", "scatter",
-                                           "sendrecv"};
+enum class Coll {
+  AllToAll,
+  AllToAllV,
+  Gather,
+  Scatter,
+  SendRecv,
+  AllGather,
+  ReduceScatter,
+  Broadcast,
+  Reduce
+};
+constexpr std::string_view kCollNames[] = {"alltoall",      "alltoallv", "gather",
+                                           "scatter",       "sendrecv",  "allgather",
+                                           "reducescatter", "broadcast", "reduce"};
 
 struct Args {
   Coll coll = Coll::AllToAll;
@@ -105,7 +122,8 @@ class Bench {
         recv_(allocate(args.options.max_bytes)) {}
 
   [[nodiscard]] std::size_t unit_elems() const {
-    if (a_.coll == Coll::SendRecv) return 1;
+    if (a_.coll == Coll::SendRecv || a_.coll == Coll::Broadcast || a_.coll == Coll::Reduce)
+      return 1;
     return a_.coll == Coll::AllToAllV ? static_cast<std::size_t>(n_) * (n_ + 1) / 2
                                       : static_cast<std::size_t>(n_);
   }
@@ -125,7 +143,9 @@ class Bench {
     h.seconds = local / n_;
     const double bytes = static_cast<double>(count * unit_elems() * dtype_size(dtype));
     h.algbw = h.seconds > 0 ? bytes / h.seconds / 1e9 : 0.0;
-    h.busbw = a_.coll == Coll::SendRecv ? h.algbw : h.algbw * (n_ - 1) / n_;
+    const bool whole = a_.coll == Coll::SendRecv || a_.coll == Coll::Broadcast ||
+                       a_.coll == Coll::Reduce;  // busbw factor 1
+    h.busbw = whole ? h.algbw : h.algbw * (n_ - 1) / n_;
     if (!a_.options.check) return h;
     fill(dtype, c, in_place, true);
     call(dtype, c, in_place);
@@ -151,7 +171,8 @@ class Bench {
     }
     if (!in_place) return c;
     const auto offset = static_cast<std::size_t>(rank_) * count;
-    if (a_.coll == Coll::Gather) c.send = at(recv_.get(), offset, d);
+    if (a_.coll == Coll::Gather || a_.coll == Coll::AllGather) c.send = at(recv_.get(), offset, d);
+    if (a_.coll == Coll::ReduceScatter || a_.coll == Coll::Reduce) c.recv = c.send;
     if (a_.coll == Coll::Scatter) c.recv = at(send_.get(), offset, d);
     if (a_.coll == Coll::AllToAll || a_.coll == Coll::AllToAllV) c.send = c.recv;
     return c;
@@ -173,9 +194,9 @@ class Bench {
           blocks.push_back({static_cast<std::size_t>(c.displs[qs]),
                             static_cast<std::size_t>(c.counts[qs]), displ(q, rank_, n_, n)});
           break;
-        case Coll::Gather: blocks.push_back({qs * n, n, 0}); break;
-        case Coll::Scatter:
-        case Coll::SendRecv: break;
+        case Coll::Gather:
+        case Coll::AllGather: blocks.push_back({qs * n, n, 0}); break;
+        default: break;
       }
     }
     return blocks;
@@ -217,6 +238,19 @@ class Bench {
         if (poison) put(d, c.recv, n, prev(), 0, true);
         put(d, c.send, n, rank_, 0, false);
         return;
+      case Coll::AllGather:
+        if (poison) put(d, c.recv, n * n_, rank_, 0, true);
+        put(d, c.send, n, rank_, 0, false);
+        return;
+      case Coll::ReduceScatter:
+      case Coll::Reduce:
+        if (poison && !in_place) put(d, c.recv, n, rank_, 0, true);
+        put(d, c.send, all, rank_, 0, false);
+        return;
+      case Coll::Broadcast:
+        if (poison && !root) put(d, c.recv, n, a_.root, 0, true);
+        if (root) put(d, c.send, n, a_.root, 0, false);
+        return;
     }
   }
 
@@ -235,7 +269,32 @@ class Bench {
                                : count_wrong<double>(base, count, rank, first);
   }
 
+  // Elements [first, first + count) of every rank's input, summed.
+  template <typename T>
+  std::uint64_t count_wrong_sum(const void* base, std::size_t count, std::size_t first) const {
+    const T* p = static_cast<const T*>(base);
+    std::uint64_t wrong = 0;
+    for (std::size_t i = 0; i < count; ++i) {
+      double sum = 0;
+      for (int q = 0; q < n_; ++q) sum += value_of(q, first + i);
+      if (p[i] != static_cast<T>(sum)) ++wrong;
+    }
+    return wrong;
+  }
+
   std::uint64_t verify(Dtype d, const Call& c) {
+    const bool f32 = d == Dtype::Float32;
+    const auto mine = static_cast<std::size_t>(rank_) * c.count;
+    if (a_.coll == Coll::ReduceScatter)
+      return f32 ? count_wrong_sum<float>(c.recv, c.count, mine)
+                 : count_wrong_sum<double>(c.recv, c.count, mine);
+    if (a_.coll == Coll::Reduce) {
+      if (rank_ != a_.root) return 0;
+      return f32 ? count_wrong_sum<float>(c.recv, c.count, 0)
+                 : count_wrong_sum<double>(c.recv, c.count, 0);
+    }
+    if (a_.coll == Coll::Broadcast)
+      return rank_ == a_.root ? 0 : count_wrong(d, c.recv, c.count, a_.root, 0);
     if (a_.coll == Coll::Scatter)
       return count_wrong(d, c.recv, c.count, a_.root, static_cast<std::size_t>(rank_) * c.count);
     if (a_.coll == Coll::SendRecv) return count_wrong(d, c.recv, c.count, prev(), 0);
@@ -272,6 +331,20 @@ class Bench {
         MPI_Sendrecv(c.send, n, t, (rank_ + 1) % n_, 0, c.recv, n, t, prev(), 0, MPI_COMM_WORLD,
                      MPI_STATUS_IGNORE);
         return;
+      case Coll::AllGather:
+        MPI_Allgather(in_place ? MPI_IN_PLACE : c.send, n, t, c.recv, n, t, MPI_COMM_WORLD);
+        return;
+      case Coll::ReduceScatter:
+        MPI_Reduce_scatter_block(in_place ? MPI_IN_PLACE : c.send, c.recv, n, t, MPI_SUM,
+                                 MPI_COMM_WORLD);
+        return;
+      case Coll::Broadcast:
+        MPI_Bcast(root ? c.send : c.recv, n, t, a_.root, MPI_COMM_WORLD);
+        return;
+      case Coll::Reduce:
+        MPI_Reduce(in_place && root ? MPI_IN_PLACE : c.send, c.recv, n, t, MPI_SUM, a_.root,
+                   MPI_COMM_WORLD);
+        return;
     }
   }
 
@@ -292,7 +365,9 @@ std::string description() {
 Args parse_args(int argc, char** argv) {
   Args a;
   if (argc < 2)
-    throw UsageError("missing the collective (alltoall, alltoallv, gather, scatter, sendrecv)");
+    throw UsageError(
+        "missing the collective (alltoall, alltoallv, gather, scatter, sendrecv, allgather, "
+        "reducescatter, broadcast, reduce)");
   const std::string_view name = argv[1];
   const auto* it = std::find(std::begin(kCollNames), std::end(kCollNames), name);
   if (name != "-h" && name != "--help") {
@@ -333,9 +408,9 @@ Args parse_args(int argc, char** argv) {
 std::string usage(std::string_view program) {
   return fmt::format(
              "Usage: {} COLLECTIVE [-r ROOT] [options]\n"
-             "  COLLECTIVE: alltoall, alltoallv, gather, scatter, sendrecv (sizes and busbw as "
-             "loom-perf: see\n"
-             "  `loom-perf --help`); -r, --root N: root of gather and scatter (default 0)\n",
+             "  COLLECTIVE: alltoall, alltoallv, gather, scatter, sendrecv, allgather,\n"
+             "  reducescatter, broadcast, reduce (sizes and busbw as loom-perf: see `loom-perf\n"
+             "  --help`); -r, --root N: root of gather, scatter, broadcast, reduce (default 0)\n",
              program) +
          usage_text(program, false);
 }
@@ -352,7 +427,8 @@ int run(int argc, char** argv) {
     return a.options.help;
   };
   if (const auto status = parse_or_exit(parse, rank == 0, program, usage(program))) return *status;
-  const bool rooted = a.coll == Coll::Gather || a.coll == Coll::Scatter;
+  const bool rooted = a.coll == Coll::Gather || a.coll == Coll::Scatter ||
+                      a.coll == Coll::Broadcast || a.coll == Coll::Reduce;
   if (rooted && a.root >= n) {
     if (rank == 0)
       std::fprintf(stderr, "%s: root %d is out of range for %d ranks\n", program.data(), a.root, n);

@@ -4,7 +4,8 @@
 # received element flipped after the call) must show up as #wrong 1 in every half and exit 1, so
 # the check is not vacuous; device buffers (host-sim), buffers from loom::host_alloc (read through
 # a mapping) and --compare-transports; and Open MPI's
-# mpi-exchange-perf baseline, when built, checking its own results alike (and its sendrecv);
+# mpi-exchange-perf baseline, when built, checking its own results alike (and its sendrecv,
+# allgather, reducescatter, broadcast and reduce);
 # copy-ceiling (compare.py's "copy" baseline) checks every element of its copies too.
 # Usage: bash perf_exchange.sh BIN_DIR
 set -u
@@ -98,7 +99,7 @@ grep -q "Out of bounds values : 0 OK" "$TMP/cmp" || fail "compare: results not v
 
 # The Open MPI baseline, when it was built (MPI found) and mpirun runs here.
 if [[ -x $BIN/mpi-exchange-perf ]] && command -v mpirun >/dev/null; then
-  for c in $COLLS; do
+  for c in $COLLS allgather reducescatter broadcast reduce; do
     timeout 300 mpirun --allow-run-as-root --oversubscribe -np 3 --mca pml ob1 \
       --mca btl vader,self "$BIN/mpi-exchange-perf" "$c" -r 1 -b 1K -e 256K -f 4 -n 2 -w 1 \
       -d float,double >"$TMP/mpi" 2>&1
@@ -109,7 +110,7 @@ if [[ -x $BIN/mpi-exchange-perf ]] && command -v mpirun >/dev/null; then
       tail -15 "$TMP/mpi" | sed 's/^/  /' >&2
     }
   done
-  echo "ok: mpi-exchange-perf $COLLS"
+  echo "ok: mpi-exchange-perf $COLLS allgather reducescatter broadcast reduce"
 else
   echo "skip: mpi-exchange-perf not built or no mpirun"
 fi
