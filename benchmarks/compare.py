@@ -53,6 +53,7 @@ BASELINES = {
     "gloo": "Gloo",
     "copy": "copy",
     "loopback": "loopback",
+    "loom-b": "loom-B",
 }
 LATENCY_LIMIT = 1024  # bytes; below it the ratio is a latency ratio
 EXCHANGE = ["alltoall", "alltoallv", "gather", "scatter", "sendrecv", "allgather", "reducescatter",
@@ -93,6 +94,9 @@ def parse_args(argv):
     p.add_argument("--log-dir", help="save every run's full output in this directory")
     p.add_argument("--bin-dir", default=os.path.join(REPO, "build", "bin"),
                    help="where loomrun, loom-perf and the baselines are (default build/bin)")
+    p.add_argument("--loom-b", metavar="DIR",
+                   help="another loom build's bin directory (loomrun, loom-perf), run as the "
+                        "baseline loom-B with the same flags: before/after a change in one run")
     p.add_argument("--mpirun", default=shutil.which("mpirun") or "mpirun", help="mpirun to use")
     p.add_argument("--mpi-args", default="",
                    help='extra mpirun arguments for the MPI runs, e.g. "--bind-to none"')
@@ -113,6 +117,10 @@ def parse_args(argv):
         args.baselines = "mpi-shm,mpi-tcp" + (",gloo" if args.collective == "allreduce" else "") + (
             ",copy" if args.collective in COPY else "")
     args.baselines = [b.strip() for b in args.baselines.split(",") if b.strip()]
+    if args.loom_b and "loom-b" not in args.baselines:
+        args.baselines.insert(0, "loom-b")
+    if "loom-b" in args.baselines and not args.loom_b:
+        p.error("--baselines loom-b needs --loom-b DIR")
     for b in args.baselines:
         if b not in BASELINES:
             p.error(f"--baselines: unknown baseline {b!r} (known: {', '.join(BASELINES)})")
@@ -166,9 +174,15 @@ def commands(args, nranks):
         mpi_args = [program(args, "mpi-exchange-perf"), coll, "-d", "float"] + rooted
     runs.append(("loom", loomrun + env_flags + [program(args, "loom-perf")] + loom_args +
                  args.loom_args + bench))
+    if "loom-b" in args.baselines:
+        other = [os.path.join(args.loom_b, "loomrun")] + loomrun[1:]
+        runs.append(("loom-b", other + env_flags + [os.path.join(args.loom_b, "loom-perf")] +
+                     loom_args + args.loom_args + bench))
     mpirun = [args.mpirun, "--allow-run-as-root", "--oversubscribe", "-np", str(nranks),
               "--mca", "pml", "ob1"] + args.mpi_args
     for b in args.baselines:
+        if b == "loom-b":
+            continue  # right after loom, above
         if b in ("mpi-shm", "mpi-tcp"):
             btl = "vader,self" if b == "mpi-shm" else "tcp,self"
             runs.append((b, mpirun + ["--mca", "btl", btl] + mpi_args + bench))
@@ -341,11 +355,12 @@ def loadavg():
 
 def main(argv):
     args = parse_args(argv)
-    vs = " vs ".join(["loom"] + list(dict.fromkeys(
-        "Gloo" if b == "gloo" else "Open MPI" for b in args.baselines)))
+    names = {"gloo": "Gloo", "loom-b": "loom-B", "copy": "copy", "loopback": "loopback"}
+    vs = " vs ".join(["loom"] + list(dict.fromkeys(names.get(b, "Open MPI")
+                                                   for b in args.baselines)))
     out = [f"## {vs}: {args.collective}", "",
            f"Machine: {machine()}. Load average at start: {loadavg()}.",
-           provenance(args),
+           provenance(args) + (f" loom-B: {args.loom_b}." if args.loom_b else ""),
            f"Sizes: `{shlex.join(args.sizes)}`, -n {args.iters} -w {args.warmup}"
            + (f", loom env: `{shlex.join(args.loom_env)}`" if args.loom_env else "")
            + (f", loom-perf: `{shlex.join(args.loom_args)}`" if args.loom_args else "") + ".",
