@@ -1,4 +1,4 @@
-#include "device/ipc_peers.hpp"
+#include "device_api/ipc_peers.hpp"
 
 #include <fmt/format.h>
 #include <unistd.h>
