@@ -1,6 +1,10 @@
 # The CUDA path of loom: reduction kernels (kernels/cuda/*.cu) and the CUDA device seam
-# (src/device/cuda_device.cpp). Included from the top-level CMakeLists.txt after the `loom`
-# target exists.
+# (src/device/cuda_device.cpp). Included from the top-level CMakeLists.txt before the library's
+# targets (cmake/LoomLayers.cmake), so that each is created with CMAKE_CUDA_ARCHITECTURES set
+# (the Makefile generator refuses a target that carries CUDA objects without it). It detects
+# the toolkit, builds the kernels' object library (part of the kernels layer) and finds NVML's
+# header; LoomLayers.cmake gives the CUDA runtime and LOOM_HAVE_CUDA/LOOM_HAVE_NVML to the
+# layers that use them.
 #
 #   LOOM_CUDA=AUTO|ON|OFF   AUTO (default) builds the CUDA path when nvcc and the CUDA toolkit
 #                           are found; ON fails the configuration when they are not.
@@ -77,18 +81,11 @@ if(LOOM_HAVE_CUDA)
     target_compile_options(loom_cuda_kernels PRIVATE
       $<$<COMPILE_LANGUAGE:CUDA>:-Werror=all-warnings -Xcompiler=-Werror>)
   endif()
-  # The kernels become part of libloom itself (so `cuobjdump libloom.a` lists every arch).
-  target_sources(loom PRIVATE $<TARGET_OBJECTS:loom_cuda_kernels>)
-  # `loom` existed before CMAKE_CUDA_ARCHITECTURES was set, so its CUDA_ARCHITECTURES is empty,
-  # which the Makefile generator refuses once the target carries CUDA objects ("CUDA_ARCHITECTURES
-  # is empty for target loom"; Ninja happens not to check).
-  set_target_properties(loom PROPERTIES CUDA_ARCHITECTURES "${CMAKE_CUDA_ARCHITECTURES}")
-  target_compile_definitions(loom PRIVATE LOOM_HAVE_CUDA=1)
-  target_link_libraries(loom PUBLIC CUDA::cudart_static)
+  # The kernels belong to the kernels layer (cmake/LoomLayers.cmake), so libloom holds them
+  # (`cuobjdump libloom.a` lists every arch).
   # Consumers of the installed package (cmake/LoomPackage.cmake) need the CUDA runtime too.
   list(APPEND LOOM_PACKAGE_FIND_DEPS "CUDAToolkit")
   list(APPEND LOOM_PACKAGE_PC_LIBS_PRIVATE "-L${CUDAToolkit_LIBRARY_DIR}" "-lcudart_static" "-ldl" "-lrt")
-  target_compile_definitions(loom_internal INTERFACE LOOM_HAVE_CUDA=1)
   # NVML's header tells NVLink from PCIe (src/device/nvml_reader.cpp); the library itself is
   # loaded at run time. Debian has no NVML header: the toolkit's, or PyPI's nvidia-nvml-dev-cu12
   # (scripts/install-deps.sh installs it).
@@ -103,9 +100,6 @@ if(LOOM_HAVE_CUDA)
             HINTS ${CUDAToolkit_INCLUDE_DIRS} ${_loom_purelib}/nvidia/nvml_dev/include)
   if(LOOM_NVML_INCLUDE_DIR)
     message(STATUS "loom: NVML header ${LOOM_NVML_INCLUDE_DIR}/nvml.h (NVLink detection on)")
-    target_include_directories(loom SYSTEM PRIVATE ${LOOM_NVML_INCLUDE_DIR})
-    target_compile_definitions(loom PRIVATE LOOM_HAVE_NVML=1)
-    target_link_libraries(loom PRIVATE ${CMAKE_DL_LIBS})
     set(LOOM_NVML_BUILT ON CACHE INTERNAL "Whether this build reads NVLinks through NVML")
   else()
     message(STATUS "loom: no nvml.h found; NVLinks show as unknown "

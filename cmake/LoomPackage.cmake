@@ -35,12 +35,9 @@ list(APPEND LOOM_PACKAGE_PC_REQUIRES_PRIVATE "spdlog" "fmt" "libcrypto")
 # not linked at all: loom loads libfabric.so.1 at run time (transports/ofi/fabric_loader.cpp).
 list(APPEND LOOM_PACKAGE_PC_LIBS_PRIVATE "-lhwloc" "-ldl" "-pthread")
 
-# The shared library, from the static library's objects.
-add_library(loom_shared SHARED $<TARGET_OBJECTS:loom>)
-if(TARGET loom_cuda_kernels)  # object libraries added to loom are not in its TARGET_OBJECTS
-  target_sources(loom_shared PRIVATE $<TARGET_OBJECTS:loom_cuda_kernels>)
-endif()
-set_target_properties(loom_shared PROPERTIES OUTPUT_NAME loom EXPORT_NAME loom
+# The shared library, from the static library's objects (the layers', cmake/LoomLayers.cmake).
+add_library(loom_shared SHARED ${LOOM_LIBRARY_OBJECTS})
+set_target_properties(loom_shared PROPERTIES OUTPUT_NAME loom EXPORT_NAME loom LINKER_LANGUAGE CXX
                       VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION_MAJOR})
 target_include_directories(loom_shared PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
                                               $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)

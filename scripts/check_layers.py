@@ -9,7 +9,9 @@ import os
 import re
 import sys
 
-# Bottom up. A file may include its own layer and any layer below it.
+# Bottom up. A file may include its own layer and any layer below it. cmake/LoomLayers.cmake
+# declares one build target per layer in this order and checks calls at link time (ctest's
+# process.layer_link checks that the two orders agree).
 LAYERS = [
     ("api", ["include/loom"]),
     ("common", ["src/common"]),

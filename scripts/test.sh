@@ -16,6 +16,8 @@ env -u CMAKE_GENERATOR cmake -S . -B build/plain-configure >build/plain-configur
   { cat build/plain-configure.log >&2; echo "plain configure failed" >&2; exit 1; }
 # Includes go down the layers of docs/architecture.md (seconds; also ctest process.check_layers).
 scripts/check-layers.sh
+# Calls go down them too: the build links every layer alone with --no-undefined
+# (loom_layer_check, cmake/LoomLayers.cmake; ctest process.layer_link also plants upward calls).
 scripts/build.sh -DLOOM_WERROR=ON -DLOOM_BUILD_TESTS=ON
 (cd build && ctest --output-on-failure --timeout 900 "$@")
 if [[ ${LOOM_TEST_TORCH:-0} == 1 ]]; then tests/torch/ci.sh --suite-only build; fi

@@ -1,4 +1,4 @@
-#include "device/ipc_peers.hpp"
+#include "device_api/ipc_peers.hpp"
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -110,7 +110,7 @@ Status choose_route(Device& dev, const IpcRecord& mine, const IpcRecord& rec, Pe
                         same_process ? "its own" : "another");
     return Status::ok();
   }
-  if (rec.bus_id == mine.bus_id) {  // another process's memory on our own GPU: no peer access
+  if (rec.bus_id == mine.bus_id) {    // another process's memory on our own GPU: no peer access
     p.route = PeerRoute::PeerToPeer;  // needed, its handle opens as a pointer on this device
     p.why = fmt::format("both on GPU {}", mine.bus_id);
     return Status::ok();
