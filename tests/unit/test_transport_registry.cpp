@@ -221,6 +221,15 @@ TEST_CASE(
   auto tcp = tp::builtin_transports().create(TransportKind::Tcp, c.ctx);
   REQUIRE(tcp.is_ok());
   CHECK_FALSE((*tcp)->plan_hints().buffered_ring_sends);
+  // The communicator's view (PeerTransports, which CommImpl copies into its plan settings):
+  // shm's ask holds when a peer uses shm, and nothing is asked when none does.
+  using loom::detail::PeerTransports;
+  auto with_shm = PeerTransports::create(c.ctx, {TransportKind::Tcp, TransportKind::Shm}, {});
+  REQUIRE(with_shm.is_ok());
+  CHECK((*with_shm)->plan_hints().buffered_ring_sends);
+  auto tcp_only = PeerTransports::create(c.ctx, {TransportKind::Tcp, TransportKind::Tcp}, {});
+  REQUIRE(tcp_only.is_ok());
+  CHECK_FALSE((*tcp_only)->plan_hints().buffered_ring_sends);
 }
 
 TEST_CASE("transport registry: shm states its policy to the cost model", "[transports][registry]") {
