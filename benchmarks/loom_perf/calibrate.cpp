@@ -14,8 +14,9 @@
 #include <vector>
 
 #include "kernels/host/reduce.hpp"
-#include "selector/transport_policy.hpp"
+#include "selector/plan_policy.hpp"
 #include "selector/tuning.hpp"
+#include "transports/shm/shm_policy.hpp"
 
 namespace loom::perf {
 namespace {
@@ -153,7 +154,7 @@ select::Curve rd_round_curve(Communicator& comm, double round_us) {
   if (!std::has_single_bit(n)) return curve;
   const int rounds = std::bit_width(n) - 1;
   curve.points.emplace_back(8.0, round_us);
-  for (const std::size_t total : {std::size_t{2048}, select::auto_single_copy_min(1.0) / 2,
+  for (const std::size_t total : {std::size_t{2048}, transport::shm::auto_single_copy_min(1.0) / 2,
                                   std::size_t{128} << 10, std::size_t{256} << 10}) {
     const double t = allreduce_seconds(comm, Algorithm::RecursiveDoubling, total, 50, 200);
     curve.points.emplace_back(static_cast<double>(total), t * 1e6 / rounds);
@@ -198,7 +199,7 @@ int calibrate(Communicator& comm, const Options& options) {
   const long cpus = std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN));
   const bool oversubscribed = intra && n > cpus;
   const std::size_t large_message =
-      select::auto_single_copy_min(static_cast<double>(n) / static_cast<double>(cpus)) / 2;
+      transport::shm::auto_single_copy_min(static_cast<double>(n) / static_cast<double>(cpus)) / 2;
   const Point small_eager = intra ? eager_point(comm, alpha_us, 1024) : Point{0, 0.0};
   const Point eager = intra ? eager_point(comm, alpha_us, large_message) : Point{0, 0.0};
   const select::Curve rd_curve =

@@ -2,9 +2,8 @@
 
 #include "core/collective_task.hpp"
 #include "log/log.hpp"
-#include "selector/transport_policy.hpp"
-#include "transports/shm/shm_factory.hpp"
-#include "transports/tcp/tcp_factory.hpp"
+#include "selector/plan_policy.hpp"
+#include "transports/registry.hpp"
 
 namespace loom::detail {
 
@@ -16,8 +15,7 @@ Result<CommSettings> CommSettings::from(const config::Config& cfg) {
   s.depth = static_cast<std::size_t>(cfg.get_int("LOOM_PIPELINE_DEPTH"));
   s.spin = std::chrono::microseconds(cfg.get_int("LOOM_SPIN_US"));    // < 0: chosen at init
   s.yield = std::chrono::microseconds(cfg.get_int("LOOM_YIELD_US"));  // < 0: chosen at init
-  s.tcp = transport::tcp::options_from(cfg);
-  LOOM_ASSIGN_OR_RETURN(s.shm, transport::shm::options_from(cfg));  // auto values: at init
+  LOOM_RETURN_IF_ERROR(transport::builtin_transports().check_settings(cfg));
   s.algo = cfg.get_string("LOOM_ALGO");
   s.device = cfg.get_string("LOOM_DEVICE");
   LOOM_ASSIGN_OR_RETURN(s.ofi_hmem, parse_ofi_hmem(cfg.get_string("LOOM_OFI_HMEM")));
@@ -29,9 +27,8 @@ Result<CommSettings> CommSettings::from(const config::Config& cfg) {
   if (s.depth < 1 || s.depth > 64)
     return make_error(ErrorCode::InvalidUsage, "LOOM_PIPELINE_DEPTH={} is outside [1, 64]",
                       s.depth);
-  LOOM_RETURN_IF_ERROR(transport::tcp::check_options(s.tcp));
   LOOM_ASSIGN_OR_RETURN(s.policy, select::Policy::parse(s.algo));
-  LOOM_ASSIGN_OR_RETURN(s.tuning, select::tuning_from(cfg));
+  LOOM_ASSIGN_OR_RETURN(s.tuning, plan_tuning(cfg));
   s.deterministic = cfg.get_bool("LOOM_DETERMINISTIC");
   return s;
 }

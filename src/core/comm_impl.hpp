@@ -29,8 +29,6 @@
 #include "executor/engine.hpp"
 #include "loom/options.hpp"
 #include "loom/work.hpp"
-#include "transports/shm/shm_transport.hpp"
-#include "transports/tcp/tcp_transport.hpp"
 
 namespace loom::detail {
 
@@ -52,18 +50,18 @@ struct CommSettings {
   std::size_t depth = 4;
   std::chrono::microseconds spin{50};
   std::chrono::microseconds yield{-1};  // LOOM_YIELD_US; < 0: kAutoYield at init
-  transport::tcp::TcpOptions tcp;
-  transport::shm::ShmOptions shm;
   std::string algo = "auto";
   select::Policy policy;  // LOOM_ALGO
   select::Tuning tuning;  // LOOM_TUNE_*, LOOM_TUNING
   bool deterministic = false;
-  // Ring sends go through the shm channel's slots, never single copy: resolved at init, true
-  // when LOOM_SHM_SINGLE_COPY_MIN is auto and ranks share a CPU of this rank's host.
+  // Ring sends go through buffered slots, never single copy: resolved at init, when a transport
+  // asks for it (transport::PlanHints; shm where ranks share a CPU of this rank's host).
   bool buffered_ring_sends = false;
   std::string device = "auto";  // LOOM_DEVICE
   OfiHmemMode ofi_hmem = OfiHmemMode::Auto;
 
+  /// Checks every transport's settings too (through the transport registry), so that creation
+  /// fails early on a bad one, naming it.
   static Result<CommSettings> from(const config::Config& cfg);
 };
 
@@ -137,9 +135,12 @@ class CommImpl final : public TaskHost {
 
  private:
   CommImpl(CommSetup setup, CommSettings settings);
-  Status init(std::unique_ptr<transport::tcp::TcpTransport> tcp, Deadline deadline);
-  Status connect(std::unique_ptr<transport::tcp::TcpTransport> tcp, const JobLayout& layout,
-                 const std::string& prefix, Deadline deadline);
+  /// What the transports are created from: this rank's part (the layout's part is added by
+  /// connect(); before the layout exchange, data_address is still unknown).
+  [[nodiscard]] transport::CreateContext create_context() const;
+  Status init(std::vector<std::unique_ptr<transport::Transport>> prepared, Deadline deadline);
+  Status connect(std::vector<std::unique_ptr<transport::Transport>> prepared,
+                 const JobLayout& layout, const std::string& prefix, Deadline deadline);
   Status start_reliability(const JobLayout& layout, Deadline deadline);
   Status init_direct_path(device::Device* dev, const JobLayout& layout, const std::string& prefix,
                           Deadline deadline);
@@ -201,6 +202,7 @@ class CommImpl final : public TaskHost {
   std::atomic<bool> aborted_{false};
   mutable std::mutex abort_mu_;
   net::SocketAddress data_address_;   // this rank's tcp listener (derived comms bind its host)
+  crypto::Secret secret_{};           // the job's secret (CommSetup::secret)
   std::function<Status()> liveness_;  // CommSetup::liveness, while being created
   /// The failure monitor, split and shrink: outlives the engine (which reports to it).
   std::unique_ptr<Reliability> reliability_;

@@ -15,10 +15,9 @@
 #include "core/job_layout.hpp"
 #include "core/status_signal.hpp"
 #include "log/log.hpp"
-#include "selector/transport_policy.hpp"
+#include "selector/plan_policy.hpp"
 #include "topology/cpu_binding.hpp"
-#include "transports/shm/shm_factory.hpp"
-#include "transports/tcp/tcp_factory.hpp"
+#include "transports/registry.hpp"
 
 namespace loom::detail {
 namespace {
@@ -55,18 +54,22 @@ Result<std::unique_ptr<CommImpl>> CommImpl::create(CommSetup setup) {
   for (const auto& name : setup.config.unknown_variables())
     LOOM_LOG_WARN(Config, "ignoring unknown setting {} (run loom-info for the list)", name);
   LOOM_ASSIGN_OR_RETURN(CommSettings settings, CommSettings::from(setup.config));
-  settings.tcp.secret = setup.secret;
-  LOOM_ASSIGN_OR_RETURN(
-      auto tcp, transport::tcp::TcpTransport::listen(setup.rank, setup.nranks, setup.comm_id,
-                                                     setup.bind_address, settings.tcp));
+  const net::SocketAddress bind = setup.bind_address;
   std::unique_ptr<CommImpl> comm(new CommImpl(std::move(setup), settings));
-  if (Status st = comm->init(std::move(tcp), Deadline::after(settings.timeout)); !st.is_ok()) {
-    // A peer died during setup: what it named in /dev/shm goes now, not with the next job (twice:
-    // its store connection may close a moment before its process is provably gone).
+  const transport::Registry& registry = transport::builtin_transports();
+  // Transports whose address goes into this rank's card (tcp's listener) open before the layout
+  // exchange, where this rank's transports bind.
+  transport::CreateContext early = comm->create_context();
+  early.data_address = bind;
+  LOOM_ASSIGN_OR_RETURN(auto prepared, registry.prepare(early));
+  if (Status st = comm->init(std::move(prepared), Deadline::after(settings.timeout)); !st.is_ok()) {
+    // A peer died during setup: what it left behind (shm: names in /dev/shm) goes now, not with
+    // the next job (twice: its store connection may close a moment before its process is
+    // provably gone).
     if (st.code() == ErrorCode::PeerFailed)
       for (int i = 0; i < 2; ++i) {
         if (i > 0) std::this_thread::sleep_for(std::chrono::milliseconds(200));
-        transport::shm::remove_orphans(comm->rank_, comm->comm_id_);
+        registry.cleanup_after_failed_setup(comm->rank_, comm->comm_id_);
       }
     return st;
   }
@@ -84,17 +87,40 @@ CommImpl::CommImpl(CommSetup setup, CommSettings settings)
       store_(std::move(setup.store)),
       server_(std::move(setup.server)),
       calls_(setup.rank, setup.nranks),
+      secret_(setup.secret),
       liveness_(std::move(setup.liveness)) {}
+
+transport::CreateContext CommImpl::create_context() const {
+  transport::CreateContext ctx;
+  ctx.rank = rank_;
+  ctx.nranks = nranks_;
+  ctx.comm_id = comm_id_;
+  ctx.store = store_;
+  ctx.store_prefix = fmt::format("loom/{:016x}/", comm_id_);
+  ctx.config = &config_;
+  ctx.data_address = data_address_;
+  ctx.secret = secret_;
+  ctx.peer_check = [this](int peer) { return known_failure(peer); };
+  return ctx;
+}
 
 // Learns the job's layout, sets up the transports it needs, connects the ring neighbours, and
 // starts the engine. A rank that fails on the way tells the others at the closing rendezvous, so
 // they fail with its reason at once (rank 0, which checks no setting, would otherwise wait there
 // until LOOM_TIMEOUT for a rank that found the plan settings differ).
-Status CommImpl::init(std::unique_ptr<transport::tcp::TcpTransport> tcp, Deadline deadline) {
+Status CommImpl::init(std::vector<std::unique_ptr<transport::Transport>> prepared,
+                      Deadline deadline) {
   const std::string prefix = fmt::format("loom/{:016x}/", comm_id_);
+  std::optional<net::SocketAddress> card;  // this rank's data address: tcp's listener
+  for (const auto& t : prepared)
+    if (!card) card = t->card_address();
+  if (!card)
+    return make_error(ErrorCode::Internal, "rank {}: no transport gives an address for its card",
+                      rank_);
+  data_address_ = *card;
   LOOM_ASSIGN_OR_RETURN(JobLayout layout, exchange_layout(*store_, prefix, rank_, nranks_, config_,
-                                                          tcp->address(), deadline, liveness_));
-  if (Status st = connect(std::move(tcp), layout, prefix, deadline); !st.is_ok()) {
+                                                          *card, deadline, liveness_));
+  if (Status st = connect(std::move(prepared), layout, prefix, deadline); !st.is_ok()) {
     (void)bootstrap::store_barrier_fail(*store_, rendezvous_name(prefix), rank_, st);
     return st;
   }
@@ -123,35 +149,19 @@ Status CommImpl::init(std::unique_ptr<transport::tcp::TcpTransport> tcp, Deadlin
 
 // The transports, the ring neighbours' connections, the plan settings' agreement and the device
 // paths.
-Status CommImpl::connect(std::unique_ptr<transport::tcp::TcpTransport> tcp, const JobLayout& layout,
-                         const std::string& prefix, Deadline deadline) {
-  tcp->set_peer_addresses(layout.tcp_addresses);
-  tcp->set_ranks_on_host(layout.ranks_on_my_host(rank_));
-  data_address_ = tcp->address();
-  transport::CreateContext ctx;  // what the other transports are created from (registry)
-  ctx.rank = rank_;
-  ctx.nranks = nranks_;
-  ctx.comm_id = comm_id_;
-  ctx.store = store_;
-  ctx.config = &config_;
-  ctx.data_address = tcp->address();
-  ctx.secret = settings_.tcp.secret;
+Status CommImpl::connect(std::vector<std::unique_ptr<transport::Transport>> prepared,
+                         const JobLayout& layout, const std::string& prefix, Deadline deadline) {
+  transport::CreateContext ctx = create_context();  // what the transports are created from
   ctx.ranks_on_host = layout.ranks_on_my_host(rank_);
   ctx.cpu_load = my_cpu_load(layout, rank_);
   ctx.host_cpu_load = host_cpu_load(layout, rank_);
   ctx.peer_addresses = layout.tcp_addresses;
-  ctx.peer_check = [this](int peer) { return known_failure(peer); };
-  // A ring's send waits for its receiver only if single copy; when a neighbour shares a CPU,
-  // that wait holds the sender too, even one with a CPU of its own (3 ranks on 2 CPUs, 8 MiB:
-  // 7.2-9.2 ms with the lone rank's sends single copy, 4.4-4.8 buffered).
-  const bool shm_used = std::any_of(layout.transport_of.begin(), layout.transport_of.end(),
-                                    [](TransportKind k) { return k == TransportKind::Shm; });
-  if (shm_used && settings_.shm.single_copy_min == 0)
-    settings_.buffered_ring_sends = ctx.host_cpu_load > 1;
-  std::vector<std::unique_ptr<transport::Transport>> made;
-  made.push_back(std::move(tcp));  // listening since before the layout exchange
-  LOOM_ASSIGN_OR_RETURN(transports_,
-                        PeerTransports::create(ctx, layout.transport_of, std::move(made)));
+  for (const auto& ri : layout.topology.ranks) ctx.host_ids.push_back(ri.host_id);
+  const transport::Registry& registry = transport::builtin_transports();
+  for (auto& t : prepared) LOOM_RETURN_IF_ERROR(registry.complete(*t, ctx));
+  LOOM_ASSIGN_OR_RETURN(
+      transports_, PeerTransports::create(ctx, layout.transport_of, std::move(prepared), registry));
+  settings_.buffered_ring_sends = transports_->plan_hints().buffered_ring_sends;
   const std::vector<int>& ring = layout.ring;
   if (nranks_ > 1) {
     auto pos = static_cast<std::size_t>(std::find(ring.begin(), ring.end(), rank_) - ring.begin());
@@ -184,16 +194,12 @@ Status CommImpl::init_direct_path(device::Device* dev, const JobLayout& layout,
     if (!all) return Status::ok();  // staged
     network = transports_.get();
   }
-  transport::cuda_ipc::CudaIpcSetup setup;
-  setup.dev = dev;
-  setup.store = store_;
-  setup.prefix = prefix;
-  setup.comm_id = comm_id_;
-  setup.rank = rank_;
-  setup.allowed = allowed;
-  setup.host_ids = std::move(hosts);
-  setup.nvml_library = config_.get_string("LOOM_NVML_LIBRARY");
-  LOOM_ASSIGN_OR_RETURN(direct_, device::DirectPath::create(std::move(setup), network, deadline));
+  transport::CreateContext ctx = create_context();  // cuda_ipc's, through the registry
+  ctx.host_ids = std::move(hosts);
+  ctx.device = dev;
+  ctx.allowed = allowed;
+  ctx.deadline = deadline;
+  LOOM_ASSIGN_OR_RETURN(direct_, device::DirectPath::create(ctx, network));
   return Status::ok();
 }
 
@@ -235,7 +241,7 @@ Status CommImpl::start_reliability(const JobLayout& layout, Deadline deadline) {
   r.store = store_;
   r.serves_store = server_ != nullptr;
   r.data_address = data_address_;
-  r.secret = settings_.tcp.secret;
+  r.secret = secret_;
   r.store_options = store_options(config_);
   r.timeout = settings_.timeout;
   r.hooks.fail = [this](const Status& why) {

@@ -102,7 +102,7 @@ Result<std::unique_ptr<CommImpl>> CommImpl::derive(Derivation d) {
   setup.server = d.store || d.server ? std::move(d.server) : server_;
   setup.bind_address = bind;
   setup.config = config_;
-  setup.secret = settings_.tcp.secret;
+  setup.secret = secret_;
   setup.liveness = [this, members = d.members] { return members_alive(members); };
   return CommImpl::create(std::move(setup));
 }

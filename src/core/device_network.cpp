@@ -3,7 +3,6 @@
 #include "common/choice.hpp"
 #include "device/net_buffers.hpp"
 #include "log/log.hpp"
-#include "transports/ofi/ofi_transport.hpp"
 
 namespace loom::detail {
 namespace {
@@ -11,7 +10,7 @@ namespace {
 constexpr std::size_t kProbeBytes = 4096;
 
 // Registers a small device allocation the way collectives will register theirs.
-NetDeviceVote probe(device::Device& dev, transport::ofi::OfiTransport& ofi, NetDeviceVote yes) {
+NetDeviceVote probe(device::Device& dev, transport::Transport& net, NetDeviceVote yes) {
   auto buf = dev.alloc(kProbeBytes);
   if (!buf.is_ok()) return {false, "allocating a probe buffer: " + buf.status().message()};
   NetDeviceVote out = std::move(yes);
@@ -22,8 +21,8 @@ NetDeviceVote probe(device::Device& dev, transport::ofi::OfiTransport& ofi, NetD
                               dev.name())};
   } else {
     auto ordinal = dev.current_device();
-    const fi_hmem_iface iface = dev.name() == "cuda" ? FI_HMEM_CUDA : FI_HMEM_SYSTEM;
-    Status st = ofi.enable_device_memory(iface, *buf, kProbeBytes, ordinal.is_ok() ? *ordinal : 0);
+    Status st =
+        net.enable_device_memory(dev.name(), *buf, kProbeBytes, ordinal.is_ok() ? *ordinal : 0);
     if (!st.is_ok()) out = {false, st.message()};
   }
   dev.free(*buf);
@@ -52,11 +51,11 @@ NetDeviceVote vote_network_device(device::Device& dev, PeerTransports& transport
                                  "cross hosts from device memory only over ofi",
                                  p, to_string(k))};
   }
-  auto* ofi = dynamic_cast<transport::ofi::OfiTransport*>(transports.transport(TransportKind::Ofi));
-  if (ofi == nullptr) return {false, "no ofi transport"};
-  const auto& prov = ofi->provider();
-  auto d = device::decide_net_buffer(device::MemoryKind::Device, dev.name(), prov.provider,
-                                     prov.hmem, mode == OfiHmemMode::Simulate);
+  transport::Transport* ofi = transports.transport(TransportKind::Ofi);
+  const auto support = ofi ? ofi->device_memory_support() : std::nullopt;
+  if (!support) return {false, "no ofi transport"};
+  auto d = device::decide_net_buffer(device::MemoryKind::Device, dev.name(), support->provider,
+                                     support->registers, mode == OfiHmemMode::Simulate);
   if (d.action != device::NetBufferAction::RegisterDevice) return {false, d.reason};
   return probe(dev, *ofi, {true, d.reason});
 }

@@ -4,8 +4,8 @@
 
 #include <chrono>
 
+#include "common/process.hpp"
 #include "log/log.hpp"
-#include "transports/shm/peer_process.hpp"
 
 namespace loom::detail {
 namespace {
@@ -27,7 +27,7 @@ std::span<const std::uint8_t> as_bytes(const std::string& s) {
 
 struct FailureMonitor::Watched {
   int rank = -1;
-  transport::shm::PeerProcess process;
+  proc::PeerProcess process;
   bool reported = false;
 };
 
@@ -47,7 +47,7 @@ FailureMonitor::FailureMonitor(std::shared_ptr<bootstrap::Store> store, std::str
     if (r == rank_ || id.host_id != me.host_id || id.pid == ::getpid()) continue;
     auto w = std::make_unique<Watched>();
     w->rank = r;
-    w->process = transport::shm::PeerProcess::watch(id.pid, id.pid_ns);
+    w->process = proc::PeerProcess::watch(id.pid, id.pid_ns);
     watched_.push_back(std::move(w));
   }
   thread_ = std::thread([this] { loop(); });

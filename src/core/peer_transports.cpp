@@ -58,6 +58,13 @@ Status PeerTransports::ensure(const std::vector<int>& peers, Deadline deadline) 
   return Status::ok();
 }
 
+transport::PlanHints PeerTransports::plan_hints() const {
+  transport::PlanHints all;
+  for (const auto& t : by_kind_)
+    if (t) all.buffered_ring_sends = all.buffered_ring_sends || t->plan_hints().buffered_ring_sends;
+  return all;
+}
+
 transport::Connection* PeerTransports::get(int peer) const {
   transport::Transport* t = transport(kind(peer));
   return t ? t->get(peer) : nullptr;

@@ -35,6 +35,8 @@ class PeerTransports final : public transport::ConnectionSet {
   [[nodiscard]] TransportKind kind(int peer) const {
     return choice_[static_cast<std::size_t>(peer)];
   }
+  /// What the created transports ask of the plans (any one's ask holds).
+  [[nodiscard]] transport::PlanHints plan_hints() const;
   /// The transport of kind `k` (null when no peer uses it), e.g. ofi for the device-network
   /// vote.
   [[nodiscard]] transport::Transport* transport(TransportKind k) const {

@@ -5,9 +5,21 @@
 
 #include "algorithms/factory.hpp"
 #include "log/log.hpp"
-#include "selector/transport_policy.hpp"
+#include "selector/plan_policy.hpp"
+#include "transports/registry.hpp"
 
 namespace loom::detail {
+
+Result<select::Tuning> plan_tuning(const config::Config& cfg) {
+  LOOM_ASSIGN_OR_RETURN(select::Tuning t, select::tuning_from(cfg));
+  LOOM_ASSIGN_OR_RETURN(const transport::CostFacts shm, transport::builtin_transports().cost_facts(
+                                                            transport::TransportKind::Shm, cfg));
+  t.single_copy_bytes = shm.single_copy_min;
+  t.shm.single_copy_min = shm.auto_single_copy_min;
+  t.shm.shared_cpu_single_copy_min = shm.auto_shared_cpu_single_copy_min;
+  t.shm.reuse_slots_above = shm.reuse_slots_above;
+  return t;
+}
 namespace {
 
 // Hosts in ring order, each host's ranks in ring order.

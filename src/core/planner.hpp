@@ -12,6 +12,7 @@
 
 #include "algorithms/plan.hpp"
 #include "collective/op.hpp"
+#include "config/config.hpp"
 #include "loom/options.hpp"
 #include "selector/cost_table.hpp"
 #include "selector/selector.hpp"
@@ -30,6 +31,11 @@ struct PlanSettings {
   select::Policy policy;             // LOOM_ALGO
   select::Tuning tuning;             // LOOM_TUNE_*, LOOM_TUNING
 };
+
+/// The cost model's constants (select::tuning_from: LOOM_TUNE_*, LOOM_TUNING) with what the
+/// transports state of their own policy (the registry's cost facts: shm's single-copy threshold
+/// and slot order). An error names a bad setting.
+Result<select::Tuning> plan_tuning(const config::Config& cfg);
 
 class Planner {
  public:

@@ -6,8 +6,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/process.hpp"
 #include "log/log.hpp"
-#include "transports/shm/peer_process.hpp"
 
 namespace loom::detail {
 namespace {
@@ -30,8 +30,8 @@ std::uint64_t mix(std::uint64_t h, std::uint64_t v) {
 std::string identity_card(bool serves_store, const std::string& standby) {
   char host[256] = {};
   if (::gethostname(host, sizeof host - 1) != 0) host[0] = '?';
-  return fmt::format("{} {} {} {} {} {}", ::getpid(), transport::shm::own_pid_namespace(),
-                     boot_id(), serves_store ? 1 : 0, standby.empty() ? "-" : standby, host);
+  return fmt::format("{} {} {} {} {} {}", ::getpid(), proc::own_pid_namespace(), boot_id(),
+                     serves_store ? 1 : 0, standby.empty() ? "-" : standby, host);
 }
 
 RankIdentity parse_identity(const bootstrap::Bytes& b, const topo::RankInfo* info,

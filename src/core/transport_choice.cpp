@@ -7,13 +7,13 @@
 
 #include "common/strings.hpp"
 #include "log/log.hpp"
-#include "transports/ofi/ofi_factory.hpp"
 
 namespace loom::detail {
 namespace {
 
 constexpr std::array kAll = {TransportKind::Shm, TransportKind::Ofi, TransportKind::Tcp};
-constexpr std::string_view kCudaIpc = "cuda_ipc";  // device buffers only, not a TransportKind
+// Device buffers only: LOOM_TRANSPORTS may name it, but no peer is routed to it.
+constexpr std::string_view kCudaIpc = "cuda_ipc";  // to_string(TransportKind::CudaIpc)
 
 Result<TransportKind> parse_kind(std::string_view name) {
   if (auto k = transport::kind_named(name)) return *k;
@@ -129,7 +129,7 @@ Result<std::vector<TransportKind>> resolve_transport_list(int rank, std::string_
   LOOM_ASSIGN_OR_RETURN(std::vector<TransportKind> list, parse_transport_list(text));
   auto it = std::find(list.begin(), list.end(), TransportKind::Ofi);
   if (it == list.end()) return list;
-  if (ofi.available && (ofi_requested || ofi.efa)) {
+  if (ofi.available && (ofi_requested || ofi.preferred)) {
     LOOM_LOG_INFO(Net, "rank {}: ofi transport available over libfabric provider {}", rank,
                   ofi.provider);
     return list;
@@ -155,28 +155,6 @@ Result<std::vector<TransportKind>> resolve_transport_list(int rank, std::string_
   return list;
 }
 
-namespace {
-
-// Whether the ofi transport can run here: libfabric's answer for `request`.
-OfiAvailability probe_ofi(const transport::ofi::FabricRequest& request) {
-  OfiAvailability a;
-  auto found = transport::ofi::probe_provider(request);
-  if (!found.is_ok()) {
-    a.why_missing = found.status().message();
-    return a;
-  }
-  a.available = true;
-  a.provider = found->provider;
-  a.efa = found->provider == "efa";
-  if (!a.efa)
-    a.why_missing = fmt::format("{}; using {} instead",
-                                transport::ofi::probe_provider({"efa", ""}).status().message(),
-                                found->provider);
-  return a;
-}
-
-}  // namespace
-
 Result<std::string> effective_transports(int rank, const config::Config& cfg,
                                          const net::SocketAddress& data_address) {
   std::string text = cfg.get_string("LOOM_TRANSPORTS");
@@ -185,13 +163,9 @@ Result<std::string> effective_transports(int rank, const config::Config& cfg,
   const auto entries = comma_tokens(text);  // "ofi" among the positive entries?
   const bool named = std::find(entries.begin(), entries.end(), "ofi") != entries.end();
   bool requested = named || !cfg.get_string("LOOM_OFI_PROVIDER").empty();
-  OfiAvailability ofi;  // unrequested ofi runs only on EFA: without a device, skip fi_getinfo
-  if (requested || transport::ofi::efa_device_present())
-    ofi = probe_ofi(transport::ofi::fabric_request(cfg, data_address));
-  else
-    ofi.why_missing =
-        "no EFA device on this host (none bound to the efa driver in "
-        "/sys/class/infiniband)";
+  // Unrequested ofi runs only on EFA: the probe skips fi_getinfo without an EFA device.
+  const OfiAvailability ofi =
+      transport::builtin_transports().probe(TransportKind::Ofi, cfg, data_address, requested);
   LOOM_ASSIGN_OR_RETURN(auto list, resolve_transport_list(rank, text, requested,
                                                           cfg.get_bool("LOOM_OFI_FALLBACK"), ofi));
   return format_transport_list(list);

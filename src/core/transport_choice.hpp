@@ -40,14 +40,9 @@ Result<std::vector<TransportKind>> choose_transports(
 bool any_pair_uses(TransportKind kind, const std::vector<std::string>& host_ids,
                    const std::vector<std::vector<TransportKind>>& allowed);
 
-/// Whether the ofi transport can run here, and the provider it would use (see
-/// resolve_transport_list).
-struct OfiAvailability {
-  bool available = false;
-  bool efa = false;         // the provider found is EFA
-  std::string provider;     // what was found
-  std::string why_missing;  // when not available: what was asked for and what exists
-};
+/// Whether the ofi transport can run here, and the provider it would use (the ofi transport's
+/// probe in the registry; `preferred`: the provider is EFA). See resolve_transport_list.
+using OfiAvailability = transport::Availability;
 
 /// This rank's effective allow list: LOOM_TRANSPORTS with ofi resolved against `ofi`. An ofi
 /// that nobody asked for (the default list) is kept only on EFA. An ofi that was asked for (in

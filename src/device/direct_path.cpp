@@ -146,7 +146,7 @@ class DirectTask final : public exec::Task {
   }
 
   DirectPath& path_;
-  transport::cuda_ipc::CudaIpcTransport& ipc_;
+  transport::DeviceTransport& ipc_;
   Device& dev_;
   coll::OpDesc op_;
   std::shared_ptr<const algo::Plan> plan_;
@@ -162,27 +162,31 @@ class DirectTask final : public exec::Task {
 
 }  // namespace
 
-Result<std::unique_ptr<DirectPath>> DirectPath::create(transport::cuda_ipc::CudaIpcSetup s,
+Result<std::unique_ptr<DirectPath>> DirectPath::create(const transport::CreateContext& ctx,
                                                        transport::ConnectionSet* network,
-                                                       Deadline deadline) {
+                                                       const transport::Registry& registry) {
   std::unique_ptr<DirectPath> none;
-  if (!s.dev || s.host_ids.empty()) return none;
-  const int rank = s.rank;
-  s.host_id = s.host_ids[static_cast<std::size_t>(rank)];
-  s.nranks = static_cast<int>(s.host_ids.size());
+  if (!ctx.device || ctx.host_ids.empty()) return none;
+  const std::string& mine = ctx.host_ids[static_cast<std::size_t>(ctx.rank)];
   std::vector<bool> local;
   bool one_host = true;
-  for (const auto& h : s.host_ids) {
-    local.push_back(h == s.host_id);
-    one_host = one_host && h == s.host_id;
+  for (const auto& h : ctx.host_ids) {
+    local.push_back(h == mine);
+    one_host = one_host && h == mine;
   }
   if (!one_host && !network) return none;  // across hosts: staged through the host transports
-  if (one_host) s.host_ids.clear();
-  auto t = transport::cuda_ipc::CudaIpcTransport::create(s, deadline);
+  auto t = registry.create(transport::TransportKind::CudaIpc, ctx);
   if (!t.is_ok())
-    return t.status().with_context(fmt::format("rank {}: setting up the cuda_ipc transport", rank));
+    return t.status().with_context(
+        fmt::format("rank {}: setting up the cuda_ipc transport", ctx.rank));
   if (!*t) return none;
-  return std::make_unique<DirectPath>(std::move(*t), one_host ? nullptr : network,
+  std::unique_ptr<transport::DeviceTransport> device(
+      dynamic_cast<transport::DeviceTransport*>(t->get()));
+  if (!device)
+    return make_error(ErrorCode::Internal, "rank {}: the {} transport carries no device buffers",
+                      ctx.rank, (*t)->name());
+  (void)t->release();
+  return std::make_unique<DirectPath>(std::move(device), one_host ? nullptr : network,
                                       std::move(local));
 }
 

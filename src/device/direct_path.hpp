@@ -16,28 +16,30 @@
 #include "algorithms/plan.hpp"
 #include "collective/op.hpp"
 #include "executor/task.hpp"
-#include "transports/cuda_ipc/cuda_ipc_transport.hpp"
+#include "transports/device_transport.hpp"
+#include "transports/registry.hpp"
 
 namespace loom::device {
 
 class DirectPath {
  public:
-  /// Collective over the store when `setup.dev` is set: creates the cuda_ipc transport.
-  /// `setup.host_ids` are every rank's; when they differ, `network` (every rank agreed it
-  /// carries device memory) reaches the other hosts. Null when there is no device, when the
-  /// ranks span hosts without a `network`, or when some rank's LOOM_TRANSPORTS excludes
-  /// cuda_ipc (`setup.allowed` is this rank's say).
-  static Result<std::unique_ptr<DirectPath>> create(transport::cuda_ipc::CudaIpcSetup setup,
-                                                    transport::ConnectionSet* network,
-                                                    Deadline deadline);
-  DirectPath(std::unique_ptr<transport::cuda_ipc::CudaIpcTransport> transport,
+  /// Collective over the store when `ctx.device` is set: creates the cuda_ipc transport through
+  /// `registry` from `ctx` (ctx.host_ids every rank's, ctx.allowed this rank's LOOM_TRANSPORTS
+  /// say). When the hosts differ, `network` (every rank agreed it carries device memory)
+  /// reaches the other hosts. Null when there is no device, when the ranks span hosts without a
+  /// `network`, or when some rank's LOOM_TRANSPORTS excludes cuda_ipc.
+  static Result<std::unique_ptr<DirectPath>> create(
+      const transport::CreateContext& ctx, transport::ConnectionSet* network,
+      const transport::Registry& registry = transport::builtin_transports());
+  DirectPath(std::unique_ptr<transport::DeviceTransport> transport,
              transport::ConnectionSet* network, std::vector<bool> local)
       : transport_(std::move(transport)), network_(network), local_(std::move(local)) {}
   ~DirectPath();
   DirectPath(const DirectPath&) = delete;
   DirectPath& operator=(const DirectPath&) = delete;
 
-  [[nodiscard]] transport::cuda_ipc::CudaIpcTransport& transport() const { return *transport_; }
+  /// The cuda_ipc transport.
+  [[nodiscard]] transport::DeviceTransport& transport() const { return *transport_; }
   /// Connections to `peers`: cuda_ipc on this host, the network elsewhere.
   Result<std::vector<transport::Connection*>> connect(const std::vector<int>& peers, int nranks,
                                                       Deadline deadline);
@@ -55,7 +57,7 @@ class DirectPath {
   Result<std::uint8_t*> scratch(std::size_t bytes);
 
  private:
-  std::unique_ptr<transport::cuda_ipc::CudaIpcTransport> transport_;
+  std::unique_ptr<transport::DeviceTransport> transport_;
   transport::ConnectionSet* network_;  // other hosts (null: every rank on this host)
   std::vector<bool> local_;            // by rank: on this host
   void* scratch_ = nullptr;

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <bit>
 
+#include "selector/plan_policy.hpp"
 #include "selector/shared_cpu.hpp"
-#include "selector/transport_policy.hpp"
 
 namespace loom::select {
 namespace {
@@ -90,7 +90,7 @@ double tree_us(Coll c, double S, const Shape& s, const Tuning& t, const Pipeline
   };
   switch (c) {
     case Coll::AllReduce:  // up and down; reduces S
-      if (shared_cpu::tree_levels_in_rounds(s, path == Path::Eager, S, chunk))
+      if (shared_cpu::tree_levels_in_rounds(s, t, path == Path::Eager, S, chunk))
         return 2 * hop_alpha + shared_cpu::tree_rounds_us(s, across, xfer_us(chunk, bw * load)) +
                hop_red + xfer_us(S, l.red);
       return 2 * hop_alpha + 2 * fill + hop_red + stream(allreduce_bytes) + xfer_us(S, l.red);
@@ -174,8 +174,8 @@ double message_divisor(Coll c, Algo a, const Shape& s) {
 }  // namespace
 
 double single_copy_min(const Shape& s, const Tuning& t) {
-  return t.single_copy_bytes > 0 ? t.single_copy_bytes
-                                 : static_cast<double>(auto_single_copy_min(cpu_load(s)));
+  if (t.single_copy_bytes > 0) return t.single_copy_bytes;
+  return cpu_load(s) > 1 ? t.shm.shared_cpu_single_copy_min : t.shm.single_copy_min;
 }
 
 double eager_below(Coll c, Algo a, const Shape& s, const Tuning& t, const Pipeline& p) {

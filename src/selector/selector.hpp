@@ -12,7 +12,7 @@
 #include "common/status.hpp"
 #include "config/config.hpp"
 #include "selector/cost_table.hpp"
-#include "selector/transport_policy.hpp"
+#include "selector/plan_policy.hpp"
 #include "selector/tuning.hpp"
 
 namespace loom::select {

@@ -6,7 +6,7 @@
 #include <string_view>
 
 #include "collective/kinds.hpp"
-#include "selector/transport_policy.hpp"
+#include "selector/plan_policy.hpp"
 
 namespace loom::select {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "selector/transport_policy.hpp"
+#include "selector/plan_policy.hpp"
 
 namespace loom::select {
 
@@ -69,8 +69,9 @@ double tree_hop_us(const Shape& s, const Tuning& t, double chain, double across,
   return std::max(woken, chain * (t.intra.alpha_us + turn) + across * (slow + turn));
 }
 
-bool tree_levels_in_rounds(const Shape& s, bool eager, double bytes, double chunk) {
-  return s.nhosts <= 1 && cpu_load(s) > 1 && auto_reuse_slots(busiest_cpu_ranks(s)) &&
+bool tree_levels_in_rounds(const Shape& s, const Tuning& t, bool eager, double bytes,
+                           double chunk) {
+  return s.nhosts <= 1 && cpu_load(s) > 1 && busiest_cpu_ranks(s) > t.shm.reuse_slots_above &&
          bytes / 2 <= chunk && eager;
 }
 

@@ -33,8 +33,9 @@ bool ring_sends_eager(const Shape& s, const Tuning& t);
 /// turns of the ranks that send in that hop, on one host.
 double tree_hop_us(const Shape& s, const Tuning& t, double chain, double across, double woken);
 /// True when an allreduce tree's halves are one eager chunk each and the busiest CPU runs three
-/// ranks or more: nothing streams and each level is a round of the busiest CPU's ranks.
-bool tree_levels_in_rounds(const Shape& s, bool eager, double bytes, double chunk);
+/// ranks or more (shm reuses its slots: Tuning::shm): nothing streams and each level is a round
+/// of the busiest CPU's ranks.
+bool tree_levels_in_rounds(const Shape& s, const Tuning& t, bool eager, double bytes, double chunk);
 /// Those levels, up and down: `chunk_us` the chunk's copy with a CPU to itself.
 double tree_rounds_us(const Shape& s, double levels, double chunk_us);
 

@@ -9,7 +9,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "selector/transport_policy.hpp"
+#include "selector/plan_policy.hpp"
 
 namespace loom::select {
 namespace {
@@ -203,10 +203,6 @@ Result<Tuning> tuning_from(const config::Config& cfg) {
     LOOM_ASSIGN_OR_RETURN(over, read_calibration(over.substr(1)));
   }
   LOOM_RETURN_IF_ERROR(t.apply(over));
-  // The shared-memory transport's threshold, not a tuning constant.
-  LOOM_ASSIGN_OR_RETURN(const std::size_t single_copy, single_copy_min_from(cfg));
-  t.single_copy_bytes =
-      cfg.get_string("LOOM_SHM_SINGLE_COPY") == "off" ? 1e30 : static_cast<double>(single_copy);
   return t;
 }
 

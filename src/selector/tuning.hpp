@@ -65,6 +65,19 @@ struct SharedCpuTuning {
   Curve curve;                  // oversub_curve: the host's total rate by all its ranks' bytes
 };
 
+/// The shared-memory transport's automatic choices, which the cost model predicts: plain values
+/// that transport states (its cost facts in the transport registry, which the communicator and
+/// loom-sim copy in: core/planner.hpp's plan_tuning). The defaults are shm's own, so a Tuning
+/// built without a communicator predicts the same (a unit test holds them equal). Not
+/// LOOM_TUNE keys: apply and to_string leave them out.
+struct ShmAuto {
+  double single_copy_min = 64 * 1024;             // LOOM_SHM_SINGLE_COPY_MIN=auto, a CPU per rank
+  double shared_cpu_single_copy_min = 32 * 1024;  // the same where ranks share a CPU
+  /// LOOM_SHM_SLOT_ORDER=auto reuses a channel's first slot where the host's busiest CPU runs
+  /// more ranks than this.
+  double reuse_slots_above = 2;
+};
+
 struct Tuning {
   Link intra{8, 2.0};   // shared memory (ranks on one host): intra_alpha_us, intra_gbps
   Link inter{30, 1.0};  // network (ranks on different hosts): inter_alpha_us, inter_gbps
@@ -80,8 +93,10 @@ struct Tuning {
   HostRates host;
   SharedCpuTuning shared;
   /// Not calibrated: the shared-memory single-copy threshold (LOOM_SHM_SINGLE_COPY_MIN; 0: auto;
-  /// 1e30 with LOOM_SHM_SINGLE_COPY=off). tuning_from() sets it; apply and to_string leave it out.
+  /// 1e30 with LOOM_SHM_SINGLE_COPY=off), from that transport's cost facts like `shm`; apply and
+  /// to_string leave it out.
   double single_copy_bytes = 0;
+  ShmAuto shm;
 
   /// "intra_alpha_us=8,intra_gbps=2,inter_alpha_us=30,..." (every key, see tuning_keys()).
   [[nodiscard]] std::string to_string() const;
@@ -94,7 +109,8 @@ struct Tuning {
 std::vector<std::string_view> tuning_keys();
 
 /// The constants from the registry: LOOM_TUNE_* settings, then LOOM_TUNING on top ("@FILE": the
-/// LOOM_TUNING line in that file, as `loom-perf --calibrate` prints it).
+/// LOOM_TUNING line in that file, as `loom-perf --calibrate` prints it). The transports' facts
+/// (single_copy_bytes, shm) keep their defaults: core's plan_tuning adds them.
 Result<Tuning> tuning_from(const config::Config& cfg);
 
 }  // namespace loom::select

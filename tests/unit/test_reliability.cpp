@@ -13,9 +13,9 @@
 #include <thread>
 
 #include "comm_harness.hpp"
+#include "common/process.hpp"
 #include "core/failure_monitor.hpp"
 #include "eventually.hpp"
-#include "transports/shm/peer_process.hpp"
 #include "transports/tcp/tcp_transport.hpp"
 
 using namespace loom;
@@ -557,7 +557,7 @@ pid_t paused_child() {
 
 // Rank 0 is `child` and rank 1 this process, both on host h0; then `remote` ranks on host h1.
 std::vector<loom::detail::RankIdentity> ranks_with_child(pid_t child, int remote) {
-  const std::uint64_t ns = transport::shm::own_pid_namespace();
+  const std::uint64_t ns = proc::own_pid_namespace();
   std::vector<loom::detail::RankIdentity> ids = {{"h0", "boot0", child, ns, false, ""},
                                                  {"h0", "boot0", ::getpid(), ns, false, ""}};
   for (int i = 0; i < remote; ++i) ids.push_back({"h1", "boot1", ::getpid(), 0, false, ""});

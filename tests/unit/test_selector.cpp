@@ -7,10 +7,13 @@
 #include <string>
 
 #include "comm_harness.hpp"
+#include "core/planner.hpp"
 #include "selector/selector.hpp"
 #include "tools/loom_sim/cluster.hpp"
 #include "tools/loom_sim/replay.hpp"
 #include "transports/ofi/ofi_fabric.hpp"
+#include "transports/registry.hpp"
+#include "transports/shm/shm_policy.hpp"
 
 using namespace loom;
 using namespace loom::select;
@@ -496,16 +499,41 @@ TEST_CASE("selector: messages below the single-copy threshold move at the eager 
   // Off (0): the cache rate for every message.
   REQUIRE(t.apply("intra_eager_gbps=0").is_ok());
   CHECK(intra_link_gbps(s, t, 64 << 10, 32 << 10, 0, Path::Eager) == Approx(8));
-  // The threshold is the shared-memory transport's setting.
+  // The threshold is the shared-memory transport's setting, which the selector does not read:
+  // the communicator adds it from that transport's cost facts (detail::plan_tuning).
   auto cfg = config::Config::load({{"LOOM_SHM_SINGLE_COPY_MIN", "128K"}});
   REQUIRE(cfg.is_ok());
-  CHECK(tuning_from(*cfg)->single_copy_bytes == 131072);
+  CHECK(tuning_from(*cfg)->single_copy_bytes == 0);
+  CHECK(detail::plan_tuning(*cfg)->single_copy_bytes == 131072);
   auto bad = config::Config::load({{"LOOM_SHM_SINGLE_COPY_MIN", "lots"}});
   REQUIRE(bad.is_ok());
-  CHECK_FALSE(tuning_from(*bad).is_ok());
+  auto rejected = detail::plan_tuning(*bad);
+  REQUIRE_FALSE(rejected.is_ok());
+  CHECK_THAT(rejected.status().message(), Catch::Matchers::Contains("LOOM_SHM_SINGLE_COPY_MIN"));
   auto off = config::Config::load({{"LOOM_SHM_SINGLE_COPY", "off"}});
   REQUIRE(off.is_ok());
-  CHECK(tuning_from(*off)->single_copy_bytes > 1e20);
+  CHECK(detail::plan_tuning(*off)->single_copy_bytes > 1e20);
+}
+
+TEST_CASE("selector: the cost model's shm defaults are what the shm transport states",
+          "[selector][registry]") {
+  // Tuning::shm defaults stand in for the transport where no communicator fills them (tests,
+  // loom-perf's calibration): they must equal the transport's own policy.
+  auto cfg = config::Config::load({});
+  REQUIRE(cfg.is_ok());
+  auto facts = transport::builtin_transports().cost_facts(transport::TransportKind::Shm, *cfg);
+  REQUIRE(facts.is_ok());
+  const Tuning defaults;
+  CHECK(defaults.shm.single_copy_min == facts->auto_single_copy_min);
+  CHECK(defaults.shm.shared_cpu_single_copy_min == facts->auto_shared_cpu_single_copy_min);
+  CHECK(defaults.shm.reuse_slots_above == facts->reuse_slots_above);
+  CHECK(facts->auto_single_copy_min ==
+        static_cast<double>(transport::shm::auto_single_copy_min(1.0)));
+  CHECK(facts->auto_shared_cpu_single_copy_min ==
+        static_cast<double>(transport::shm::auto_single_copy_min(2.0)));
+  const Tuning filled = detail::plan_tuning(*cfg).value();
+  CHECK(filled.single_copy_bytes == 0);  // auto
+  CHECK(filled.shm.single_copy_min == defaults.shm.single_copy_min);
 }
 
 TEST_CASE("selector: a one-chunk tree where CPUs run 3+ ranks crosses its levels in rounds",
@@ -540,9 +568,10 @@ TEST_CASE("selector: a one-chunk tree where CPUs run 3+ ranks crosses its levels
   CHECK(predict_us(Coll::AllReduce, Algo::Tree, 64 << 10, six, t, {}) ==
         Approx(2 * 2 * 0.75 * 3 * 2 * chunk_us));
   CHECK(single != Approx(2 * 2 * 0.75 * 3 * 2 * chunk_us));
-  // The rule follows the shared-memory transport's auto slot order.
-  CHECK_FALSE(auto_reuse_slots(2));
-  CHECK(auto_reuse_slots(3));
+  // The rule follows the shared-memory transport's auto slot order (Tuning::shm).
+  CHECK_FALSE(transport::shm::auto_reuse_slots(2));
+  CHECK(transport::shm::auto_reuse_slots(3));
+  CHECK(t.shm.reuse_slots_above == 2);
 }
 
 TEST_CASE("selector: a fused receive-reduce costs no separate pass on one host", "[selector]") {

@@ -12,10 +12,10 @@
 #include <thread>
 
 #include "bootstrap/memory_store.hpp"
+#include "common/process.hpp"
 #include "transport_pairs.hpp"
 #include "transports/shm/channel.hpp"
 #include "transports/shm/fd_mailbox.hpp"
-#include "transports/shm/peer_process.hpp"
 #include "transports/shm/shm_segment.hpp"
 #include "transports/shm/shm_transport.hpp"
 
@@ -48,22 +48,22 @@ TEST_CASE("shm: a named segment goes once its owner is provably gone, whatever i
   char tmpl[] = "/tmp/loom-owners-XXXXXX";
   REQUIRE(::mkdtemp(tmpl) != nullptr);
   const std::string dir = tmpl;
-  const std::uint64_t ns = sh::own_pid_namespace();
+  const std::uint64_t ns = proc::own_pid_namespace();
   REQUIRE(ns != 0);
   pid_t dead = ::fork();  // exited and reaped: certainly gone
   if (dead == 0) ::_exit(0);
   REQUIRE(::waitpid(dead, nullptr, 0) == dead);
   pid_t zombie = ::fork();  // exited, not reaped (yet): its corpse will never map anything
   if (zombie == 0) ::_exit(0);
-  std::optional<sh::ProcessStat> zstat;
+  std::optional<proc::ProcessStat> zstat;
   for (int i = 0; i < 500 && !(zstat && zstat->state == 'Z'); ++i) {
     std::this_thread::sleep_for(2ms);
-    zstat = sh::read_process_stat(zombie);
+    zstat = proc::read_process_stat(zombie);
   }
   REQUIRE(zstat);
   REQUIRE(zstat->state == 'Z');
   const pid_t parent = ::getppid();
-  const std::uint64_t parent_start = sh::process_start_time(parent);
+  const std::uint64_t parent_start = proc::process_start_time(parent);
   REQUIRE(parent_start != 0);
 
   // Empty files: the segments of creators killed before they wrote anything.
@@ -102,8 +102,8 @@ TEST_CASE("shm: owner tags round trip and malformed ones are refused", "[shm][or
   auto mine = sh::parse_owner("/loom-1-0-1-ab" + sh::owner_tag());
   REQUIRE(mine);
   CHECK(mine->pid == ::getpid());
-  CHECK(mine->pid_ns == sh::own_pid_namespace());
-  CHECK(mine->start == sh::process_start_time(::getpid()));
+  CHECK(mine->pid_ns == proc::own_pid_namespace());
+  CHECK(mine->start == proc::process_start_time(::getpid()));
   CHECK_FALSE(sh::owner_gone(*mine));
   for (const char* bad : {"loom-x", "loom-x_o1_2", "loom-x_o1_2_3x", "loom-x_o1__3",
                           "loom-x_o1_0_3", "loom-x_o1_99999999999_3", "loom-x_o_1_2_3"}) {

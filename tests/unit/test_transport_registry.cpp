@@ -1,5 +1,7 @@
 // The transport registry (transports/registry.hpp): every built-in kind has a factory, a kind
-// without one is an error naming it, and PeerTransports creates what its peers use through it.
+// without one is an error naming it, the hooks around creation (settings check, prepare and
+// complete, cleanup, probe, cost facts) reach the right transport, and PeerTransports creates
+// what its peers use through it.
 #include <catch2/catch.hpp>
 
 #include "bootstrap/memory_store.hpp"
@@ -15,7 +17,8 @@ using tp::TransportKind;
 
 namespace {
 
-constexpr TransportKind kKinds[] = {TransportKind::Shm, TransportKind::Tcp, TransportKind::Ofi};
+constexpr TransportKind kKinds[] = {TransportKind::Shm, TransportKind::Tcp, TransportKind::Ofi,
+                                    TransportKind::CudaIpc};
 
 using Settings = std::map<std::string, std::string>;
 
@@ -48,7 +51,7 @@ TEST_CASE("transport registry: names and kinds round-trip", "[transports][regist
     REQUIRE(back.has_value());
     CHECK(*back == k);
   }
-  CHECK_FALSE(tp::kind_named("cuda_ipc").has_value());  // device buffers only
+  CHECK(tp::kind_named("cuda_ipc") == TransportKind::CudaIpc);  // device buffers only
   CHECK_FALSE(tp::kind_named("efa").has_value());
 }
 
@@ -154,4 +157,129 @@ TEST_CASE("transport registry: PeerTransports creates what its peers use, throug
                                      std::move(list), empty);
   REQUIRE(kept.is_ok());
   CHECK((*kept)->transport(TransportKind::Tcp) == before);
+}
+
+TEST_CASE("transport registry: each transport checks its own settings, naming the bad one",
+          "[transports][registry]") {
+  const auto& r = tp::builtin_transports();
+  CHECK(r.check_settings(load({})).is_ok());
+  auto shm = r.check_settings(load({{"LOOM_SHM_SINGLE_COPY_MIN", "lots"}}));
+  REQUIRE_FALSE(shm.is_ok());
+  CHECK_THAT(shm.message(), Contains("LOOM_SHM_SINGLE_COPY_MIN"));
+  // A registry without shm does not check shm's settings.
+  tp::Registry tcp_only;
+  REQUIRE(tcp_only.add(TransportKind::Tcp, tp::tcp::registry_entry()).is_ok());
+  CHECK(tcp_only.check_settings(load({{"LOOM_SHM_SINGLE_COPY_MIN", "lots"}})).is_ok());
+}
+
+TEST_CASE("transport registry: tcp opens before the layout is known and is completed after",
+          "[transports][registry][tcp]") {
+  Context c;
+  auto prepared = tp::builtin_transports().prepare(c.ctx);
+  REQUIRE(prepared.is_ok());
+  REQUIRE(prepared->size() == 1);  // tcp only: the others publish their own cards
+  tp::Transport& tcp = *prepared->front();
+  CHECK(tcp.name() == "tcp");
+  auto card = tcp.card_address();
+  REQUIRE(card.has_value());
+  CHECK(card->port() != 0);  // listening: an ephemeral port was bound
+  c.ctx.ranks_on_host = 2;
+  c.ctx.peer_addresses = {*card, *card};
+  CHECK(tp::builtin_transports().complete(tcp, c.ctx).is_ok());
+  auto* concrete = dynamic_cast<tp::tcp::TcpTransport*>(&tcp);
+  REQUIRE(concrete != nullptr);
+  // Completing asks the kind of the transport given, never another's hook.
+  tp::Registry shm_only;
+  REQUIRE(shm_only.add(TransportKind::Shm, tp::shm::registry_entry()).is_ok());
+  auto wrong = shm_only.complete(tcp, c.ctx);
+  REQUIRE_FALSE(wrong.is_ok());
+  CHECK_THAT(wrong.message(), Contains("tcp") && Contains("not registered"));
+}
+
+TEST_CASE(
+    "transport registry: shm asks for buffered ring sends only with auto single copy on "
+    "shared CPUs",
+    "[transports][registry][shm]") {
+  tp::shm::ShmOptions autos;
+  autos.single_copy_min = 0;  // auto, as parsed
+  CHECK(tp::shm::buffered_ring_sends(autos, 1.5));
+  CHECK_FALSE(tp::shm::buffered_ring_sends(autos, 1.0));
+  tp::shm::ShmOptions set;
+  set.single_copy_min = 4096;
+  CHECK_FALSE(tp::shm::buffered_ring_sends(set, 4.0));
+  // Through the registry: the created transport carries the hint.
+  Context c;
+  c.ctx.host_cpu_load = 2;
+  auto t = tp::builtin_transports().create(TransportKind::Shm, c.ctx);
+  REQUIRE(t.is_ok());
+  CHECK((*t)->plan_hints().buffered_ring_sends);
+  Context own;
+  auto u = tp::builtin_transports().create(TransportKind::Shm, own.ctx);
+  REQUIRE(u.is_ok());
+  CHECK_FALSE((*u)->plan_hints().buffered_ring_sends);
+  // tcp asks nothing of the plans.
+  auto tcp = tp::builtin_transports().create(TransportKind::Tcp, c.ctx);
+  REQUIRE(tcp.is_ok());
+  CHECK_FALSE((*tcp)->plan_hints().buffered_ring_sends);
+  // The communicator's view (PeerTransports, which CommImpl copies into its plan settings):
+  // shm's ask holds when a peer uses shm, and nothing is asked when none does.
+  using loom::detail::PeerTransports;
+  auto with_shm = PeerTransports::create(c.ctx, {TransportKind::Tcp, TransportKind::Shm}, {});
+  REQUIRE(with_shm.is_ok());
+  CHECK((*with_shm)->plan_hints().buffered_ring_sends);
+  auto tcp_only = PeerTransports::create(c.ctx, {TransportKind::Tcp, TransportKind::Tcp}, {});
+  REQUIRE(tcp_only.is_ok());
+  CHECK_FALSE((*tcp_only)->plan_hints().buffered_ring_sends);
+}
+
+TEST_CASE("transport registry: shm states its policy to the cost model", "[transports][registry]") {
+  const auto& r = tp::builtin_transports();
+  auto autos = r.cost_facts(TransportKind::Shm, load({}));
+  REQUIRE(autos.is_ok());
+  CHECK(autos->single_copy_min == 0);
+  CHECK(autos->auto_single_copy_min == 65536);
+  CHECK(autos->auto_shared_cpu_single_copy_min == 32768);
+  CHECK(autos->reuse_slots_above == 2);
+  auto set = r.cost_facts(TransportKind::Shm, load({{"LOOM_SHM_SINGLE_COPY_MIN", "8K"}}));
+  REQUIRE(set.is_ok());
+  CHECK(set->single_copy_min == 8192);
+  auto off = r.cost_facts(TransportKind::Shm, load({{"LOOM_SHM_SINGLE_COPY", "off"}}));
+  REQUIRE(off.is_ok());
+  CHECK(off->single_copy_min > 1e20);
+  // tcp states nothing.
+  auto tcp = r.cost_facts(TransportKind::Tcp, load({}));
+  REQUIRE(tcp.is_ok());
+  CHECK(tcp->auto_single_copy_min == 0);
+}
+
+TEST_CASE("transport registry: ofi's probe says why it cannot run", "[transports][registry][ofi]") {
+  const auto& r = tp::builtin_transports();
+  const auto addr = loom::net::resolve("127.0.0.1:0").value();
+  // Transports without a probe can always run.
+  CHECK(r.probe(TransportKind::Tcp, load({}), addr, false).available);
+  auto none =
+      r.probe(TransportKind::Ofi, load({{"LOOM_OFI_PROVIDER", "no-such-provider"}}), addr, true);
+  CHECK_FALSE(none.available);
+  CHECK_THAT(none.why_missing, Contains("no-such-provider"));
+  if (!tp::ofi::efa_device_present()) {  // unrequested without EFA: no fi_getinfo at all
+    const auto calls = tp::ofi::getinfo_calls();
+    auto skipped = r.probe(TransportKind::Ofi, load({}), addr, false);
+    CHECK_FALSE(skipped.available);
+    CHECK_THAT(skipped.why_missing, Contains("no EFA device"));
+    CHECK(tp::ofi::getinfo_calls() == calls);
+  }
+}
+
+TEST_CASE("transport registry: cuda_ipc is registered and needs a device runtime",
+          "[transports][registry][cuda_ipc]") {
+  Context c;
+  c.ctx.host_ids = {"host-a", "host-a"};
+  auto t = tp::builtin_transports().create(TransportKind::CudaIpc, c.ctx);  // ctx.device unset
+  REQUIRE_FALSE(t.is_ok());
+  CHECK_THAT(t.status().message(), Contains("rank 0") && Contains("device runtime"));
+  // Ordinary peers are never routed to it: PeerTransports leaves its slot empty.
+  auto p =
+      loom::detail::PeerTransports::create(c.ctx, {TransportKind::Tcp, TransportKind::Tcp}, {});
+  REQUIRE(p.is_ok());
+  CHECK((*p)->transport(TransportKind::CudaIpc) == nullptr);
 }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "config/config.hpp"
+#include "core/planner.hpp"
 #include "loom/version.hpp"
 #include "selector/selector.hpp"
 #include "tools/loom_sim/cluster.hpp"
@@ -144,7 +145,7 @@ int run(int argc, char** argv) {
   Args a = parse(argc, argv);
   auto cfg = loom::config::Config::load();
   if (!cfg.is_ok()) fail(cfg.status().message());
-  auto local = loom::select::tuning_from(*cfg);
+  auto local = loom::detail::plan_tuning(*cfg);  // with shm's single-copy threshold
   if (!local.is_ok()) fail(local.status().message());
   const int cores = static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
   auto cluster = loom::sim::preset(a.preset, *local, cores);

@@ -8,8 +8,8 @@
 
 #include "algorithms/factory.hpp"
 #include "selector/model.hpp"
+#include "selector/plan_policy.hpp"
 #include "selector/shared_cpu.hpp"
-#include "selector/transport_policy.hpp"
 
 namespace loom::sim {
 namespace {

@@ -17,8 +17,8 @@
 #include "device_api/device.hpp"
 #include "device_api/ipc_peers.hpp"
 #include "transports/cuda_ipc/cuda_ipc_connection.hpp"
+#include "transports/device_transport.hpp"
 #include "transports/shm/shm_segment.hpp"
-#include "transports/transport.hpp"
 
 namespace loom::transport::cuda_ipc {
 
@@ -37,7 +37,7 @@ struct CudaIpcSetup {
   std::string nvml_library = "libnvidia-ml.so.1";  // LOOM_NVML_LIBRARY: labels the links in logs
 };
 
-class CudaIpcTransport final : public Transport {
+class CudaIpcTransport final : public DeviceTransport {
  public:
   /// Collective: every rank of the communicator calls it (with `allowed` from its own
   /// LOOM_TRANSPORTS). Null, with the reason logged at INFO, when some rank excludes cuda_ipc.
@@ -52,14 +52,14 @@ class CudaIpcTransport final : public Transport {
   [[nodiscard]] Connection* get(int peer) const override;
   [[nodiscard]] std::string_view name() const override { return "cuda_ipc"; }
   [[nodiscard]] device::PeerRoute route(int peer) const;
-  [[nodiscard]] device::Device& device() const { return dev_; }
+  [[nodiscard]] device::Device& device() const override { return dev_; }
   /// The one stream every device operation of this communicator is ordered on.
-  [[nodiscard]] device::Stream stream() const { return stream_; }
-  [[nodiscard]] int device_ordinal() const { return my_device_; }
-  [[nodiscard]] int rank() const { return rank_; }
+  [[nodiscard]] device::Stream stream() const override { return stream_; }
+  [[nodiscard]] int device_ordinal() const override { return my_device_; }
+  [[nodiscard]] int rank() const override { return rank_; }
   /// This rank saw `rank` fail (thread-safe, non-blocking): peers whose pending requests fail
   /// because we close our ends afterwards are told that rank, the cause, not us.
-  void note_failure(int rank) {
+  void note_failure(int rank) override {
     int none = -1;
     seen_failure_.compare_exchange_strong(none, rank);  // the first one seen is the cause
   }

@@ -26,4 +26,34 @@ Result<std::unique_ptr<Transport>> make_transport(const CreateContext& ctx) {
   return std::unique_ptr<Transport>(std::move(t).value());
 }
 
+Availability availability(const config::Config& cfg, const net::SocketAddress& data_address,
+                          bool requested) {
+  Availability a;
+  if (!requested && !efa_device_present()) {
+    a.why_missing =
+        "no EFA device on this host (none bound to the efa driver in "
+        "/sys/class/infiniband)";
+    return a;
+  }
+  auto found = probe_provider(fabric_request(cfg, data_address));
+  if (!found.is_ok()) {
+    a.why_missing = found.status().message();
+    return a;
+  }
+  a.available = true;
+  a.provider = found->provider;
+  a.preferred = found->provider == "efa";
+  if (!a.preferred)
+    a.why_missing = fmt::format("{}; using {} instead",
+                                probe_provider({"efa", ""}).status().message(), found->provider);
+  return a;
+}
+
+Entry registry_entry() {
+  Entry e;
+  e.create = &make_transport;
+  e.probe = &availability;
+  return e;
+}
+
 }  // namespace loom::transport::ofi

@@ -16,4 +16,13 @@ FabricRequest fabric_request(const config::Config& cfg, const net::SocketAddress
 /// listener on ctx.data_address's host.
 Result<std::unique_ptr<Transport>> make_transport(const CreateContext& ctx);
 
+/// Whether ofi can run here: libfabric's answer for this rank's request, preferred on EFA. An
+/// ofi nobody asked for (`requested` false) runs only on EFA, so without an EFA device this
+/// skips fi_getinfo (whose first call loads every provider).
+Availability availability(const config::Config& cfg, const net::SocketAddress& data_address,
+                          bool requested);
+
+/// ofi's row in the transport registry: make_transport and availability as its probe.
+Entry registry_entry();
+
 }  // namespace loom::transport::ofi

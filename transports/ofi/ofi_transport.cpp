@@ -81,6 +81,12 @@ Status OfiTransport::enable_device_memory(fi_hmem_iface iface, const void* probe
   return Status::ok();
 }
 
+Status OfiTransport::enable_device_memory(std::string_view runtime, const void* probe,
+                                          std::size_t bytes, int device) {
+  return enable_device_memory(runtime == "cuda" ? FI_HMEM_CUDA : FI_HMEM_SYSTEM, probe, bytes,
+                              device);
+}
+
 std::string OfiTransport::key(int rank) const {
   return fmt::format("loom/{:016x}/ofi/{}", comm_id_, rank);
 }

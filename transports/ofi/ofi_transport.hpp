@@ -49,6 +49,13 @@ class OfiTransport final : public Transport {
   /// `probe` (`bytes` of device memory on `device`). Call before the first device-buffer request.
   Status enable_device_memory(fi_hmem_iface iface, const void* probe, std::size_t bytes,
                               int device);
+  /// The same for the device runtime named `runtime`: "cuda" registers as FI_HMEM_CUDA, any
+  /// other (host-sim) as FI_HMEM_SYSTEM.
+  Status enable_device_memory(std::string_view runtime, const void* probe, std::size_t bytes,
+                              int device) override;
+  [[nodiscard]] std::optional<DeviceMemorySupport> device_memory_support() const override {
+    return DeviceMemorySupport{provider().provider, provider().hmem};
+  }
   [[nodiscard]] const DeviceMemoryMode& device_memory() const { return device_; }
   /// Connections to `peers`, establishing missing ones.
   Status ensure(const std::vector<int>& peers, Deadline deadline) override;

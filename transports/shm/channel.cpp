@@ -10,8 +10,8 @@
 #include <memory>
 #include <string_view>
 
+#include "common/process.hpp"
 #include "common/socket.hpp"
-#include "transports/shm/peer_process.hpp"
 
 namespace loom::transport::shm {
 
@@ -32,7 +32,7 @@ void init_channel(const Mapping& mapping, const ChannelGeometry& g, std::uint64_
   h->nslots = g.nslots;
   h->total_bytes = g.total_bytes();
   h->sender_pid = static_cast<std::int32_t>(::getpid());
-  h->sender_pid_ns = own_pid_namespace();
+  h->sender_pid_ns = proc::own_pid_namespace();
   h->sender_address = reinterpret_cast<std::uintptr_t>(mapping.data());
   auto* descs = reinterpret_cast<SlotDesc*>(mapping.data() + g.desc_offset());
   for (std::size_t i = 0; i < g.nslots; ++i) std::construct_at(descs + i);
@@ -81,7 +81,8 @@ bool orphaned(const std::string& dir, const std::string& name, std::uint64_t own
   const auto& h = *reinterpret_cast<const ChannelHeader*>(raw);
   // sender_pid and sender_pid_ns sit at the same offsets in every channel version.
   if (h.magic != kChannelMagic || h.comm_id == own_comm_id || h.sender_pid <= 0 ||
-      h.sender_pid_ns == 0 || h.sender_pid_ns != own_pid_namespace() || h.sender_pid == ::getpid())
+      h.sender_pid_ns == 0 || h.sender_pid_ns != proc::own_pid_namespace() ||
+      h.sender_pid == ::getpid())
     return false;
   return ::kill(h.sender_pid, 0) != 0 && errno == ESRCH;
 }

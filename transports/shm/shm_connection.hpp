@@ -9,12 +9,12 @@
 #include <memory>
 #include <vector>
 
+#include "common/process.hpp"
 #include "transports/connection.hpp"
 #include "transports/request_table.hpp"
 #include "transports/shm/channel.hpp"
 #include "transports/shm/doorbell.hpp"
 #include "transports/shm/peer_buffers.hpp"
-#include "transports/shm/peer_process.hpp"
 
 namespace loom::transport::shm {
 
@@ -31,7 +31,7 @@ struct SingleCopyParams {
 struct ShmPeer {
   int rank = -1;
   DoorbellAddress doorbell;
-  PeerProcess process;
+  proc::PeerProcess process;
 };
 
 class ShmConnection final : public Connection {

@@ -1,8 +1,8 @@
 // The shared-memory transport's policy: the automatic choices for a rank from how many ranks
 // share its CPUs (the single-copy threshold and the slot order). docs/algorithms.md gives the
-// measurements behind the numbers; the cost model reads the same thresholds
-// (src/selector/transport_policy.hpp) to predict what shm does. Depends on common and config
-// only.
+// measurements behind the numbers; the cost model learns the same thresholds as plain values
+// (shm_factory.cpp's cost facts, through the transport registry, into select::Tuning::shm) to
+// predict what shm does. Depends on common and config only.
 #pragma once
 
 #include <cstddef>
@@ -15,15 +15,18 @@ namespace loom::transport::shm {
 /// LOOM_SHM_SINGLE_COPY_MIN=auto for a rank whose busiest CPU runs `cpu_load` ranks: 64 KiB, or
 /// 32 KiB on a shared CPU, where copies take CPU time the other ranks need and single copy makes
 /// one copy of the slots' two.
+inline constexpr std::size_t kSingleCopyMin = std::size_t{64} * 1024;
+inline constexpr std::size_t kSharedCpuSingleCopyMin = std::size_t{32} * 1024;
 constexpr std::size_t auto_single_copy_min(double cpu_load) {
-  return cpu_load > 1 ? std::size_t{32} * 1024 : std::size_t{64} * 1024;
+  return cpu_load > 1 ? kSharedCpuSingleCopyMin : kSingleCopyMin;
 }
 
 /// LOOM_SHM_SLOT_ORDER=auto: a channel's next message goes to its first slot once the slots are
 /// drained (reuse) where the host's busiest CPU runs more than two ranks, whose channels would
 /// otherwise evict each other from its caches; with fewer, round-robin (docs/algorithms.md).
+inline constexpr double kReuseSlotsAbove = 2;
 constexpr bool auto_reuse_slots(double busiest_cpu_ranks) {
-  return busiest_cpu_ranks > 2;
+  return busiest_cpu_ranks > kReuseSlotsAbove;
 }
 
 /// LOOM_SHM_SINGLE_COPY_MIN in bytes, 0 for auto (auto_single_copy_min).

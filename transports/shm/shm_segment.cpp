@@ -13,8 +13,8 @@
 #include <cstdint>
 #include <utility>
 
+#include "common/process.hpp"
 #include "common/socket.hpp"
-#include "transports/shm/peer_process.hpp"
 
 namespace loom::transport::shm {
 
@@ -131,8 +131,8 @@ Result<Mapping> map_segment_fd(int fd, std::size_t min_bytes, std::size_t max_by
 }
 
 std::string owner_tag() {
-  static const std::string tag =
-      fmt::format("_o{}_{}_{}", own_pid_namespace(), ::getpid(), process_start_time(::getpid()));
+  static const std::string tag = fmt::format("_o{}_{}_{}", proc::own_pid_namespace(), ::getpid(),
+                                             proc::process_start_time(::getpid()));
   return tag;
 }
 
@@ -156,9 +156,10 @@ std::optional<SegmentOwner> parse_owner(std::string_view name) {
 }
 
 bool owner_gone(const SegmentOwner& owner) {
-  if (owner.pid_ns == 0 || owner.pid_ns != own_pid_namespace() || owner.pid <= 0) return false;
+  if (owner.pid_ns == 0 || owner.pid_ns != proc::own_pid_namespace() || owner.pid <= 0)
+    return false;
   if (::kill(owner.pid, 0) != 0 && errno == ESRCH) return true;
-  const auto st = read_process_stat(owner.pid);
+  const auto st = proc::read_process_stat(owner.pid);
   if (!st || owner.start == 0 || st->start == 0) return false;  // cannot tell
   // Another process with its pid, or its own corpse: a zombie never maps anything again.
   return st->start != owner.start || st->state == 'Z' || st->state == 'X';

@@ -205,7 +205,7 @@ Status ShmTransport::publish(Handshake& h) {
   LOOM_ASSIGN_OR_RETURN(h.nonce, random_hex(16));
   Card card;
   card.pid = ::getpid();
-  card.pid_ns = own_pid_namespace();
+  card.pid_ns = proc::own_pid_namespace();
   card.doorbell = bell_->name();
   card.mailbox = mailbox_ ? mailbox_->name() : "";
   card.nonce = h.nonce;
@@ -224,7 +224,7 @@ Status ShmTransport::deliver(Handshake& h, Deadline deadline) {
         rank_, h.peer));
   LOOM_ASSIGN_OR_RETURN(h.card, parse_card(std::string(got->begin(), got->end()), rank_, h.peer));
   h.info.rank = h.peer;
-  h.info.process = PeerProcess::watch(h.card.pid, h.card.pid_ns);
+  h.info.process = proc::PeerProcess::watch(h.card.pid, h.card.pid_ns);
   LOOM_RETURN_IF_ERROR(check_peer(h));
   h.by_fd = mailbox_ != nullptr && !h.card.mailbox.empty();
   if (!h.by_fd && options_.segments == SegmentKind::Memfd)
@@ -408,7 +408,7 @@ Status ShmTransport::probe_single_copy(Handshake& h) {
   if (options_.single_copy == SingleCopy::Off) return Status::ok();
   const auto& header = *reinterpret_cast<const ChannelHeader*>(h.in.data());
   Status st;
-  if (header.sender_pid_ns != own_pid_namespace() || header.sender_address == 0) {
+  if (header.sender_pid_ns != proc::own_pid_namespace() || header.sender_address == 0) {
     st = Status(ErrorCode::SystemError, "the peer is in another pid namespace");
   } else {
     constexpr std::size_t kProbe = offsetof(ChannelHeader, mapped);

@@ -77,6 +77,9 @@ class ShmTransport final : public Transport {
   /// What ensure() asks, at least every 100 ms while it waits for a peer, whether that peer is
   /// known to have failed (a non-ok status ends the wait with it). None: wait until the deadline.
   void set_peer_check(std::function<Status(int peer)> check) { peer_check_ = std::move(check); }
+  /// What the plans over shm should do (its factory decides: shm_factory.hpp).
+  void set_plan_hints(PlanHints hints) { hints_ = hints; }
+  [[nodiscard]] PlanHints plan_hints() const override { return hints_; }
 
  private:
   struct Handshake;
@@ -106,6 +109,7 @@ class ShmTransport final : public Transport {
   std::shared_ptr<bootstrap::Store> store_;
   ChannelGeometry geometry_;
   ShmOptions options_;
+  PlanHints hints_;
   std::shared_ptr<Doorbell> bell_;
   std::unique_ptr<FdMailbox> mailbox_;  // null: named segments
   std::vector<std::unique_ptr<ShmConnection>> conns_;

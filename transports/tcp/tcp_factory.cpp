@@ -23,15 +23,46 @@ Status check_options(const TcpOptions& o) {
   return Status::ok();
 }
 
-Result<std::unique_ptr<Transport>> make_transport(const CreateContext& ctx) {
+Result<std::unique_ptr<Transport>> listen(const CreateContext& ctx) {
   TcpOptions o = options_from(*ctx.config);
   LOOM_RETURN_IF_ERROR(check_options(o));
   o.secret = ctx.secret;
   LOOM_ASSIGN_OR_RETURN(
       auto t, TcpTransport::listen(ctx.rank, ctx.nranks, ctx.comm_id, ctx.data_address, o));
+  return std::unique_ptr<Transport>(std::move(t));
+}
+
+Status complete(Transport& listening, const CreateContext& ctx) {
+  auto* t = dynamic_cast<TcpTransport*>(&listening);
+  if (t == nullptr)
+    return make_error(ErrorCode::Internal, "rank {}: completing a '{}' transport as tcp", ctx.rank,
+                      listening.name());
   if (!ctx.peer_addresses.empty()) t->set_peer_addresses(ctx.peer_addresses);
   t->set_ranks_on_host(ctx.ranks_on_host);
-  return std::unique_ptr<Transport>(std::move(t));
+  return Status::ok();
+}
+
+Result<std::unique_ptr<Transport>> make_transport(const CreateContext& ctx) {
+  LOOM_ASSIGN_OR_RETURN(auto t, listen(ctx));
+  LOOM_RETURN_IF_ERROR(complete(*t, ctx));
+  return t;
+}
+
+namespace {
+
+Status check_settings(const config::Config& cfg) {
+  return check_options(options_from(cfg));
+}
+
+}  // namespace
+
+Entry registry_entry() {
+  Entry e;
+  e.create = &make_transport;
+  e.prepare = &listen;
+  e.complete = &complete;
+  e.check_settings = &check_settings;
+  return e;
 }
 
 }  // namespace loom::transport::tcp

@@ -16,7 +16,17 @@ TcpOptions options_from(const config::Config& cfg);
 Status check_options(const TcpOptions& o);
 
 /// A TcpTransport listening on ctx.data_address (its port, 0 for any), with the tcp settings of
-/// ctx.config and ctx.secret; it knows its peers' addresses when ctx.peer_addresses has them.
+/// ctx.config and ctx.secret, before the layout is known (its card_address() goes into the
+/// rank's card).
+Result<std::unique_ptr<Transport>> listen(const CreateContext& ctx);
+/// Tells a listening TcpTransport its peers' addresses (ctx.peer_addresses, when known) and how
+/// many ranks share its host.
+Status complete(Transport& listening, const CreateContext& ctx);
+/// listen, then complete.
 Result<std::unique_ptr<Transport>> make_transport(const CreateContext& ctx);
+
+/// tcp's row in the transport registry: make_transport, listen as its prepare hook (the
+/// communicator opens it before the layout exchange), complete and its settings' check.
+Entry registry_entry();
 
 }  // namespace loom::transport::tcp

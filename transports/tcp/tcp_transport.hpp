@@ -45,6 +45,7 @@ class TcpTransport final : public Transport {
                                                       const net::SocketAddress& bind,
                                                       TcpOptions options);
   [[nodiscard]] const net::SocketAddress& address() const { return address_; }
+  [[nodiscard]] std::optional<net::SocketAddress> card_address() const override { return address_; }
   /// Every rank's listening address, in rank order (from the bootstrap allgather).
   void set_peer_addresses(std::vector<net::SocketAddress> addrs) { peers_ = std::move(addrs); }
   /// How many ranks share this host (for the automatic socket count; default 1).

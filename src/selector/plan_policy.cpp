@@ -1,4 +1,4 @@
-#include "selector/transport_policy.hpp"
+#include "selector/plan_policy.hpp"
 
 #include "algorithms/ring.hpp"
 #include "selector/shared_cpu.hpp"

@@ -1,4 +1,4 @@
-#include "transports/shm/peer_process.hpp"
+#include "common/process.hpp"
 
 #include <poll.h>
 #include <sys/stat.h>
@@ -11,7 +11,7 @@
 #include <sstream>
 #include <string>
 
-namespace loom::transport::shm {
+namespace loom::proc {
 
 std::uint64_t own_pid_namespace() {
   struct stat st {};
@@ -70,4 +70,4 @@ bool PeerProcess::alive() const {
   return !(::kill(pid_, 0) != 0 && errno == ESRCH);
 }
 
-}  // namespace loom::transport::shm
+}  // namespace loom::proc

@@ -1,6 +1,7 @@
-// Notices when the process of a shared-memory peer has exited (killed, crashed), which shared
-// memory alone never tells: a pidfd (readable once the process exits, even before it is reaped,
-// and immune to pid reuse), or kill(pid, 0) where pidfds are unavailable.
+// What /proc tells of processes: this process's pid namespace, another's state and start time,
+// and PeerProcess, which notices when a process on this host has exited (killed, crashed) — which
+// shared memory alone never tells: a pidfd (readable once the process exits, even before it is
+// reaped, and immune to pid reuse), or kill(pid, 0) where pidfds are unavailable.
 #pragma once
 
 #include <sys/types.h>
@@ -10,7 +11,7 @@
 
 #include "common/socket.hpp"
 
-namespace loom::transport::shm {
+namespace loom::proc {
 
 /// Inode of this process's pid namespace (0 if unknown). Pids are comparable only within one.
 std::uint64_t own_pid_namespace();
@@ -44,4 +45,4 @@ class PeerProcess {
   net::Fd pidfd_;
 };
 
-}  // namespace loom::transport::shm
+}  // namespace loom::proc

@@ -1,9 +1,9 @@
-// Policy the communicator applies at init that the cost model must also know: the automatic
-// chunk size (LOOM_CHUNK_SIZE: the plans' pipeline, not one transport's), the wait before
-// blocking (the engine's), and the ring's smallest step part (the ring plan's). The shared-memory
-// transport's own policy (single-copy threshold, slot order) lives in
-// transports/shm/shm_policy.hpp and is named here for the cost model. docs/algorithms.md and
-// docs/performance.md give the measurements behind the numbers.
+// Plan and engine policy the communicator applies at init that the cost model must also know:
+// the automatic chunk size (LOOM_CHUNK_SIZE: the plans' pipeline, not one transport's), the wait
+// before blocking (the engine's), and the ring's smallest step part (the ring plan's). A
+// transport's own policy stays in its folder (shm's single-copy threshold and slot order:
+// transports/shm/shm_policy.hpp); the cost model learns it as plain values (Tuning::shm).
+// docs/algorithms.md and docs/performance.md give the measurements behind the numbers.
 #pragma once
 
 #include <chrono>
@@ -11,7 +11,6 @@
 
 #include "common/status.hpp"
 #include "config/config.hpp"
-#include "transports/shm/shm_policy.hpp"
 
 namespace loom::select {
 
@@ -24,12 +23,6 @@ constexpr std::size_t kOfiChunkBytes = std::size_t{512} * 1024;
 constexpr std::size_t auto_chunk_bytes(bool uses_ofi) {
   return uses_ofi ? kOfiChunkBytes : kChunkBytes;
 }
-
-/// The shared-memory transport's automatic single-copy threshold and slot order, defined with
-/// that transport (transports/shm/shm_policy.hpp): the cost model predicts what shm will do.
-using transport::shm::auto_reuse_slots;
-using transport::shm::auto_single_copy_min;
-using transport::shm::single_copy_min_from;
 
 /// LOOM_YIELD_US=auto: how long a waiting rank sched_yield()s before it blocks on a wake-up
 /// descriptor. The cost model's rules for shared CPUs assume it (docs/algorithms.md).
