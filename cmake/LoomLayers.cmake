@@ -145,7 +145,7 @@ loom_layer(algorithms DIRS src/algorithms USES vocabulary)
 loom_layer(device_api DIRS src/device_api USES common vocabulary bootstrap
            DEFINES ${_loom_cuda_defines})
 # The transports: their interface (transports/*.hpp: Transport, Connection; headers only), one
-# target per transport, then the registry (transports/*.cpp), which registers the host ones.
+# target per transport, then the registry (transports/*.cpp), which registers them all.
 loom_layer(transport_interface USES common vocabulary)
 loom_layer(transport_shm DIRS transports/shm
            USES common config log vocabulary bootstrap kernels transport_interface)
@@ -157,14 +157,14 @@ loom_layer(transport_cuda_ipc DIRS transports/cuda_ipc
            USES common log vocabulary bootstrap device_api transport_interface transport_shm)
 loom_layer(transports FILES transports/*.cpp
            USES common config bootstrap transport_interface transport_shm transport_tcp
-                transport_ofi)
-loom_layer(selector DIRS src/selector USES common config vocabulary algorithms transport_shm)
+                transport_ofi transport_cuda_ipc)
+loom_layer(selector DIRS src/selector USES common config vocabulary algorithms)
 loom_layer(executor DIRS src/executor
            USES common log vocabulary kernels algorithms transport_interface)
 # host_sim_* is the testing library's (cmake/LoomTesting.cmake).
 loom_layer(device DIRS src/device EXCLUDE "/src/device/host_sim_[^/]*\\.cpp$"
            USES common log vocabulary kernels algorithms device_api transport_interface
-                transport_cuda_ipc executor
+                transports executor
            PRIVATE ${_loom_cuda_device} ${_loom_nvml})
 if(_loom_nvml)
   target_include_directories(loom_device SYSTEM PRIVATE ${LOOM_NVML_INCLUDE_DIR})
@@ -173,8 +173,7 @@ endif()
 loom_layer(launch DIRS src/launch USES common config log)
 loom_layer(core DIRS src/core
            USES common config log vocabulary bootstrap topology kernels algorithms device_api
-                transport_interface transport_shm transport_tcp transport_ofi transports selector
-                executor device launch)
+                transport_interface transports selector executor device launch)
 
 # Every library source belongs to one layer (a new folder needs its line above, and its place in
 # scripts/check_layers.py).
