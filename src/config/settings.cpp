@@ -1,4 +1,5 @@
-// The registry of every setting loom reads. Add new settings here, nowhere else.
+// The registry of every setting loom reads, declared once each: here, or for a transport in its
+// own folder (transports/NAME/NAME_settings.inc, included below through the build).
 #include <array>
 
 #include "config/config.hpp"
@@ -106,25 +107,11 @@ constexpr std::array kSettings = {
          "LOOM_TIMEOUT. 0 turns the check off; at most 1h.",
          "reliability", Range{0, 3'600'000}},
 
-    // Network (TCP transport and bootstrap).
-    Spec{"LOOM_SOCKETS_PER_PEER", Type::Int, "0",
-         "TCP sockets per peer connection (1-16); large messages are striped across them. 0 "
-         "chooses: one per CPU each rank of this host has to itself, 2 to 8. The connecting "
-         "(lower) rank's choice holds for the pair.",
-         "net", Range{0, 16}},
-    Spec{"LOOM_TCP_THREADS", Type::Int, "-1",
-         "Progress threads that move each rank's TCP bytes while its executor computes or "
-         "sleeps (0-8). -1 chooses: one per CPU left over once every rank of this host has "
-         "one, at most 2; none when the ranks fill the CPUs.",
-         "net", Range{-1, 8}},
-    Spec{"LOOM_SOCKET_STRIPE_MIN", Type::Size, "128K",
-         "TCP messages of at least twice this size are striped: split into up to one part per "
-         "socket (at most 8, about this size or larger), sent in parallel. At least 64K; 0 "
-         "disables striping.",
-         "net", Range{0, kGiB}},
-    Spec{"LOOM_SOCKET_BUFFER", Type::Size, "4M",
-         "SO_SNDBUF/SO_RCVBUF for data sockets (0 leaves the kernel's autotuning).", "net",
-         Range{0, kGiB}},
+    // Every transport's own settings (transports/NAME/NAME_settings.inc), collected by the build
+    // (cmake/LoomLayers.cmake).
+#include "loom_transport_settings.inc"
+
+    // Network (bootstrap and the transports' choice).
     Spec{"LOOM_SOCKET_IFNAME", Type::String, "",
          "Network interface whose address ranks listen on and advertise (default: the "
          "interface of the route to the rendezvous root).",
@@ -137,33 +124,6 @@ constexpr std::array kSettings = {
          "that does not name it.",
          "net"},
 
-    // libfabric transport (transports/ofi).
-    Spec{"LOOM_OFI_PROVIDER", Type::String, "",
-         "libfabric provider for the ofi transport (efa, tcp;ofi_rxm, shm, ...). Default: efa "
-         "when present, else tcp;ofi_rxm, else shm.",
-         "net"},
-    Spec{"LOOM_OFI_LIBRARY", Type::String, "libfabric.so.1",
-         "The libfabric library the ofi transport loads on first use (a name searched like "
-         "any shared library, e.g. through LD_LIBRARY_PATH, or a path such as "
-         "/opt/amazon/efa/lib/libfabric.so.1).",
-         "net"},
-    Spec{"LOOM_OFI_PROGRESS_THREAD", Type::Int, "-1",
-         "A thread that reads the ofi completion queue (drives providers with manual progress, "
-         "such as tcp;ofi_rxm and efa) while the executor computes or sleeps: 1 on, 0 off, -1 "
-         "chooses: on when every rank of this host has two CPUs or more.",
-         "net", Range{-1, 1}},
-    Spec{"LOOM_OFI_HMEM", Type::String, "auto",
-         "Device buffers across hosts: auto sends them from GPU memory over ofi with FI_HMEM "
-         "(GPUDirect RDMA) when every rank's provider registers device memory, else stages "
-         "them through pinned host memory; off always stages; simulate is a test knob (loom's "
-         "own tests only): it registers host-sim device memory as FI_HMEM_SYSTEM, to test "
-         "that path without a GPU.",
-         "net", kNoRange, Choices{"auto|off|simulate"}},
-    Spec{"LOOM_OFI_FALLBACK", Type::Bool, "true",
-         "When the ofi transport was asked for but its provider is missing, warn and use tcp "
-         "instead; false makes that an init error.",
-         "net"},
-
     // Topology.
     Spec{"LOOM_HOST_ID", Type::String, "",
          "Overrides this rank's host identity (default: hostname + boot id), so tests can "
@@ -174,45 +134,6 @@ constexpr std::array kSettings = {
     Spec{"LOOM_TOPO_DUMP_FILE", Type::String, "",
          "Rank 0 writes the whole job's topology to this JSON file at init.", "topo"},
 
-    // Shared memory transport.
-    Spec{"LOOM_SHM_SLOT_SIZE", Type::Size, "256K",
-         "Bytes per slot of a shared-memory channel; larger messages span several slots. At most "
-         "16M: every ordered pair of ranks on a host has a channel of LOOM_SHM_SLOTS slots in "
-         "/dev/shm (8 ranks, 8 slots of 16M: up to 7 GiB).",
-         "shm", Range{64, 16 * kMiB}},
-    Spec{"LOOM_SHM_SLOTS", Type::Int, "8", "Slots per shared-memory channel (one per direction).",
-         "shm", Range{1, 4096}},
-    Spec{"LOOM_SHM_SINGLE_COPY", Type::String, "auto",
-         "Single-copy transfers of large shared-memory messages (the receiver reads the sender's "
-         "buffer with process_vm_readv): auto (when a probe read at setup succeeds and it copies "
-         "at least 0.6x as fast as memcpy here), on (an error if the probe fails), off.",
-         "shm", kNoRange, Choices{"auto|on|off"}},
-    Spec{"LOOM_SHM_SINGLE_COPY_MIN", Type::String, "auto",
-         "Shared-memory messages of at least this many bytes use the single-copy path. auto: "
-         "64K, or 32K for a rank whose CPU other ranks share (there every copy takes CPU time "
-         "they need, and single copy makes one copy where the slots make two); on a host where "
-         "ranks share CPUs ring schedules send through the slots at every size (their senders go "
-         "on to the next step instead of waiting to be read).",
-         "shm"},
-    Spec{"LOOM_SHM_SLOT_ORDER", Type::String, "auto",
-         "Where a sender puts a message when its channel is empty: reuse (the first slot again, "
-         "so one message at a time stays in one cache-hot slot), rotate (the next slot, leaving "
-         "the one just read to the receiver's cache). auto: reuse on a host where some CPU runs "
-         "more than two ranks (their channels no longer fit its caches; 6-8 ranks on 2 CPUs, "
-         "32 KiB allreduce: 0.71-0.85x the time), else rotate (2-4 ranks on 2 CPUs: reuse took "
-         "1.05-1.29x the time at 32 KiB).",
-         "shm", kNoRange, Choices{"auto|reuse|rotate"}},
-    Spec{"LOOM_SHM_SEGMENTS", Type::String, "auto",
-         "How a shared-memory channel reaches its receiver: memfd (an anonymous segment whose "
-         "descriptor travels over a Unix socket: nothing is ever named in /dev/shm), named (a "
-         "/dev/shm segment named after its creator, unlinked once mapped and removed by any "
-         "later loom process once its creator is gone). auto: memfd where memfd_create works, "
-         "else named.",
-         "shm", kNoRange, Choices{"auto|memfd|named"}},
-    Spec{"LOOM_TEST_SHM_KILL_AFTER_CREATE", Type::Bool, "0",
-         "Test knob (loom's own tests only): a rank kills itself (SIGKILL) right after creating "
-         "its first shared-memory channel segment, before writing the segment's header.",
-         "shm"},
 
     // Collectives and the executor.
     Spec{"LOOM_CHUNK_SIZE", Type::String, "auto",
