@@ -1,5 +1,7 @@
 #include "core/call_ledger.hpp"
 
+#include <fmt/format.h>
+
 #include "common/status.hpp"
 
 namespace loom::detail {
@@ -30,7 +32,7 @@ void CallLedger::number_p2p(coll::OpDesc& op) {
 
 void CallLedger::submitted(const coll::OpDesc& op) {
   std::lock_guard lk(mu_);
-  unfinished_.emplace_back(op.seq, coll::describe(op));
+  unfinished_.push_back(op.seq);
   calls_[op.seq % kHistory] = Record{op.seq, op};
 }
 
@@ -42,11 +44,15 @@ void CallLedger::remember(const coll::OpDesc& op) {
 void CallLedger::completed(std::uint64_t seq) {
   last_completed_.store(static_cast<std::int64_t>(seq));
   std::lock_guard lk(mu_);
-  while (!unfinished_.empty() && unfinished_.front().first <= seq) unfinished_.pop_front();
+  while (!unfinished_.empty() && unfinished_.front() <= seq) unfinished_.pop_front();
 }
 
 std::optional<std::string> CallLedger::describe(std::uint64_t seq) const {
   std::lock_guard lk(mu_);
+  return describe_locked(seq);
+}
+
+std::optional<std::string> CallLedger::describe_locked(std::uint64_t seq) const {
   const Record& c = calls_[seq % kHistory];
   if (c.seq != seq) return std::nullopt;
   return coll::describe(c.op);
@@ -58,8 +64,10 @@ RankProgress CallLedger::progress() const {
   p.completed = last_completed_.load();
   std::lock_guard lk(mu_);
   if (!unfinished_.empty()) {
-    p.current_seq = static_cast<std::int64_t>(unfinished_.front().first);
-    p.current = unfinished_.front().second;
+    const std::uint64_t oldest = unfinished_.front();
+    p.current_seq = static_cast<std::int64_t>(oldest);
+    // More than kHistory calls in flight: the oldest is no longer remembered in full.
+    p.current = describe_locked(oldest).value_or(fmt::format("call #{}", oldest));
   }
   return p;
 }

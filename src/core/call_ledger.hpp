@@ -58,8 +58,12 @@ class CallLedger {
   std::vector<std::uint64_t> p2p_sent_, p2p_received_;  // per peer (calling thread only)
   std::atomic<std::int64_t> last_completed_{-1};
   mutable std::mutex mu_;
-  std::deque<std::pair<std::uint64_t, std::string>> unfinished_;  // submitted, not completed
-  std::array<Record, kHistory> calls_{};                          // call #s at s % kHistory (mu_)
+  // Submitted, not completed: their numbers, described from calls_ only when asked (formatting
+  // every call's description costs more than the rest of a small collective's path).
+  std::deque<std::uint64_t> unfinished_;
+  std::array<Record, kHistory> calls_{};  // call #s at s % kHistory (mu_)
+
+  [[nodiscard]] std::optional<std::string> describe_locked(std::uint64_t seq) const;
 };
 
 }  // namespace loom::detail
