@@ -107,8 +107,8 @@ constexpr std::array kSettings = {
          "LOOM_TIMEOUT. 0 turns the check off; at most 1h.",
          "reliability", Range{0, 3'600'000}},
 
-    // Every transport's own settings (transports/NAME/NAME_settings.inc), collected by the build
-    // (cmake/LoomLayers.cmake).
+// Every transport's own settings (transports/NAME/NAME_settings.inc), collected by the build
+// (cmake/LoomLayers.cmake).
 #include "loom_transport_settings.inc"
 
     // Network (bootstrap and the transports' choice).
@@ -133,7 +133,6 @@ constexpr std::array kSettings = {
          "Load the job's topology from this JSON file instead of probing with hwloc.", "topo"},
     Spec{"LOOM_TOPO_DUMP_FILE", Type::String, "",
          "Rank 0 writes the whole job's topology to this JSON file at init.", "topo"},
-
 
     // Collectives and the executor.
     Spec{"LOOM_CHUNK_SIZE", Type::String, "auto",
