@@ -248,7 +248,9 @@ Status CommImpl::start_reliability(const JobLayout& layout, Deadline deadline) {
     note_failed_peer(why);
     if (engine_) engine_->abort(why, Clock::duration::zero());
   };
-  r.hooks.progress = [this] { return progress(); };
+  // Without RankProgress::derived, which Reliability adds: the monitor's thread runs while
+  // reliability_ is being assigned, so the hook must not read it.
+  r.hooks.progress = [this] { return calls_.progress(); };
   r.hooks.call = [this](std::int64_t seq) {
     return seq < 0 ? std::nullopt : calls_.describe(static_cast<std::uint64_t>(seq));
   };

@@ -118,8 +118,14 @@ Result<std::unique_ptr<Reliability>> Reliability::start(ReliabilitySetup setup,
   }
   std::unique_ptr<Reliability> r(new Reliability(std::move(setup), std::move(standby_fd),
                                                  std::move(standby_addrs), store_host));
+  FailureMonitor::Hooks hooks = r->setup_.hooks;
+  hooks.progress = [self = r.get(), calls = std::move(hooks.progress)] {
+    RankProgress p = calls();
+    p.derived = self->derived_done();  // split()/shrink() calls done with this store
+    return p;
+  };
   r->monitor_ = std::make_unique<FailureMonitor>(r->setup_.store, prefix + "ft/", r->setup_.rank,
-                                                 std::move(ids), r->setup_.hooks, store_host);
+                                                 std::move(ids), std::move(hooks), store_host);
   return r;
 }
 

@@ -32,7 +32,7 @@ struct ReliabilitySetup {
   crypto::Secret secret{};          // the job's: a derived store demands it too
   bootstrap::ServerOptions store_options;
   std::chrono::milliseconds timeout{600'000};
-  FailureMonitor::Hooks hooks;
+  FailureMonitor::Hooks hooks;  // progress without RankProgress::derived (Reliability adds it)
 };
 
 /// A derived communicator: who it has, this rank's place in it, and the store it meets on.
