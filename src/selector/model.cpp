@@ -115,7 +115,8 @@ double rd_us(double S, const Shape& s, const Tuning& t, Path path) {
   const Shape active = shared_cpu::rd_round_shape(s, pow2);
   const double touched = (2 + rounds) * S;  // input, output and a scratch buffer per round
   const Links l = links(active, t, active.per_host, S, S, touched, path);  // all talk at once
-  const double red = xfer_us(S, t.reduce_gbps / cpu_load(active));
+  // The reduction: fused into the receive on one host, as for the ring and the tree (links()).
+  const double red = xfer_us(S, l.red);
   const double data_us = xfer_us(S, l.bw_slow) + red;
   double round = 0;
   if (s.nhosts <= 1 && cpu_load(s) <= 1 && !t.rd_round_curve.empty()) {

@@ -346,9 +346,13 @@ TEST_CASE("selector: recursive doubling's calibrated round where each rank has a
                   "reduce_gbps=1,oversub_alpha_us=0,oversub_turn_us=0")
               .is_ok());
   const double S = 4096;
-  // Without them: the link's alpha twice, its bandwidth and the reduction, per round.
+  // Without them: the link's alpha twice and its bandwidth per round; on one host the reduction
+  // is fused into the receive (as for the ring and the tree), else it is added.
+  CHECK(predict_us(Coll::AllReduce, Algo::Rd, 4096, one_host(2, 2), t, {}) == Approx(2 + S * 1e-3));
+  REQUIRE(t.apply("fused_reduce=0").is_ok());
   CHECK(predict_us(Coll::AllReduce, Algo::Rd, 4096, one_host(2, 2), t, {}) ==
         Approx(2 + 2 * S * 1e-3));
+  REQUIRE(t.apply("fused_reduce=1").is_ok());
   // The calibrated round: linear between the points, flat below, the last slope beyond.
   REQUIRE(t.apply("rd_round_curve=8:1/2048:2/32768:5").is_ok());
   CHECK(predict_us(Coll::AllReduce, Algo::Rd, 8, one_host(2, 2), t, {}) == Approx(1));
@@ -359,7 +363,7 @@ TEST_CASE("selector: recursive doubling's calibrated round where each rank has a
         Approx(2 * (2 + 2048.0 / 30720 * 3)));  // two rounds
   // Not on an oversubscribed host, nor across hosts: the rules there are unchanged.
   CHECK(predict_us(Coll::AllReduce, Algo::Rd, 4096, one_host(4, 2), t, {}) ==
-        Approx(2 * (2 + 4 * S * 1e-3)));  // two ranks per CPU halve the rates
+        Approx(2 * (2 + 2 * S * 1e-3)));  // two ranks per CPU halve the link's rate
   Shape hosts = one_host(2, 2);
   hosts.nhosts = 2;
   hosts.per_host = 1;
