@@ -21,6 +21,7 @@
 // small integers, exact in fp32. Exit status: 0 all checks passed, 1 wrong results, 2 usage error,
 // 3 other error.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <mpi.h>
 
 #include <algorithm>
@@ -407,11 +408,10 @@ Args parse_args(int argc, char** argv) {
 
 std::string usage(std::string_view program) {
   return fmt::format(
-             "Usage: {} COLLECTIVE [-r ROOT] [options]\n"
-             "  COLLECTIVE: alltoall, alltoallv, gather, scatter, sendrecv, allgather,\n"
-             "  reducescatter, broadcast, reduce (sizes and busbw as loom-perf: see `loom-perf\n"
-             "  --help`); -r, --root N: root of gather, scatter, broadcast, reduce (default 0)\n",
-             program) +
+             "Usage: {} COLLECTIVE [-r ROOT] [options]\n  COLLECTIVE: one of {} (sizes "
+             "and busbw as loom-perf's: `loom-perf --help`)\n  -r, --root N: the root of "
+             "gather, scatter, broadcast and reduce (default 0)\n",
+             program, fmt::join(kCollNames, ", ")) +
          usage_text(program, false);
 }
 

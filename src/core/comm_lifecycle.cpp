@@ -221,14 +221,12 @@ std::uint8_t* CommImpl::scratch(std::size_t bytes) {
 }
 
 PlanSettings CommImpl::plan_settings() const {
-  PlanSettings p;
-  p.chunk_bytes = settings_.chunk_bytes;
-  p.depth = settings_.depth;
-  p.buffered_ring_sends = settings_.buffered_ring_sends;
-  p.deterministic = settings_.deterministic;
-  p.policy = settings_.policy;
-  p.tuning = settings_.tuning;
-  return p;
+  return {.chunk_bytes = settings_.chunk_bytes,
+          .depth = settings_.depth,
+          .buffered_ring_sends = settings_.buffered_ring_sends,
+          .deterministic = settings_.deterministic,
+          .policy = settings_.policy,
+          .tuning = settings_.tuning};
 }
 
 // The failure monitor watches the ranks from here on; it reaches this communicator only through

@@ -33,9 +33,7 @@ Result<std::unique_ptr<Transport>> make_transport(const CreateContext& ctx) {
 }
 
 Entry registry_entry() {
-  Entry e;
-  e.create = &make_transport;
-  return e;
+  return {.create = &make_transport};
 }
 
 }  // namespace loom::transport::cuda_ipc

@@ -50,10 +50,7 @@ Availability availability(const config::Config& cfg, const net::SocketAddress& d
 }
 
 Entry registry_entry() {
-  Entry e;
-  e.create = &make_transport;
-  e.probe = &availability;
-  return e;
+  return {.create = &make_transport, .probe = &availability};
 }
 
 }  // namespace loom::transport::ofi

@@ -63,12 +63,10 @@ Status check_settings(const config::Config& cfg) {
 }  // namespace
 
 Entry registry_entry() {
-  Entry e;
-  e.create = &make_transport;
-  e.check_settings = &check_settings;
-  e.cleanup_after_failed_setup = &remove_orphans;
-  e.cost_facts = &cost_facts;
-  return e;
+  return {.create = &make_transport,
+          .check_settings = &check_settings,
+          .cleanup_after_failed_setup = &remove_orphans,
+          .cost_facts = &cost_facts};
 }
 
 }  // namespace loom::transport::shm

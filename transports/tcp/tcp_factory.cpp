@@ -57,12 +57,10 @@ Status check_settings(const config::Config& cfg) {
 }  // namespace
 
 Entry registry_entry() {
-  Entry e;
-  e.create = &make_transport;
-  e.prepare = &listen;
-  e.complete = &complete;
-  e.check_settings = &check_settings;
-  return e;
+  return {.create = &make_transport,
+          .prepare = &listen,
+          .complete = &complete,
+          .check_settings = &check_settings};
 }
 
 }  // namespace loom::transport::tcp
