@@ -11,8 +11,8 @@ Result<CommSettings> CommSettings::from(const config::Config& cfg) {
   CommSettings s;
   s.timeout = cfg.get_duration("LOOM_TIMEOUT");
   s.check_calls_after = cfg.get_duration("LOOM_MISMATCH_CHECK_AFTER");
-  LOOM_ASSIGN_OR_RETURN(s.chunk_bytes, select::chunk_from(cfg));
-  s.depth = static_cast<std::size_t>(cfg.get_int("LOOM_PIPELINE_DEPTH"));
+  LOOM_ASSIGN_OR_RETURN(s.plan.chunk_bytes, select::chunk_from(cfg));
+  s.plan.depth = static_cast<std::size_t>(cfg.get_int("LOOM_PIPELINE_DEPTH"));
   s.spin = std::chrono::microseconds(cfg.get_int("LOOM_SPIN_US"));    // < 0: chosen at init
   s.yield = std::chrono::microseconds(cfg.get_int("LOOM_YIELD_US"));  // < 0: chosen at init
   LOOM_RETURN_IF_ERROR(transport::builtin_transports().check_settings(cfg));
@@ -24,12 +24,12 @@ Result<CommSettings> CommSettings::from(const config::Config& cfg) {
   if (s.check_calls_after.count() < 0 || s.check_calls_after > std::chrono::hours(1))
     return make_error(ErrorCode::InvalidUsage, "LOOM_MISMATCH_CHECK_AFTER={} ms is outside [0, 1h]",
                       s.check_calls_after.count());
-  if (s.depth < 1 || s.depth > 64)
+  if (s.plan.depth < 1 || s.plan.depth > 64)
     return make_error(ErrorCode::InvalidUsage, "LOOM_PIPELINE_DEPTH={} is outside [1, 64]",
-                      s.depth);
-  LOOM_ASSIGN_OR_RETURN(s.policy, select::Policy::parse(s.algo));
-  LOOM_ASSIGN_OR_RETURN(s.tuning, plan_tuning(cfg));
-  s.deterministic = cfg.get_bool("LOOM_DETERMINISTIC");
+                      s.plan.depth);
+  LOOM_ASSIGN_OR_RETURN(s.plan.policy, select::Policy::parse(s.algo));
+  LOOM_ASSIGN_OR_RETURN(s.plan.tuning, plan_tuning(cfg));
+  s.plan.deterministic = cfg.get_bool("LOOM_DETERMINISTIC");
   return s;
 }
 
@@ -88,7 +88,7 @@ std::shared_ptr<OpState> CommImpl::submit_on_stream(const coll::OpDesc& op, void
     device::StagedCall call = value_or_throw(stream_path_->direct(op, rank_, stream, deadline));
     const std::uint64_t seq = op.seq;
     const bool numbered = op.kind != coll::CollKind::P2P;
-    auto inner = direct_->task(op, std::move(plan), nranks_, 2 * settings_.depth, deadline,
+    auto inner = direct_->task(op, std::move(plan), nranks_, 2 * settings_.plan.depth, deadline,
                                [this, seq, numbered] {
                                  if (numbered) note_completed(seq);
                                });

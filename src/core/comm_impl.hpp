@@ -46,17 +46,13 @@ struct GroupMember {
 struct CommSettings {
   std::chrono::milliseconds timeout{600'000};
   std::chrono::milliseconds check_calls_after{1000};  // LOOM_MISMATCH_CHECK_AFTER (0: off)
-  std::size_t chunk_bytes = 0;  // 0: auto, resolved at init (select::auto_chunk_bytes)
-  std::size_t depth = 4;
+  /// What shapes plans (LOOM_CHUNK_SIZE, LOOM_PIPELINE_DEPTH, LOOM_ALGO, LOOM_TUNING,
+  /// LOOM_DETERMINISTIC). chunk_bytes 0 (auto) and buffered_ring_sends (the transports' hint) are
+  /// resolved at init.
+  PlanSettings plan;
   std::chrono::microseconds spin{50};
   std::chrono::microseconds yield{-1};  // LOOM_YIELD_US; < 0: kAutoYield at init
   std::string algo = "auto";
-  select::Policy policy;  // LOOM_ALGO
-  select::Tuning tuning;  // LOOM_TUNE_*, LOOM_TUNING
-  bool deterministic = false;
-  // Ring sends go through buffered slots, never single copy: resolved at init, when a transport
-  // asks for it (transport::PlanHints; shm where ranks share a CPU of this rank's host).
-  bool buffered_ring_sends = false;
   std::string device = "auto";  // LOOM_DEVICE
   OfiHmemMode ofi_hmem = OfiHmemMode::Auto;
 
@@ -102,7 +98,7 @@ class CommImpl final : public TaskHost {
   Status connect(const std::vector<int>& peers, Deadline deadline) override;
   [[nodiscard]] transport::Connection* connection(int peer) const override;
   std::uint8_t* scratch(std::size_t bytes) override;
-  [[nodiscard]] std::size_t window() const override { return 2 * settings_.depth; }
+  [[nodiscard]] std::size_t window() const override { return 2 * settings_.plan.depth; }
   [[nodiscard]] const CommSettings& settings() const { return settings_; }
   /// Called by CollectiveTask when operation `seq` completed successfully.
   void note_completed(std::uint64_t seq) override;
@@ -157,8 +153,6 @@ class CommImpl final : public TaskHost {
   /// Also checks that every rank has the same device runtime (`dev`, may be null).
   Status agree_on_plan_settings(const std::string& prefix, const device::Device* dev,
                                 Deadline deadline);
-  /// What shapes this communicator's plans (the settings every rank agreed on).
-  [[nodiscard]] PlanSettings plan_settings() const;
   /// Device buffers / a stream: stage through pinned host memory, ordered on the stream.
   std::shared_ptr<OpState> submit_on_stream(const coll::OpDesc& op, void* stream,
                                             std::shared_ptr<const algo::Plan> plan,

@@ -161,7 +161,7 @@ Status CommImpl::connect(std::vector<std::unique_ptr<transport::Transport>> prep
   for (auto& t : prepared) LOOM_RETURN_IF_ERROR(registry.complete(*t, ctx));
   LOOM_ASSIGN_OR_RETURN(
       transports_, PeerTransports::create(ctx, layout.transport_of, std::move(prepared), registry));
-  settings_.buffered_ring_sends = transports_->plan_hints().buffered_ring_sends;
+  settings_.plan.buffered_ring_sends = transports_->plan_hints().buffered_ring_sends;
   const std::vector<int>& ring = layout.ring;
   if (nranks_ > 1) {
     auto pos = static_cast<std::size_t>(std::find(ring.begin(), ring.end(), rank_) - ring.begin());
@@ -169,10 +169,11 @@ Status CommImpl::connect(std::vector<std::unique_ptr<transport::Transport>> prep
     LOOM_RETURN_IF_ERROR(
         transports_->ensure({ring[(pos + 1) % n], ring[(pos + n - 1) % n]}, deadline));
   }
-  if (settings_.chunk_bytes == 0) settings_.chunk_bytes = select::auto_chunk_bytes(layout.any_ofi);
+  if (settings_.plan.chunk_bytes == 0)
+    settings_.plan.chunk_bytes = select::auto_chunk_bytes(layout.any_ofi);
   LOOM_ASSIGN_OR_RETURN(device::Device * dev, device::device_by_name(settings_.device));
   LOOM_RETURN_IF_ERROR(agree_on_plan_settings(prefix, dev, deadline));
-  planner_ = std::make_unique<Planner>(rank_, nranks_, ring, layout.topology, plan_settings());
+  planner_ = std::make_unique<Planner>(rank_, nranks_, ring, layout.topology, settings_.plan);
   LOOM_RETURN_IF_ERROR(init_direct_path(dev, layout, prefix, deadline));
   if (dev) stream_path_ = std::make_unique<device::StreamPath>(*dev, settings_.timeout);
   return Status::ok();
@@ -220,15 +221,6 @@ std::uint8_t* CommImpl::scratch(std::size_t bytes) {
   return scratch_.get();
 }
 
-PlanSettings CommImpl::plan_settings() const {
-  return {.chunk_bytes = settings_.chunk_bytes,
-          .depth = settings_.depth,
-          .buffered_ring_sends = settings_.buffered_ring_sends,
-          .deterministic = settings_.deterministic,
-          .policy = settings_.policy,
-          .tuning = settings_.tuning};
-}
-
 // The failure monitor watches the ranks from here on; it reaches this communicator only through
 // the hooks.
 Status CommImpl::start_reliability(const JobLayout& layout, Deadline deadline) {
@@ -266,10 +258,10 @@ Status CommImpl::agree_on_plan_settings(const std::string& prefix, const device:
       // Device setup is collective: a rank without the others' runtime would wait for them.
       fmt::format("device runtime (LOOM_DEVICE)={}", dev ? dev->name() : "none"),
       fmt::format("LOOM_ALGO={}", settings_.algo),
-      fmt::format("LOOM_DETERMINISTIC={}", settings_.deterministic ? 1 : 0),
-      fmt::format("LOOM_CHUNK_SIZE={}", settings_.chunk_bytes),
-      fmt::format("LOOM_PIPELINE_DEPTH={}", settings_.depth),
-      fmt::format("LOOM_TUNING={}", settings_.tuning.to_string())};
+      fmt::format("LOOM_DETERMINISTIC={}", settings_.plan.deterministic ? 1 : 0),
+      fmt::format("LOOM_CHUNK_SIZE={}", settings_.plan.chunk_bytes),
+      fmt::format("LOOM_PIPELINE_DEPTH={}", settings_.plan.depth),
+      fmt::format("LOOM_TUNING={}", settings_.plan.tuning.to_string())};
   std::string text;
   for (const auto& m : mine) text += m + "\n";
   const std::string key = prefix + "plan_settings";
