@@ -34,10 +34,36 @@ def loom_prefix() -> Path:
     return prefix
 
 
+def read_pc(pc: Path) -> list[str]:
+    """`pkg-config --static --libs` for a .pc file without Requires.private, where pkg-config
+    itself is missing (a GPU machine with loom's bundle, scripts/gpu-bundle.sh)."""
+    fields, variables = {}, {}
+    for line in pc.read_text().splitlines():
+        for name, value in variables.items():
+            line = line.replace("${" + name + "}", value)
+        if "=" in line and (":" not in line or line.index("=") < line.index(":")):
+            key, value = line.split("=", 1)
+            variables[key.strip()] = value.strip().replace("${pcfiledir}", str(pc.parent))
+        elif ":" in line:
+            key, value = line.split(":", 1)
+            fields[key.strip()] = value.strip().replace("${pcfiledir}", str(pc.parent))
+    if fields.get("Requires.private") or fields.get("Requires"):
+        sys.exit(f"loom-torch: pkg-config is missing and {pc} requires other packages")
+    args = shlex.split(fields.get("Libs", "") + " " + fields.get("Libs.private", ""))
+    return [a[:2] + os.path.normpath(a[2:]) if a.startswith(("-L", "-I")) else a for a in args]
+
+
 def pkg_config_static(prefix: Path, flag: str) -> list[str]:
     pc = prefix / "lib" / "pkgconfig" / "loom.pc"
-    out = subprocess.run(["pkg-config", "--static", flag, str(pc)], check=True,
-                         capture_output=True, text=True).stdout
+    try:
+        out = subprocess.run(["pkg-config", "--static", flag, str(pc)], check=True,
+                             capture_output=True, text=True).stdout
+    except FileNotFoundError:
+        keep = {"--libs-only-l": "-l", "--libs-only-L": "-L"}
+        args = read_pc(pc)
+        if flag in keep:
+            return [a for a in args if a.startswith(keep[flag])]
+        return [a for a in args if not a.startswith(("-l", "-L"))]
     return shlex.split(out)
 
 
@@ -49,12 +75,16 @@ def extension():
     lib_dirs = [a[2:] for a in pkg_config_static(prefix, "--libs-only-L")]
     lib_dirs = [d for d in lib_dirs if Path(d).resolve() != (prefix / "lib").resolve()]
     other = [a for a in pkg_config_static(prefix, "--libs-only-other")]
+    # A loom built with its CUDA path links the CUDA runtime: the backend then serves CUDA
+    # tensors too (stream-ordered on torch's current stream).
+    macros = [("LOOM_TORCH_LOOM_CUDA", "1")] if "cudart_static" in libs or "cudart" in libs else []
     return CppExtension(
         name="loom.torch._C",
         sources=[str(Path("csrc") / f) for f in
                  ("bindings.cpp", "loom_backend.cpp", "loom_exchange.cpp",
                   "loom_monitored_barrier.cpp", "loom_work.cpp", "tensor_args.cpp")],
         include_dirs=[str(prefix / "include")],
+        define_macros=macros,
         extra_objects=[str(prefix / "lib" / "libloom.a")],
         libraries=libs,
         library_dirs=lib_dirs,

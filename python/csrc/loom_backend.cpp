@@ -1,5 +1,7 @@
 #include "loom_backend.hpp"
 
+#include <c10/core/DeviceGuard.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
 #include <c10/util/Exception.h>
 
 #include <algorithm>
@@ -9,6 +11,7 @@
 
 #include "pieces.hpp"
 #include "tensor_args.hpp"
+#include "torch_compat.hpp"
 
 namespace loom_torch {
 namespace {
@@ -57,6 +60,8 @@ ProcessGroupLoom::ProcessGroupLoom(const c10::intrusive_ptr<c10d::Store>& store,
   options.timeout = config_.timeout;
   options.settings = config_.settings;
   options.deterministic = config_.deterministic;
+  c10::OptionalDeviceGuard device;  // loom's device-side state lives on the current device
+  if (config_.cuda_device >= 0) device.reset_device(c10::Device(c10::kCUDA, config_.cuda_device));
   try {
     const loom::UniqueId id = exchange_id(*store, rank, size);
     comm_ = std::make_shared<loom::Communicator>(id, rank, size, options);
@@ -124,6 +129,38 @@ loom::CollOptions ProcessGroupLoom::call_options(std::chrono::milliseconds timeo
   return co;
 }
 
+namespace {
+
+std::optional<c10::Device> device_of(const IssuedOp& op) {
+  for (const auto* list : {&op.outputs, &op.keep_alive})
+    for (const auto& t : *list)
+      if (t.defined()) return t.device();
+  return std::nullopt;
+}
+
+}  // namespace
+
+void ProcessGroupLoom::order_on_stream(IssuedOp& op, loom::CollOptions& co) const {
+  const std::optional<c10::Device> device = device_of(op);
+  if (!device || device->is_cpu()) return;
+  const bool mine = device->is_cuda() && device->index() == config_.cuda_device;
+  if (!mine) {
+    const std::string serves = config_.cuda_device >= 0
+                                   ? "cuda:" + std::to_string(config_.cuda_device) + " and CPU"
+                                   : std::string("only CPU");
+    TORCH_CHECK_VALUE(false, "loom ", op.name, ": got a tensor on ", *device, "; group '",
+                      config_.group_name, "' serves ", serves,
+                      " tensors (its communicator lives on the CUDA device current at "
+                      "init_process_group/new_group: call torch.cuda.set_device first)");
+  }
+  c10::impl::VirtualGuardImpl impl(device->type());
+  op.stream = impl.getStream(*device);
+  for (const auto* list : {&op.outputs, &op.keep_alive})
+    for (const auto& t : *list)
+      if (t.defined() && t.device() == *device) t.record_stream(*op.stream);
+  co.stream = op.stream->native_handle();
+}
+
 void ProcessGroupLoom::reap_locked() {
   while (!inflight_.empty() && inflight_.front()->poll()) inflight_.pop_front();
 }
@@ -140,20 +177,29 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::launch(IssuedOp op,
     auto comm = weak.lock();
     return comm ? comm->status() : std::string();
   };
+  loom::CollOptions co = call_options(timeout);
+  order_on_stream(op, co);
+  c10::OptionalDeviceGuard device;
+  if (op.stream) device.reset_device(op.stream->device());
   std::optional<loom::Error> failed;
   try {
-    issue(*comm_, call_options(timeout), op.works);
+    issue(*comm_, co, op.works);
   } catch (const loom::Error& e) {
     failed = e;
   }
   ++seq_;
   const std::string name = op.name;
   std::vector<loom::Work> issued = op.works;
+  const bool ordered = op.stream.has_value();
   auto work = c10::make_intrusive<LoomWork>(std::move(op), watcher_);
-  if (coalescing_) {
+  if (coalescing_) {  // a group's calls are enqueued at endCoalescing
     coalesced_.push_back({std::move(issued), work});
     inflight_.push_back(work);
-  } else if (!work->poll()) {
+    if (failed) rethrow_loom(name.c_str(), *failed);
+    return work;
+  }
+  if (ordered && !failed) work->enqueued();
+  if (!work->poll()) {
     // Calls issued before a failing one still use their buffers: keep the work until they end.
     inflight_.push_back(work);
   }
@@ -193,7 +239,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::endCoalescing() {
       std::move(op), c10d::kUnsetTimeout,
       [&members](loom::Communicator& c, const loom::CollOptions&, std::vector<loom::Work>& works) {
         c.group_end();
-        for (const auto& m : members) works.insert(works.end(), m.works.begin(), m.works.end());
+        for (const auto& m : members) {
+          works.insert(works.end(), m.works.begin(), m.works.end());
+          m.work->enqueued();  // device calls: now on the stream, so their copies back follow
+        }
       });
 }
 
@@ -394,7 +443,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::allgather_into_tensor_coalesced
     }
     pieces.push_back(std::move(p));
   }
-  IssuedOp op = new_op(c10d::OpType::ALLGATHER_INTO_TENSOR_COALESCED, name, outputs);
+  IssuedOp op = new_op(compat::kAllgatherIntoTensorCoalesced, name, outputs);
   return run_pieces(LOOM_TORCH_LAUNCHER, std::move(op), std::move(pieces));
 }
 
@@ -461,7 +510,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::reduce_scatter_tensor_coalesced
     pieces.push_back(
         reduce_scatter_piece(name, outputs[i], contiguous_staging(inputs[i]), opts.reduceOp));
   }
-  IssuedOp op = new_op(c10d::OpType::REDUCE_SCATTER_TENSOR_COALESCED, name, outputs);
+  IssuedOp op = new_op(compat::kReduceScatterTensorCoalesced, name, outputs);
   return run_pieces(LOOM_TORCH_LAUNCHER, std::move(op), std::move(pieces));
 }
 

@@ -30,6 +30,9 @@ struct BackendConfig {
   std::map<std::string, std::string> settings;  // LOOM_* overrides (CommOptions::settings)
   std::optional<bool> deterministic;
   std::string group_name;  // for messages
+  /// The CUDA device whose tensors this group serves (the current device at creation, made
+  /// current while the communicator is created, as loom asks); -1: host tensors only.
+  int cuda_device = -1;
 };
 
 class ProcessGroupLoom : public c10d::Backend {
@@ -120,6 +123,9 @@ class ProcessGroupLoom : public c10d::Backend {
   /// Waits for (and settles) every in-flight work.
   void drain();
   loom::CollOptions call_options(std::chrono::milliseconds timeout) const;
+  /// Device tensors: checks the op's device is this group's, makes the loom calls ordered on
+  /// the device's current stream (op.stream, co.stream) and records their tensors' use there.
+  void order_on_stream(IssuedOp& op, loom::CollOptions& co) const;
   c10::intrusive_ptr<c10d::Work> reduce_scatter_one(const char* name, c10d::OpType type,
                                                     at::Tensor output, at::Tensor input,
                                                     const c10d::ReduceScatterOptions& opts);

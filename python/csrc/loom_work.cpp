@@ -1,6 +1,7 @@
 #include "loom_work.hpp"
 
 #include <ATen/core/jit_type.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
 #include <c10/util/Exception.h>
 
 #include <optional>
@@ -14,7 +15,26 @@ std::exception_ptr make_backend_error(const std::string& message) {
 
 LoomWork::LoomWork(IssuedOp op, std::shared_ptr<CompletionWatcher> watcher)
     : c10d::Work(op.rank, op.type, nullptr), op_(std::move(op)), watcher_(std::move(watcher)) {
-  future_ = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
+  auto type = c10::ListType::create(c10::TensorType::get());
+  if (op_.stream) {  // a CUDA-aware future: its value is ready in stream order
+    future_ = c10::make_intrusive<c10::ivalue::Future>(
+        type, std::vector<c10::Device>{op_.stream->device()});
+  } else {
+    future_ = c10::make_intrusive<c10::ivalue::Future>(type);
+  }
+}
+
+void LoomWork::enqueued() {
+  std::lock_guard lk(settle_mu_);
+  if (!op_.stream || end_) return;
+  if (op_.on_success) {
+    op_.on_success();  // torch's copies run on the current stream: after the loom calls
+    op_.on_success = nullptr;
+  }
+  end_.emplace(op_.stream->device_type());
+  end_->record(*op_.stream);
+  // Events on the current stream, the op's (settle() completed it if the op failed already).
+  if (!future_->completed()) future_->markCompleted(c10::IValue(op_.outputs));
 }
 
 LoomWork::~LoomWork() = default;
@@ -48,22 +68,25 @@ bool LoomWork::loom_done(std::exception_ptr& error) {
 void LoomWork::settle(std::exception_ptr error) {
   std::lock_guard lk(settle_mu_);
   if (settled_.load(std::memory_order_acquire)) return;
-  if (!error && op_.on_success) {
+  if (!error && op_.on_success && !op_.stream) {  // stream-ordered: copied in enqueued()
     try {
       op_.on_success();
     } catch (...) {
       error = std::current_exception();
     }
   }
-  if (error) {
-    future_->setError(error);
-  } else {
-    future_->markCompleted(c10::IValue(op_.outputs));
+  // A stream-ordered op's future completed when it was enqueued; its error is the Work's.
+  if (!future_->completed()) {
+    if (error) {
+      future_->setError(error);
+    } else {
+      future_->markCompleted(c10::IValue(op_.outputs));
+    }
   }
   // The loom calls are done: staging buffers may go (outputs stay for result()).
   op_.keep_alive.clear();
-  op_.on_success = nullptr;
-  finish(error);  // c10d::Work: completed_, exception_, wakes waiters
+  if (!op_.stream) op_.on_success = nullptr;  // a stream-ordered op's copies run in enqueued()
+  finish(error);                              // c10d::Work: completed_, exception_, wakes waiters
   settled_.store(true, std::memory_order_release);
 }
 
@@ -90,7 +113,9 @@ void LoomWork::drive() {
 }
 
 bool LoomWork::isCompleted() {
-  return poll();
+  if (!poll()) return false;
+  std::lock_guard lk(settle_mu_);
+  return !end_ || end_->query();  // stream-ordered: also done on the device
 }
 
 bool LoomWork::isSuccess() const {
@@ -113,6 +138,19 @@ void LoomWork::rethrow_if_failed() const {
 }
 
 bool LoomWork::wait(std::chrono::milliseconds timeout) {
+  if (op_.stream) {
+    // As ProcessGroupNCCL: the caller's current stream waits for the op; the host goes on.
+    {
+      std::lock_guard lk(settle_mu_);
+      if (end_) {
+        c10::impl::VirtualGuardImpl impl(op_.stream->device_type());
+        end_->block(impl.getStream(op_.stream->device()));
+      }
+    }
+    poll();  // a loom error known by now is raised now (later ones at the next wait or call)
+    rethrow_if_failed();
+    return true;
+  }
   if (!settled_.load(std::memory_order_acquire)) {
     if (timeout <= kNoTimeout) {
       drive();
@@ -145,6 +183,7 @@ bool LoomWork::wait(std::chrono::milliseconds timeout) {
 }
 
 c10::intrusive_ptr<c10::ivalue::Future> LoomWork::getFuture() {
+  if (op_.stream) return future_;  // completed when enqueued (stream order)
   if (!settled_.load(std::memory_order_acquire) && watcher_ &&
       !watched_.exchange(true, std::memory_order_acq_rel)) {
     watcher_->watch(c10::intrusive_ptr<LoomWork>::reclaim_copy(this));

@@ -6,10 +6,17 @@
 // results back into the caller's tensors, completes the Future with the output tensors (or
 // sets its error) and marks the c10d Work completed. The Work owns every tensor a loom
 // operation reads or writes until then.
+//
+// CUDA tensors run stream-ordered, as in ProcessGroupNCCL: the loom calls are enqueued on the
+// current stream of the tensors' device, the copies back of staged results follow them on that
+// stream, and the future completes at once with CUDA events on it (enqueued()); wait() makes
+// the caller's current stream wait for the op instead of blocking the host.
 #pragma once
 
 #include <ATen/ATen.h>
 #include <ATen/core/ivalue.h>
+#include <c10/core/Event.h>
+#include <c10/core/Stream.h>
 
 #include <atomic>
 #include <chrono>
@@ -20,6 +27,7 @@
 #include <loom/work.hpp>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <torch/csrc/distributed/c10d/Work.hpp>
@@ -38,6 +46,9 @@ struct IssuedOp {
   std::vector<at::Tensor> keep_alive;  // inputs and staging buffers the loom calls use
   std::function<void()> on_success;    // copies staged results back; may be empty
   std::vector<loom::Work> works;       // in issue order
+  /// Device tensors: the stream the loom calls are ordered on (the device's current stream at
+  /// issue); nullopt for host tensors.
+  std::optional<c10::Stream> stream;
   /// loom's view of the communicator when an op fails (status(): failed ranks, the last
   /// timeout report naming the ranks that lagged), appended to the error; may be empty.
   std::function<std::string()> failure_context;
@@ -58,6 +69,10 @@ class LoomWork : public c10d::Work {
   void synchronize() override {}
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
 
+  /// Stream-ordered ops, once their loom calls are enqueued (launch, or endCoalescing for the
+  /// calls of a group): copies staged results back on the op's stream, records the op's end
+  /// there and completes the future with events on it. Called with that stream current.
+  void enqueued();
   /// Non-blocking: settles the work if its loom calls are done. True once settled.
   bool poll();
   /// Blocks until the loom calls finish (their own deadlines bound this), then settles.
@@ -76,6 +91,7 @@ class LoomWork : public c10d::Work {
   std::mutex settle_mu_;
   std::atomic<bool> settled_{false};
   std::atomic<bool> watched_{false};
+  std::optional<c10::Event> end_;  // stream-ordered ops: recorded on the stream after the op
 };
 
 /// One thread per backend, started by the first get_future(): it waits for watched works in

@@ -5,6 +5,8 @@
 #include <optional>
 #include <torch/csrc/distributed/c10d/Types.hpp>
 
+#include "torch_compat.hpp"
+
 namespace loom_torch {
 namespace {
 
@@ -69,7 +71,7 @@ double premul_factor(const char* op_name, const c10d::ReduceOp& rop) {
   TORCH_CHECK_VALUE(rop.supplement_, "loom ", op_name,
                     ": ReduceOp.PREMUL_SUM without its factor (make it with "
                     "torch.distributed._make_nccl_premul_sum(factor))");
-  const auto* sup = dynamic_cast<const c10d::PreMulSumSupplement*>(rop.supplement_.get());
+  const auto* sup = dynamic_cast<const compat::PreMulSumSupplement*>(rop.supplement_.get());
   TORCH_CHECK_VALUE(sup, "loom ", op_name, ": ReduceOp.PREMUL_SUM carries no PreMulSum factor");
   if (!sup->tensor_factor.defined()) return sup->double_factor;
   TORCH_CHECK_VALUE(sup->tensor_factor.numel() == 1, "loom ", op_name,
@@ -122,8 +124,14 @@ at::Device check_devices(const char* op_name, const std::vector<at::Tensor>& ten
                       ": all tensors of one call must be on one device, got ", device, " and ",
                       t.device());
   }
+#ifdef LOOM_TORCH_LOOM_CUDA
+  TORCH_CHECK_VALUE(device.is_cpu() || device.is_cuda(), "loom ", op_name, ": got a tensor on ",
+                    device, "; loom serves CPU and CUDA tensors");
+#else
   TORCH_CHECK_VALUE(device.is_cpu(), "loom ", op_name, ": got a tensor on ", device,
-                    "; this build of the loom backend serves CPU tensors only");
+                    "; this build of the loom backend serves CPU tensors only (its loom was "
+                    "built without the CUDA path: build loom with LOOM_CUDA=ON)");
+#endif
   return device;
 }
 

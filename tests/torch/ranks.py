@@ -12,10 +12,14 @@ import traceback
 from datetime import timedelta
 
 
-def _rank_main(fn, rank, world_size, init_file, backend, timeout_s, pg_options, env, queue):
+def _rank_main(fn, rank, world_size, init_file, backend, timeout_s, pg_options, env, setup,
+               queue):
     os.environ.update(env)
     try:
         import torch.distributed as dist
+
+        if setup is not None:
+            setup(rank, world_size)  # e.g. torch.cuda.set_device before the group exists
 
         import loom.torch  # noqa: F401  registers "loom"
 
@@ -35,11 +39,12 @@ def _rank_main(fn, rank, world_size, init_file, backend, timeout_s, pg_options, 
 
 
 def run_ranks(fn, world_size, *, backend="loom", timeout_s=60.0, deadline_s=180.0,
-              pg_options=None, env=None, allow_dead=()):
+              pg_options=None, env=None, allow_dead=(), setup=None):
     """Runs fn(rank, world_size) on every rank after init_process_group(backend).
 
     Returns {rank: ("ok", value) | ("error", text)}. Ranks listed in allow_dead may exit
-    without reporting (a test that kills a rank). Raises AssertionError when a rank is still
+    without reporting (a test that kills a rank). setup(rank, world_size), a module-level
+    function, runs before init_process_group. Raises AssertionError when a rank is still
     running at the deadline or exited without a report."""
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
@@ -49,7 +54,7 @@ def run_ranks(fn, world_size, *, backend="loom", timeout_s=60.0, deadline_s=180.
             ctx.Process(
                 target=_rank_main,
                 args=(fn, r, world_size, init_file, backend, timeout_s, pg_options, env or {},
-                      queue),
+                      setup, queue),
             )
             for r in range(world_size)
         ]

@@ -59,14 +59,28 @@ def _create_backend(dist_opts, backend_options):
         {str(k): str(v) for k, v in opts.settings.items()},
         opts.deterministic,
         str(dist_opts.group_id),
+        _cuda_device(),
     )
+
+
+def _serves_cuda() -> bool:
+    """CUDA tensors go to loom when the loom this extension links has its CUDA path and torch
+    sees a GPU."""
+    return bool(_C.loom_has_cuda) and torch.cuda.is_available()
+
+
+def _cuda_device() -> int:
+    """The group's CUDA device: the current one (torch.cuda.set_device(local_rank) before
+    init_process_group, as with NCCL), or -1 when loom serves host tensors only."""
+    return torch.cuda.current_device() if _serves_cuda() else -1
 
 
 def register() -> None:
     """Registers the backend "loom" with torch.distributed (idempotent)."""
     if BACKEND.upper() in dist.Backend._plugins:
         return
-    dist.Backend.register_backend(BACKEND, _create_backend, extended_api=True, devices=["cpu"])
+    devices = ["cpu", "cuda"] if _serves_cuda() else ["cpu"]
+    dist.Backend.register_backend(BACKEND, _create_backend, extended_api=True, devices=devices)
 
 
 def _first_host(nodelist: str) -> str:
