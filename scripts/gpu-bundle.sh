@@ -20,7 +20,9 @@
 #    glibc is at least the version they need, recorded in lib/cxx/GLIBC_NEEDED, else the
 #    host's own), env.sh (prepends lib/ to LD_LIBRARY_PATH, keeping the driver's path),
 #    run-first-light.sh (the GPU machine's entry point), gpu-first-light.sh and loom-gpu-check
-#    (copies of scripts/), MANIFEST (commit, nvcc, architectures, glibc needed, sizes);
+#    (copies of scripts/), torch/ and run-torch-cuda.sh (the torch backend's CUDA tests, built
+#    there against the GPU machine's torch), MANIFEST (commit, nvcc, architectures, glibc
+#    needed, sizes);
 # 3. checks DIR: with only DIR's libraries on LD_LIBRARY_PATH and a clean environment, ldd of
 #    every program and library resolves every dependency inside DIR, except glibc's own
 #    libraries (libc, libm, libpthread, libdl, librt, the loader) -- the CUDA driver (libcuda,
@@ -129,6 +131,50 @@ fi
 bin=$build_dir/bin
 for p in "${programs[@]}"; do [[ -x $bin/$p ]] || die "$bin/$p is missing (build it first)"; done
 
+# The torch backend's makings (torch/, packed in step 2): the GPU machine has python3 with its own torch but no
+# loom, no Debian libraries and no package registry, so the extension is compiled there
+# (run-torch-cuda.sh) against an installed loom from here: headers, libloom.a and the CUDA
+# runtime's static library (gzipped, debug info stripped), a loom.pc that needs no other .pc
+# file (and that python/setup.py reads itself where pkg-config is missing), the bundle's shared
+# libraries that the link needs by their link-time names (lib/dev/LINKS: no symbolic links
+# travel), python/ and the CUDA tests.
+pack_torch() {
+  local t=$dir/torch prefix=$dir/torch/prefix lib name so cudart
+  mkdir -p "$prefix/lib/pkgconfig" "$prefix/lib/dev" "$t/tests"
+  cmake --install "$build_dir" --prefix "$t/install.tmp" >/dev/null ||
+    die "cmake --install $build_dir failed"
+  cp -r "$t/install.tmp/include" "$prefix/"
+  strip --strip-debug -o "$prefix/lib/libloom.a" "$t/install.tmp/lib/libloom.a"
+  rm -rf "$t/install.tmp"
+  cudart=$(sed -n 's/^CUDA_cudart_static_LIBRARY:[A-Z]*=//p' "$cache")
+  [[ -f $cudart ]] || die "no libcudart_static.a in $build_dir's cache (CUDA_cudart_static_LIBRARY)"
+  cp "$cudart" "$prefix/lib/libcudart_static.a"
+  gzip -9 "$prefix/lib/libloom.a" "$prefix/lib/libcudart_static.a"
+  for name in hwloc spdlog fmt crypto; do
+    so=$(cd "$dir/lib" && ls "lib$name.so."* 2>/dev/null | head -1)
+    [[ -n $so ]] || die "lib$name.so.* is not in $dir/lib (needed to link the torch extension)"
+    echo "$so" >>"$prefix/lib/dev/LINKS"  # run-torch-cuda.sh links lib$name.so to it there
+  done
+  cat >"$prefix/lib/pkgconfig/loom.pc" <<'PC'
+prefix=${pcfiledir}/../..
+libdir=${prefix}/lib
+includedir=${prefix}/include
+
+Name: loom
+Description: loom, as the GPU bundle carries it (scripts/gpu-bundle.sh)
+Version: 0.1.0
+Libs: -L${libdir} -lloom
+Libs.private: -L${libdir}/dev -lcudart_static -ldl -lrt -lhwloc -lspdlog -lfmt -lcrypto -pthread
+Cflags: -I${includedir}
+PC
+  mkdir -p "$t/python"
+  cp -r python/setup.py python/csrc python/loom "$t/python/"
+  find "$t/python" -name '__pycache__' -prune -exec rm -rf {} +
+  cp tests/torch/test_backend_cuda.py tests/torch/cuda_scenarios.py tests/torch/scenarios.py \
+    tests/torch/ranks.py "$t/tests/"
+  cp scripts/gpu-run-torch-cuda.sh "$dir/run-torch-cuda.sh"
+}
+
 # 2. Pack.
 log "packing $dir"
 rm -rf "$dir"
@@ -164,6 +210,7 @@ cp scripts/gpu-first-light.sh scripts/gpu-run-first-light.sh scripts/gpu-env.sh 
   scripts/loom-gpu-check "$dir/"
 mv "$dir/gpu-run-first-light.sh" "$dir/run-first-light.sh"
 mv "$dir/gpu-env.sh" "$dir/env.sh"
+pack_torch
 {
   echo "loom GPU bundle (scripts/gpu-bundle.sh), $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "commit: $(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)$(git -C "$root" diff --quiet HEAD 2>/dev/null || echo ' (with uncommitted changes)')"
@@ -175,6 +222,7 @@ mv "$dir/gpu-env.sh" "$dir/env.sh"
   echo "files:"
   (cd "$dir" && find . -type f ! -name MANIFEST | sort | xargs ls -l | awk '{ printf "  %10d  %s\n", $5, $9 }')
 } >"$dir/MANIFEST"
+
 
 # 3. Check.
 check_bundle || exit 1

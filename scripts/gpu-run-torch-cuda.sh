@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# run-torch-cuda.sh of a GPU bundle (scripts/gpu-bundle.sh copies this file there): builds loom's
+# torch backend on the GPU machine against its own python3 and torch, and runs the backend's
+# CUDA tests (tests/torch/test_backend_cuda.py: 2 ranks sharing GPU 0).
+#
+#   bash gpu-bundle/run-torch-cuda.sh OUTDIR
+#
+# The bundle's libraries go on LD_LIBRARY_PATH but not its lib/cxx: torch needs the host's
+# own libstdc++. OUTDIR gets torch-cuda.log (build and test output) and torch-cuda.txt (the
+# versions and the test summary). Exit status: 0 all tests passed; 1 a test failed; 2 the
+# extension did not build.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+out=${1:?usage: run-torch-cuda.sh OUTDIR}
+mkdir -p "$out"
+log=$out/torch-cuda.log
+summary=$out/torch-cuda.txt
+PYTHON=${PYTHON:-python3}
+export LD_LIBRARY_PATH="$here/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+work=$(mktemp -d /tmp/loom-torch.XXXXXX)
+cp -r "$here/torch/prefix" "$work/prefix"
+gunzip "$work/prefix/lib/"*.a.gz
+while read -r so; do  # link-time names of the bundle's libraries: libhwloc.so.15 -> libhwloc.so
+  ln -s "$here/lib/$so" "$work/prefix/lib/dev/${so%%.so.*}.so"
+done <"$work/prefix/lib/dev/LINKS"
+{
+  echo "# loom torch backend on $(hostname), $(date -u +%FT%TZ)"
+  "$PYTHON" -c "import torch, sys; print('python', sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda, 'gpu', torch.cuda.get_device_name(0) if torch.cuda.is_available() else None)"
+  command -v nvcc >/dev/null && nvcc --version | tail -1
+} >"$summary" 2>&1
+cat "$summary"
+echo "== building the extension" | tee "$log"
+t0=$(date +%s)
+if ! (cd "$here/torch/python" && MAX_JOBS=$(nproc) LOOM_PREFIX="$work/prefix" "$PYTHON" setup.py -q \
+  build_py --build-lib "$work/lib" build_ext --build-lib "$work/lib" --build-temp "$work/tmp") \
+  >>"$log" 2>&1; then
+  tail -40 "$log"
+  echo "extension build FAILED after $(($(date +%s) - t0)) s (log: torch-cuda.log)" | tee -a "$summary"
+  exit 2
+fi
+echo "extension built in $(($(date +%s) - t0)) s" | tee -a "$summary"
+cd "$here/torch/tests" || exit 2
+PYTHONPATH="$work/lib" timeout 420 "$PYTHON" -m unittest -v test_backend_cuda >>"$log" 2>&1
+rc=$?
+grep -E '^(test_|Ran |OK|FAILED)' "$log" | tee -a "$summary"
+[[ $rc -eq 0 ]] || { grep -A30 -E '^(FAIL|ERROR):' "$log" | head -120; exit 1; }
+exit 0
