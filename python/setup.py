@@ -82,7 +82,8 @@ def extension():
         name="loom.torch._C",
         sources=[str(Path("csrc") / f) for f in
                  ("bindings.cpp", "loom_backend.cpp", "loom_exchange.cpp",
-                  "loom_monitored_barrier.cpp", "loom_work.cpp", "tensor_args.cpp")],
+                  "loom_monitored_barrier.cpp", "loom_sparse.cpp", "loom_work.cpp",
+                  "tensor_args.cpp")],
         include_dirs=[str(prefix / "include")],
         define_macros=macros,
         extra_objects=[str(prefix / "lib" / "libloom.a")],

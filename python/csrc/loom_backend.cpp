@@ -267,6 +267,7 @@ Piece allreduce_piece(const char* name, const at::Tensor& t, const c10d::ReduceO
 c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::allreduce(std::vector<at::Tensor>& tensors,
                                                            const c10d::AllreduceOptions& opts) {
   check_single("allreduce", tensors);
+  if (tensors[0].layout() == at::kSparse) return allreduce_sparse_host(tensors[0], opts);
   check_devices("allreduce", tensors);
   IssuedOp op = new_op(c10d::OpType::ALLREDUCE, "allreduce", tensors);
   return run_pieces(LOOM_TORCH_LAUNCHER, std::move(op),

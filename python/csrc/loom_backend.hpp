@@ -132,6 +132,9 @@ class ProcessGroupLoom : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> allgather_one(const char* name, c10d::OpType type,
                                                at::Tensor output, at::Tensor input,
                                                const c10d::AllgatherOptions& opts);
+  /// all_reduce of a sparse COO tensor on the host (loom_sparse.cpp): SUM and AVG.
+  c10::intrusive_ptr<c10d::Work> allreduce_sparse_host(at::Tensor& tensor,
+                                                       const c10d::AllreduceOptions& opts);
 
   BackendConfig config_;
   c10::intrusive_ptr<c10d::Store> store_;  // the group's (prefixed) store: monitoredBarrier

@@ -17,7 +17,9 @@ import torch  # noqa: E402
 
 import loom.torch  # noqa: E402,F401
 import exchange_scenarios as ex  # noqa: E402
+import parallel_scenarios as par  # noqa: E402
 import scenarios as sc  # noqa: E402
+import sparse_scenarios as sp  # noqa: E402
 from ranks import run_ranks, values  # noqa: E402
 
 WORLD_SIZES = (2, 3)
@@ -98,6 +100,53 @@ class Exchanges(unittest.TestCase):
 
     def test_premul_sum_and_bitwise_ops_exact(self):
         self.check(ex.premul_and_bitwise)
+
+
+class Sparse(unittest.TestCase):
+    """all_reduce of sparse COO tensors (DDP's sparse gradients)."""
+
+    def test_sparse_all_reduce_sums_exact(self):
+        for ws in WORLD_SIZES:
+            with self.subTest(world_size=ws):
+                for rank, bad in values(run_ranks(sp.sums, ws), self).items():
+                    self.assertEqual(bad, [], f"rank {rank}")
+
+    def test_sparse_all_reduce_errors_are_clear(self):
+        for rank, msgs in values(run_ranks(sp.errors, 3), self).items():
+            with self.subTest(rank=rank):
+                self.assertIn("only ReduceOp.SUM and AVG add sparse tensors", msgs["MAX"])
+                self.assertIn("AVG of a sparse tensor needs a floating", msgs["int AVG"])
+                self.assertIn("rank 1's tensor has sparse_dim 1, dense_dim 0, size [9], rank 0's "
+                              "has sparse_dim 1, dense_dim 0, size [8]",
+                              msgs["shape"])
+                self.assertTrue(msgs["shape"].startswith("ValueError"), msgs["shape"])
+                self.assertIsNone(msgs["still works"])
+
+    def test_ddp_sparse_embedding_matches_gloo(self):
+        for rank, diffs in values(run_ranks(sp.ddp_sparse_against_gloo, 2), self).items():
+            self.assertEqual(len(diffs), 6)
+            self.assertLessEqual(max(diffs), 1e-6, f"rank {rank}: {diffs}")
+
+
+class Parallelism(unittest.TestCase):
+    """What torch builds on a backend: functional collectives, DTensor, FSDP2."""
+
+    def test_functional_collectives_exact(self):
+        for ws in WORLD_SIZES:
+            with self.subTest(world_size=ws):
+                for rank, bad in values(run_ranks(par.functional_collectives, ws),
+                                        self).items():
+                    self.assertEqual(bad, [], f"rank {rank}")
+
+    def test_dtensor_on_a_loom_device_mesh(self):
+        for rank, bad in values(run_ranks(par.dtensor, 3), self).items():
+            self.assertEqual(bad, [], f"rank {rank}")
+
+    def test_fsdp2_training_matches_gloo(self):
+        for rank, (loss_diff, param_diff) in values(run_ranks(par.fsdp2_against_gloo, 2),
+                                                    self).items():
+            self.assertLessEqual(loss_diff, 1e-6, f"rank {rank}")
+            self.assertLessEqual(param_diff, 1e-6, f"rank {rank}")
 
 
 class Errors(unittest.TestCase):
