@@ -337,15 +337,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::allgather_one(const char* name,
   check_same_shape(name, {output}, input.scalar_type(), input.numel() * size_);
   at::Tensor in = contiguous_staging(input);
   at::Tensor out = contiguous_staging(output);
-  Piece p{{in, out}, copy_back_if_staged(output, out), {}};
-  const std::size_t bytes = byte_count(input);
-  if (bytes > 0) {
-    const void* send = in.data_ptr();
-    void* recv = out.data_ptr();
-    p.issue = [=](loom::Communicator& c, const loom::CollOptions& co) {
-      return c.allgather(send, recv, bytes, loom::DataType::Uint8, co);
-    };
-  }
+  Piece p{{in, out}, copy_back_if_staged(output, out), allgather_bytes(in, out)};
   IssuedOp op = new_op(type, name, {output});
   return run_pieces(LOOM_TORCH_LAUNCHER, std::move(op), {std::move(p)});
 }
@@ -372,14 +364,7 @@ Piece allgather_list_piece(const char* name, const std::vector<at::Tensor>& outp
     for (std::size_t r = 0; r < outputs.size(); ++r)
       outputs[r].copy_(flat.narrow(0, static_cast<int64_t>(r) * n, n).view(outputs[r].sizes()));
   };
-  const std::size_t bytes = byte_count(input);
-  if (bytes > 0) {
-    const void* send = in.data_ptr();
-    void* recv = flat.data_ptr();
-    p.issue = [=](loom::Communicator& c, const loom::CollOptions& co) {
-      return c.allgather(send, recv, bytes, loom::DataType::Uint8, co);
-    };
-  }
+  p.issue = allgather_bytes(in, flat);
   return p;
 }
 
@@ -433,16 +418,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::allgather_into_tensor_coalesced
     check_same_shape(name, {outputs[i]}, inputs[i].scalar_type(), inputs[i].numel() * size_);
     at::Tensor in = contiguous_staging(inputs[i]);
     at::Tensor out = contiguous_staging(outputs[i]);
-    Piece p{{in, out}, copy_back_if_staged(outputs[i], out), {}};
-    const std::size_t bytes = byte_count(in);
-    if (bytes > 0) {
-      const void* send = in.data_ptr();
-      void* recv = out.data_ptr();
-      p.issue = [=](loom::Communicator& c, const loom::CollOptions& co) {
-        return c.allgather(send, recv, bytes, loom::DataType::Uint8, co);
-      };
-    }
-    pieces.push_back(std::move(p));
+    pieces.push_back({{in, out}, copy_back_if_staged(outputs[i], out), allgather_bytes(in, out)});
   }
   IssuedOp op = new_op(compat::kAllgatherIntoTensorCoalesced, name, outputs);
   return run_pieces(LOOM_TORCH_LAUNCHER, std::move(op), std::move(pieces));

@@ -49,19 +49,6 @@ void check_shapes(const at::Tensor& table) {
   }
 }
 
-Piece gather_bytes(const at::Tensor& in, const at::Tensor& out) {
-  Piece p{{in, out}, {}, {}};
-  const std::size_t bytes = byte_count(in);
-  if (bytes > 0) {
-    const void* send = in.data_ptr();
-    void* recv = out.data_ptr();
-    p.issue = [=](loom::Communicator& c, const loom::CollOptions& co) {
-      return c.allgather(send, recv, bytes, loom::DataType::Uint8, co);
-    };
-  }
-  return p;
-}
-
 /// `t` padded with zeros along `dim` to `n` entries.
 at::Tensor padded(const at::Tensor& t, int64_t dim, int64_t n) {
   std::vector<int64_t> sizes = t.sizes().vec();
@@ -131,7 +118,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::allreduce_sparse_host(
     tensor.copy_(sum);
   };
   return run_pieces(LOOM_TORCH_LAUNCHER, std::move(issued),
-                    {gather_bytes(idx, idx_all), gather_bytes(val, val_all)}, /*grouped=*/true);
+                    {Piece{{idx, idx_all}, {}, allgather_bytes(idx, idx_all)},
+                     Piece{{val, val_all}, {}, allgather_bytes(val, val_all)}},
+                    /*grouped=*/true);
 }
 
 }  // namespace loom_torch

@@ -36,6 +36,19 @@ inline std::function<void()> copy_back_if_staged(const at::Tensor& dst, const at
   return [dst, staged]() mutable { dst.copy_(staged); };
 }
 
+/// The issue of an allgather of contiguous `in`'s bytes into contiguous `out` (size() times as
+/// many); empty when `in` has no bytes.
+inline std::function<loom::Work(loom::Communicator&, const loom::CollOptions&)> allgather_bytes(
+    const at::Tensor& in, const at::Tensor& out) {
+  const std::size_t bytes = byte_count(in);
+  if (bytes == 0) return {};
+  const void* send = in.data_ptr();
+  void* recv = out.data_ptr();
+  return [=](loom::Communicator& c, const loom::CollOptions& co) {
+    return c.allgather(send, recv, bytes, loom::DataType::Uint8, co);
+  };
+}
+
 /// `co` with PREMUL_SUM's factor when the reduction is one.
 inline loom::CollOptions with_scalar(const loom::CollOptions& co, const ReduceMapping& m) {
   loom::CollOptions o = co;

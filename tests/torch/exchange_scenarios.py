@@ -9,6 +9,8 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
+from ranks import grabber
+
 ROW = 3  # elements per row of the 2-D all_to_all_single tensors
 
 
@@ -230,13 +232,7 @@ def p2p_errors(rank, ws):
     """recv from any source, send to itself and a tag that differs from the sender's raise
     clearly; the group still works afterwards. Returns the messages."""
     msgs = {}
-
-    def grab(name, fn):
-        try:
-            fn()
-            msgs[name] = None
-        except Exception as e:  # noqa: BLE001
-            msgs[name] = f"{type(e).__name__}: {e}".split("\n")[0]
+    grab = grabber(msgs)
 
     t = torch.ones(4)
     grab("any source", lambda: dist.recv(t))

@@ -97,3 +97,17 @@ def values(results, test):
     if errors:
         test.fail("\n".join(f"rank {r}: {v}" for r, v in sorted(errors.items())))
     return {r: v for r, (k, v) in results.items()}
+
+
+def grabber(msgs):
+    """grab(name, fn): runs fn and records in msgs[name] None, or the first line of what it
+    raised ("ValueError: loom ...")."""
+
+    def grab(name, fn):
+        try:
+            fn()
+            msgs[name] = None
+        except Exception as e:  # noqa: BLE001
+            msgs[name] = f"{type(e).__name__}: {e}".split("\n")[0]
+
+    return grab

@@ -11,6 +11,8 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
+from ranks import grabber
+
 N = 37  # odd, so chunking and tails are exercised
 
 # dtype -> the ReduceOps loom serves for it
@@ -271,13 +273,7 @@ def unsupported(rank, ws):
     messages (the parent checks them)."""
     msgs = {}
     t = torch.ones(4)
-
-    def grab(name, fn):
-        try:
-            fn()
-            msgs[name] = None
-        except Exception as e:  # noqa: BLE001
-            msgs[name] = f"{type(e).__name__}: {e}".split("\n")[0]
+    grab = grabber(msgs)
 
     backend = dist.distributed_c10d._get_default_group()._get_backend(torch.device("cpu"))
     grab("int16", lambda: dist.all_reduce(torch.ones(4, dtype=torch.int16)))

@@ -9,6 +9,8 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
+from ranks import grabber
+
 
 def rank_entries(rank, ws, case):
     """Rank r's (indices, values, size) for a case; values are small integers, so every sum
@@ -70,13 +72,7 @@ def sums(rank, ws):
 
 def errors(rank, ws):
     msgs = {}
-
-    def grab(name, fn):
-        try:
-            fn()
-            msgs[name] = None
-        except Exception as e:  # noqa: BLE001
-            msgs[name] = f"{type(e).__name__}: {e}".split("\n")[0]
+    grab = grabber(msgs)
 
     t = make(rank, ws, "overlapping", torch.float32)
     grab("MAX", lambda: dist.all_reduce(t, op=dist.ReduceOp.MAX))
