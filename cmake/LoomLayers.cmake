@@ -11,12 +11,13 @@
 # Included from the top-level CMakeLists.txt after LoomCuda.cmake (so that every target here is
 # created with CMAKE_CUDA_ARCHITECTURES set) and before LoomTesting.cmake and LoomPackage.cmake.
 
-# What every layer is compiled with: the flags the one `loom` target had (-O3, the warnings, PIC
-# from CMAKE_POSITION_INDEPENDENT_CODE) and the library's include path.
+# What every layer is compiled with: LOOM_OPT_FLAGS (-O3 unless set), the warnings, PIC from
+# CMAKE_POSITION_INDEPENDENT_CODE and the library's include path.
 add_library(loom_layer_flags INTERFACE)
 target_include_directories(loom_layer_flags INTERFACE ${PROJECT_SOURCE_DIR}/include
                            ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR})
-target_compile_options(loom_layer_flags INTERFACE -O3)
+separate_arguments(_loom_opt_flags UNIX_COMMAND "${LOOM_OPT_FLAGS}")
+target_compile_options(loom_layer_flags INTERFACE ${_loom_opt_flags})
 target_link_libraries(loom_layer_flags INTERFACE loom_warnings)
 
 set_property(GLOBAL PROPERTY LOOM_LAYERS "")

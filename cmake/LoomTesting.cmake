@@ -12,7 +12,7 @@ set(LOOM_TESTING_SOURCES
     ${PROJECT_SOURCE_DIR}/src/device/host_sim_kernels.cpp)
 add_library(loom_testing STATIC ${LOOM_TESTING_SOURCES})
 target_link_libraries(loom_testing PUBLIC loom_internal)
-target_compile_options(loom_testing PRIVATE -O3)
+target_compile_options(loom_testing PRIVATE ${_loom_opt_flags})
 # host-sim enters the device-runtime registry (src/device/device.hpp) from a static object in
 # host_sim_device.cpp. Programs such as loom-info reach host-sim only through LOOM_DEVICE, never
 # by a call, so a static link would drop that object: naming its registration function as

@@ -21,6 +21,12 @@ generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
 command -v ccache >/dev/null && generator+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 
+# -O1 with line tables, as the sanitizers' documentation advises: reports keep their lines, the
+# build takes a third less than at the library's usual -O3 -g. LOOM_OPT_FLAGS is emptied so that
+# the layers do not add their -O3 back.
+optimise=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG"
+  "-DLOOM_OPT_FLAGS=")
+
 run_suite() {  # DIR DEFAULT_REGEX
   local dir=$1 regex=${subset:-$2} args=()
   [[ -n $regex ]] && args=(-R "$regex")
@@ -29,7 +35,7 @@ run_suite() {  # DIR DEFAULT_REGEX
 
 asan() {
   local flags="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
-  cmake -S . -B build-asan "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  cmake -S . -B build-asan "${generator[@]}" "${optimise[@]}" \
     -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="$flags" \
     -DLOOM_BUILD_TESTS=ON -DLOOM_BUILD_BENCHMARKS=ON -DLOOM_WERROR=OFF -DLOOM_CUDA=OFF >/dev/null
   # (No -Werror: GCC 12 reports false maybe-uninitialized warnings in <regex> under ASan.)
@@ -45,7 +51,7 @@ asan() {
 tsan() {
   # -Wno-tsan: GCC warns that TSan does not model atomic_thread_fence (used by the shm rings).
   local flags="-fsanitize=thread -fno-omit-frame-pointer -Wno-tsan"
-  cmake -S . -B build-tsan "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  cmake -S . -B build-tsan "${generator[@]}" "${optimise[@]}" \
     -DCMAKE_CXX_FLAGS="$flags -DLOOM_KERNELS_PORTABLE_ONLY" -DCMAKE_EXE_LINKER_FLAGS="$flags" \
     -DLOOM_BUILD_TESTS=ON -DLOOM_BUILD_BENCHMARKS=OFF -DLOOM_WERROR=ON -DLOOM_CUDA=OFF >/dev/null
   cmake --build build-tsan --target loom-tests --parallel "$(nproc)"

@@ -7,6 +7,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/deadline.hpp"
@@ -15,6 +16,15 @@
 namespace loom::bootstrap {
 
 using Bytes = std::vector<std::uint8_t>;
+
+/// A stored value read as text (the store's values are bytes; most of loom's are text).
+inline std::string_view as_text(const Bytes& b) {
+  return {reinterpret_cast<const char*>(b.data()), b.size()};
+}
+/// Text as a value to store.
+inline std::span<const std::uint8_t> as_bytes(const std::string& s) {
+  return {reinterpret_cast<const std::uint8_t*>(s.data()), s.size()};
+}
 
 /// A client of the store that vanished without saying goodbye (its process died, or its
 /// connection broke): the rank its hello named, its pid and host.

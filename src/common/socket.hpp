@@ -4,6 +4,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -14,6 +15,12 @@
 #include "common/status.hpp"
 
 namespace loom::net {
+
+/// True for the errno values that mean "try again" on a non-blocking descriptor (interrupted,
+/// or nothing to read or no room to write now).
+inline bool would_block(int err) {
+  return err == EAGAIN || err == EWOULDBLOCK || err == EINTR;
+}
 
 /// A socket address (IPv4 or IPv6) with port.
 struct SocketAddress {

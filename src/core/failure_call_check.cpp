@@ -22,16 +22,11 @@
 namespace loom::detail {
 namespace {
 
+using bootstrap::as_bytes;
+using bootstrap::as_text;
+
 constexpr std::string_view kCheckRequest = "check calls #";
 constexpr std::size_t kMaxChecks = 1024;  // pending checks kept (one per stalled operation)
-
-std::string_view as_text(const bootstrap::Bytes& b) {
-  return {reinterpret_cast<const char*>(b.data()), b.size()};
-}
-
-std::span<const std::uint8_t> as_bytes(const std::string& s) {
-  return {reinterpret_cast<const std::uint8_t*>(s.data()), s.size()};
-}
 
 }  // namespace
 

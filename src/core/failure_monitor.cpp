@@ -10,18 +10,13 @@
 namespace loom::detail {
 namespace {
 
+using bootstrap::as_bytes;
+using bootstrap::as_text;
+
 using std::chrono::milliseconds;
 
 constexpr milliseconds kPollInterval{100};  // monitor loop period (local failures wake it at once)
 constexpr milliseconds kReportWait{2000};   // how long a hang report waits for answers
-
-std::string_view as_text(const bootstrap::Bytes& b) {
-  return {reinterpret_cast<const char*>(b.data()), b.size()};
-}
-
-std::span<const std::uint8_t> as_bytes(const std::string& s) {
-  return {reinterpret_cast<const std::uint8_t*>(s.data()), s.size()};
-}
 
 }  // namespace
 

@@ -8,20 +8,15 @@
 namespace loom::detail {
 namespace {
 
+using bootstrap::as_bytes;
+using bootstrap::as_text;
+
 using std::chrono::milliseconds;
 
 constexpr milliseconds kPeerPoll{50};  // wait_for_peers: left markers, connections
 constexpr int kAskEvery = 4;           // ... and a status request every 4th poll
 constexpr milliseconds kAnswerWait{0};
 constexpr milliseconds kGoneWait{1000};  // a store that takes longer is answering nothing else
-
-std::span<const std::uint8_t> as_bytes(const std::string& s) {
-  return {reinterpret_cast<const std::uint8_t*>(s.data()), s.size()};
-}
-
-std::string_view as_text(const bootstrap::Bytes& b) {
-  return {reinterpret_cast<const char*>(b.data()), b.size()};
-}
 
 }  // namespace
 

@@ -131,7 +131,7 @@ struct ServerRegistry {
   std::vector<Entry> entries;
 };
 
-ServerRegistry& registry() {
+ServerRegistry& server_registry() {
   static ServerRegistry r;
   return r;
 }
@@ -213,7 +213,7 @@ UniqueId UniqueId::create(std::string_view bind_address) {
   id.rank0_serves_ = false;
   LOOM_LOG_INFO(Bootstrap, "UniqueId::create: rendezvous at {} (communicator id {:#x})", id.root_,
                 id.comm_id_);
-  ServerRegistry& reg = registry();
+  ServerRegistry& reg = server_registry();
   std::lock_guard lock(reg.mu);
   std::erase_if(reg.entries, [](const auto& e) { return !e.owned && e.joined.expired(); });
   reg.entries.push_back({id.comm_id_, std::move(server).value(), {}});
@@ -223,7 +223,7 @@ UniqueId UniqueId::create(std::string_view bind_address) {
 namespace detail {
 
 std::shared_ptr<bootstrap::TcpStoreServer> store_served_here(std::uint64_t comm_id) {
-  ServerRegistry& reg = registry();
+  ServerRegistry& reg = server_registry();
   std::lock_guard lock(reg.mu);
   for (ServerRegistry::Entry& e : reg.entries) {
     if (e.comm_id != comm_id) continue;

@@ -39,10 +39,6 @@ RuntimeFactory find_runtime(std::string_view name) {
 
 }  // namespace
 
-std::string_view to_string(MemoryKind k) noexcept {
-  return k == MemoryKind::Device ? "device" : "host";
-}
-
 void register_runtime(std::string_view name, RuntimeFactory factory) {
   Registry& r = registry();
   std::lock_guard lk(r.mu);

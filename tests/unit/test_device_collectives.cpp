@@ -80,7 +80,7 @@ class Rank {
   std::vector<void*> bufs_;
 };
 
-struct Checker {
+struct DeviceChecker {
   std::size_t wrong = 0;
   std::string first;
   void element(const void* got, const void* want, std::size_t es, const std::string& where) {
@@ -89,13 +89,13 @@ struct Checker {
   }
 };
 
-std::string where(const char* coll, DataType t, RedOp op, std::size_t count, bool ip, int rank,
-                  std::size_t i) {
+std::string device_where(const char* coll, DataType t, RedOp op, std::size_t count, bool ip,
+                         int rank, std::size_t i) {
   return fmt::format("{} {} {} count {} {} rank {} element {}", coll, to_string(t), to_string(op),
                      count, ip ? "in-place" : "out-of-place", rank, i);
 }
 
-void check_reductions(Communicator& comm, Rank& dev, Checker& chk) {
+void check_reductions(Communicator& comm, Rank& dev, DeviceChecker& chk) {
   const int n = comm.size(), r = comm.rank();
   const std::size_t un = static_cast<std::size_t>(n);
   std::vector<std::uint8_t> send, out_host, want(8);
@@ -116,7 +116,7 @@ void check_reductions(Communicator& comm, Rank& dev, Checker& chk) {
           for (std::size_t i = 0; i < count; ++i) {
             store_expected(t, op, n, i, want.data());
             chk.element(out_host.data() + i * es, want.data(), es,
-                        where("allreduce", t, op, count, ip, r, i));
+                        device_where("allreduce", t, op, count, ip, r, i));
           }
           // reduce
           std::tie(d_send, d_out) = dev.send_and_out(send, ip);
@@ -126,7 +126,7 @@ void check_reductions(Communicator& comm, Rank& dev, Checker& chk) {
             for (std::size_t i = 0; i < count; ++i) {
               store_expected(t, op, n, i, want.data());
               chk.element(out_host.data() + i * es, want.data(), es,
-                          where("reduce", t, op, count, ip, r, i));
+                          device_where("reduce", t, op, count, ip, r, i));
             }
           // reduce_scatter
           std::vector<std::uint8_t> rs(count * es * un + 1, 0);
@@ -139,13 +139,13 @@ void check_reductions(Communicator& comm, Rank& dev, Checker& chk) {
           for (std::size_t i = 0; i < count; ++i) {
             store_expected(t, op, n, static_cast<std::size_t>(r) * count + i, want.data());
             chk.element(out_host.data() + i * es, want.data(), es,
-                        where("reduce_scatter", t, op, count, ip, r, i));
+                        device_where("reduce_scatter", t, op, count, ip, r, i));
           }
           dev.free_all();
         }
 }
 
-void check_data_movement(Communicator& comm, Rank& dev, Checker& chk) {
+void check_data_movement(Communicator& comm, Rank& dev, DeviceChecker& chk) {
   const int n = comm.size(), r = comm.rank();
   const std::size_t un = static_cast<std::size_t>(n), ur = static_cast<std::size_t>(r);
   std::vector<std::uint8_t> host, want(8);
@@ -167,7 +167,7 @@ void check_data_movement(Communicator& comm, Rank& dev, Checker& chk) {
           for (std::size_t i = 0; i < count; ++i) {
             store_value(t, want.data(), input_value(t, RedOp::Sum, static_cast<int>(q), i));
             chk.element(host.data() + (q * count + i) * es, want.data(), es,
-                        where("allgather", t, RedOp::Sum, count, ip, r, q * count + i));
+                        device_where("allgather", t, RedOp::Sum, count, ip, r, q * count + i));
           }
         // broadcast
         send.assign(count * es + 1, 0);
@@ -179,7 +179,7 @@ void check_data_movement(Communicator& comm, Rank& dev, Checker& chk) {
         for (std::size_t i = 0; i < count; ++i) {
           store_value(t, want.data(), input_value(t, RedOp::Sum, root, i));
           chk.element(host.data() + i * es, want.data(), es,
-                      where("broadcast", t, RedOp::Sum, count, ip, r, i));
+                      device_where("broadcast", t, RedOp::Sum, count, ip, r, i));
         }
         dev.free_all();
       }
@@ -188,7 +188,7 @@ void check_data_movement(Communicator& comm, Rank& dev, Checker& chk) {
 }
 
 // alltoall, alltoallv (uneven, packed), gather and scatter on device buffers.
-void check_exchanges(Communicator& comm, Rank& dev, Checker& chk) {
+void check_exchanges(Communicator& comm, Rank& dev, DeviceChecker& chk) {
   const int n = comm.size(), r = comm.rank();
   const std::size_t un = static_cast<std::size_t>(n), ur = static_cast<std::size_t>(r);
   std::vector<std::uint8_t> host, want(8);
@@ -208,7 +208,8 @@ void check_exchanges(Communicator& comm, Rank& dev, Checker& chk) {
         auto expect = [&](const std::uint8_t* at, int q, int p, std::size_t c, const char* what) {
           for (std::size_t i = 0; i < c; ++i) {
             store_value(t, want.data(), input_value(t, RedOp::Sum, q, value(q, p, i) % 97));
-            chk.element(at + i * es, want.data(), es, where(what, t, RedOp::Sum, c, ip, r, i));
+            chk.element(at + i * es, want.data(), es,
+                        device_where(what, t, RedOp::Sum, c, ip, r, i));
           }
         };
         // alltoall
@@ -311,7 +312,7 @@ void run_device_matrix(int n, std::vector<int> devices = {},
       Communicator comm = loom::test::make_comm(store, r, n, comm_id, mine);
       Rank dev;  // destroyed (its buffers freed) once every rank has ended
       const loom::test::EndTogether together(end, n);
-      Checker chk;
+      DeviceChecker chk;
       check_reductions(comm, dev, chk);
       check_data_movement(comm, dev, chk);
       check_exchanges(comm, dev, chk);

@@ -20,7 +20,7 @@ using loom::test::Findings;
 
 namespace {
 
-constexpr std::uint8_t kGuard = 0xa5;
+constexpr std::uint8_t kExchangeGuard = 0xa5;
 
 // Byte b of element i of the block that rank `src` sends to rank `dst`: distinct per source,
 // destination and position, so a block that lands in the wrong place is seen.
@@ -46,7 +46,8 @@ void expect_block(Findings& f, const std::uint8_t* at, int src, int dst, std::si
 void expect_guard(Findings& f, const std::vector<std::uint8_t>& buf, std::size_t from,
                   std::size_t to, const std::string& where) {
   for (std::size_t i = from; i < to && i < buf.size(); ++i)
-    if (buf[i] != kGuard) return f.add(where + ": byte " + std::to_string(i) + " was written");
+    if (buf[i] != kExchangeGuard)
+      return f.add(where + ": byte " + std::to_string(i) + " was written");
 }
 
 std::string where(const char* call, DataType t, std::size_t count, bool in_place, int rank) {
@@ -57,7 +58,8 @@ std::string where(const char* call, DataType t, std::size_t count, bool in_place
 void check_alltoall(Communicator& comm, Findings& f, DataType t, std::size_t count, bool ip) {
   const int r = comm.rank(), n = comm.size();
   const std::size_t es = dtype_size(t), block = count * es, un = static_cast<std::size_t>(n);
-  std::vector<std::uint8_t> send(un * block + 1, kGuard), recv(un * block + 1, kGuard);
+  std::vector<std::uint8_t> send(un * block + 1, kExchangeGuard),
+      recv(un * block + 1, kExchangeGuard);
   for (int p = 0; p < n; ++p) fill_block(send.data() + std::size_t(p) * block, r, p, count, es);
   std::uint8_t* out = ip ? send.data() : recv.data();
   comm.alltoall(send.data(), out, count, t).wait();
@@ -94,7 +96,8 @@ void check_alltoallv(Communicator& comm, Findings& f, DataType t, std::size_t sc
   }
   std::size_t send_extent = 0, recv_extent = 0;
   const std::vector<std::size_t> sd = gapped(sc, send_extent), rd = gapped(rc, recv_extent);
-  std::vector<std::uint8_t> send(send_extent * es, kGuard), recv(recv_extent * es, kGuard);
+  std::vector<std::uint8_t> send(send_extent * es, kExchangeGuard),
+      recv(recv_extent * es, kExchangeGuard);
   for (int p = 0; p < n; ++p)
     fill_block(send.data() + sd[std::size_t(p)] * es, r, p, sc[std::size_t(p)], es);
   std::vector<std::uint8_t>& out = ip ? send : recv;
@@ -112,7 +115,7 @@ void check_rooted(Communicator& comm, Findings& f, DataType t, std::size_t count
   const int r = comm.rank(), n = comm.size();
   const std::size_t es = dtype_size(t), block = count * es, un = static_cast<std::size_t>(n);
   // gather: block r of the root's buffer comes from rank r.
-  std::vector<std::uint8_t> many(un * block + 1, kGuard), one(block + 1, kGuard);
+  std::vector<std::uint8_t> many(un * block + 1, kExchangeGuard), one(block + 1, kExchangeGuard);
   fill_block(one.data(), r, root, count, es);
   const void* gsend = one.data();
   if (ip && r == root) {
@@ -127,8 +130,8 @@ void check_rooted(Communicator& comm, Findings& f, DataType t, std::size_t count
   if (r == root)
     expect_guard(f, many, un * block, un * block + 1, where("gather", t, count, ip, r));
   // scatter: rank r receives block r of the root's buffer.
-  many.assign(many.size(), kGuard);
-  one.assign(one.size(), kGuard);
+  many.assign(many.size(), kExchangeGuard);
+  one.assign(one.size(), kExchangeGuard);
   if (r == root)
     for (int p = 0; p < n; ++p)
       fill_block(many.data() + std::size_t(p) * block, root, p, count, es);

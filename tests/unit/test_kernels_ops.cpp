@@ -25,7 +25,7 @@ constexpr std::array<DataType, 6> kFloatTypes = {DataType::Float16,    DataType:
                                                  DataType::Float32,    DataType::Float64,
                                                  DataType::Float8E4M3, DataType::Float8E5M2};
 constexpr std::array<RedOp, 3> kBitOps = {RedOp::BitAnd, RedOp::BitOr, RedOp::BitXor};
-constexpr std::array<std::size_t, 7> kCounts = {1, 7, 8, 9, 33, 1000, 4099};
+constexpr std::array<std::size_t, 7> kOpCounts = {1, 7, 8, 9, 33, 1000, 4099};
 
 using Rng = std::mt19937_64;
 
@@ -48,19 +48,19 @@ std::uint64_t ref_bitop(RedOp op, std::uint64_t a, std::uint64_t b) {
 
 // ---- Reference rounding of an exact double to a narrow float format. ----
 
-struct Format {
+struct NarrowFormat {
   int mant_bits;   // stored fraction bits
   int emin;        // exponent of the smallest normal
   double max;      // largest finite value
   bool saturates;  // fp8 e4m3: overflow gives +-max instead of infinity
 };
-constexpr Format kHalf{10, -14, 65504.0, false};
-constexpr Format kBf16{7, -126, 0x1.fep127, false};
-constexpr Format kE4M3{3, -6, 448.0, true};
-constexpr Format kE5M2{2, -14, 57344.0, false};
+constexpr NarrowFormat kNarrowHalf{10, -14, 65504.0, false};
+constexpr NarrowFormat kNarrowBf16{7, -126, 0x1.fep127, false};
+constexpr NarrowFormat kNarrowE4M3{3, -6, 448.0, true};
+constexpr NarrowFormat kNarrowE5M2{2, -14, 57344.0, false};
 
 /// p rounded to the format, nearest even (nearbyint in the default rounding mode), as a double.
-double ref_round(double p, const Format& f) {
+double narrow_round(double p, const NarrowFormat& f) {
   if (p == 0 || !std::isfinite(p)) return p;
   const int e = std::max(std::ilogb(p), f.emin);
   const double q = std::ldexp(std::nearbyint(std::ldexp(p, f.mant_bits - e)), e - f.mant_bits);
@@ -89,11 +89,11 @@ std::uint32_t encode(DataType t, double v) {
     default: return k::float_to_fp8_e5m2(f);
   }
 }
-const Format& format_of(DataType t) {
-  return t == DataType::Float16      ? kHalf
-         : t == DataType::BFloat16   ? kBf16
-         : t == DataType::Float8E4M3 ? kE4M3
-                                     : kE5M2;
+const NarrowFormat& narrow_format_of(DataType t) {
+  return t == DataType::Float16      ? kNarrowHalf
+         : t == DataType::BFloat16   ? kNarrowBf16
+         : t == DataType::Float8E4M3 ? kNarrowE4M3
+                                     : kNarrowE5M2;
 }
 
 /// Scalars whose products with most inputs are inexact (so rounding is exercised), both signs.
@@ -126,7 +126,7 @@ TEST_CASE("redops: bitwise ops are exact for every integer type, size and aliasi
   Rng rng(2024);
   for (DataType t : kIntTypes) {
     for (RedOp op : kBitOps) {
-      for (std::size_t n : kCounts) {
+      for (std::size_t n : kOpCounts) {
         INFO(loom::to_string(t) << " " << loom::to_string(op) << " count " << n);
         const auto a = random_bytes(t, n, rng), b = random_bytes(t, n, rng);
         std::vector<std::uint8_t> out(a.size()), in_a = a, in_b = b;
@@ -201,7 +201,7 @@ TEST_CASE("redops: scale multiplies integers exactly in their type, wrapping",
   for (DataType t : kIntTypes) {
     const std::uint64_t mask = ~std::uint64_t{0} >> (64 - 8 * loom::dtype_size(t));
     for (double s : {3.0, -2.9, 0.0, 1.0, 255.0, 1e30, -1e30, nan, 9.3e18, -9.3e18}) {
-      for (std::size_t n : kCounts) {
+      for (std::size_t n : kOpCounts) {
         INFO(loom::to_string(t) << " scalar " << s << " count " << n);
         const auto x = random_bytes(t, n, rng);
         std::vector<std::uint8_t> out(x.size()), inplace = x;
@@ -250,7 +250,7 @@ TEST_CASE("redops: scale rounds fp16/bf16/fp8 products once, for every input pat
           continue;
         }
         const double exact = xv * fs;  // exact: at most 11 x 24 significant bits
-        const std::uint32_t want = encode(t, ref_round(exact, format_of(t)));
+        const std::uint32_t want = encode(t, narrow_round(exact, narrow_format_of(t)));
         bad += got != want;
         if (std::isfinite(exact))  // rounding to fp32 first, then to the type: sometimes wrong
           twice_differs += encode(t, static_cast<float>(exact)) != want;

@@ -62,7 +62,7 @@ Pair connected_pair(const net::SocketAddress& bind) {
   return {std::move(client).value(), std::move(server).value()};
 }
 
-long elapsed_ms(Clock::time_point since) {
+long ms_since(Clock::time_point since) {
   return static_cast<long>(
       std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - since).count());
 }
@@ -208,7 +208,7 @@ TEST_CASE("socket: a closed peer is PeerFailed naming the operation") {
     std::vector<char> chunk(1 << 20, 'x');
     loom::Status s;
     const auto start = Clock::now();
-    while (s.is_ok() && elapsed_ms(start) < 2000) {
+    while (s.is_ok() && ms_since(start) < 2000) {
       s = net::send_all(p.client.get(), chunk.data(), chunk.size(), Deadline::after(2s), "push");
     }
     CHECK(s.code() == ErrorCode::PeerFailed);
@@ -223,8 +223,8 @@ TEST_CASE("socket: recv_all and accept_until honour their deadlines") {
   auto s = net::recv_all(p.client.get(), buf, sizeof buf, Deadline::after(50ms), "idle read");
   CHECK(s.code() == ErrorCode::Timeout);
   CHECK_THAT(s.message(), Catch::Contains("idle read"));
-  CHECK(elapsed_ms(start) >= 45);
-  CHECK(elapsed_ms(start) < 1000);
+  CHECK(ms_since(start) >= 45);
+  CHECK(ms_since(start) < 1000);
 
   auto listener = net::listen_on(loopback());
   REQUIRE(listener.is_ok());
@@ -232,7 +232,7 @@ TEST_CASE("socket: recv_all and accept_until honour their deadlines") {
   auto a = net::accept_until(listener.value().get(), Deadline::after(50ms));
   REQUIRE_FALSE(a.is_ok());
   CHECK(a.status().code() == ErrorCode::Timeout);
-  CHECK(elapsed_ms(start) < 1000);
+  CHECK(ms_since(start) < 1000);
 }
 
 TEST_CASE("socket: connect_with_retry waits for a server that starts late") {
@@ -274,6 +274,6 @@ TEST_CASE("socket: connect_with_retry times out naming the address") {
   REQUIRE_FALSE(fd.is_ok());
   CHECK(fd.status().code() == ErrorCode::Timeout);
   CHECK_THAT(fd.status().message(), Catch::Contains(addr.to_string()));
-  CHECK(elapsed_ms(start) >= 140);
-  CHECK(elapsed_ms(start) < 1000);
+  CHECK(ms_since(start) >= 140);
+  CHECK(ms_since(start) < 1000);
 }

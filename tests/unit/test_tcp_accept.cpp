@@ -75,11 +75,11 @@ class Intruders {
   std::thread dripper_;
 };
 
-struct Pair {
+struct AcceptPair {
   std::unique_ptr<tcp::TcpTransport> t[2];
 };
 
-Pair listen_pair(std::chrono::milliseconds hello_timeout) {
+AcceptPair listen_pair(std::chrono::milliseconds hello_timeout) {
   auto bind = net::resolve("127.0.0.1");
   REQUIRE(bind.is_ok());
   tcp::TcpOptions o;
@@ -87,7 +87,7 @@ Pair listen_pair(std::chrono::milliseconds hello_timeout) {
   o.progress_threads = 0;
   o.secret[5] = 9;
   o.hello_timeout = hello_timeout;
-  Pair p;
+  AcceptPair p;
   for (int r = 0; r < 2; ++r) {
     auto t = tcp::TcpTransport::listen(r, 2, 0xace, *bind, o);
     REQUIRE(t.is_ok());
@@ -99,7 +99,7 @@ Pair listen_pair(std::chrono::milliseconds hello_timeout) {
 }
 
 // Connects rank 0 to rank 1 (rank 1 accepts), both within `limit`.
-std::array<Status, 2> connect_pair(Pair& p, milliseconds limit) {
+std::array<Status, 2> connect_pair(AcceptPair& p, milliseconds limit) {
   std::array<Status, 2> st;
   std::thread acceptor([&] { st[1] = p.t[1]->ensure({0}, Deadline::after(limit)); });
   st[0] = p.t[0]->ensure({1}, Deadline::after(limit));
@@ -113,7 +113,7 @@ TEST_CASE("tcp accept: idle and slow foreign connections do not delay a peer", "
   // Before the peer connects, rank 1's listener holds idle connections and garbage ones that
   // dribble a byte at a time: they sit first in its accept queue. Handshakes run concurrently,
   // so the peer connects at once, well before the foreign connections' own hello deadline.
-  Pair p = listen_pair(milliseconds(5000));
+  AcceptPair p = listen_pair(milliseconds(5000));
   Intruders in;
   in.open(p.t[1]->address(), 4, 2);
   in.drip();
@@ -130,7 +130,7 @@ TEST_CASE("tcp accept: a connection without a hello is dropped at its own deadli
           "[tcp][hello]") {
   // Rank 1 waits for rank 0 (which comes late); the idle intruders are closed once their 300 ms
   // are up, while the wait for the peer goes on.
-  Pair p = listen_pair(milliseconds(300));
+  AcceptPair p = listen_pair(milliseconds(300));
   Intruders in;
   in.open(p.t[1]->address(), 3, 0);
   Status accepted;
@@ -149,7 +149,7 @@ TEST_CASE("tcp accept: a flood of connections is bounded and the peer still conn
           "[tcp][hello]") {
   // Far more silent connections than may wait unauthenticated: the oldest are closed, so the
   // process's descriptors stay bounded, and the peer's connection (the newest) goes through.
-  Pair p = listen_pair(milliseconds(5000));
+  AcceptPair p = listen_pair(milliseconds(5000));
   Intruders in;
   const int flood = static_cast<int>(tcp::kMaxPendingHellos) + 100;
   in.open(p.t[1]->address(), flood, 0);

@@ -10,20 +10,19 @@
 #include <thread>
 #include <vector>
 
+#include "common/socket.hpp"
 #include "log/log.hpp"
 #include "transports/shm/shm_segment.hpp"
 
 namespace loom::transport::shm {
 namespace {
 
+using net::would_block;
+
 constexpr std::size_t kMaxUnread = 64;   // connections whose letter has not come yet
 constexpr std::size_t kMaxStashed = 64;  // descriptors waiting for their receive()
 constexpr auto kUnreadTimeout = std::chrono::seconds(5);
 constexpr auto kCheckEvery = std::chrono::milliseconds(100);
-
-bool would_block(int e) {
-  return e == EAGAIN || e == EWOULDBLOCK || e == EINTR;
-}
 
 }  // namespace
 

@@ -6,18 +6,17 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/socket.hpp"
 #include "log/log.hpp"
 
 namespace loom::transport::tcp {
 namespace {
 
+using net::would_block;
+
 constexpr int kMaxWarnings = 16;  // dropped connections logged at WARN; the rest at DEBUG
 constexpr auto kAcceptBackoff = std::chrono::milliseconds(10);
 constexpr int kPollCapMs = 100;
-
-bool would_block(int e) {
-  return e == EAGAIN || e == EWOULDBLOCK || e == EINTR;
-}
 
 std::span<const std::uint8_t> hello_fields(std::span<const std::uint8_t, kHelloMessageBytes> msg) {
   return msg.first(sizeof(Hello));

@@ -8,17 +8,16 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/socket.hpp"
 #include "log/log.hpp"
 
 namespace loom::transport::tcp {
 namespace {
 
+using net::would_block;
+
 constexpr std::size_t kMaxBatch = 16;  // parts per sendmsg
 constexpr std::size_t kHeader = sizeof(MessageHeader);
-
-bool would_block(int e) {
-  return e == EAGAIN || e == EWOULDBLOCK || e == EINTR;
-}
 
 }  // namespace
 
