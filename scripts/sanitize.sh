@@ -8,6 +8,7 @@
 # Usage: scripts/sanitize.sh [asan|tsan|all]   (default all)
 # LOOM_SANITIZE_SUBSET: a ctest -R regex to run only part of the suite (CI: see below).
 # LOOM_SANITIZE_JOBS: parallel ctest jobs (default 2).
+# LOOM_SANITIZE_TARGETS: what the ASan build builds (default: everything; CI: what its subset runs).
 #
 # CI (2 cores, tight budget) runs a bounded subset:
 #   LOOM_SANITIZE_SUBSET='errors|reliability|bootstrap|conformance: (tag|a peer)|over tcp with (2|3) ranks' \
@@ -34,12 +35,20 @@ run_suite() {  # DIR DEFAULT_REGEX
 }
 
 asan() {
-  local flags="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
+  # UBSan without its null, alignment and vptr checks: they made each file compile 2.5x as long
+  # under GCC 12 (comm_lifecycle.cpp at -O1: 41 s against 22 s); a null dereference is still
+  # ASan's SEGV report, with its stack.
+  local flags="-fsanitize=address,undefined -fno-sanitize=vptr,alignment,null"
+  flags+=" -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
   cmake -S . -B build-asan "${generator[@]}" "${optimise[@]}" \
     -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="$flags" \
     -DLOOM_BUILD_TESTS=ON -DLOOM_BUILD_BENCHMARKS=ON -DLOOM_WERROR=OFF -DLOOM_CUDA=OFF >/dev/null
-  # (No -Werror: GCC 12 reports false maybe-uninitialized warnings in <regex> under ASan.)
-  cmake --build build-asan --parallel "$(nproc)"
+  # (No -Werror in either sanitizer build: at -O1 with the sanitizers GCC 12 reports false
+  # maybe-uninitialized and stringop-overflow warnings inside <regex> and std::vector::insert.
+  # The main build, warnings as errors, is the one that keeps the code warning-free.)
+  local targets=()
+  for t in ${LOOM_SANITIZE_TARGETS:-}; do targets+=(--target "$t"); done
+  cmake --build build-asan "${targets[@]}" --parallel "$(nproc)"
   # Leak checking is on; scripts/lsan.supp names the third-party allocations it ignores (hwloc's
   # plugins, OpenSSL's per-thread state), which need full unwinding to be recognised.
   # LOOM_ASAN_LEAKS=0 turns it off.
@@ -53,7 +62,7 @@ tsan() {
   local flags="-fsanitize=thread -fno-omit-frame-pointer -Wno-tsan"
   cmake -S . -B build-tsan "${generator[@]}" "${optimise[@]}" \
     -DCMAKE_CXX_FLAGS="$flags -DLOOM_KERNELS_PORTABLE_ONLY" -DCMAKE_EXE_LINKER_FLAGS="$flags" \
-    -DLOOM_BUILD_TESTS=ON -DLOOM_BUILD_BENCHMARKS=OFF -DLOOM_WERROR=ON -DLOOM_CUDA=OFF >/dev/null
+    -DLOOM_BUILD_TESTS=ON -DLOOM_BUILD_BENCHMARKS=OFF -DLOOM_WERROR=OFF -DLOOM_CUDA=OFF >/dev/null
   cmake --build build-tsan --target loom-tests --parallel "$(nproc)"
   # The threaded tests; process tests (fork/exec of tools) are ASan's.
   # Without the ofi progress-thread pair (transport_pairs.hpp): under TSan its "messages of
