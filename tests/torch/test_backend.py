@@ -1,6 +1,7 @@
-"""loom's torch.distributed backend, end to end: spawned ranks call torch.distributed with
-backend "loom" and check exact values, in-place semantics, Work and futures, subgroups,
-timeouts, clear errors for what loom does not serve, and a rank that dies mid-step.
+"""loom's torch.distributed backend, end to end: ranks (forked from a forkserver that imported
+torch once) call torch.distributed with backend "loom" and check exact values, in-place
+semantics, Work and futures, subgroups, timeouts, clear errors for what loom does not serve,
+and a rank that dies mid-step.
 
 Run: python3 -m pytest tests/torch/test_backend.py  (or tests/process/torch_backend.sh)."""
 
