@@ -6,13 +6,10 @@
 #         server, threads-as-ranks collectives). The kernels' target_clones (an ifunc TSan cannot
 #         run before its runtime is up) are disabled with LOOM_KERNELS_PORTABLE_ONLY.
 # Usage: scripts/sanitize.sh [asan|tsan|all]   (default all)
-# LOOM_SANITIZE_SUBSET: a ctest -R regex to run only part of the suite (CI: see below).
+# LOOM_SANITIZE_SUBSET: a ctest -R regex to run only part of the suite.
 # LOOM_SANITIZE_JOBS: parallel ctest jobs (default 2).
 # LOOM_SANITIZE_TARGETS: what the ASan build builds (default: everything; CI: what its subset runs).
-#
-# CI (2 cores, tight budget) runs a bounded subset:
-#   LOOM_SANITIZE_SUBSET='errors|reliability|bootstrap|conformance: (tag|a peer)|over tcp with (2|3) ranks' \
-#     scripts/sanitize.sh all
+# CI's subsets and targets: scripts/test.sh (LOOM_TEST_HARDENING=1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 which=${1:-all}

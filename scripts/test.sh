@@ -33,7 +33,7 @@ if [[ ${LOOM_TEST_TORCH:-0} == 1 ]]; then
 fi
 
 # LOOM_TEST_HARDENING=1 (CI sets it) also runs the fuzz targets and the sanitizer builds on a
-# bounded subset (each in its own build directory; about 25 minutes more on 2 cores).
+# bounded subset (each in its own build directory; about 18 minutes more on 2 cores).
 if [[ ${LOOM_TEST_HARDENING:-0} == 1 ]]; then
   stage "fuzzing"
   LOOM_FUZZ_SECONDS=${LOOM_FUZZ_SECONDS:-20} scripts/fuzz.sh

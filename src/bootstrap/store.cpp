@@ -63,7 +63,7 @@ Status allgather_timeout(Store& store, const std::string& prefix, int rank, int 
 constexpr std::string_view kFailPrefix = "fail ";
 
 Status failed_barrier(const Bytes& done, const std::string& context, int nranks) {
-  std::string_view text(reinterpret_cast<const char*>(done.data()), done.size());
+  std::string_view text = as_text(done);
   if (text.rfind(kFailPrefix, 0) != 0) return Status::ok();
   text.remove_prefix(kFailPrefix.size());
   int code = 0;

@@ -3,12 +3,13 @@ rank returned or raised. Every run has a deadline: ranks still alive after it ar
 the run fails, naming them.
 
 Ranks are forked from a forkserver that imported torch once (importing it takes seconds of CPU
-per process; a fresh interpreter per rank and run made most of the tests' time). The server is
-started before any test runs a collective, has no thread pools, no CUDA context and no process
-group, so every rank still starts clean: torch.distributed and loom are set up in the rank."""
+per process; a fresh interpreter per rank and run made most of the tests' time). The server
+(started at the first run) has no thread pools, no CUDA context and no process group, so every
+rank still starts clean: torch.distributed and loom are set up in the rank."""
 
 from __future__ import annotations
 
+import functools
 import multiprocessing as mp
 import os
 import tempfile
@@ -43,15 +44,11 @@ def _rank_main(fn, rank, world_size, init_file, backend, timeout_s, pg_options, 
         queue.put((rank, "error", f"{type(e).__name__}: {e}\n{traceback.format_exc()}"))
 
 
-_CTX = None
-
-
+@functools.cache
 def _context():
-    global _CTX
-    if _CTX is None:
-        _CTX = mp.get_context("forkserver")
-        _CTX.set_forkserver_preload(["torch", "torch.distributed"])
-    return _CTX
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(["torch", "torch.distributed"])
+    return ctx
 
 
 def run_ranks(fn, world_size, *, backend="loom", timeout_s=60.0, deadline_s=180.0,
