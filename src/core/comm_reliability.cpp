@@ -98,8 +98,11 @@ Result<std::unique_ptr<CommImpl>> CommImpl::derive(Derivation d) {
   setup.rank = d.new_rank;
   setup.nranks = static_cast<int>(d.members.size());
   setup.comm_id = d.comm_id;
-  setup.store = d.store ? std::move(d.store) : store_;
-  setup.server = d.store || d.server ? std::move(d.server) : server_;
+  // A re-rooted communicator has its own store, served here only if d.server says so; else it
+  // shares this one's store and server.
+  const bool rerooted = d.store != nullptr;
+  setup.store = rerooted ? std::move(d.store) : store_;
+  setup.server = rerooted ? std::move(d.server) : server_;
   setup.bind_address = bind;
   setup.config = config_;
   setup.secret = secret_;

@@ -352,26 +352,35 @@ TEST_CASE("reliability: shrink without the rank that served the store re-roots i
   auto expect = [](bool ok, const char* what) {
     if (!ok) throw std::runtime_error(std::string("expected: ") + what);
   };
+  // Leaving (destroying the communicators) must not wait for the 30 s timeout: ranks that share
+  // this process's store server must not wait for each other, nor for a store already gone.
+  std::vector<Clock::duration> leaving(4);
   for (int r = 0; r < 4; ++r)
     threads.emplace_back([&, r] {
-      try {
+      Clock::time_point done;
+      auto run = [&] {
         Communicator comm(id, r, 4, opts);
         std::vector<std::int64_t> buf(1 << 12, r);
         comm.allreduce(std::span<std::int64_t>(buf), RedOp::Sum).wait();
         for (std::int64_t x : buf) expect(x == 0 + 1 + 2 + 3, "exact sum on 4 ranks");
-        if (r == 0) return;  // leaves, taking the store with it
+        if (r == 0) return void(done = Clock::now());  // leaves, taking the store with it
         Communicator small = comm.shrink({0});
         expect(small.size() == 3 && small.rank() == r - 1, "shrunk to 3 ranks");
         std::iota(buf.begin(), buf.end(), r);
         small.allreduce(std::span<std::int64_t>(buf), RedOp::Sum).wait();
         for (std::size_t i = 0; i < buf.size(); ++i)
           expect(buf[i] == 3 * static_cast<std::int64_t>(i) + 1 + 2 + 3, "exact sum on 3 ranks");
-        if (small.rank() == 0) return;  // the new store's host leaves too
+        if (small.rank() == 0) return void(done = Clock::now());  // the new store's host leaves too
         Communicator smaller = small.shrink({0});
         expect(smaller.size() == 2, "shrunk to 2 ranks");
         std::vector<int> v(100, r);
         smaller.allreduce(std::span<int>(v), RedOp::Sum).wait();
         for (int x : v) expect(x == 2 + 3, "exact sum on 2 ranks");
+        done = Clock::now();
+      };
+      try {
+        run();
+        leaving[static_cast<std::size_t>(r)] = Clock::now() - done;
       } catch (const std::exception& e) {
         std::lock_guard lk(mu);
         errors.push_back(fmt::format("rank {}: {}", r, e.what()));
@@ -379,6 +388,10 @@ TEST_CASE("reliability: shrink without the rank that served the store re-roots i
     });
   for (auto& t : threads) t.join();
   for (const auto& e : errors) FAIL(e);
+  for (int r = 0; r < 4; ++r) {
+    CAPTURE(r);
+    CHECK(leaving[static_cast<std::size_t>(r)] < milliseconds(10'000));
+  }
 }
 
 namespace {
