@@ -27,6 +27,9 @@ struct Caps {
   /// steps use (cuda_ipc): the stream's order is their order. A connection without it reads and
   /// writes memory itself (a NIC), so device work queued before must have run first (a fence).
   bool stream_ordered = false;
+  /// peek_unread() shows the first message no receive has taken (a receive from any source
+  /// needs it of every connection).
+  bool peeks = false;
 };
 
 // The seam's vocabulary, defined below it (src/collective): message tags and memory kinds.

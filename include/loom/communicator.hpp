@@ -151,6 +151,14 @@ class Communicator {
   /// Receives exactly `count` elements from rank `peer`.
   Work recv(void* buf, std::size_t count, DataType dtype, int peer, int tag = 0,
             const CollOptions& opts = {});
+  /// Receives exactly `count` elements from whichever rank first sends this rank a message with
+  /// `tag` (MPI_ANY_SOURCE); `*source` (if not null) holds its rank once the Work completes.
+  /// Each rank's messages are still taken in the order it sent them. It connects to every other
+  /// rank first (a rank takes part when it next talks to this one, as its send does), and needs
+  /// transports that can look at a message before receiving it (shm and tcp; not ofi or
+  /// cuda_ipc: InvalidUsage). Host memory only; not inside a group.
+  Work recv_any(void* buf, std::size_t count, DataType dtype, int* source, int tag = 0,
+                const CollOptions& opts = {});
   /// Sends `sendcount` elements to `to` and receives `recvcount` from `from` at the same time
   /// (MPI_Sendrecv; the buffers must not overlap). Either peer may be -1 (none).
   Work sendrecv(const void* send, std::size_t sendcount, int to, void* recv, std::size_t recvcount,
@@ -163,6 +171,10 @@ class Communicator {
   template <typename T>
   Work recv(std::span<T> buf, int peer, int tag = 0, const CollOptions& opts = {}) {
     return recv(buf.data(), buf.size(), dtype_of_v<T>, peer, tag, opts);
+  }
+  template <typename T>
+  Work recv_any(std::span<T> buf, int* source, int tag = 0, const CollOptions& opts = {}) {
+    return recv_any(buf.data(), buf.size(), dtype_of_v<T>, source, tag, opts);
   }
 
   template <typename T>

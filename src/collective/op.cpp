@@ -42,7 +42,7 @@ std::size_t OpDesc::recv_bytes(int nranks) const {
     case CollKind::Gather: return b * n;
     case CollKind::AllToAllV:
       return v ? extent(v->recv_counts, v->recv_displs) * dtype_size(dtype) : 0;
-    case CollKind::P2P: return p2p.from >= 0 ? p2p.recv_count * dtype_size(dtype) : 0;
+    case CollKind::P2P: return p2p.receives() ? p2p.recv_count * dtype_size(dtype) : 0;
     default: return b;
   }
 }
@@ -66,15 +66,19 @@ namespace {
 std::string describe_p2p(const OpDesc& op) {
   const P2PDesc& p = op.p2p;
   const auto dt = to_string(op.dtype);
+  // A deferred receive is numbered when it starts (CallLedger::number_p2p).
+  const std::string recv_no = p.recv_deferred ? "?" : std::to_string(p.recv_seq);
   if (p.to >= 0 && p.from >= 0)
     return fmt::format(
         "sendrecv (send #{} to rank {}, {} x {}; recv #{} from rank {}, {} x {}; tag {})",
-        p.send_seq, p.to, op.count, dt, p.recv_seq, p.from, p.recv_count, dt, p.tag);
+        p.send_seq, p.to, op.count, dt, recv_no, p.from, p.recv_count, dt, p.tag);
   if (p.to >= 0)
     return fmt::format("send #{} to rank {} ({} x {}, tag {})", p.send_seq, p.to, op.count, dt,
                        p.tag);
-  return fmt::format("recv #{} from rank {} ({} x {}, tag {})", p.recv_seq, p.from, p.recv_count,
-                     dt, p.tag);
+  if (p.any_source)
+    return fmt::format("recv from any source ({} x {}, tag {})", p.recv_count, dt, p.tag);
+  return fmt::format("recv #{} from rank {} ({} x {}, tag {})", recv_no, p.from, p.recv_count, dt,
+                     p.tag);
 }
 
 }  // namespace
@@ -157,13 +161,15 @@ Status check_v_layout(const OpDesc& op, int nranks, Fail&& fail) {
 template <typename Fail>
 Status check_p2p(const OpDesc& op, int rank, int nranks, std::size_t limit, Fail&& fail) {
   const P2PDesc& p = op.p2p;
+  if (p.any_source && (p.to != -1 || p.from != -1))
+    return fail("a receive from any source names no peer (send separately)");
   for (int peer : {p.to, p.from}) {
     if (peer == -1) continue;  // none
     if (peer < 0 || peer >= nranks)
       return fail(fmt::format("peer {} is out of range [0, {})", peer, nranks));
     if (peer == rank) return fail("the peer is this rank (copy the buffer instead)");
   }
-  if (p.to < 0 && p.from < 0) return fail("neither a peer to send to nor one to receive from");
+  if (p.to == -1 && !p.receives()) return fail("neither a peer to send to nor one to receive from");
   if (p.recv_count > limit) return fail("count overflows the addressable size");
   return Status::ok();
 }

@@ -30,6 +30,13 @@ struct P2PDesc {
   std::size_t recv_count = 0;
   std::int32_t tag = 0;
   std::uint64_t send_seq = 0, recv_seq = 0;
+  /// The receive is numbered when it starts, not when it is submitted: an earlier receive from
+  /// any source had not found its sender yet (CallLedger::number_p2p).
+  bool recv_deferred = false;
+  /// A receive from whichever rank's next message to this rank first has `tag` (`from` is -1
+  /// until that rank is known).
+  bool any_source = false;
+  [[nodiscard]] bool receives() const { return from >= 0 || any_source; }
 };
 
 struct OpDesc {
@@ -61,7 +68,7 @@ struct OpDesc {
     return !((kind == CollKind::Broadcast || kind == CollKind::Scatter) && rank != root);
   }
   [[nodiscard]] bool uses_recv(int rank) const {
-    if (kind == CollKind::P2P) return p2p.from >= 0;
+    if (kind == CollKind::P2P) return p2p.receives();
     return !((kind == CollKind::Reduce || kind == CollKind::Gather) && rank != root);
   }
   /// The extent of the send / receive buffer in bytes (the largest on any rank for the rooted

@@ -13,21 +13,31 @@ void CallLedger::number_collective(coll::OpDesc& op) {
 
 void CallLedger::number_p2p(coll::OpDesc& op) {
   op.seq = next_seq_.load();
-  if (p2p_sent_.empty()) {
-    p2p_sent_.assign(static_cast<std::size_t>(nranks_), 0);
-    p2p_received_.assign(static_cast<std::size_t>(nranks_), 0);
-  }
-  auto at = [](std::vector<std::uint64_t>& v, int peer) -> std::uint64_t* {
-    return peer >= 0 && peer < static_cast<int>(v.size()) ? &v[static_cast<std::size_t>(peer)]
-                                                          : nullptr;
-  };
-  std::uint64_t* sent = at(p2p_sent_, op.p2p.to);
-  std::uint64_t* received = at(p2p_received_, op.p2p.from);
-  op.p2p.send_seq = sent ? *sent : 0;
-  op.p2p.recv_seq = received ? *received : 0;
+  coll::P2PDesc& p = op.p2p;
+  auto in_range = [&](int peer) { return peer >= 0 && peer < nranks_; };
+  std::lock_guard lk(p2p_mu_);
+  const bool any = p.any_source;
+  const bool defer = any || (in_range(p.from) && unnumbered_ > 0);
+  if (in_range(p.to)) p.send_seq = p2p_sent_[static_cast<std::size_t>(p.to)];
+  if (in_range(p.from) && !defer) p.recv_seq = p2p_received_[static_cast<std::size_t>(p.from)];
+  p.recv_deferred = defer && !any;
   throw_if_error(coll::validate(op, rank_, nranks_));
-  if (sent) ++*sent;
-  if (received) ++*received;
+  if (in_range(p.to)) ++p2p_sent_[static_cast<std::size_t>(p.to)];
+  if (defer)
+    ++unnumbered_;
+  else if (in_range(p.from))
+    ++p2p_received_[static_cast<std::size_t>(p.from)];
+}
+
+std::uint64_t CallLedger::next_receive(int peer) const {
+  std::lock_guard lk(p2p_mu_);
+  return p2p_received_[static_cast<std::size_t>(peer)];
+}
+
+std::uint64_t CallLedger::claim_receive(int peer) {
+  std::lock_guard lk(p2p_mu_);
+  if (unnumbered_ > 0) --unnumbered_;
+  return p2p_received_[static_cast<std::size_t>(peer)]++;
 }
 
 void CallLedger::submitted(const coll::OpDesc& op) {

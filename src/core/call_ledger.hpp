@@ -22,15 +22,27 @@ namespace loom::detail {
 
 class CallLedger {
  public:
-  CallLedger(int rank, int nranks) : rank_(rank), nranks_(nranks) {}
+  CallLedger(int rank, int nranks)
+      : rank_(rank),
+        nranks_(nranks),
+        p2p_sent_(static_cast<std::size_t>(nranks), 0),
+        p2p_received_(static_cast<std::size_t>(nranks), 0) {}
 
   /// The number the next collective call will take.
   [[nodiscard]] std::uint64_t next_seq() const { return next_seq_.load(); }
   /// Numbers and validates a collective call (throws loom::Error when it is invalid).
   void number_collective(coll::OpDesc& op);
   /// Numbers a send / receive per peer and direction, after validating it (a refused call takes
-  /// no number, so both sides stay in step). Throws loom::Error when it is invalid.
+  /// no number, so both sides stay in step). Throws loom::Error when it is invalid. A receive
+  /// from any source takes its number when it finds its sender (claim_receive); so does every
+  /// receive submitted while one is unnumbered (op.p2p.recv_deferred): operations start in
+  /// submission order, so numbering at the start keeps the per-peer order.
   void number_p2p(coll::OpDesc& op);
+  /// The number of the next receive from `peer` (what its next message must carry).
+  [[nodiscard]] std::uint64_t next_receive(int peer) const;
+  /// Numbers a deferred receive, or a receive from any source that found `peer`, as it starts.
+  /// (One that fails before it starts fails the communicator: every later call fails too.)
+  std::uint64_t claim_receive(int peer);
 
   /// A numbered collective call was queued: unfinished until completed(op.seq).
   void submitted(const coll::OpDesc& op);
@@ -55,7 +67,9 @@ class CallLedger {
   int rank_;
   int nranks_;
   std::atomic<std::uint64_t> next_seq_{0};
-  std::vector<std::uint64_t> p2p_sent_, p2p_received_;  // per peer (calling thread only)
+  mutable std::mutex p2p_mu_;  // receives are numbered by the calling or the driving thread
+  std::vector<std::uint64_t> p2p_sent_, p2p_received_;  // per peer
+  std::size_t unnumbered_ = 0;  // receives submitted, to be numbered when they start
   std::atomic<std::int64_t> last_completed_{-1};
   mutable std::mutex mu_;
   // Submitted, not completed: their numbers, described from calls_ only when asked (formatting

@@ -7,9 +7,13 @@ namespace loom::detail {
 
 CollectiveTask::CollectiveTask(TaskHost& comm, coll::OpDesc op,
                                std::shared_ptr<const algo::Plan> plan, Deadline deadline)
-    : comm_(comm), op_(op), plan_(std::move(plan)), deadline_(deadline) {}
+    : comm_(comm), op_(std::move(op)), plan_(std::move(plan)), deadline_(deadline) {}
 
 Status CollectiveTask::start(Deadline deadline) {
+  if (op_.p2p.recv_deferred) {  // see CallLedger::number_p2p
+    op_.p2p.recv_seq = comm_.claim_receive(op_.p2p.from);
+    op_.p2p.recv_deferred = false;
+  }
   std::vector<int> peers = plan_->peers();
   Status st = comm_.connect(peers, deadline);
   if (!st.is_ok()) return comm_.name_failed_peer(st.with_context(describe()));

@@ -1,5 +1,6 @@
 #include "core/comm_impl.hpp"
 
+#include "core/any_source_task.hpp"
 #include "core/collective_task.hpp"
 #include "log/log.hpp"
 #include "selector/plan_policy.hpp"
@@ -49,6 +50,25 @@ Work CommImpl::submit(coll::OpDesc op, const CollOptions& opts) {
   if (op.has_redop() && op.redop == RedOp::PreMulSum) op.scalar = opts.scalar;
   if (group_depth_ > 0) return record(std::move(op), opts);
   return Work(launch(std::move(op), opts));
+}
+
+Work CommImpl::receive_any(coll::OpDesc op, int* source, const CollOptions& opts) {
+  check_usable(opts);
+  if (group_depth_ > 0)
+    throw Error(ErrorCode::InvalidUsage,
+                fmt::format("rank {}: {}: a receive from any source cannot be part of a group (its "
+                            "sender is known only when it runs)",
+                            rank_, coll::describe(op)));
+  const bool on_stream = value_or_throw(device::needs_stream_path(
+      stream_path_ ? &stream_path_->device() : nullptr, op, rank_, nranks_, opts.stream));
+  if (on_stream)
+    throw Error(ErrorCode::InvalidUsage,
+                fmt::format("rank {}: {}: a receive from any source takes host memory, without a "
+                            "stream",
+                            rank_, coll::describe(op)));
+  calls_.number_p2p(op);  // validates; numbered when it finds its sender
+  Deadline deadline = Deadline::after(opts.timeout.value_or(settings_.timeout));
+  return Work(engine_->submit(std::make_unique<AnySourceRecvTask>(*this, op, source, deadline)));
 }
 
 std::shared_ptr<OpState> CommImpl::launch(coll::OpDesc op, const CollOptions& opts,

@@ -88,6 +88,9 @@ class CommImpl final : public TaskHost {
   /// Validates, plans and queues one collective. Throws loom::Error on bad arguments or a
   /// failed communicator.
   Work submit(coll::OpDesc op, const CollOptions& opts);
+  /// A receive from any source (op.p2p.any_source); `*source` is the sender's
+  /// rank once it completes. Not in a group, host memory only.
+  Work receive_any(coll::OpDesc op, int* source, const CollOptions& opts);
   /// Grouped calls (group.cpp): calls between the outermost start and end are recorded, then
   /// run together: allreduces of one type and op fused into one, sends and receives side by
   /// side in one operation (collectives first, in call order).
@@ -109,6 +112,10 @@ class CommImpl final : public TaskHost {
   /// has finished: no call will ever receive it. Run as the driving thread (a barrier's task, the
   /// engine's idle check).
   Status find_unread_messages(std::uint64_t upto) override;
+  [[nodiscard]] std::uint64_t next_receive(int peer) const override {
+    return calls_.next_receive(peer);
+  }
+  std::uint64_t claim_receive(int peer) override { return calls_.claim_receive(peer); }
 
   // Reliability (see docs/reliability.md).
   /// Fails every pending operation with Aborted and releases the engine, the failure monitor

@@ -195,6 +195,15 @@ Work Communicator::recv(void* buf, std::size_t count, DataType dtype, int peer, 
   return sendrecv(nullptr, 0, -1, buf, count, peer, dtype, tag, opts);
 }
 
+Work Communicator::recv_any(void* buf, std::size_t count, DataType dtype, int* source, int tag,
+                            const CollOptions& opts) {
+  coll::OpDesc d = desc(coll::CollKind::P2P, nullptr, buf, 0, dtype, RedOp::Sum, -1);
+  d.p2p.any_source = true;
+  d.p2p.recv_count = count;
+  d.p2p.tag = tag;
+  return impl().receive_any(std::move(d), source, opts);
+}
+
 Work Communicator::sendrecv(const void* send, std::size_t sendcount, int to, void* recv,
                             std::size_t recvcount, int from, DataType dtype, int tag,
                             const CollOptions& opts) {

@@ -65,17 +65,30 @@ P2PBatchTask::P2PBatchTask(TaskHost& comm, std::vector<coll::OpDesc> calls, Dead
     if (c.p2p.to >= 0) {
       auto* p = static_cast<std::uint8_t*>(const_cast<void*>(c.send));
       plan_.add(algo::send_to(c.p2p.to, {buf(p, send_bytes), 0, send_bytes}));
-      tags_.push_back(coll::message_tag(c, true, 0));
     }
     if (c.p2p.from >= 0) {
       plan_.add(algo::recv_from(
           c.p2p.from, {buf(static_cast<std::uint8_t*>(c.recv), recv_bytes), 0, recv_bytes}));
-      tags_.push_back(coll::message_tag(c, false, 0));
     }
   }
 }
 
+// The steps' tags, in the plan's order; receives deferred by CallLedger::number_p2p are
+// numbered now.
+void P2PBatchTask::tag_steps() {
+  tags_.clear();
+  for (coll::OpDesc& c : calls_) {
+    if (c.p2p.recv_deferred) {
+      c.p2p.recv_seq = comm_.claim_receive(c.p2p.from);
+      c.p2p.recv_deferred = false;
+    }
+    if (c.p2p.to >= 0) tags_.push_back(coll::message_tag(c, true, 0));
+    if (c.p2p.from >= 0) tags_.push_back(coll::message_tag(c, false, 0));
+  }
+}
+
 Status P2PBatchTask::start(Deadline deadline) {
+  tag_steps();
   std::vector<int> peers = plan_.peers();
   Status st = comm_.connect(peers, deadline);
   if (!st.is_ok()) return comm_.name_failed_peer(st.with_context(describe()));

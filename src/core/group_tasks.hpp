@@ -67,6 +67,8 @@ class P2PBatchTask final : public exec::Task {
   [[nodiscard]] Deadline deadline() const override { return deadline_; }
 
  private:
+  void tag_steps();
+
   TaskHost& comm_;
   std::vector<coll::OpDesc> calls_;
   Deadline deadline_;

@@ -32,6 +32,11 @@ class TaskHost {
   [[nodiscard]] virtual Status name_failed_peer(const Status& why) const = 0;
   /// Mismatch when a connection holds a message of a call up to #upto that this rank finished.
   virtual Status find_unread_messages(std::uint64_t upto) = 0;
+  /// Receives numbered as they start (a receive from any source, and those submitted while one
+  /// was unnumbered: CallLedger::number_p2p): the number the next receive from `peer` takes,
+  /// and taking it.
+  [[nodiscard]] virtual std::uint64_t next_receive(int peer) const = 0;
+  virtual std::uint64_t claim_receive(int peer) = 0;
 };
 
 }  // namespace loom::detail

@@ -44,7 +44,12 @@ class ShmConnection final : public Connection {
   ShmConnection(const ShmConnection&) = delete;
   ShmConnection& operator=(const ShmConnection&) = delete;
 
-  [[nodiscard]] Caps caps() const override { return {true, false, true}; }
+  [[nodiscard]] Caps caps() const override {
+    Caps c;
+    c.direct_load_store = true;
+    c.peeks = true;
+    return c;
+  }
   [[nodiscard]] int peer() const override { return peer_.rank; }
   [[nodiscard]] std::string name() const override { return "shm"; }
   Result<Request> isend(const MemRegion& region, std::size_t off, std::size_t len,

@@ -32,7 +32,11 @@ class TcpConnection final : public Connection {
   TcpConnection(int self_rank, int peer, std::uint64_t comm_id, std::vector<net::Fd> sockets,
                 std::size_t stripe_min = 0);
 
-  [[nodiscard]] Caps caps() const override { return {}; }
+  [[nodiscard]] Caps caps() const override {
+    Caps c;
+    c.peeks = true;
+    return c;
+  }
   [[nodiscard]] int peer() const override { return peer_; }
   [[nodiscard]] std::string name() const override { return "tcp"; }
   [[nodiscard]] std::size_t sockets() const { return sockets_.size(); }
