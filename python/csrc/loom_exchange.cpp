@@ -244,11 +244,28 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::recv(std::vector<at::Tensor>& t
       std::move(op), {std::move(p)});
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::recvAnysource(std::vector<at::Tensor>&, int tag) {
-  TORCH_CHECK(false, "loom cannot receive from any source (recv with src=None, tag ", tag,
-              "): loom matches every receive to the one peer it names, in the order that peer "
-              "sent; pass src=<rank>");
-  return {};
+// recv with src=None: loom's recv_any, which reports the sender (LoomWork::sourceRank()).
+c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::recvAnysource(std::vector<at::Tensor>& tensors,
+                                                               int tag) {
+  check_single("recv", tensors);
+  check_devices("recv", tensors);
+  const at::Tensor& t = tensors[0];
+  at::Tensor buf = contiguous_staging(t);
+  void* ptr = buf.data_ptr();
+  const std::size_t bytes = byte_count(buf);
+  auto source = std::make_shared<int>(-1);
+  Piece p{{t, buf},
+          copy_back_if_staged(t, buf),
+          [=](loom::Communicator& c, const loom::CollOptions& co) {
+            return c.recv_any(ptr, bytes, loom::DataType::Uint8, source.get(), tag, co);
+          }};
+  IssuedOp op = new_op(c10d::OpType::RECVANYSOURCE, "recvAnysource", tensors);
+  op.source = std::move(source);
+  return run_pieces(
+      [this](IssuedOp o, const Issue& issue) {
+        return launch(std::move(o), c10d::kUnsetTimeout, issue);
+      },
+      std::move(op), {std::move(p)});
 }
 
 }  // namespace loom_torch

@@ -132,6 +132,19 @@ std::vector<at::Tensor> LoomWork::result() {
   return op_.outputs;
 }
 
+int LoomWork::sourceRank() const {
+  TORCH_CHECK(op_.source != nullptr,
+              "loom: sourceRank() is known only for a receive from any "
+              "source (recv with src=None)");
+  {
+    std::lock_guard lk(mutex_);
+    TORCH_CHECK(completed_ && !exception_, "loom: ", op_.name,
+                " has not completed successfully: "
+                "its sender is not known (wait() first)");
+  }
+  return *op_.source;
+}
+
 void LoomWork::rethrow_if_failed() const {
   std::lock_guard lk(mutex_);
   if (exception_) std::rethrow_exception(exception_);

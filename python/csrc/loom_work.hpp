@@ -52,6 +52,8 @@ struct IssuedOp {
   /// loom's view of the communicator when an op fails (status(): failed ranks, the last
   /// timeout report naming the ranks that lagged), appended to the error; may be empty.
   std::function<std::string()> failure_context;
+  /// A receive from any source: where loom writes the sender's rank (sourceRank()).
+  std::shared_ptr<int> source;
 };
 
 class LoomWork : public c10d::Work {
@@ -68,6 +70,8 @@ class LoomWork : public c10d::Work {
   bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
   void synchronize() override {}
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
+  /// The sender of a completed receive from any source (torch's irecv(src=None)).
+  int sourceRank() const override;
 
   /// Stream-ordered ops, once their loom calls are enqueued (launch, or endCoalescing for the
   /// calls of a group): copies staged results back on the op's stream, records the op's end

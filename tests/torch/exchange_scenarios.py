@@ -228,14 +228,36 @@ def premul_and_bitwise(rank, ws):
     return bad
 
 
+def any_source(rank, ws):
+    """Every other rank sends rank 0 two tensors of its rank; rank 0 takes them with recv and
+    irecv from any source (src=None), as PyTorch's test_send_recv_any_source does, then checks
+    the payloads against the senders torch reports. Returns rank 0's problems and senders."""
+    if rank != 0:
+        for _ in range(2):
+            dist.send(torch.full((10,), float(rank)), dst=0)
+        return None
+    bad, senders = [], []
+    for k in range(2 * (ws - 1)):
+        t = torch.full((10,), -1.0)
+        if k % 2 == 0:
+            src = dist.recv(t)
+        else:
+            work = dist.irecv(t)
+            work.wait()
+            src = work._source_rank()
+        senders.append(src)
+        if not torch.equal(t, torch.full((10,), float(src))):
+            bad.append(f"message {k} from rank {src}: {t.tolist()}")
+    return bad, sorted(senders)
+
+
 def p2p_errors(rank, ws):
-    """recv from any source, send to itself and a tag that differs from the sender's raise
-    clearly; the group still works afterwards. Returns the messages."""
+    """send to itself and a tag that differs from the sender's raise clearly; the group still
+    works afterwards. Returns the messages."""
     msgs = {}
     grab = grabber(msgs)
 
     t = torch.ones(4)
-    grab("any source", lambda: dist.recv(t))
     grab("self", lambda: dist.send(t, dst=rank))
     grab("BAND float", lambda: dist.all_reduce(torch.ones(4), op=dist.ReduceOp.BAND))
     grab("PREMUL_SUM bool", lambda: dist.all_reduce(torch.ones(4, dtype=torch.bool),

@@ -52,10 +52,10 @@ if ARGS is not None:
     if ARGS.as_gloo:
         if ARGS.backend != "loom":
             raise SystemExit("--as-gloo is for --backend loom")
-        os.environ["LOOM_SUITE_AS_GLOO"] = "1"  # seen by the spawned ranks too
+        os.environ["DIST_SUITE_AS_GLOO"] = "1"  # seen by the spawned ranks too
     if ARGS.fork:
-        os.environ["LOOM_SUITE_FORK"] = "1"
-AS_GLOO = os.environ.get("LOOM_SUITE_AS_GLOO") == "1"
+        os.environ["DIST_SUITE_FORK"] = "1"
+AS_GLOO = os.environ.get("DIST_SUITE_AS_GLOO") == "1"
 if AS_GLOO:
     os.environ["BACKEND"] = "gloo"  # the decorators read it at import
 
@@ -84,7 +84,7 @@ if AS_GLOO:
 class TestDistBackendWithSpawn(TestDistBackend, DistributedTest._DistTestBase):
     def setUp(self):
         super().setUp()
-        if os.environ.get("LOOM_SUITE_FORK") == "1":
+        if os.environ.get("DIST_SUITE_FORK") == "1":
             # torch 2.x dropped MultiProcessTestCase._fork_processes; this is what it did.
             self._start_processes(torch.multiprocessing.get_context("fork").Process)
         else:
