@@ -9,10 +9,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 namespace loom::algo {
+
+struct PlanIndex;
 
 enum class BufId : std::uint8_t { Send = 0, Recv = 1, Scratch = 2 };
 
@@ -46,6 +49,9 @@ struct Plan {
   std::size_t scratch_bytes = 0;
   /// Sends use Connection::isend_buffered (the sender does not wait for its receiver to read).
   bool buffered_sends = false;
+  /// The plan's structure as a run needs it (plan_index.hpp), when the plan is reused: set by
+  /// the planner for the plans it caches; null: each run works it out.
+  std::shared_ptr<const PlanIndex> index;
 
   /// Appends a step depending on `deps` (indices of earlier steps; kNoStep entries ignored) and
   /// returns its index.

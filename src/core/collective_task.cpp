@@ -1,5 +1,6 @@
 #include "core/collective_task.hpp"
 
+#include "algorithms/plan_index.hpp"
 #include "core/task_host.hpp"
 #include "kernels/host/reduce.hpp"
 
@@ -14,7 +15,8 @@ Status CollectiveTask::start(Deadline deadline) {
     op_.p2p.recv_seq = comm_.claim_receive(op_.p2p.from);
     op_.p2p.recv_deferred = false;
   }
-  std::vector<int> peers = plan_->peers();
+  std::vector<int> listed;  // a cached plan's index lists its peers
+  const std::vector<int>& peers = plan_->index ? plan_->index->peers : (listed = plan_->peers());
   Status st = comm_.connect(peers, deadline);
   if (!st.is_ok()) return comm_.name_failed_peer(st.with_context(describe()));
   std::vector<transport::Connection*> conns(static_cast<std::size_t>(comm_.size()), nullptr);

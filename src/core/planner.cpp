@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "algorithms/factory.hpp"
+#include "algorithms/plan_index.hpp"
 #include "log/log.hpp"
 #include "selector/plan_policy.hpp"
 #include "transports/registry.hpp"
@@ -114,7 +115,10 @@ std::shared_ptr<const algo::Plan> Planner::plan(const coll::OpDesc& op, const Co
     std::rotate(at, at + 1, plans_.end());  // most recent last
     return plan;
   }
-  auto plan = std::make_shared<const algo::Plan>(make(op, opts));
+  algo::Plan made = make(op, opts);
+  made.index =
+      std::make_shared<const algo::PlanIndex>(algo::index_plan(made));  // once, not per run
+  auto plan = std::make_shared<const algo::Plan>(std::move(made));
   if (plans_.size() == kMaxPlans) plans_.erase(plans_.begin());
   plans_.emplace_back(key, plan);
   return plan;

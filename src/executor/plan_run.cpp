@@ -12,69 +12,29 @@ using algo::StepKind;
 PlanRun::PlanRun(const algo::Plan& plan, PlanBuffers bufs, const coll::OpDesc& op, int rank,
                  std::vector<transport::Connection*> conns, std::size_t window, LocalOps* local)
     : plan_(plan),
-      bufs_(bufs),
+      own_index_(plan.index ? nullptr
+                            : std::make_shared<const algo::PlanIndex>(algo::index_plan(plan))),
+      index_(plan.index ? plan.index.get() : own_index_.get()),
+      bufs_(std::move(bufs)),
       op_(op),
       rank_(rank),
       conns_(std::move(conns)),
       window_(std::max<std::size_t>(1, window)),
       local_(local),
-      stream_local_(local != nullptr && local->queues_on_stream()) {
-  const std::size_t n = plan.steps.size();
-  remaining_.resize(n);
-  dep_offsets_.assign(n + 1, 0);
-  for (std::size_t i = 0; i < n; ++i) {
-    const auto& st = plan.steps[i];
-    remaining_[i] = st.dep_count;
-    for (std::uint32_t d = 0; d < st.dep_count; ++d)
-      ++dep_offsets_[plan.deps[st.dep_begin + d] + 1];
+      stream_local_(local != nullptr && local->queues_on_stream()),
+      remaining_(index_->dep_counts),
+      local_ready_(index_->local_ready) {
+  lanes_.reserve(index_->lanes.size());
+  for (const algo::PlanIndex::Lane& def : index_->lanes) {
+    Lane& lane = lanes_.emplace_back();
+    lane.def = &def;
+    lane.first = (lanes_.size() - 1) * window_;
+    lane.fenced =
+        stream_local_ && !conns_[static_cast<std::size_t>(def.peer)]->caps().stream_ordered;
   }
-  for (std::size_t i = 0; i < n; ++i) dep_offsets_[i + 1] += dep_offsets_[i];
-  dependents_.resize(plan.deps.size());
-  std::vector<std::uint32_t> fill(dep_offsets_.begin(), dep_offsets_.end() - 1);
-  for (std::size_t i = 0; i < n; ++i) {
-    const auto& st = plan.steps[i];
-    for (std::uint32_t d = 0; d < st.dep_count; ++d)
-      dependents_[fill[plan.deps[st.dep_begin + d]]++] = static_cast<std::uint32_t>(i);
-  }
-  for (std::size_t i = 0; i < n; ++i) {
-    const auto& st = plan.steps[i];
-    if (st.kind == StepKind::Send || st.kind == StepKind::Recv) {
-      bool is_send = st.kind == StepKind::Send;
-      auto it = std::find_if(lanes_.begin(), lanes_.end(), [&](const Lane& l) {
-        return l.peer == st.peer && l.is_send == is_send;
-      });
-      if (it == lanes_.end()) {
-        it = lanes_.insert(lanes_.end(), Lane{st.peer, is_send, {}, 0, {}, false});
-        it->inflight.reserve(window_);
-        it->fenced =
-            stream_local_ && !conns_[static_cast<std::size_t>(st.peer)]->caps().stream_ordered;
-      }
-      it->steps.push_back(static_cast<std::uint32_t>(i));
-    } else if (remaining_[i] == 0) {
-      local_ready_.push_back(static_cast<std::uint32_t>(i));
-    }
-  }
-  settle_gen_.assign(n, 0);
-  find_fusable_reduces();
-}
-
-// A Recv into a buffer whose only reader is the next Reduce (as its second operand) can be done
-// by a transport that reduces straight out of its own memory, saving a copy.
-void PlanRun::find_fusable_reduces() {
-  const std::size_t n = plan_.steps.size();
-  fusable_.assign(n, algo::kNoStep);
-  fused_.assign(n, false);
-  for (std::size_t i = 0; i < n; ++i) {
-    const algo::Step& st = plan_.steps[i];
-    if (st.kind != StepKind::Recv || dep_offsets_[i + 1] - dep_offsets_[i] != 1) continue;
-    if (!conns_[static_cast<std::size_t>(st.peer)]->supports_recv_reduce()) continue;
-    std::uint32_t d = dependents_[dep_offsets_[i]];
-    const algo::Step& red = plan_.steps[d];
-    if (red.kind == StepKind::Reduce && red.src2.buf == st.dst.buf &&
-        red.src2.offset == st.dst.offset && red.src2.bytes == st.dst.bytes &&
-        red.dst.bytes == st.dst.bytes)
-      fusable_[i] = d;
-  }
+  inflight_.resize(lanes_.size() * window_);
+  if (stream_local_) settle_gen_.assign(plan.steps.size(), 0);
+  if (index_->any_fusable) fused_.assign(plan.steps.size(), false);
 }
 
 Result<Progress> PlanRun::progress() {
@@ -101,16 +61,16 @@ Result<Progress> PlanRun::progress() {
 
 Result<bool> PlanRun::post_ready(Lane& lane) {
   bool posted = false;
-  while (lane.next < lane.steps.size() && lane.inflight.size() < window_) {
-    std::uint32_t s = lane.steps[lane.next];
+  while (lane.next < lane.steps() && lane.count < window_) {
+    std::uint32_t s = lane.def->steps[lane.next];
     if (remaining_[s] != 0) break;
     if (lane.fenced) {
       LOOM_ASSIGN_OR_RETURN(bool allowed, fence_allows(s));
       if (!allowed) break;
     }
     auto inflight = post(lane, s);
-    if (!inflight.is_ok()) return inflight.status().with_peer(lane.peer);
-    lane.inflight.push_back(*inflight);
+    if (!inflight.is_ok()) return inflight.status().with_peer(lane.peer());
+    inflight_[lane.first + lane.count++] = *inflight;
     ++lane.next;
     posted = true;
   }
@@ -141,17 +101,18 @@ Result<PlanRun::Inflight> PlanRun::post(const Lane& lane, std::uint32_t s) {
   const algo::Step& st = plan_.steps[s];
   transport::Connection* c = conns_[static_cast<std::size_t>(st.peer)];
   auto tag = step_tags_.empty()
-                 ? coll::message_tag(op_, lane.is_send, static_cast<std::uint32_t>(lane.next))
+                 ? coll::message_tag(op_, lane.is_send(), static_cast<std::uint32_t>(lane.next))
                  : step_tags_[s];
-  if (lane.is_send) {
+  if (lane.is_send()) {
     auto [reg, off] = region(st.src);
     LOOM_ASSIGN_OR_RETURN(auto req, plan_.buffered_sends
                                         ? c->isend_buffered(reg, off, st.src.bytes, tag)
                                         : c->isend(reg, off, st.src.bytes, tag));
     return Inflight{s, req, algo::kNoStep};
   }
-  std::uint32_t r = fusable_[s];
-  if (r != algo::kNoStep && remaining_[r] == 1) {  // the Reduce waits for this Recv only
+  std::uint32_t r = index_->fusable[s];
+  // The Reduce waits for this Recv only, and the connection can reduce as it receives.
+  if (r != algo::kNoStep && remaining_[r] == 1 && c->supports_recv_reduce()) {
     const algo::Step& red = plan_.steps[r];
     transport::ReduceInto into{op_.dtype, op_.redop, address(red.src), address(red.dst)};
     LOOM_ASSIGN_OR_RETURN(auto req, c->irecv_reduce(into, st.dst.bytes, tag));
@@ -165,21 +126,28 @@ Result<PlanRun::Inflight> PlanRun::post(const Lane& lane, std::uint32_t s) {
 
 Result<bool> PlanRun::test_inflight(Lane& lane) {
   bool completed = false;
-  for (auto it = lane.inflight.begin(); it != lane.inflight.end();) {
-    transport::Connection* c = conns_[static_cast<std::size_t>(lane.peer)];
-    auto tested = c->test(it->request);
-    if (!tested.is_ok()) return tested.status().with_peer(lane.peer);
+  transport::Connection* c = conns_[static_cast<std::size_t>(lane.peer())];
+  Inflight* slots = inflight_.data() + lane.first;
+  std::size_t kept = 0;  // still in flight, moved to the front in order
+  for (std::size_t i = 0; i < lane.count; ++i) {
+    const Inflight it = slots[i];
+    auto tested = c->test(it.request);
+    if (!tested.is_ok()) {
+      std::copy(slots + i, slots + lane.count, slots + kept);  // leave the lane consistent
+      lane.count = kept + (lane.count - i);
+      return tested.status().with_peer(lane.peer());
+    }
     if (!*tested) {
-      ++it;
+      slots[kept++] = it;
       continue;
     }
-    if (lane.fenced && !lane.is_send) LOOM_RETURN_IF_ERROR(local_->remote_write_landed());
+    if (lane.fenced && !lane.is_send()) LOOM_RETURN_IF_ERROR(local_->remote_write_landed());
     const bool queued = stream_local_ && !lane.fenced;
-    complete(it->step, queued);
-    if (it->fused_reduce != algo::kNoStep) complete(it->fused_reduce, queued);
-    it = lane.inflight.erase(it);
+    complete(it.step, queued);
+    if (it.fused_reduce != algo::kNoStep) complete(it.fused_reduce, queued);
     completed = true;
   }
+  lane.count = kept;
   return completed;
 }
 
@@ -204,11 +172,12 @@ void PlanRun::complete(std::uint32_t step, bool queued_only) {
   ++done_;
   // Work queued now is covered by the next fence recorded, not by one already in flight.
   if (queued_only) settle_gen_[step] = fences_recorded_ + 1;
-  for (std::uint32_t i = dep_offsets_[step]; i < dep_offsets_[step + 1]; ++i) {
-    std::uint32_t d = dependents_[i];
+  for (std::uint32_t i = index_->dep_offsets[step]; i < index_->dep_offsets[step + 1]; ++i) {
+    std::uint32_t d = index_->dependents[i];
     if (--remaining_[d] == 0) {
       StepKind k = plan_.steps[d].kind;
-      if ((k == StepKind::Reduce || k == StepKind::Copy) && !fused_[d]) local_ready_.push_back(d);
+      const bool fused = !fused_.empty() && fused_[d];
+      if ((k == StepKind::Reduce || k == StepKind::Copy) && !fused) local_ready_.push_back(d);
     }
   }
 }
@@ -259,8 +228,8 @@ bool PlanRun::prepare_wait(std::vector<pollfd>& fds) {
   // A fence in flight signals nothing: nap and look again.
   if (fences_recorded_ != fences_passed_) transport::want_timed_wakeup(fds);
   for (const Lane& lane : lanes_) {
-    if (lane.inflight.empty()) continue;
-    auto* c = conns_[static_cast<std::size_t>(lane.peer)];
+    if (lane.count == 0) continue;
+    auto* c = conns_[static_cast<std::size_t>(lane.peer())];
     may_block = c->prepare_wait(fds) && may_block;
   }
   return may_block;
@@ -269,12 +238,12 @@ bool PlanRun::prepare_wait(std::vector<pollfd>& fds) {
 std::string PlanRun::pending() const {
   std::string out;
   for (const Lane& lane : lanes_) {
-    if (lane.inflight.empty() && lane.next == lane.steps.size()) continue;
-    std::size_t first = lane.next - lane.inflight.size();  // oldest unfinished message
+    if (lane.count == 0 && lane.next == lane.steps()) continue;
+    std::size_t first = lane.next - lane.count;  // oldest unfinished message
     if (!out.empty()) out += "; ";
     out += fmt::format("rank {} waits to {} message {} of {} {} rank {}", rank_,
-                       lane.is_send ? "send" : "receive", first, lane.steps.size(),
-                       lane.is_send ? "to" : "from", lane.peer);
+                       lane.is_send() ? "send" : "receive", first, lane.steps(),
+                       lane.is_send() ? "to" : "from", lane.peer());
   }
   if (fences_recorded_ != fences_passed_)
     out += fmt::format(

@@ -2,11 +2,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "algorithms/plan.hpp"
+#include "algorithms/plan_index.hpp"
 #include "collective/op.hpp"
 #include "executor/task.hpp"
 #include "transports/connection.hpp"
@@ -89,14 +91,18 @@ class PlanRun {
     transport::Request request;
     std::uint32_t fused_reduce = 0;  // a Reduce done by the transport with this receive, or kNoStep
   };
-  // The sends (or receives) to one peer, in plan order.
+  // The sends (or receives) to one peer, in plan order (the index's lane), and how far they
+  // got. Its requests in flight, oldest first, are inflight_[first, first + count): each lane
+  // has `window` slots there, so a run allocates them at once.
   struct Lane {
-    int peer = -1;
-    bool is_send = false;
-    std::vector<std::uint32_t> steps;
-    std::size_t next = 0;            // next step to post
-    std::vector<Inflight> inflight;  // at most `window` entries: a vector, no deque nodes
-    bool fenced = false;             // its connection is not ordered on the local steps' stream
+    const algo::PlanIndex::Lane* def = nullptr;
+    std::size_t next = 0;  // next step to post
+    std::size_t first = 0;
+    std::size_t count = 0;
+    bool fenced = false;  // its connection is not ordered on the local steps' stream
+    [[nodiscard]] int peer() const { return def->peer; }
+    [[nodiscard]] bool is_send() const { return def->is_send; }
+    [[nodiscard]] std::size_t steps() const { return def->steps.size(); }
   };
 
   Result<bool> post_ready(Lane& lane);
@@ -105,7 +111,6 @@ class PlanRun {
   Result<bool> fence_allows(std::uint32_t s);
   Result<bool> poll_fence();
   Result<Inflight> post(const Lane& lane, std::uint32_t step);
-  void find_fusable_reduces();
   Result<bool> test_inflight(Lane& lane);
   Status run_local(std::uint32_t step);
   /// `queued_only`: the step's work is only queued on the device stream (see settle_gen_).
@@ -115,24 +120,25 @@ class PlanRun {
   std::pair<transport::MemRegion, std::size_t> region(const algo::Span& s) const;
 
   const algo::Plan& plan_;
+  std::shared_ptr<const algo::PlanIndex> own_index_;  // when the plan has none
+  const algo::PlanIndex* index_;
   PlanBuffers bufs_;
   coll::OpDesc op_;
   int rank_;
   std::vector<transport::Connection*> conns_;
   std::size_t window_;
   LocalOps* local_;
-  bool stream_local_;                       // local_->queues_on_stream()
-  std::vector<std::uint32_t> remaining_;    // unmet dependencies per step
-  std::vector<std::uint32_t> dep_offsets_;  // CSR: dependents of each step
-  std::vector<std::uint32_t> dependents_;
+  bool stream_local_;                     // local_->queues_on_stream()
+  std::vector<std::uint32_t> remaining_;  // unmet dependencies per step
   std::vector<Lane> lanes_;
+  std::vector<Inflight> inflight_;  // the lanes' slots
   std::vector<std::uint32_t> local_ready_;
-  std::vector<std::uint32_t> fusable_;  // per Recv step: the Reduce it can be fused with
-  std::vector<bool> fused_;             // per Reduce step: done by the transport
+  std::vector<bool> fused_;  // per Reduce step: done by the transport (when the plan has any)
   std::size_t done_ = 0;
   // Fences (LocalOps::queues_on_stream): a step that completed when its work was queued needs
   // fence number settle_gen_[step] to have passed before a fenced lane may use what it wrote
-  // or read (0: nothing to wait for). One fence is in flight at a time.
+  // or read (0: nothing to wait for; empty without such local steps). One fence is in flight
+  // at a time.
   std::vector<std::uint32_t> settle_gen_;
   std::uint32_t fences_recorded_ = 0;
   std::uint32_t fences_passed_ = 0;
