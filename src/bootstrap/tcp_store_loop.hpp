@@ -108,6 +108,7 @@ class Loop {
   Clock::time_point accept_paused_until_{};
   std::unordered_map<std::uint64_t, std::unique_ptr<Conn>> conns_;
   std::map<std::string, std::vector<std::uint64_t>> waiters_;  // key -> parked client ids
+  std::vector<std::uint8_t> read_buf_;   // one read's bytes, before they join a client's input
   std::vector<std::uint64_t> runnable_;  // unparked clients that may have buffered requests
   std::map<std::string, Entry> data_;
   std::map<int, std::size_t> usage_;  // bytes held per writing rank
