@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <exception>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -42,6 +43,16 @@ std::optional<loom::Error> error_of(F&& call) {
     return e;
   }
   return std::nullopt;
+}
+
+/// Whether `e` is an error of `code` whose message contains every one of `parts`.
+inline bool names(const std::optional<loom::Error>& e, ErrorCode code,
+                  std::initializer_list<std::string> parts) {
+  if (!e || e->code() != code) return false;
+  const std::string msg = e->what();
+  for (const auto& p : parts)
+    if (msg.find(p) == std::string::npos) return false;
+  return true;
 }
 
 /// Runs f, which must throw loom::Error, and returns the error (the test fails otherwise).

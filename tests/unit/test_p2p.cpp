@@ -19,6 +19,7 @@
 using namespace loom;
 using loom::test::error_of;
 using loom::test::Findings;
+using loom::test::names;
 using Clock = std::chrono::steady_clock;
 
 namespace {
@@ -61,15 +62,6 @@ void run_ring(int n, std::map<std::string, std::string> settings, const std::str
       n, [&](Communicator& comm) { ring(comm, f, what); }, std::move(settings));
   INFO(f.first);
   CHECK(f.wrong == 0);
-}
-
-bool names(const std::optional<Error>& e, ErrorCode code,
-           std::initializer_list<std::string> parts) {
-  if (!e || e->code() != code) return false;
-  const std::string msg = e->what();
-  for (const auto& p : parts)
-    if (msg.find(p) == std::string::npos) return false;
-  return true;
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 using namespace loom;
 using loom::test::error_of;
 using loom::test::Findings;
+using loom::test::names;
 
 namespace {
 
@@ -61,15 +62,6 @@ void gather_from_any(Communicator& comm, Findings& f, const std::string& what, s
   std::vector<std::int32_t> x(5, r + 1);
   comm.allreduce(std::span<std::int32_t>(x), RedOp::Sum).wait();
   if (x[4] != n * (n + 1) / 2) f.add(what + ": the allreduce after the receives");
-}
-
-bool names(const std::optional<Error>& e, ErrorCode code,
-           std::initializer_list<std::string> parts) {
-  if (!e || e->code() != code) return false;
-  const std::string msg = e->what();
-  for (const auto& p : parts)
-    if (msg.find(p) == std::string::npos) return false;
-  return true;
 }
 
 }  // namespace
