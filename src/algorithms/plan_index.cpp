@@ -39,8 +39,6 @@ void index_lanes(const Plan& plan, PlanIndex& x) {
     if (it == x.lanes.end())
       it = x.lanes.insert(x.lanes.end(), PlanIndex::Lane{st.peer, is_send, {}});
     it->steps.push_back(static_cast<std::uint32_t>(i));
-    if (std::find(x.peers.begin(), x.peers.end(), st.peer) == x.peers.end())
-      x.peers.push_back(st.peer);
   }
 }
 
@@ -67,6 +65,7 @@ PlanIndex index_plan(const Plan& plan) {
   PlanIndex x;
   index_dependents(plan, x);
   index_lanes(plan, x);
+  x.peers = plan.peers();
   index_fusable(plan, x);
   return x;
 }
