@@ -4,7 +4,8 @@
 // (whose ring receives reduce straight out of the mapping, where its sends are single-copy: a
 // CPU per rank); a buffer freed and allocated again
 // (the same descriptor number, another buffer) is read afresh, not through a stale mapping;
-// LOOM_SHM_SINGLE_COPY=off and ordinary buffers never take that path; misuse is refused.
+// LOOM_SHM_SINGLE_COPY=off and ordinary buffers never take that path; misuse is refused. Auto
+// reads ordinary buffers with process_vm_readv only where that reads at memcpy's rate or faster.
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <functional>
@@ -15,6 +16,7 @@
 #include "comm_harness.hpp"
 #include "loom/memory.hpp"
 #include "transports/shm/peer_buffers.hpp"
+#include "transports/shm/single_copy.hpp"
 
 using namespace loom;
 using loom::test::Findings;
@@ -170,4 +172,18 @@ TEST_CASE("host buffers: misuse is refused", "[host_buffers][errors]") {
   host_free(p);
   CHECK(code_of([&] { host_free(p); }) == ErrorCode::InvalidArgument);  // twice
   host_free(nullptr);
+}
+
+TEST_CASE("single copy: auto reads with process_vm_readv only at memcpy's rate or faster",
+          "[host_buffers][shm]") {
+  using transport::shm::CopyRates;
+  // The slot path's two copies overlap on two CPUs: half of memcpy's rate does not pay.
+  CHECK_FALSE(CopyRates{7.0, 13.3}.single_copy_pays());
+  CHECK_FALSE(CopyRates{9.9, 10.0}.single_copy_pays());
+  CHECK(CopyRates{10.0, 10.0}.single_copy_pays());
+  CHECK(CopyRates{12.0, 10.0}.single_copy_pays());
+  CHECK_FALSE(CopyRates{0.0, 0.0}.single_copy_pays());  // refused here: never
+  const CopyRates& here = transport::shm::measured_copy_rates();
+  CHECK(here.memcpy_gbs > 0);
+  CHECK(here.single_copy_gbs >= 0);
 }

@@ -25,15 +25,21 @@ Result<SingleCopy> parse_single_copy(std::string_view text);
 /// scopes 0 (nothing to do), 2 and 3 (admin-only: the probe then fails and we fall back).
 void allow_peer_reads();
 
-/// Copy rates of this process measured once (best of a few 4 MiB transfers, in GB/s):
-/// process_vm_readv from ourselves and memcpy. Some kernels and VMs pin pages so slowly that
-/// one single-copy read costs more than the two memcpy's of the slot path: auto checks this.
+/// Copy rates of this process measured once (GB/s, the best of several 4 MiB transfers, the two
+/// kinds alternating so a moment of contention, such as the peer calibrating on the same CPUs,
+/// slows both alike): process_vm_readv from ourselves and memcpy. Some kernels and VMs pin
+/// pages so slowly that a single-copy read costs more than the slot path: auto checks this.
 struct CopyRates {
   double single_copy_gbs = 0;
   double memcpy_gbs = 0;
-  /// Single copy replaces two memcpy's (into the slot, out of it) with one read: it pays when
-  /// it runs at more than about half the memcpy rate (0.6 leaves room for its rendezvous).
-  [[nodiscard]] bool single_copy_pays() const { return single_copy_gbs >= 0.6 * memcpy_gbs; }
+  /// The slot path's two memcpy's run on two CPUs at once (the sender fills slot k+1 while the
+  /// receiver empties slot k), so it moves a message at about one memcpy's rate; a single-copy
+  /// read also makes the sender wait until its buffer has been read. It pays only when it reads
+  /// at least as fast as memcpy. (At 0.5-0.65 of memcpy, on the 2-vCPU VM, it made a 2-rank
+  /// 4 MiB allreduce 4-10x slower than the slots.)
+  [[nodiscard]] bool single_copy_pays() const {
+    return single_copy_gbs > 0 && single_copy_gbs >= memcpy_gbs;
+  }
 };
 const CopyRates& measured_copy_rates();
 
