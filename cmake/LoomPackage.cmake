@@ -3,7 +3,7 @@
 #   PREFIX/include/loom/*.hpp            public headers
 #   PREFIX/lib/libloom.so (+ soname)     shared library   -> loom::loom        (find_package)
 #   PREFIX/lib/libloom.a                 static library   -> loom::loom_static (find_package)
-#   PREFIX/bin/loomrun, loom-info, loom-perf
+#   PREFIX/bin/loomrun, loom-info, loom-perf, loom-trace
 #   PREFIX/lib/cmake/loom/               loomConfig.cmake, loomConfigVersion.cmake, targets
 #   PREFIX/lib/pkgconfig/loom.pc         pkg-config (--static adds the private dependencies)
 #
@@ -60,7 +60,7 @@ endif()
 # Tools, when they are part of this build (loom-perf only with LOOM_BUILD_BENCHMARKS). The
 # deferred call sees targets defined in subdirectories added after this file.
 function(loom_install_tools)
-  foreach(tool loomrun loom-info loom-perf loom-train)
+  foreach(tool loomrun loom-info loom-perf loom-train loom-trace)
     if(TARGET ${tool})
       install(TARGETS ${tool} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
     endif()

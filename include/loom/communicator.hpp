@@ -225,6 +225,12 @@ class Communicator {
   /// One line for humans: last submitted and completed operation, failure, failed ranks and
   /// the last timeout report (which names the ranks that lagged behind).
   [[nodiscard]] std::string status() const;
+  /// This rank's flight record as a JSON document: its last LOOM_FLIGHT_RECORDER collective
+  /// calls (number, call, algorithm, state, and when each was submitted, started and
+  /// completed), with status(). With LOOM_FLIGHT_DIR set, every rank also writes it to a file
+  /// when a call fails, on SIGUSR1 (LOOM_STATUS_SIGNAL=1) and when the communicator goes;
+  /// `loom-trace` merges a job's files (docs/reliability.md, "Flight recorder").
+  [[nodiscard]] std::string flight_record() const;
   /// Collective over every rank: ranks passing the same `color` form a new communicator,
   /// ranked by (`key`, old rank). A negative color joins none (returns an empty communicator).
   Communicator split(int color, int key);

@@ -269,6 +269,19 @@ constexpr std::array kSettings = {
          "library is not on the loader's path.",
          "device"},
 
+    // Reliability: the flight recorder (docs/reliability.md).
+    Spec{"LOOM_FLIGHT_RECORDER", Type::Int, "256",
+         "Collective calls each communicator remembers (what they were, when they were submitted, "
+         "started and completed): Communicator::flight_record(), the files of LOOM_FLIGHT_DIR "
+         "and the mismatch and stall reports read them (16-1048576).",
+         "reliability", Range{16, 1 << 20}},
+    Spec{"LOOM_FLIGHT_DIR", Type::String, "",
+         "Directory where every rank writes its flight record "
+         "(loom-flight-<communicator>-r<rank>.json) when a call fails, on SIGUSR1 with "
+         "LOOM_STATUS_SIGNAL=1, and when the communicator is destroyed; loom-trace merges them. "
+         "Empty: no files.",
+         "reliability"},
+
     // Reliability: on-demand status (docs/reliability.md).
     Spec{"LOOM_STATUS_SIGNAL", Type::Bool, "0",
          "1: SIGUSR1 prints every communicator's status (Communicator::status(): progress, "

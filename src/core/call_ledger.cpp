@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
+#include <cstring>
+
 #include "common/status.hpp"
 
 namespace loom::detail {
@@ -40,21 +43,71 @@ std::uint64_t CallLedger::claim_receive(int peer) {
   return p2p_received_[static_cast<std::size_t>(peer)]++;
 }
 
-void CallLedger::submitted(const coll::OpDesc& op) {
+namespace {
+
+std::int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+void CallLedger::submitted(const coll::OpDesc& op, std::string_view algorithm) {
+  const std::int64_t now = now_ns();
   std::lock_guard lk(mu_);
   unfinished_.push_back(op.seq);
-  calls_[op.seq % kHistory] = Record{op.seq, op};
+  CallRecord& r = slot(op.seq);
+  r.seq = op.seq;
+  r.op = op;
+  r.algorithm.fill('\0');
+  std::memcpy(r.algorithm.data(), algorithm.data(),
+              std::min(algorithm.size(), r.algorithm.size() - 1));
+  r.submitted_ns = now;
+  r.started_ns = 0;
+  r.completed_ns = 0;
+}
+
+void CallLedger::started(std::uint64_t seq) {
+  const std::int64_t now = now_ns();
+  std::lock_guard lk(mu_);
+  CallRecord& r = slot(seq);
+  if (r.seq == seq && r.started_ns == 0) r.started_ns = now;
 }
 
 void CallLedger::remember(const coll::OpDesc& op) {
+  const std::int64_t now = now_ns();
   std::lock_guard lk(mu_);
-  calls_[op.seq % kHistory] = Record{op.seq, op};
+  CallRecord& r = slot(op.seq);
+  r.seq = op.seq;
+  r.op = op;
+  r.algorithm.fill('\0');
+  r.submitted_ns = r.started_ns = r.completed_ns = now;
 }
 
 void CallLedger::completed(std::uint64_t seq) {
   last_completed_.store(static_cast<std::int64_t>(seq));
+  const std::int64_t now = now_ns();
   std::lock_guard lk(mu_);
-  while (!unfinished_.empty() && unfinished_.front() <= seq) unfinished_.pop_front();
+  while (!unfinished_.empty() && unfinished_.front() <= seq) {
+    CallRecord& r = slot(unfinished_.front());
+    if (r.seq == unfinished_.front()) {
+      if (r.started_ns == 0) r.started_ns = now;
+      r.completed_ns = now;
+    }
+    unfinished_.pop_front();
+  }
+}
+
+std::vector<CallRecord> CallLedger::recent() const {
+  std::lock_guard lk(mu_);
+  const std::uint64_t end = next_seq_.load();
+  const std::uint64_t n = calls_.size();
+  std::vector<CallRecord> out;
+  out.reserve(static_cast<std::size_t>(std::min(end, n)));
+  for (std::uint64_t s = end > n ? end - n : 0; s < end; ++s)
+    if (slot(s).seq == s) out.push_back(slot(s));
+  return out;
 }
 
 std::optional<std::string> CallLedger::describe(std::uint64_t seq) const {
@@ -63,7 +116,7 @@ std::optional<std::string> CallLedger::describe(std::uint64_t seq) const {
 }
 
 std::optional<std::string> CallLedger::describe_locked(std::uint64_t seq) const {
-  const Record& c = calls_[seq % kHistory];
+  const CallRecord& c = slot(seq);
   if (c.seq != seq) return std::nullopt;
   return coll::describe(c.op);
 }
@@ -76,7 +129,7 @@ RankProgress CallLedger::progress() const {
   if (!unfinished_.empty()) {
     const std::uint64_t oldest = unfinished_.front();
     p.current_seq = static_cast<std::int64_t>(oldest);
-    // More than kHistory calls in flight: the oldest is no longer remembered in full.
+    // More calls in flight than remembered: the oldest is no longer remembered in full.
     p.current = describe_locked(oldest).value_or(fmt::format("call #{}", oldest));
   }
   return p;

@@ -1,10 +1,12 @@
 // The communicator's record of its calls: their numbers (collectives in call order, sends and
 // receives per peer and direction), which are unfinished, and the last ones made, so that a
 // stalled or mismatched call can be named (by the failure monitor, the status report and the
-// unread-message check). Thread-safe: calls are recorded by the calling thread and completed by
-// the driving one.
+// unread-message check), with when each was submitted, started and completed (the flight
+// record, flight_record.hpp). Thread-safe: calls are recorded by the calling thread and started
+// and completed by the driving one.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdint>
@@ -12,6 +14,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -20,13 +23,27 @@
 
 namespace loom::detail {
 
+/// One recorded collective call: what it was and when (steady-clock nanoseconds, 0: not yet).
+struct CallRecord {
+  std::uint64_t seq = ~std::uint64_t{0};
+  coll::OpDesc op;
+  std::array<char, 24> algorithm{};  // the plan's ("ring"), empty for a call with nothing to do
+  std::int64_t submitted_ns = 0;
+  std::int64_t started_ns = 0;
+  std::int64_t completed_ns = 0;
+};
+
 class CallLedger {
  public:
-  CallLedger(int rank, int nranks)
+  static constexpr std::size_t kDefaultHistory = 256;  // LOOM_FLIGHT_RECORDER's default
+
+  /// Remembers the last `history` collective calls (at least 16).
+  CallLedger(int rank, int nranks, std::size_t history = kDefaultHistory)
       : rank_(rank),
         nranks_(nranks),
         p2p_sent_(static_cast<std::size_t>(nranks), 0),
-        p2p_received_(static_cast<std::size_t>(nranks), 0) {}
+        p2p_received_(static_cast<std::size_t>(nranks), 0),
+        calls_(std::max<std::size_t>(history, 16)) {}
 
   /// The number the next collective call will take.
   [[nodiscard]] std::uint64_t next_seq() const { return next_seq_.load(); }
@@ -44,8 +61,11 @@ class CallLedger {
   /// (One that fails before it starts fails the communicator: every later call fails too.)
   std::uint64_t claim_receive(int peer);
 
-  /// A numbered collective call was queued: unfinished until completed(op.seq).
-  void submitted(const coll::OpDesc& op);
+  /// A numbered collective call was queued, to run as `algorithm`: unfinished until
+  /// completed(op.seq).
+  void submitted(const coll::OpDesc& op, std::string_view algorithm);
+  /// Collective call `seq` started running (its turn came on the driving thread).
+  void started(std::uint64_t seq);
   /// A numbered collective call that needed no operation (zero bytes): remembered, finished.
   void remember(const coll::OpDesc& op);
   /// Collective call `seq` (and every one before it) completed.
@@ -56,14 +76,10 @@ class CallLedger {
   [[nodiscard]] std::optional<std::string> describe(std::uint64_t seq) const;
   /// Submitted / completed / oldest unfinished call (RankProgress::derived is left 0).
   [[nodiscard]] RankProgress progress() const;
+  /// The calls still remembered, oldest first.
+  [[nodiscard]] std::vector<CallRecord> recent() const;
 
  private:
-  static constexpr std::size_t kHistory = 256;  // calls remembered for the stall check
-  struct Record {
-    std::uint64_t seq = ~std::uint64_t{0};
-    coll::OpDesc op;
-  };
-
   int rank_;
   int nranks_;
   std::atomic<std::uint64_t> next_seq_{0};
@@ -75,9 +91,13 @@ class CallLedger {
   // Submitted, not completed: their numbers, described from calls_ only when asked (formatting
   // every call's description costs more than the rest of a small collective's path).
   std::deque<std::uint64_t> unfinished_;
-  std::array<Record, kHistory> calls_{};  // call #s at s % kHistory (mu_)
+  std::vector<CallRecord> calls_;  // call #s at s % calls_.size() (mu_)
 
   [[nodiscard]] std::optional<std::string> describe_locked(std::uint64_t seq) const;
+  CallRecord& slot(std::uint64_t seq) { return calls_[seq % calls_.size()]; }
+  [[nodiscard]] const CallRecord& slot(std::uint64_t seq) const {
+    return calls_[seq % calls_.size()];
+  }
 };
 
 }  // namespace loom::detail

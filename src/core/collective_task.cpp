@@ -15,6 +15,7 @@ Status CollectiveTask::start(Deadline deadline) {
     op_.p2p.recv_seq = comm_.claim_receive(op_.p2p.from);
     op_.p2p.recv_deferred = false;
   }
+  if (op_.kind != coll::CollKind::P2P) comm_.note_started(op_.seq);
   std::vector<int> listed;  // a cached plan's index lists its peers
   const std::vector<int>& peers = plan_->index ? plan_->index->peers : (listed = plan_->peers());
   Status st = comm_.connect(peers, deadline);

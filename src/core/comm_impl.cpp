@@ -19,6 +19,8 @@ Result<CommSettings> CommSettings::from(const config::Config& cfg) {
   LOOM_RETURN_IF_ERROR(transport::builtin_transports().check_settings(cfg));
   s.algo = cfg.get_string("LOOM_ALGO");
   s.device = cfg.get_string("LOOM_DEVICE");
+  s.flight_calls = static_cast<std::size_t>(cfg.get_int("LOOM_FLIGHT_RECORDER"));
+  s.flight_dir = cfg.get_string("LOOM_FLIGHT_DIR");
   LOOM_ASSIGN_OR_RETURN(s.ofi_hmem, parse_ofi_hmem(cfg.get_string("LOOM_OFI_HMEM")));
   if (s.timeout.count() <= 0)
     return make_error(ErrorCode::InvalidUsage, "LOOM_TIMEOUT must be positive");
@@ -94,7 +96,8 @@ std::shared_ptr<OpState> CommImpl::launch(coll::OpDesc op, const CollOptions& op
   Deadline deadline = Deadline::after(opts.timeout.value_or(settings_.timeout));
   LOOM_LOG_DEBUG(Coll, "rank {}: {} as {} ({} steps)", rank_, coll::describe(op), plan->algorithm,
                  plan->steps.size());
-  if (!p2p) calls_.submitted(op);  // collectives are compared between ranks; sends are not
+  // Collectives are compared between ranks; sends are not.
+  if (!p2p) calls_.submitted(op, plan->algorithm);
   if (make) return engine_->submit(make(op, std::move(plan), deadline));
   if (on_stream) return submit_on_stream(op, opts.stream, std::move(plan), deadline);
   return engine_->submit(std::make_unique<CollectiveTask>(*this, op, std::move(plan), deadline));

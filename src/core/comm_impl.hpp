@@ -55,6 +55,8 @@ struct CommSettings {
   std::string algo = "auto";
   std::string device = "auto";  // LOOM_DEVICE
   OfiHmemMode ofi_hmem = OfiHmemMode::Auto;
+  std::size_t flight_calls = CallLedger::kDefaultHistory;  // LOOM_FLIGHT_RECORDER
+  std::string flight_dir;                                  // LOOM_FLIGHT_DIR ("": no files)
 
   /// Checks every transport's settings too (through the transport registry), so that creation
   /// fails early on a bad one, naming it.
@@ -104,6 +106,7 @@ class CommImpl final : public TaskHost {
   [[nodiscard]] std::size_t window() const override { return 2 * settings_.plan.depth; }
   [[nodiscard]] const CommSettings& settings() const { return settings_; }
   /// Called by CollectiveTask when operation `seq` completed successfully.
+  void note_started(std::uint64_t seq) override;
   void note_completed(std::uint64_t seq) override;
   /// A PeerFailed naming a peer (local or reported): tells the cuda_ipc transport (first wins).
   void note_failed_peer(const Status& why);
@@ -125,6 +128,10 @@ class CommImpl final : public TaskHost {
   [[nodiscard]] Status async_error() const;
   [[nodiscard]] std::vector<int> failed_ranks() const;
   [[nodiscard]] std::string status() const;
+  /// The flight record (flight_record.hpp), and writing it under LOOM_FLIGHT_DIR (if set;
+  /// a failure to write is logged).
+  [[nodiscard]] std::string flight_record(std::string_view reason, const std::string& status) const;
+  void write_flight_record(std::string_view reason, const std::string& status) const;
   [[nodiscard]] RankProgress progress() const;
   /// A PeerFailed naming a peer, with the peer's host and pid added (else unchanged).
   [[nodiscard]] Status name_failed_peer(const Status& why) const override;

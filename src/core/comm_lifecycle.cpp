@@ -86,7 +86,7 @@ CommImpl::CommImpl(CommSetup setup, CommSettings settings)
       settings_(std::move(settings)),
       store_(std::move(setup.store)),
       server_(std::move(setup.server)),
-      calls_(setup.rank, setup.nranks),
+      calls_(setup.rank, setup.nranks, settings_.flight_calls),
       secret_(setup.secret),
       liveness_(std::move(setup.liveness)) {}
 
@@ -133,7 +133,11 @@ Status CommImpl::init(std::vector<std::unique_ptr<transport::Transport>> prepare
   eo.name = fmt::format("rank {}", rank_);
   eo.on_failure = [this](const Status& why) {
     note_failed_peer(why);
-    return reliability_ ? reliability_->monitor().local_failure(why) : why;
+    Status named = reliability_ ? reliability_->monitor().local_failure(why) : why;
+    // The engine's lock is held here: the record says what failed rather than asking status().
+    write_flight_record("failure",
+                        fmt::format("failed: {}: {}", to_string(named.code()), named.message()));
+    return named;
   };
   eo.idle_check = [this] { return check_unread_messages(); };
   engine_ = std::make_unique<exec::Engine>(eo);
@@ -290,6 +294,7 @@ CommImpl::~CommImpl() {
   // Drain first (a peer's failure, reported by the monitor, still fails what hangs), then stop
   // the monitor (it finishes a pending hang report), then the engine.
   if (engine_) engine_->drain();
+  write_flight_record("destroyed", status());
   // Messages of finished calls that no call took: a mismatched call (reported to the others).
   if (engine_ && !aborted_.load() && !engine_->check_idle(std::chrono::seconds(1)).is_ok())
     LOOM_LOG_ERROR(Coll, "rank {}: the communicator was destroyed after a mismatched call", rank_);

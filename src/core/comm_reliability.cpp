@@ -4,6 +4,7 @@
 
 #include "core/comm_impl.hpp"
 #include "core/comm_setup.hpp"
+#include "core/flight_record.hpp"
 #include "log/log.hpp"
 
 namespace loom::detail {
@@ -13,6 +14,10 @@ namespace loom::detail {
 void CommImpl::note_failed_peer(const Status& why) {
   if (direct_ && why.code() == ErrorCode::PeerFailed && why.peer() >= 0 && why.peer() != rank_)
     direct_->transport().note_failure(why.peer());
+}
+
+void CommImpl::note_started(std::uint64_t seq) {
+  calls_.started(seq);
 }
 
 void CommImpl::note_completed(std::uint64_t seq) {
@@ -66,6 +71,23 @@ Status CommImpl::async_error() const {
 
 std::vector<int> CommImpl::failed_ranks() const {
   return reliability_ ? reliability_->monitor().failed_ranks() : std::vector<int>{};
+}
+
+std::string CommImpl::flight_record(std::string_view reason, const std::string& status) const {
+  FlightHeader header{comm_id_, rank_, nranks_, std::string(reason), status};
+  return flight_record_json(header, calls_.recent());
+}
+
+void CommImpl::write_flight_record(std::string_view reason, const std::string& status) const {
+  if (settings_.flight_dir.empty()) return;
+  FlightHeader header{comm_id_, rank_, nranks_, std::string(reason), status};
+  Status st = detail::write_flight_record(settings_.flight_dir, header,
+                                          flight_record_json(header, calls_.recent()));
+  if (!st.is_ok())
+    LOOM_LOG_WARN(Init, "{}", st.message());
+  else
+    LOOM_LOG_INFO(Init, "rank {}: flight record ({}) written to {}", rank_, reason,
+                  flight_file_path(settings_.flight_dir, comm_id_, rank_));
 }
 
 std::string CommImpl::status() const {

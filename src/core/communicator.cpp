@@ -259,6 +259,10 @@ std::string Communicator::status() const {
   return impl().status();
 }
 
+std::string Communicator::flight_record() const {
+  return impl().flight_record("asked", impl().status());
+}
+
 Communicator Communicator::split(int color, int key) {
   return Communicator(value_or_throw(impl().split(color, key)));
 }

@@ -49,7 +49,11 @@ void print_all() {
   std::lock_guard lk(r.mu);
   std::string out = fmt::format("loom status (pid {}, on SIGUSR1): {} communicator(s)\n",
                                 ::getpid(), r.comms.size());
-  for (const CommImpl* c : r.comms) out += "  " + c->status() + "\n";
+  for (const CommImpl* c : r.comms) {
+    const std::string status = c->status();
+    out += "  " + status + "\n";
+    c->write_flight_record("signal", status);
+  }
   std::fputs(out.c_str(), stderr);
   std::fflush(stderr);
 }

@@ -26,7 +26,8 @@ class TaskHost {
   virtual std::uint8_t* scratch(std::size_t bytes) = 0;
   /// Requests in flight per peer and direction.
   [[nodiscard]] virtual std::size_t window() const = 0;
-  /// Collective call `seq` completed successfully.
+  /// Collective call `seq` started running / completed successfully (the call ledger).
+  virtual void note_started(std::uint64_t seq) = 0;
   virtual void note_completed(std::uint64_t seq) = 0;
   /// A PeerFailed naming a peer, with the peer's host and pid added (else unchanged).
   [[nodiscard]] virtual Status name_failed_peer(const Status& why) const = 0;

@@ -1,0 +1,189 @@
+// The flight recorder (Communicator::flight_record(), LOOM_FLIGHT_RECORDER, LOOM_FLIGHT_DIR),
+// threads as ranks: every rank's record lists its collective calls in order, each with what it
+// was, its algorithm and submitted <= started <= completed; it keeps exactly the last
+// LOOM_FLIGHT_RECORDER calls; with LOOM_FLIGHT_DIR each rank writes its file when a call fails
+// (the failed call still running, the failure named) and when the communicator goes.
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "comm_harness.hpp"
+
+using namespace loom;
+using loom::test::Findings;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+// The record's calls are in order, consistent in time, and match `ops` (the op names).
+void check_calls(const json& doc, const std::vector<std::string>& ops, std::uint64_t first_seq,
+                 Findings& f, const std::string& what) {
+  const json& calls = doc.at("calls");
+  if (calls.size() != ops.size()) {
+    f.add(what + ": " + std::to_string(calls.size()) + " calls recorded");
+    return;
+  }
+  for (std::size_t i = 0; i < calls.size(); ++i) {
+    const json& c = calls[i];
+    const std::string at = what + ", call " + std::to_string(i);
+    if (c.at("seq").get<std::uint64_t>() != first_seq + i) f.add(at + ": seq");
+    if (c.at("op").get<std::string>() != ops[i]) f.add(at + ": op " + c.at("op").dump());
+    if (c.at("state").get<std::string>() != "completed") f.add(at + ": state");
+    const auto submitted = c.at("submitted_ns").get<std::int64_t>();
+    const auto started = c.at("started_ns").get<std::int64_t>();
+    const auto completed = c.at("completed_ns").get<std::int64_t>();
+    if (!(submitted > 0 && submitted <= started && started <= completed)) f.add(at + ": times");
+  }
+}
+
+json read_json(const fs::path& p) {
+  std::ifstream in(p);
+  return json::parse(in);
+}
+
+fs::path fresh_dir(const std::string& name) {
+  fs::path d = fs::temp_directory_path() / (name + "-" + std::to_string(::getpid()));
+  fs::remove_all(d);
+  return d;
+}
+
+}  // namespace
+
+TEST_CASE("flight record: each rank's calls in order, with what they were and when", "[flight]") {
+  Findings f;
+  loom::test::run_ranks(3, [&](Communicator& comm) {
+    const int r = comm.rank();
+    std::vector<float> x(1000, 1.0f);
+    comm.allreduce(std::span<float>(x), RedOp::Sum).wait();
+    comm.broadcast(std::span<float>(x), 1).wait();
+    std::vector<std::int32_t> none;
+    comm.allgather(std::span<const std::int32_t>(none), std::span<std::int32_t>(none)).wait();
+    std::vector<double> in(7 * 3, 2.0), out(7);
+    comm.reduce_scatter(std::span<const double>(in), std::span<double>(out), RedOp::Max).wait();
+    comm.barrier().wait();
+    const json doc = json::parse(comm.flight_record());
+    const std::string what = "rank " + std::to_string(r);
+    if (doc.at("rank") != r || doc.at("nranks") != 3 || doc.at("reason") != "asked")
+      f.add(what + ": header " + doc.dump().substr(0, 200));
+    check_calls(doc, {"allreduce", "broadcast", "allgather", "reduce_scatter", "barrier"}, 0, f,
+                what);
+    const json& calls = doc.at("calls");
+    if (calls.size() == 5) {
+      if (calls[0].at("dtype") != "float" || calls[0].at("count") != 1000 ||
+          calls[0].at("redop") != "sum" || calls[0].at("algorithm").get<std::string>().empty())
+        f.add(what + ": allreduce " + calls[0].dump());
+      if (calls[1].at("root") != 1) f.add(what + ": broadcast " + calls[1].dump());
+      if (calls[2].at("algorithm") != "") f.add(what + ": a call with nothing to do");
+      if (calls[3].at("redop") != "max" || calls[3].at("count") != 7)
+        f.add(what + ": reduce_scatter " + calls[3].dump());
+    }
+  });
+  INFO(f.first);
+  CHECK(f.wrong == 0);
+}
+
+TEST_CASE("flight record: LOOM_FLIGHT_RECORDER bounds it to the last calls", "[flight]") {
+  Findings f;
+  loom::test::run_ranks(2,
+                        [&](Communicator& comm) {
+                          std::vector<std::int64_t> x(3, 1);
+                          for (int i = 0; i < 40; ++i)
+                            comm.allreduce(std::span<std::int64_t>(x), RedOp::Sum).wait();
+                          const json doc = json::parse(comm.flight_record());
+                          check_calls(doc, std::vector<std::string>(16, "allreduce"), 24, f,
+                                      "rank " + std::to_string(comm.rank()));
+                        },
+                        {{"LOOM_FLIGHT_RECORDER", "16"}});
+  INFO(f.first);
+  CHECK(f.wrong == 0);
+}
+
+TEST_CASE("flight record: LOOM_FLIGHT_DIR files on failure and when the communicator goes",
+          "[flight]") {
+  const fs::path dir = fresh_dir("loom-flight-test");
+  Findings f;
+  std::string comm_hex;
+  loom::test::EndTogether::Shared together;
+  loom::test::run_ranks(
+      2,
+      [&](Communicator& comm) {
+        loom::test::EndTogether end(together, 2);  // rank 1 stays until rank 0 has looked
+        std::vector<float> x(10, 1.0f);
+        comm.allreduce(std::span<float>(x), RedOp::Sum).wait();
+        if (comm.rank() == 1) return;  // rank 0's next call waits for it in vain
+        CollOptions opts;
+        opts.timeout = std::chrono::milliseconds(300);
+        const auto e = loom::test::error_of(
+            [&] { comm.allreduce(std::span<float>(x), RedOp::Sum, opts).wait(); });
+        if (!e || e->code() != ErrorCode::Timeout) f.add("rank 0: no timeout");
+        // Written when the call failed, before anyone destroyed anything.
+        bool found = false;
+        for (const auto& entry : fs::directory_iterator(dir)) {
+          const std::string name = entry.path().filename().string();
+          if (name.size() < 5 || name.substr(name.size() - 8) != "-r0.json") continue;
+          found = true;
+          comm_hex = name.substr(12, 16);
+          const json doc = read_json(entry.path());
+          if (doc.at("reason") != "failure" ||
+              doc.at("status").get<std::string>().find("Timeout") == std::string::npos)
+            f.add("rank 0 at failure: " + doc.at("reason").dump() + " " + doc.at("status").dump());
+          const json& calls = doc.at("calls");
+          if (calls.size() != 2 || calls[1].at("state") != "running" ||
+              !calls[1].at("completed_ns").is_null())
+            f.add("rank 0 at failure: calls " + calls.dump());
+        }
+        if (!found) f.add("rank 0: no flight record after the failure");
+      },
+      {{"LOOM_FLIGHT_DIR", dir.string()}, {"LOOM_TRANSPORTS", "tcp"}});
+  // Both communicators are gone: each rank's last word is its record at destruction.
+  for (int r = 0; r < 2; ++r) {
+    const fs::path p = dir / ("loom-flight-" + comm_hex + "-r" + std::to_string(r) + ".json");
+    if (!fs::exists(p)) {
+      f.add("no " + p.string());
+      continue;
+    }
+    const json doc = read_json(p);
+    if (doc.at("reason") != "destroyed" || doc.at("rank") != r)
+      f.add(p.string() + ": " + doc.at("reason").dump());
+    if (doc.at("calls").size() != (r == 0 ? 2u : 1u)) f.add(p.string() + ": calls");
+  }
+  for (const auto& entry : fs::directory_iterator(dir))
+    if (entry.path().extension() == ".tmp") f.add("left behind: " + entry.path().string());
+  fs::remove_all(dir);
+  INFO(f.first);
+  CHECK(f.wrong == 0);
+}
+
+// Ranks as processes (tests/process/flight_recorder.sh, LOOM_FLIGHT_DIR set): 20 allreduces in
+// which rank 2 always arrives about 3 ms late, then a 21st that the last rank never calls: the
+// others time out after 1 s, and each rank's record at the end shows it.
+TEST_CASE("process flight: a straggler, then a call one rank never makes", "[.process_flight]") {
+  Communicator comm = Communicator::from_env();
+  const int r = comm.rank(), n = comm.size();
+  std::vector<float> x(4096, 1.0f);
+  for (int i = 0; i < 20; ++i) {
+    if (r == 2) std::this_thread::sleep_for(std::chrono::milliseconds(3));
+    comm.allreduce(std::span<float>(x), RedOp::Max).wait();
+  }
+  if (r == n - 1) {
+    std::this_thread::sleep_for(std::chrono::seconds(3));  // past the others' deadline
+    std::printf("rank %d: skipped the last call\n", r);
+    return;
+  }
+  CollOptions opts;
+  opts.timeout = std::chrono::seconds(1);
+  const auto e =
+      loom::test::error_of([&] { comm.allreduce(std::span<float>(x), RedOp::Max, opts).wait(); });
+  std::printf("rank %d: %s\n", r, e ? std::string(to_string(e->code())).c_str() : "no error");
+  std::fflush(stdout);
+  CHECK((e && e->code() == ErrorCode::Timeout));
+}

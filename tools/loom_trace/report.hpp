@@ -1,0 +1,16 @@
+// loom-trace's report on one communicator's flight records: which ranks wrote one, the first
+// call number on which they disagree (a mismatch) or at which some are stuck (and who never got
+// there), which ranks start calls last (stragglers) and the slowest calls.
+#pragma once
+
+#include <ostream>
+
+#include "tools/loom_trace/records.hpp"
+
+namespace loom::trace {
+
+/// Writes the report; returns whether it found a problem (a rank without a record, a
+/// mismatch or a stall).
+bool report(const CommRecords& comm, std::ostream& out, int top);
+
+}  // namespace loom::trace
