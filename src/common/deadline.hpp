@@ -12,8 +12,9 @@ class Deadline {
  public:
   /// `d` from now. Saturates instead of overflowing: a `d` longer than the clock can count
   /// (about 292 years in nanoseconds) is never(), a negative one is now (expired).
-  static Deadline after(std::chrono::milliseconds d) {
-    const Clock::time_point now = Clock::now();
+  static Deadline after(std::chrono::milliseconds d) { return after(d, Clock::now()); }
+  /// `d` from `now` (a clock reading the caller has anyway).
+  static Deadline after(std::chrono::milliseconds d, Clock::time_point now) {
     if (d <= std::chrono::milliseconds::zero()) return Deadline(now);
     const auto room =
         std::chrono::duration_cast<std::chrono::milliseconds>(Clock::time_point::max() - now);

@@ -45,16 +45,19 @@ std::uint64_t CallLedger::claim_receive(int peer) {
 
 namespace {
 
-std::int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+std::int64_t ns_of(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
 }
 
 }  // namespace
 
-void CallLedger::submitted(const coll::OpDesc& op, std::string_view algorithm) {
-  const std::int64_t now = now_ns();
+std::int64_t CallLedger::now_ns() const {
+  return timed_ ? ns_of(std::chrono::steady_clock::now()) : 0;
+}
+
+void CallLedger::submitted(const coll::OpDesc& op, std::string_view algorithm,
+                           std::chrono::steady_clock::time_point now_time) {
+  const std::int64_t now = timed_ ? ns_of(now_time) : 0;
   std::lock_guard lk(mu_);
   unfinished_.push_back(op.seq);
   CallRecord& r = slot(op.seq);
@@ -69,6 +72,7 @@ void CallLedger::submitted(const coll::OpDesc& op, std::string_view algorithm) {
 }
 
 void CallLedger::started(std::uint64_t seq) {
+  if (!timed_) return;
   const std::int64_t now = now_ns();
   std::lock_guard lk(mu_);
   CallRecord& r = slot(seq);

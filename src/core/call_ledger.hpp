@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <mutex>
@@ -37,10 +38,12 @@ class CallLedger {
  public:
   static constexpr std::size_t kDefaultHistory = 256;  // LOOM_FLIGHT_RECORDER's default
 
-  /// Remembers the last `history` collective calls (at least 16).
-  CallLedger(int rank, int nranks, std::size_t history = kDefaultHistory)
+  /// Remembers the last `history` collective calls (at least 16), with their times unless
+  /// `timed` is false (LOOM_FLIGHT_RECORDER=0: three clock readings fewer per call).
+  CallLedger(int rank, int nranks, std::size_t history = kDefaultHistory, bool timed = true)
       : rank_(rank),
         nranks_(nranks),
+        timed_(timed),
         p2p_sent_(static_cast<std::size_t>(nranks), 0),
         p2p_received_(static_cast<std::size_t>(nranks), 0),
         calls_(std::max<std::size_t>(history, 16)) {}
@@ -61,9 +64,10 @@ class CallLedger {
   /// (One that fails before it starts fails the communicator: every later call fails too.)
   std::uint64_t claim_receive(int peer);
 
-  /// A numbered collective call was queued, to run as `algorithm`: unfinished until
+  /// A numbered collective call was queued at `now`, to run as `algorithm`: unfinished until
   /// completed(op.seq).
-  void submitted(const coll::OpDesc& op, std::string_view algorithm);
+  void submitted(const coll::OpDesc& op, std::string_view algorithm,
+                 std::chrono::steady_clock::time_point now);
   /// Collective call `seq` started running (its turn came on the driving thread).
   void started(std::uint64_t seq);
   /// A numbered collective call that needed no operation (zero bytes): remembered, finished.
@@ -82,6 +86,7 @@ class CallLedger {
  private:
   int rank_;
   int nranks_;
+  bool timed_;
   std::atomic<std::uint64_t> next_seq_{0};
   mutable std::mutex p2p_mu_;  // receives are numbered by the calling or the driving thread
   std::vector<std::uint64_t> p2p_sent_, p2p_received_;  // per peer
@@ -94,6 +99,7 @@ class CallLedger {
   std::vector<CallRecord> calls_;  // call #s at s % calls_.size() (mu_)
 
   [[nodiscard]] std::optional<std::string> describe_locked(std::uint64_t seq) const;
+  [[nodiscard]] std::int64_t now_ns() const;
   CallRecord& slot(std::uint64_t seq) { return calls_[seq % calls_.size()]; }
   [[nodiscard]] const CallRecord& slot(std::uint64_t seq) const {
     return calls_[seq % calls_.size()];

@@ -27,6 +27,10 @@ Result<CommSettings> CommSettings::from(const config::Config& cfg) {
   if (s.check_calls_after.count() < 0 || s.check_calls_after > std::chrono::hours(1))
     return make_error(ErrorCode::InvalidUsage, "LOOM_MISMATCH_CHECK_AFTER={} ms is outside [0, 1h]",
                       s.check_calls_after.count());
+  if (s.flight_calls > 0 && s.flight_calls < 16)
+    return make_error(ErrorCode::InvalidUsage,
+                      "LOOM_FLIGHT_RECORDER={} is below 16 (0 keeps the calls without their times)",
+                      s.flight_calls);
   if (s.plan.depth < 1 || s.plan.depth > 64)
     return make_error(ErrorCode::InvalidUsage, "LOOM_PIPELINE_DEPTH={} is outside [1, 64]",
                       s.plan.depth);
@@ -93,11 +97,12 @@ std::shared_ptr<OpState> CommImpl::launch(coll::OpDesc op, const CollOptions& op
     return nothing_to_do();
   std::shared_ptr<const algo::Plan> plan = planner_->plan(op, opts);
   if (plan->steps.empty()) return nothing_to_do();
-  Deadline deadline = Deadline::after(opts.timeout.value_or(settings_.timeout));
+  const Clock::time_point now = Clock::now();
+  Deadline deadline = Deadline::after(opts.timeout.value_or(settings_.timeout), now);
   LOOM_LOG_DEBUG(Coll, "rank {}: {} as {} ({} steps)", rank_, coll::describe(op), plan->algorithm,
                  plan->steps.size());
   // Collectives are compared between ranks; sends are not.
-  if (!p2p) calls_.submitted(op, plan->algorithm);
+  if (!p2p) calls_.submitted(op, plan->algorithm, now);
   if (make) return engine_->submit(make(op, std::move(plan), deadline));
   if (on_stream) return submit_on_stream(op, opts.stream, std::move(plan), deadline);
   return engine_->submit(std::make_unique<CollectiveTask>(*this, op, std::move(plan), deadline));

@@ -86,7 +86,9 @@ CommImpl::CommImpl(CommSetup setup, CommSettings settings)
       settings_(std::move(settings)),
       store_(std::move(setup.store)),
       server_(std::move(setup.server)),
-      calls_(setup.rank, setup.nranks, settings_.flight_calls),
+      calls_(setup.rank, setup.nranks,
+             settings_.flight_calls == 0 ? CallLedger::kDefaultHistory : settings_.flight_calls,
+             settings_.flight_calls != 0),
       secret_(setup.secret),
       liveness_(std::move(setup.liveness)) {}
 

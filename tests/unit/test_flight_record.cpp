@@ -107,6 +107,31 @@ TEST_CASE("flight record: LOOM_FLIGHT_RECORDER bounds it to the last calls", "[f
   CHECK(f.wrong == 0);
 }
 
+TEST_CASE("flight record: LOOM_FLIGHT_RECORDER=0 keeps the calls without times; 1-15 refused",
+          "[flight]") {
+  Findings f;
+  loom::test::run_ranks(2,
+                        [&](Communicator& comm) {
+                          std::vector<std::int64_t> x(3, 1);
+                          for (int i = 0; i < 3; ++i)
+                            comm.allreduce(std::span<std::int64_t>(x), RedOp::Sum).wait();
+                          const json doc = json::parse(comm.flight_record());
+                          if (doc.at("calls").size() != 3)
+                            f.add("calls: " + doc.at("calls").dump());
+                          for (const json& c : doc.at("calls"))
+                            if (c.at("submitted_ns") != 0 || !c.at("started_ns").is_null())
+                              f.add("timed: " + c.dump());
+                        },
+                        {{"LOOM_FLIGHT_RECORDER", "0"}});
+  INFO(f.first);
+  CHECK(f.wrong == 0);
+  const auto e = loom::test::error_of([] {
+    (void)loom::test::make_comm(std::make_shared<bootstrap::InMemoryStore>(), 0, 1, 0x77,
+                                {{"LOOM_FLIGHT_RECORDER", "8"}});
+  });
+  CHECK(loom::test::names(e, ErrorCode::InvalidUsage, {"LOOM_FLIGHT_RECORDER=8", "below 16"}));
+}
+
 TEST_CASE("flight record: LOOM_FLIGHT_DIR files on failure and when the communicator goes",
           "[flight]") {
   const fs::path dir = fresh_dir("loom-flight-test");
