@@ -42,6 +42,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       .def("loom_status", &loom_torch::ProcessGroupLoom::loom_status,
            py::call_guard<py::gil_scoped_release>(),
            "loom's one-line status of this group's communicator")
+      .def("flight_record", &loom_torch::ProcessGroupLoom::flight_record,
+           py::call_guard<py::gil_scoped_release>(),
+           "loom's flight record of this group's communicator (JSON text)")
       .def("failed_ranks", &loom_torch::ProcessGroupLoom::failed_ranks,
            py::call_guard<py::gil_scoped_release>(), "ranks of this group known to have failed");
   m.def("create_backend", &create, py::arg("store"), py::arg("rank"), py::arg("size"),

@@ -114,6 +114,12 @@ std::string ProcessGroupLoom::loom_status() const {
   return comm_ ? comm_->status() : std::string("loom: the process group was shut down");
 }
 
+std::string ProcessGroupLoom::flight_record() const {
+  std::lock_guard lk(mu_);
+  if (!comm_) throw std::runtime_error("loom: the process group was shut down");
+  return comm_->flight_record();
+}
+
 std::vector<int> ProcessGroupLoom::failed_ranks() const {
   std::lock_guard lk(mu_);
   return comm_ ? comm_->failed_ranks() : std::vector<int>{};

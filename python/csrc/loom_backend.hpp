@@ -109,6 +109,7 @@ class ProcessGroupLoom : public c10d::Backend {
 
   /// loom's one-line status of this group's communicator (last op, failures, lagging ranks).
   std::string loom_status() const;
+  std::string flight_record() const;
   std::vector<int> failed_ranks() const;
 
  private:

@@ -268,6 +268,39 @@ def subgroups(rank, ws):
     return bad
 
 
+def flight_record(rank, ws):
+    """loom.torch.flight_record(group): a subgroup's record lists the group's calls in order,
+    with op, dtype, count and times; the default group's record is its own."""
+    import loom.torch
+
+    bad = []
+    g = dist.new_group(list(range(ws)))
+    dist.all_reduce(torch.ones(10), group=g)
+    dist.broadcast(torch.ones(3, dtype=torch.int64), src=ws - 1, group=g)
+    dist.barrier(group=g)
+    rec = loom.torch.flight_record(g)
+    ops = [c["op"] for c in rec["calls"]]
+    if rec["rank"] != rank or rec["nranks"] != ws:
+        bad.append(f"header: rank {rec['rank']} of {rec['nranks']}")
+    if ops[-3:] != ["allreduce", "broadcast", "barrier"]:
+        bad.append(f"ops: {ops}")
+    else:
+        ar, bc = rec["calls"][-3], rec["calls"][-2]
+        if (ar["dtype"], ar["count"], ar["redop"]) != ("float", 10, "sum"):
+            bad.append(f"allreduce: {ar}")
+        # Data movement travels as bytes: 3 int64 are 24 uint8.
+        if (bc["dtype"], bc["count"], bc["root"]) not in (("int64", 3, ws - 1),
+                                                          ("uint8", 24, ws - 1)):
+            bad.append(f"broadcast: {bc}")
+        for c in rec["calls"][-3:]:
+            if c["state"] != "completed" or not (
+                    0 < c["submitted_ns"] <= c["started_ns"] <= c["completed_ns"]):
+                bad.append(f"times: {c}")
+    if loom.torch.flight_record()["communicator"] == rec["communicator"]:
+        bad.append("the default group's record is the subgroup's")
+    return bad
+
+
 def unsupported(rank, ws):
     """Each unsupported thing must raise at once with a message naming it; returns the
     messages (the parent checks them)."""

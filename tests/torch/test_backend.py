@@ -60,6 +60,10 @@ class Collectives(unittest.TestCase):
         for rank, bad in values(run_ranks(sc.subgroups, 3), self).items():
             self.assertEqual(bad, [], f"rank {rank}")
 
+    def test_flight_record_of_a_group(self):
+        for rank, bad in values(run_ranks(sc.flight_record, 3), self).items():
+            self.assertEqual(bad, [], f"rank {rank}")
+
     def test_deterministic_mode_is_bitwise_rank_ordered(self):
         """With deterministic=True, ring and tree give the same bits, equal to summing the
         ranks' inputs in rank order in float32."""

@@ -149,6 +149,16 @@ def status(group=None) -> str:
     return _loom_backend(group).loom_status()
 
 
+def flight_record(group=None) -> dict:
+    """This rank's flight record of the group's communicator: its last LOOM_FLIGHT_RECORDER
+    collective calls (op, dtype, count, algorithm, state, and when each was submitted, started
+    and completed, in steady-clock ns). Group ranks, as everywhere in loom.torch. See
+    docs/reliability.md, "Flight recorder"; LOOM_FLIGHT_DIR writes it to files for loom-trace."""
+    import json
+
+    return json.loads(_loom_backend(group).flight_record())
+
+
 def failed_ranks(group=None) -> list[int]:
     """Ranks of the group that loom knows to have failed (group ranks, ascending)."""
     return _loom_backend(group).failed_ranks()
