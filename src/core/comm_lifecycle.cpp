@@ -296,7 +296,7 @@ CommImpl::~CommImpl() {
   // Drain first (a peer's failure, reported by the monitor, still fails what hangs), then stop
   // the monitor (it finishes a pending hang report), then the engine.
   if (engine_) engine_->drain();
-  write_flight_record("destroyed", status());
+  if (!settings_.flight_dir.empty()) write_flight_record("destroyed", status());
   // Messages of finished calls that no call took: a mismatched call (reported to the others).
   if (engine_ && !aborted_.load() && !engine_->check_idle(std::chrono::seconds(1)).is_ok())
     LOOM_LOG_ERROR(Coll, "rank {}: the communicator was destroyed after a mismatched call", rank_);
