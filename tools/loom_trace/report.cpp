@@ -7,21 +7,15 @@
 #include <set>
 #include <vector>
 
+#include "core/failure_monitor.hpp"
+
 namespace loom::trace {
 
 namespace {
 
-// "0-2,5" for {0, 1, 2, 5}.
+// "0-2,5" for {0, 1, 2, 5}, as loom's own reports write them.
 std::string ranks_text(const std::vector<int>& ranks) {
-  std::string out;
-  for (std::size_t i = 0; i < ranks.size();) {
-    std::size_t j = i;
-    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
-    if (!out.empty()) out += ",";
-    out += j == i ? std::to_string(ranks[i]) : fmt::format("{}-{}", ranks[i], ranks[j]);
-    i = j + 1;
-  }
-  return out;
+  return loom::detail::format_rank_ranges(ranks);
 }
 
 std::string ms(std::int64_t ns) {
