@@ -273,9 +273,9 @@ constexpr std::array kSettings = {
     Spec{"LOOM_FLIGHT_RECORDER", Type::Int, "256",
          "Collective calls each communicator remembers (what they were, when they were submitted, "
          "started and completed): Communicator::flight_record(), the files of LOOM_FLIGHT_DIR "
-         "and the mismatch and stall reports read them (16-1048576). 0 keeps the last 256 "
-         "without their times (two clock readings and a lock fewer per call).",
-         "reliability", Range{0, 1 << 20}},
+         "and the mismatch and stall reports read them (16-65536, 168 bytes each). 0 keeps the "
+         "last 256 without their times (two clock readings and a lock fewer per call).",
+         "reliability", Range{0, 1 << 16}},
     Spec{"LOOM_FLIGHT_DIR", Type::String, "",
          "Directory where every rank writes its flight record "
          "(loom-flight-<communicator>-r<rank>.json) when a call fails, on SIGUSR1 with "
