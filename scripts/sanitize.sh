@@ -68,7 +68,7 @@ tsan() {
   # running it. Open: docs/transports.md, "ofi progress thread".
   LOOM_TEST_SKIP_KINDS=${LOOM_TEST_SKIP_KINDS-ofi-threaded} \
   TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/scripts/tsan.supp" \
-    run_suite build-tsan '^(errors|reliability|bootstrap|collectives|conformance: (caps|messages|a blocked|many|tag|a peer))'
+    run_suite build-tsan '^(errors|reliability|flight record|bootstrap|collectives|conformance: (caps|messages|a blocked|many|tag|a peer))'
 }
 
 case $which in
