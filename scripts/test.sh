@@ -38,7 +38,7 @@ if [[ ${LOOM_TEST_HARDENING:-0} == 1 ]]; then
   stage "fuzzing"
   LOOM_FUZZ_SECONDS=${LOOM_FUZZ_SECONDS:-20} scripts/fuzz.sh
   stage "ThreadSanitizer"
-  LOOM_SANITIZE_SUBSET='^(errors|reliability|bootstrap|conformance: (caps|messages|tag|a peer))' \
+  LOOM_SANITIZE_SUBSET='^(errors|reliability|flight record|bootstrap|conformance: (caps|messages|tag|a peer))' \
     scripts/sanitize.sh tsan
   stage "AddressSanitizer"
   LOOM_SANITIZE_SUBSET='errors|reliability|bootstrap|over tcp with (2|3) ranks|process.fault_tolerance|host-sim: |fences: ' \
