@@ -186,7 +186,8 @@ endif()
 loom_layer(launch DIRS src/launch USES common config log)
 loom_layer(core DIRS src/core
            USES common config log vocabulary bootstrap topology kernels algorithms device_api
-                transport_interface transports selector executor device launch)
+                transport_interface transports selector executor device launch
+           PRIVATE nlohmann_json::nlohmann_json)
 
 # Every library source belongs to one layer (a new folder needs its line above, and its place in
 # scripts/check_layers.py).

@@ -39,7 +39,7 @@ class CallLedger {
   static constexpr std::size_t kDefaultHistory = 256;  // LOOM_FLIGHT_RECORDER's default
 
   /// Remembers the last `history` collective calls (at least 16), with their times unless
-  /// `timed` is false (LOOM_FLIGHT_RECORDER=0: three clock readings fewer per call).
+  /// `timed` is false (LOOM_FLIGHT_RECORDER=0: two clock readings and a lock fewer per call).
   CallLedger(int rank, int nranks, std::size_t history = kDefaultHistory, bool timed = true)
       : rank_(rank),
         nranks_(nranks),

@@ -137,8 +137,9 @@ Status CommImpl::init(std::vector<std::unique_ptr<transport::Transport>> prepare
     note_failed_peer(why);
     Status named = reliability_ ? reliability_->monitor().local_failure(why) : why;
     // The engine's lock is held here: the record says what failed rather than asking status().
-    write_flight_record("failure",
-                        fmt::format("failed: {}: {}", to_string(named.code()), named.message()));
+    if (!settings_.flight_dir.empty())
+      write_flight_record("failure",
+                          fmt::format("failed: {}: {}", to_string(named.code()), named.message()));
     return named;
   };
   eo.idle_check = [this] { return check_unread_messages(); };

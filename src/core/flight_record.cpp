@@ -7,33 +7,19 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "collective/kinds.hpp"
+#include "common/socket.hpp"
 
 namespace loom::detail {
 
 namespace {
 
-std::string json_string(std::string_view text) {
-  std::string out = "\"";
-  for (char c : text) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20)
-          out += fmt::format("\\u{:04x}", static_cast<unsigned>(c));
-        else
-          out += c;
-    }
-  }
-  return out + "\"";
-}
+using Json = nlohmann::ordered_json;
 
-std::string time_or_null(std::int64_t ns) {
-  return ns == 0 ? "null" : std::to_string(ns);
+Json time_or_null(std::int64_t ns) {
+  return ns == 0 ? Json(nullptr) : Json(ns);
 }
 
 std::string_view state_of(const CallRecord& c) {
@@ -41,25 +27,21 @@ std::string_view state_of(const CallRecord& c) {
   return c.started_ns != 0 ? "running" : "queued";
 }
 
-std::string call_json(const CallRecord& c) {
+Json call_json(const CallRecord& c) {
   const coll::OpDesc& op = c.op;
-  std::string out =
-      fmt::format(R"({{"seq": {}, "op": {}, "call": {}, "dtype": {}, "count": {})", c.seq,
-                  json_string(coll::to_string(op.kind)), json_string(coll::describe(op)),
-                  json_string(to_string(op.dtype)), op.count);
-  if (op.has_redop()) out += fmt::format(R"(, "redop": {})", json_string(to_string(op.redop)));
-  if (op.has_root()) out += fmt::format(R"(, "root": {})", op.root);
-  out += fmt::format(R"(, "algorithm": {}, "state": {}, "submitted_ns": {}, "started_ns": {}, )"
-                     R"("completed_ns": {}}})",
-                     json_string(c.algorithm.data()), json_string(state_of(c)), c.submitted_ns,
-                     time_or_null(c.started_ns), time_or_null(c.completed_ns));
-  return out;
-}
-
-std::string host_name() {
-  char name[256] = {};
-  if (::gethostname(name, sizeof name - 1) != 0) return "?";
-  return name;
+  Json j = {{"seq", c.seq},
+            {"op", coll::to_string(op.kind)},
+            {"call", coll::describe(op)},
+            {"dtype", to_string(op.dtype)},
+            {"count", op.count}};
+  if (op.has_redop()) j["redop"] = to_string(op.redop);
+  if (op.has_root()) j["root"] = op.root;
+  j["algorithm"] = std::string(c.algorithm.data());
+  j["state"] = state_of(c);
+  j["submitted_ns"] = c.submitted_ns;
+  j["started_ns"] = time_or_null(c.started_ns);
+  j["completed_ns"] = time_or_null(c.completed_ns);
+  return j;
 }
 
 }  // namespace
@@ -68,16 +50,19 @@ std::string flight_record_json(const FlightHeader& header, const std::vector<Cal
   using namespace std::chrono;
   const auto steady = duration_cast<nanoseconds>(steady_clock::now().time_since_epoch()).count();
   const auto wall = duration_cast<nanoseconds>(system_clock::now().time_since_epoch()).count();
-  std::string out = fmt::format(
-      "{{\"loom_flight_record\": 1, \"communicator\": \"{:016x}\", \"rank\": {}, \"nranks\": {}, "
-      "\"host\": {}, \"pid\": {}, \"reason\": {}, \"status\": {},\n \"clock\": {{\"steady_ns\": "
-      "{}, "
-      "\"system_ns\": {}}},\n \"calls\": [",
-      header.comm_id, header.rank, header.nranks, json_string(host_name()), ::getpid(),
-      json_string(header.reason), json_string(header.status), steady, wall);
-  for (std::size_t i = 0; i < calls.size(); ++i)
-    out += (i == 0 ? "\n  " : ",\n  ") + call_json(calls[i]);
-  return out + "\n ]}\n";
+  Json doc = {{"loom_flight_record", 1},
+              {"communicator", fmt::format("{:016x}", header.comm_id)},
+              {"rank", header.rank},
+              {"nranks", header.nranks},
+              {"host", net::host_name()},
+              {"pid", ::getpid()},
+              {"reason", header.reason},
+              {"status", header.status},
+              {"clock", {{"steady_ns", steady}, {"system_ns", wall}}},
+              {"calls", Json::array()}};
+  for (const CallRecord& c : calls) doc["calls"].push_back(call_json(c));
+  // Invalid UTF-8 in a message (a peer's host name, say) is replaced, never thrown.
+  return doc.dump(1, ' ', false, Json::error_handler_t::replace) + "\n";
 }
 
 std::string flight_file_path(const std::string& dir, std::uint64_t comm_id, int rank) {
