@@ -57,7 +57,10 @@ struct CreateContext {
   double cpu_load = 1;                     // ranks on this rank's busiest CPU
   double host_cpu_load = 1;                // ranks on the busiest CPU of this rank's host
   std::vector<net::SocketAddress> peer_addresses;  // every rank's data address (empty: unknown)
-  std::vector<std::string> host_ids;               // every rank's host (empty: unknown)
+  /// Every rank's further data addresses, one per extra rail (Transport::card_rails; empty:
+  /// unknown, or no rank has more than one).
+  std::vector<std::vector<net::SocketAddress>> peer_rails;
+  std::vector<std::string> host_ids;  // every rank's host (empty: unknown)
   /// PeerFailed naming the peer when it is known to have failed (asked while connecting).
   std::function<Status(int peer)> peer_check;
   // Device-buffer transports (cuda_ipc), whose creation is collective:

@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/socket.hpp"
 #include "transports/connection.hpp"
@@ -39,6 +40,10 @@ class Transport : public ConnectionSet {
   [[nodiscard]] virtual std::optional<net::SocketAddress> card_address() const {
     return std::nullopt;
   }
+  /// Further addresses of this rank for its card, one per extra network rail (tcp: a listener on
+  /// each LOOM_SOCKET_IFNAME interface after the first); peers learn them as
+  /// CreateContext::peer_rails.
+  [[nodiscard]] virtual std::vector<net::SocketAddress> card_rails() const { return {}; }
   [[nodiscard]] virtual PlanHints plan_hints() const { return {}; }
   /// Whether it could carry device buffers across hosts (empty: never).
   [[nodiscard]] virtual std::optional<DeviceMemorySupport> device_memory_support() const {

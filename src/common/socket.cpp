@@ -111,9 +111,17 @@ Result<int> poll_one(int fd, short events, int timeout_ms) {
 enum class Attempt { Connected, Retry, Expired };
 
 // One non-blocking connect attempt, bounded by `deadline`. On Retry, `*err` is the errno.
-Result<Attempt> connect_once(const SocketAddress& addr, Deadline deadline, Fd* out, int* err) {
+Result<Attempt> connect_once(const SocketAddress& addr, const SocketAddress* from,
+                             Deadline deadline, Fd* out, int* err) {
   Fd fd(::socket(addr.family(), SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!fd.valid()) return system_error(errno, "socket");
+  if (from != nullptr) {  // leave through this local address (its port: 0, any)
+    SocketAddress src = *from;
+    src.set_port(0);
+    if (::bind(fd.get(), src.raw(), src.len) != 0)
+      return system_error(errno,
+                          "bind to " + src.to_string() + " to connect to " + addr.to_string());
+  }
   int rc = ::connect(fd.get(), addr.raw(), addr.len);
   if (rc != 0 && errno != EINPROGRESS && errno != EINTR) {
     *err = errno;
@@ -341,6 +349,11 @@ Result<SocketAddress> bound_address(int fd) {
 }
 
 Result<Fd> connect_with_retry(const SocketAddress& addr, Deadline deadline) {
+  return connect_with_retry(addr, nullptr, deadline);
+}
+
+Result<Fd> connect_with_retry(const SocketAddress& addr, const SocketAddress* from,
+                              Deadline deadline) {
   const auto start = Clock::now();
   milliseconds backoff = kFirstBackoff;
   int last_err = 0;
@@ -348,7 +361,7 @@ Result<Fd> connect_with_retry(const SocketAddress& addr, Deadline deadline) {
   for (;;) {
     Fd fd;
     ++attempts;
-    LOOM_ASSIGN_OR_RETURN(Attempt a, connect_once(addr, deadline, &fd, &last_err));
+    LOOM_ASSIGN_OR_RETURN(Attempt a, connect_once(addr, from, deadline, &fd, &last_err));
     if (a == Attempt::Connected) {
       if (diag::enabled(diag::Level::Debug))
         diag::emit(diag::Level::Debug,

@@ -78,6 +78,10 @@ Result<SocketAddress> bound_address(int fd);
 /// Connects to `addr`, retrying refused/unreachable connections with backoff until `deadline`.
 /// Returns a blocking, TCP_NODELAY, close-on-exec socket.
 Result<Fd> connect_with_retry(const SocketAddress& addr, Deadline deadline);
+/// The same, from the local address `from` (null: the kernel's choice), so that the connection
+/// leaves through that interface.
+Result<Fd> connect_with_retry(const SocketAddress& addr, const SocketAddress* from,
+                              Deadline deadline);
 /// Accepts one connection, waiting at most until `deadline` (Timeout). Returns a blocking socket.
 Result<Fd> accept_until(int listen_fd, Deadline deadline);
 

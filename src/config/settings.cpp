@@ -113,8 +113,10 @@ constexpr std::array kSettings = {
 
     // Network (bootstrap and the transports' choice).
     Spec{"LOOM_SOCKET_IFNAME", Type::String, "",
-         "Network interface whose address ranks listen on and advertise (default: the "
-         "interface of the route to the rendezvous root).",
+         "Network interface(s) whose address ranks listen on and advertise (default: the "
+         "interface of the route to the rendezvous root). A comma list (eth0,eth1) makes each "
+         "interface a rail: the tcp transport listens on every one and spreads each peer's "
+         "sockets over them (sockets paired rail by rail), so striped messages use every NIC.",
          "net"},
 
     Spec{"LOOM_TRANSPORTS", Type::String, "",

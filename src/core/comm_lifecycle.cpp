@@ -114,14 +114,18 @@ Status CommImpl::init(std::vector<std::unique_ptr<transport::Transport>> prepare
                       Deadline deadline) {
   const std::string prefix = fmt::format("loom/{:016x}/", comm_id_);
   std::optional<net::SocketAddress> card;  // this rank's data address: tcp's listener
+  std::vector<net::SocketAddress> rails;   // and its further rails (tcp's other listeners)
   for (const auto& t : prepared)
-    if (!card) card = t->card_address();
+    if (!card) {
+      card = t->card_address();
+      if (card) rails = t->card_rails();
+    }
   if (!card)
     return make_error(ErrorCode::Internal, "rank {}: no transport gives an address for its card",
                       rank_);
   data_address_ = *card;
   LOOM_ASSIGN_OR_RETURN(JobLayout layout, exchange_layout(*store_, prefix, rank_, nranks_, config_,
-                                                          *card, deadline, liveness_));
+                                                          *card, rails, deadline, liveness_));
   if (Status st = connect(std::move(prepared), layout, prefix, deadline); !st.is_ok()) {
     (void)bootstrap::store_barrier_fail(*store_, rendezvous_name(prefix), rank_, st);
     return st;
@@ -163,6 +167,7 @@ Status CommImpl::connect(std::vector<std::unique_ptr<transport::Transport>> prep
   ctx.cpu_load = my_cpu_load(layout, rank_);
   ctx.host_cpu_load = host_cpu_load(layout, rank_);
   ctx.peer_addresses = layout.tcp_addresses;
+  ctx.peer_rails = layout.rail_addresses;
   for (const auto& ri : layout.topology.ranks) ctx.host_ids.push_back(ri.host_id);
   const transport::Registry& registry = transport::builtin_transports();
   for (auto& t : prepared) LOOM_RETURN_IF_ERROR(registry.complete(*t, ctx));

@@ -4,6 +4,7 @@
 
 #include "bootstrap/tcp_store.hpp"
 #include "common/socket.hpp"
+#include "common/strings.hpp"
 #include "log/log.hpp"
 
 namespace loom::detail {
@@ -17,13 +18,15 @@ Status check_ranks(int rank, int nranks) {
   return Status::ok();
 }
 
-// Where this rank's data listener binds: LOOM_SOCKET_IFNAME's address, else the local address
-// the kernel routes to the rendezvous root with.
+// Where this rank's data listener binds: the address of LOOM_SOCKET_IFNAME's (first) interface,
+// else the local address the kernel routes to the rendezvous root with. (The tcp transport
+// listens on the list's further interfaces too: transports/tcp/tcp_rails.hpp.)
 Result<net::SocketAddress> data_bind_address(const config::Config& cfg,
                                              const net::SocketAddress& root) {
-  std::string ifname = cfg.get_string("LOOM_SOCKET_IFNAME");
-  LOOM_ASSIGN_OR_RETURN(net::SocketAddress a, ifname.empty() ? net::local_address_towards(root)
-                                                             : net::interface_address(ifname));
+  const std::string list = cfg.get_string("LOOM_SOCKET_IFNAME");
+  const std::vector<std::string_view> names = comma_tokens(list);
+  LOOM_ASSIGN_OR_RETURN(net::SocketAddress a, names.empty() ? net::local_address_towards(root)
+                                                            : net::interface_address(names[0]));
   a.set_port(0);
   return a;
 }

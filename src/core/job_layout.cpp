@@ -1,6 +1,7 @@
 #include "core/job_layout.hpp"
 
 #include <cstring>
+#include <span>
 
 #include "core/peer_transports.hpp"
 #include "log/log.hpp"
@@ -8,35 +9,76 @@
 namespace loom::detail {
 namespace {
 
-// Card layout: [SocketAddress][u32 allow-list length][allow list][topology bytes].
-std::vector<std::uint8_t> make_card(const net::SocketAddress& addr, const std::string& allow,
+// Card layout: [SocketAddress][u32 allow-list length][allow list][u32 rail count][rail
+// SocketAddresses][topology bytes].
+std::vector<std::uint8_t> make_card(const net::SocketAddress& addr,
+                                    const std::vector<net::SocketAddress>& rails,
+                                    const std::string& allow,
                                     const std::vector<std::uint8_t>& topo_bytes) {
-  std::vector<std::uint8_t> card(sizeof addr + 4 + allow.size());
-  std::memcpy(card.data(), &addr, sizeof addr);
+  std::vector<std::uint8_t> card;
+  auto put = [&card](const void* p, std::size_t n) {
+    const auto* b = static_cast<const std::uint8_t*>(p);
+    card.insert(card.end(), b, b + n);
+  };
+  put(&addr, sizeof addr);
   auto len = static_cast<std::uint32_t>(allow.size());
-  std::memcpy(card.data() + sizeof addr, &len, 4);
-  std::memcpy(card.data() + sizeof addr + 4, allow.data(), allow.size());
+  put(&len, 4);
+  put(allow.data(), allow.size());
+  auto nrails = static_cast<std::uint32_t>(rails.size());
+  put(&nrails, 4);
+  for (const net::SocketAddress& r : rails) put(&r, sizeof r);
   card.insert(card.end(), topo_bytes.begin(), topo_bytes.end());
   return card;
 }
 
 struct Card {
   net::SocketAddress addr;
+  std::vector<net::SocketAddress> rails;
   std::string allow;
   std::pair<topo::RankInfo, topo::HostInfo> topo;
 };
 
+// Reads the card's fields in order; false when it ends early.
+class CardReader {
+ public:
+  explicit CardReader(std::span<const std::uint8_t> b) : b_(b) {}
+  bool take(void* out, std::size_t n) {
+    if (b_.size() - at_ < n) return false;
+    std::memcpy(out, b_.data() + at_, n);
+    at_ += n;
+    return true;
+  }
+  bool take_string(std::string& out, std::size_t n) {
+    if (b_.size() - at_ < n) return false;
+    out.assign(reinterpret_cast<const char*>(b_.data() + at_), n);
+    at_ += n;
+    return true;
+  }
+  [[nodiscard]] std::span<const std::uint8_t> rest() const { return b_.subspan(at_); }
+
+ private:
+  std::span<const std::uint8_t> b_;
+  std::size_t at_ = 0;
+};
+
+constexpr std::uint32_t kMaxCardRails = 16;
+
 Result<Card> read_card(int rank, int from, const std::vector<std::uint8_t>& b) {
   Card c;
+  CardReader in(b);
   std::uint32_t len = 0;
-  if (b.size() >= sizeof c.addr + 4) std::memcpy(&len, b.data() + sizeof c.addr, 4);
-  if (b.size() < sizeof c.addr + 4 + len)
+  std::uint32_t nrails = 0;
+  bool ok = in.take(&c.addr, sizeof c.addr) && in.take(&len, 4) && in.take_string(c.allow, len) &&
+            in.take(&nrails, 4) && nrails <= kMaxCardRails;
+  for (std::uint32_t i = 0; ok && i < nrails; ++i) {
+    net::SocketAddress r;
+    ok = in.take(&r, sizeof r);
+    c.rails.push_back(r);
+  }
+  if (!ok)
     return make_error(ErrorCode::Mismatch, "rank {}: rank {} published a malformed card", rank,
                       from);
-  std::memcpy(&c.addr, b.data(), sizeof c.addr);
-  c.allow.assign(reinterpret_cast<const char*>(b.data() + sizeof c.addr + 4), len);
-  auto rest = std::span(b).subspan(sizeof c.addr + 4 + len);
-  auto t = topo::decode(rest);
+  auto t = topo::decode(in.rest());
   if (!t.is_ok())
     return t.status().with_context(fmt::format("rank {}: card of rank {}", rank, from));
   c.topo = std::move(t).value();
@@ -78,11 +120,12 @@ int JobLayout::ranks_on_my_host(int rank) const {
 
 Result<JobLayout> exchange_layout(bootstrap::Store& store, const std::string& prefix, int rank,
                                   int nranks, const config::Config& cfg,
-                                  const net::SocketAddress& tcp_address, Deadline deadline,
+                                  const net::SocketAddress& tcp_address,
+                                  const std::vector<net::SocketAddress>& rails, Deadline deadline,
                                   const bootstrap::WaitCheck& check) {
   LOOM_ASSIGN_OR_RETURN(auto mine, topo::discover_local(rank, cfg));
   LOOM_ASSIGN_OR_RETURN(std::string allow, effective_transports(rank, cfg, tcp_address));
-  auto card = make_card(tcp_address, allow, topo::encode(mine.first, mine.second));
+  auto card = make_card(tcp_address, rails, allow, topo::encode(mine.first, mine.second));
   LOOM_ASSIGN_OR_RETURN(auto all, bootstrap::store_allgather(store, prefix + "card", rank, nranks,
                                                              card, deadline, check));
   JobLayout l;
@@ -91,6 +134,10 @@ Result<JobLayout> exchange_layout(bootstrap::Store& store, const std::string& pr
   for (int r = 0; r < nranks; ++r) {
     LOOM_ASSIGN_OR_RETURN(Card c, read_card(rank, r, all[static_cast<std::size_t>(r)]));
     l.tcp_addresses.push_back(c.addr);
+    if (!c.rails.empty()) {
+      l.rail_addresses.resize(static_cast<std::size_t>(nranks));
+      l.rail_addresses[static_cast<std::size_t>(r)] = std::move(c.rails);
+    }
     LOOM_ASSIGN_OR_RETURN(auto kinds, parse_transport_list(c.allow));
     allowed.push_back(std::move(kinds));
     parts.push_back(std::move(c.topo));

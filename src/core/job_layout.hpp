@@ -1,6 +1,6 @@
 // What a rank learns about the job at init, through one exchange over the bootstrap store:
-// every rank's topology, data address and transport allow list; from those, the transport for
-// each peer and the ring order.
+// every rank's topology, data address (and further rails) and transport allow list; from those,
+// the transport for each peer and the ring order.
 #pragma once
 
 #include <string>
@@ -17,9 +17,11 @@ namespace loom::detail {
 struct JobLayout {
   topo::Topology topology;
   std::vector<net::SocketAddress> tcp_addresses;  // by rank
-  std::vector<TransportKind> transport_of;        // by peer
-  std::vector<int> ring;                          // ring order
-  bool any_ofi = false;                           // some pair of ranks talks over ofi
+  /// By rank, each rank's further data addresses (one per extra rail); empty when no rank has any.
+  std::vector<std::vector<net::SocketAddress>> rail_addresses;
+  std::vector<TransportKind> transport_of;  // by peer
+  std::vector<int> ring;                    // ring order
+  bool any_ofi = false;                     // some pair of ranks talks over ofi
   [[nodiscard]] int ranks_on_my_host(int rank) const;
 };
 
@@ -27,7 +29,8 @@ struct JobLayout {
 /// replaces the probed topology; rank 0 writes the result to LOOM_TOPO_DUMP_FILE.
 Result<JobLayout> exchange_layout(bootstrap::Store& store, const std::string& prefix, int rank,
                                   int nranks, const config::Config& cfg,
-                                  const net::SocketAddress& tcp_address, Deadline deadline,
+                                  const net::SocketAddress& tcp_address,
+                                  const std::vector<net::SocketAddress>& rails, Deadline deadline,
                                   const bootstrap::WaitCheck& check = {});
 
 /// The closing rendezvous' barrier (see bootstrap::store_barrier_fail for a rank that will not

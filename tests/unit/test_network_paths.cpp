@@ -1,8 +1,8 @@
 // The network transports' own mechanisms (issue 5, "TCP path quality"): how tcp splits messages
 // into parts and reassembles them, the connector's socket count holding for a pair, the
-// automatic socket count, the ofi liveness connection's authentication, and init not probing
-// libfabric when ofi would not be used. (The conformance suite runs every transport, including
-// "tcp-striped", through the Connection seam.)
+// automatic socket count, rails (several NICs: LOOM_SOCKET_IFNAME=eth0,eth1), the ofi liveness
+// connection's authentication, and init not probing libfabric when ofi would not be used. (The
+// conformance suite runs every transport, including "tcp-striped", through the Connection seam.)
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -13,6 +13,7 @@
 #include "config/config.hpp"
 #include "core/peer_transports.hpp"
 #include "transport_pairs.hpp"
+#include "transports/tcp/tcp_rails.hpp"
 #include "transports/tcp/wire.hpp"
 
 using namespace std::chrono_literals;
@@ -53,7 +54,10 @@ Result<TcpPair> connect_tcp(const tcp::TcpOptions& o0, const tcp::TcpOptions& o1
   std::uint64_t id = lt::random_comm_id();
   LOOM_ASSIGN_OR_RETURN(p.t[0], tcp::TcpTransport::listen(0, 2, id, any, o0));
   LOOM_ASSIGN_OR_RETURN(p.t[1], tcp::TcpTransport::listen(1, 2, id, any, o1));
-  for (auto& t : p.t) t->set_peer_addresses({p.t[0]->address(), p.t[1]->address()});
+  for (auto& t : p.t) {
+    t->set_peer_addresses({p.t[0]->address(), p.t[1]->address()});
+    t->set_peer_rails({p.t[0]->card_rails(), p.t[1]->card_rails()});
+  }
   auto st = lt::run_ranks([&](int r) {
     return p.t[static_cast<std::size_t>(r)]->ensure({1 - r}, Deadline::after(20s));
   });
@@ -170,6 +174,96 @@ TEST_CASE("tcp: automatic socket count from CPUs per rank", "[tcp]") {
   CHECK(tcp::choose_sockets(0, 8, 0) == 8);
   CHECK(tcp::choose_sockets(5, 96, 1) == 5);  // a setting is taken as is
   CHECK(tcp::choose_sockets(40, 96, 1) == static_cast<int>(tcp::kMaxSockets));
+}
+
+TEST_CASE("tcp rails: sockets per rail and their pairing", "[tcp][rails]") {
+  CHECK(tcp::sockets_for_rails(2, 1, 16) == 2);
+  CHECK(tcp::sockets_for_rails(2, 2, 16) == 2);
+  CHECK(tcp::sockets_for_rails(3, 2, 16) == 4);  // every rail as many sockets
+  CHECK(tcp::sockets_for_rails(1, 3, 16) == 3);  // at least one per rail
+  CHECK(tcp::sockets_for_rails(5, 3, 16) == 6);
+  CHECK(tcp::sockets_for_rails(16, 3, 16) == 15);  // the cap, still even
+  CHECK(tcp::sockets_for_rails(2, 8, 16) == 8);
+  using P = tcp::RailPair;
+  CHECK(tcp::rail_plan(6, 3, 2) == std::vector<P>{{0, 0}, {1, 1}, {2, 0}, {0, 1}, {1, 0}, {2, 1}});
+  CHECK(tcp::rail_plan(4, 2, 1) == std::vector<P>{{0, 0}, {1, 0}, {0, 0}, {1, 0}});
+  CHECK(tcp::rail_plan(2, 1, 1) == std::vector<P>{{0, 0}, {0, 0}});
+}
+
+TEST_CASE("tcp rails: LOOM_SOCKET_IFNAME's further interfaces, and bad lists", "[tcp][rails]") {
+  auto rails = [](const std::string& list) {
+    auto cfg = loom::config::Config::load({{"LOOM_SOCKET_IFNAME", list}});
+    REQUIRE(cfg.is_ok());
+    return tcp::extra_rails(*cfg);
+  };
+  for (const char* one : {"", "lo", ",lo,"}) {
+    auto r = rails(one);
+    REQUIRE(r.is_ok());
+    CHECK(r->empty());
+  }
+  auto missing = rails("lo,nosuchnic9");
+  REQUIRE_FALSE(missing.is_ok());
+  CHECK(missing.status().code() == ErrorCode::InvalidUsage);
+  CHECK_THAT(missing.status().message(), Contains("nosuchnic9"));
+  auto twice = rails("lo,lo");
+  REQUIRE_FALSE(twice.is_ok());
+  CHECK_THAT(twice.status().message(), Contains("same address"));
+  auto many = rails("lo,lo,lo,lo,lo,lo,lo,lo,lo");
+  REQUIRE_FALSE(many.is_ok());
+  CHECK_THAT(many.status().message(), Contains("at most 8"));
+}
+
+namespace {
+
+// The IP address (without port) at either end of a connected socket.
+std::string ip_at(int fd, bool peer_end) {
+  loom::net::SocketAddress a;
+  a.len = sizeof a.storage;
+  int rc = peer_end ? ::getpeername(fd, a.raw(), &a.len) : ::getsockname(fd, a.raw(), &a.len);
+  if (rc != 0) return "error";
+  a.set_port(0);
+  return a.to_string();
+}
+
+}  // namespace
+
+TEST_CASE("tcp rails: every socket joins its pair of rails; messages cross them exactly",
+          "[tcp][rails]") {
+  // Loopback addresses stand in for NICs: rank 0 has 3 rails, rank 1 has 2.
+  const std::array<std::vector<std::string>, 2> ips = {
+      std::vector<std::string>{"127.0.0.1", "127.0.0.2", "127.0.0.3"},
+      std::vector<std::string>{"127.0.0.1", "127.0.0.4"}};
+  std::array<tcp::TcpOptions, 2> o;
+  for (std::size_t r = 0; r < 2; ++r) {
+    o[r].sockets_per_peer = 5;
+    o[r].progress_threads = static_cast<int>(r);  // rank 1 moves bytes on a progress thread
+    o[r].stripe_min = 64u << 10;
+    for (std::size_t i = 1; i < ips[r].size(); ++i)
+      o[r].rails.push_back(loom::net::resolve(ips[r][i] + ":0").value());
+  }
+  auto p = connect_tcp(o[0], o[1]);
+  INFO(p.status().message());
+  REQUIRE(p.is_ok());
+  CHECK(p->t[0]->card_rails().size() == 2);
+  CHECK(p->t[1]->card_rails().size() == 1);
+  for (int r = 0; r < 2; ++r) {
+    const auto me = static_cast<std::size_t>(r);
+    const auto& mine = ips[me];
+    const auto& theirs = ips[1 - me];
+    REQUIRE(p->tcp_conn(r).sockets() == 6);  // 5 rounded up to 2 per rail of the larger side
+    for (std::size_t i = 0; i < 6; ++i) {
+      INFO("rank " << r << ", socket " << i);
+      const int fd = p->tcp_conn(r).socket_fd(i);
+      CHECK(ip_at(fd, false) == mine[i % mine.size()] + ":0");
+      CHECK(ip_at(fd, true) == theirs[i % theirs.size()] + ":0");
+    }
+  }
+  const std::vector<std::size_t> sizes = {(3u << 16) + 12'345, 7, (1u << 20) + 1, 0, 200'003,
+                                          (5u << 20) + 3,      1, 131'072};
+  auto st = lt::run_ranks([&](int r) { return exchange(p->conn(r), r, sizes); });
+  INFO(st[0].message() << " / " << st[1].message());
+  CHECK(st[0].is_ok());
+  CHECK(st[1].is_ok());
 }
 
 TEST_CASE("ofi: a liveness connection with the wrong job secret is rejected", "[ofi]") {

@@ -45,8 +45,9 @@ inline bool single_copy_works() {
 /// "ofi:PROVIDER" is the ofi transport over that libfabric provider; it is listed only when the
 /// provider exists on this host (Debian's libfabric1 ships tcp;ofi_rxm and shm);
 /// "ofi-threaded:tcp;ofi_rxm" adds the ofi progress thread. "tcp-striped"
-/// is tcp over 5 sockets per peer with every message of 128 KiB or more striped across them in
-/// uneven parts (64 KiB minimum); "tcp-threads" is tcp over 3 sockets served by 2 progress
+/// is tcp over rails (3 loopback addresses at rank 0, 2 at rank 1: 6 sockets, from 5 asked,
+/// paired rail by rail) with every message of 128 KiB or more striped across them in uneven
+/// parts (64 KiB minimum); "tcp-threads" is tcp over 3 sockets served by 2 progress
 /// threads.
 inline const std::vector<std::string>& transport_kinds() {
   // shm-single-copy: shm with every message of 4 KiB or more sent as a single-copy descriptor (the
@@ -119,7 +120,7 @@ class TransportPair {
       options.tcp.progress_threads = 2;
     }
     if (kind.rfind("tcp", 0) == 0) {
-      LOOM_RETURN_IF_ERROR(p->listen_tcp(options.tcp));
+      LOOM_RETURN_IF_ERROR(p->listen_tcp(options.tcp, kind == "tcp-striped"));
     } else if (kind.rfind("shm", 0) == 0) {
       if (kind == "shm-reuse") options.shm.slot_order = transport::shm::SlotOrder::Reuse;
       if (kind == "shm-named") options.shm.segments = transport::shm::SegmentKind::Named;
@@ -173,15 +174,31 @@ class TransportPair {
         comm_id_(random_comm_id()),
         store_(std::make_shared<bootstrap::InMemoryStore>()) {}
 
-  Status listen_tcp(const transport::tcp::TcpOptions& options) {
+  // "tcp-striped" also runs over rails: loopback addresses stand in for NICs, 3 at rank 0
+  // (127.0.0.1-3) and 2 at rank 1 (127.0.0.1 and .4), so its sockets pair rails unevenly.
+  Status listen_tcp(transport::tcp::TcpOptions options, bool rails) {
     LOOM_ASSIGN_OR_RETURN(net::SocketAddress any, net::resolve("127.0.0.1:0"));
+    const std::array<std::vector<const char*>, 2> extra = {
+        std::vector<const char*>{"127.0.0.2:0", "127.0.0.3:0"},
+        std::vector<const char*>{"127.0.0.4:0"}};
     std::vector<net::SocketAddress> addrs;
+    std::vector<std::vector<net::SocketAddress>> card_rails;
     for (auto& t : tcp_) {
-      LOOM_ASSIGN_OR_RETURN(t, transport::tcp::TcpTransport::listen(static_cast<int>(addrs.size()),
-                                                                    2, comm_id_, any, options));
+      const auto r = addrs.size();
+      options.rails.clear();
+      for (const char* a : rails ? extra[r] : std::vector<const char*>{}) {
+        LOOM_ASSIGN_OR_RETURN(net::SocketAddress rail, net::resolve(a));
+        options.rails.push_back(rail);
+      }
+      LOOM_ASSIGN_OR_RETURN(
+          t, transport::tcp::TcpTransport::listen(static_cast<int>(r), 2, comm_id_, any, options));
       addrs.push_back(t->address());
+      card_rails.push_back(t->card_rails());
     }
-    for (auto& t : tcp_) t->set_peer_addresses(addrs);
+    for (auto& t : tcp_) {
+      t->set_peer_addresses(addrs);
+      if (rails) t->set_peer_rails(card_rails);
+    }
     return Status::ok();
   }
 

@@ -38,7 +38,8 @@ int main(int argc, char** argv) {
       for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stop, s);
       sigprocmask(SIG_BLOCK, &stop, &old);
       try {
-        hosts.emplace(parsed.options.hosts);
+        hosts.emplace(parsed.options.hosts,
+                      HostNetwork{parsed.options.nics, parsed.options.nic_rate});
       } catch (...) {
         sigprocmask(SIG_SETMASK, &old, nullptr);
         throw;

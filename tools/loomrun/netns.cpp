@@ -18,8 +18,8 @@ namespace {
 
 constexpr const char* kNetnsDir = "/var/run/netns";
 
-// "ip" from PATH, argv `args`, stdout and stderr captured.
-std::string capture(const std::vector<std::string>& args, int& status) {
+// `program` ("ip", "tc") from PATH, argv `args`, stdout and stderr captured.
+std::string capture(const std::string& program, const std::vector<std::string>& args, int& status) {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) {
     status = -1;
@@ -32,10 +32,10 @@ std::string capture(const std::vector<std::string>& args, int& status) {
     std::vector<char*> argv;
     argv.reserve(args.size() + 2);
     std::vector<std::string> copy = args;
-    copy.insert(copy.begin(), "ip");
+    copy.insert(copy.begin(), program);
     for (auto& a : copy) argv.push_back(a.data());
     argv.push_back(nullptr);
-    ::execvp("ip", argv.data());
+    ::execvp(program.c_str(), argv.data());
     ::_exit(127);
   }
   ::close(fds[1]);
@@ -75,53 +75,68 @@ void remove_stale() {
 
 }  // namespace
 
-std::string run_ip(const std::vector<std::string>& args) {
+std::string run_program(const std::string& program, const std::vector<std::string>& args) {
   int status = 0;
-  std::string out = capture(args, status);
+  std::string out = capture(program, args, status);
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return "";
-  std::string cmd = "ip";
+  std::string cmd = program;
   for (const auto& a : args) cmd += " " + a;
   while (!out.empty() && out.back() == '\n') out.pop_back();
   return "'" + cmd + "' failed: " + (out.empty() ? "exit status " + std::to_string(status) : out);
 }
 
+std::string run_ip(const std::vector<std::string>& args) {
+  return run_program("ip", args);
+}
+
 std::string namespaces_unsupported() {
   if (::geteuid() != 0) return "--hosts needs root (it creates network namespaces)";
   int status = 0;
-  (void)capture({"-V"}, status);
+  (void)capture("ip", {"-V"}, status);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
     return "--hosts needs the 'ip' command (Debian package iproute2)";
   return "";
 }
 
-HostNamespaces::HostNamespaces(int hosts) {
+HostNamespaces::HostNamespaces(int hosts, const HostNetwork& net) {
   if (std::string why = namespaces_unsupported(); !why.empty()) throw RunError(why);
   remove_stale();
   prefix_ = "loom-" + std::to_string(::getpid()) + "-";
   switch_ = prefix_ + "sw";
   for (int h = 0; h < hosts; ++h) names_.push_back(prefix_ + "h" + std::to_string(h));
-  auto must = [&](const std::vector<std::string>& args) {
-    std::string err = run_ip(args);
+  auto must_run = [&](const std::string& program, const std::vector<std::string>& args) {
+    std::string err = run_program(program, args);
     if (err.empty()) return;
     remove();
     throw RunError("creating network namespaces for --hosts: " + err);
   };
+  auto must = [&](const std::vector<std::string>& args) { must_run("ip", args); };
   auto add_ns = [&](const std::string& n) {
     must({"netns", "add", n});
     created_.push_back(n);
     must({"-n", n, "link", "set", "lo", "up"});
   };
   add_ns(switch_);
-  must({"-n", switch_, "link", "add", "br0", "type", "bridge"});
-  must({"-n", switch_, "link", "set", "br0", "up"});
+  for (int i = 0; i < net.nics; ++i) {
+    const std::string br = "br" + std::to_string(i);
+    must({"-n", switch_, "link", "add", br, "type", "bridge"});
+    must({"-n", switch_, "link", "set", br, "up"});
+  }
   for (int h = 0; h < hosts; ++h) {
     const std::string& n = names_[static_cast<std::size_t>(h)];
-    std::string port = "p" + std::to_string(h);
     add_ns(n);
-    must({"-n", switch_, "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", n});
-    must({"-n", switch_, "link", "set", port, "master", "br0", "up"});
-    must({"-n", n, "addr", "add", address(h) + "/24", "dev", "eth0"});
-    must({"-n", n, "link", "set", "eth0", "up"});
+    for (int i = 0; i < net.nics; ++i) {
+      // Switch ports p<h> (eth0, as before --nics) and p<h>n<i>.
+      const std::string port = "p" + std::to_string(h) + (i > 0 ? "n" + std::to_string(i) : "");
+      const std::string eth = "eth" + std::to_string(i);
+      must({"-n", switch_, "link", "add", port, "type", "veth", "peer", "name", eth, "netns", n});
+      must({"-n", switch_, "link", "set", port, "master", "br" + std::to_string(i), "up"});
+      must({"-n", n, "addr", "add", address(h, i) + "/24", "dev", eth});
+      must({"-n", n, "link", "set", eth, "up"});
+      if (!net.rate.empty())
+        must_run("tc", {"-n", n, "qdisc", "add", "dev", eth, "root", "tbf", "rate", net.rate,
+                        "burst", "1mb", "latency", "100ms"});
+    }
   }
 }
 
@@ -144,8 +159,8 @@ const std::string& HostNamespaces::name(int host) const {
   return names_.at(static_cast<std::size_t>(host));
 }
 
-std::string HostNamespaces::address(int host) {
-  return "10.199.0." + std::to_string(host + 1);
+std::string HostNamespaces::address(int host, int nic) {
+  return "10.199." + std::to_string(nic) + "." + std::to_string(host + 1);
 }
 
 }  // namespace loom::run

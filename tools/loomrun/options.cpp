@@ -10,7 +10,20 @@
 namespace loom::run {
 namespace {
 
-enum class Opt { Ranks, Env, Root, NoPrefix, OnlyRank, Timeout, Grace, Hosts, CpuBind, Help };
+enum class Opt {
+  Ranks,
+  Env,
+  Root,
+  NoPrefix,
+  OnlyRank,
+  Timeout,
+  Grace,
+  Hosts,
+  Nics,
+  NicRate,
+  CpuBind,
+  Help
+};
 
 struct OptDef {
   std::string_view name;
@@ -29,6 +42,8 @@ constexpr std::array kOptions = {
     OptDef{"--timeout", Opt::Timeout, true},
     OptDef{"--grace", Opt::Grace, true},
     OptDef{"--hosts", Opt::Hosts, true},
+    OptDef{"--nics", Opt::Nics, true},
+    OptDef{"--nic-rate", Opt::NicRate, true},
     OptDef{"--cpu-bind", Opt::CpuBind, true},
     OptDef{"-h", Opt::Help, false},
     OptDef{"--help", Opt::Help, false},
@@ -66,6 +81,15 @@ std::optional<int> parse_int(std::string_view text) {
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
   return v;
+}
+
+// A tc rate: digits, then kbit, mbit or gbit (what --nic-rate documents).
+bool valid_rate(std::string_view v) {
+  std::size_t digits = 0;
+  while (digits < v.size() && v[digits] >= '0' && v[digits] <= '9') ++digits;
+  if (digits == 0 || digits > 6) return false;
+  std::string_view unit = v.substr(digits);
+  return unit == "kbit" || unit == "mbit" || unit == "gbit";
 }
 
 bool valid_env_name(std::string_view name) {
@@ -145,6 +169,19 @@ std::string apply(Opt id, std::string_view value, Options& o) {
       o.hosts = *h;
       return {};
     }
+    case Opt::Nics: {
+      auto k = parse_int(value);
+      if (!k || *k < 1 || *k > 8)
+        return "--nics wants a number of interfaces per host from 1 to 8, got '" +
+               std::string(value) + "'";
+      o.nics = *k;
+      return {};
+    }
+    case Opt::NicRate:
+      if (!valid_rate(value))
+        return "--nic-rate wants a rate such as 500mbit or 1gbit, got '" + std::string(value) + "'";
+      o.nic_rate = value;
+      return {};
     case Opt::CpuBind:
       if (value == "block")
         o.cpu_bind = CpuBind::Block;
@@ -165,6 +202,8 @@ std::string check_complete(const Options& o) {
     return "--hosts " + std::to_string(o.hosts) + " needs at least as many ranks (-n " +
            std::to_string(o.nranks) + ")";
   if (o.hosts > 0 && !o.root.empty()) return "--root cannot be combined with --hosts";
+  if (o.hosts == 0 && (o.nics > 1 || !o.nic_rate.empty()))
+    return "--nics and --nic-rate shape the namespaces of --hosts: give --hosts too";
   if (o.only_rank && *o.only_rank >= o.nranks)
     return "--only-rank " + std::to_string(*o.only_rank) + " is not a rank of a job of " +
            std::to_string(o.nranks);

@@ -35,7 +35,9 @@ struct Options {
   std::optional<int> only_rank;  // --only-rank R: stdout of rank R only
   std::optional<std::chrono::milliseconds> timeout;
   std::chrono::milliseconds grace{2000};
-  int hosts = 0;  // --hosts H: ranks spread over H network namespaces (0: none)
+  int hosts = 0;         // --hosts H: ranks spread over H network namespaces (0: none)
+  int nics = 1;          // --nics K: interfaces eth0..eth(K-1) per host, each on its own network
+  std::string nic_rate;  // --nic-rate R: each host interface's egress capped at R (tc tbf)
   CpuBind cpu_bind = CpuBind::Block;
 };
 

@@ -31,6 +31,12 @@ Options:
                          Nothing is added to loomrun's own namespace; all are removed when
                          loomrun ends (stale ones of dead loomruns at the next start). Needs
                          root and `ip` (iproute2).
+      --nics K           with --hosts: K interfaces per host (1-8), eth0 to eth(K-1), interface
+                         i on its own bridge with 10.199.i.(h+1)/24: several NICs per host
+                         (use them with -x LOOM_SOCKET_IFNAME=eth0,eth1,...)
+      --nic-rate R       with --hosts: cap what each host interface sends at R (500mbit, 1gbit,
+                         ...; a tc token bucket), so one NIC is the bottleneck as on real
+                         hardware. Needs `tc` (iproute2)
       --cpu-bind MODE    where the ranks run. block (default): each rank is bound to a
                          contiguous share of the cores loomrun may use, rank r to cores
                          r*C/N up to (r+1)*C/N; with more ranks than cores, consecutive ranks

@@ -191,9 +191,9 @@ void HelloAcceptor::progress(Pending& p, const std::function<bool(const Hello&)>
   }
 }
 
-std::vector<AcceptedSocket> HelloAcceptor::step(int listener,
+std::vector<AcceptedSocket> HelloAcceptor::step(std::span<const int> listeners,
                                                 const std::function<bool(const Hello&)>& admit) {
-  accept_all(listener);
+  for (int listener : listeners) accept_all(listener);
   std::vector<AcceptedSocket> done;
   const Clock::time_point now = Clock::now();
   for (auto it = pending_.begin(); it != pending_.end();) {
@@ -217,11 +217,11 @@ std::vector<AcceptedSocket> HelloAcceptor::step(int listener,
   return done;
 }
 
-void HelloAcceptor::wait(int listener, Deadline deadline) {
+void HelloAcceptor::wait(std::span<const int> listeners, Deadline deadline) {
   Deadline until = deadline;
   pollfds_.clear();
   if (Clock::now() >= accept_retry_)
-    pollfds_.push_back({listener, POLLIN, 0});
+    for (int listener : listeners) pollfds_.push_back({listener, POLLIN, 0});
   else
     until = until.earliest(Deadline(accept_retry_));
   for (const auto& p : pending_) {

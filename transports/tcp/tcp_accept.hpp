@@ -89,19 +89,25 @@ struct AcceptedSocket {
   net::Fd fd;
 };
 
-/// The unauthenticated connections of one listener and their handshakes.
+/// The unauthenticated connections of a rank's listeners and their handshakes.
 class HelloAcceptor {
  public:
   HelloAcceptor(HelloRules rules, std::chrono::milliseconds timeout)
       : rules_(rules), timeout_(timeout) {}
 
-  /// Accepts every connection waiting on `listener` (non-blocking), moves each handshake as far
-  /// as its socket allows, then drops those that failed or whose time is up. `admit` decides on
-  /// each verified hello (false: dropped). Returns the sockets whose handshake completed.
-  std::vector<AcceptedSocket> step(int listener, const std::function<bool(const Hello&)>& admit);
-  /// Sleeps until the listener or a handshake can move, a handshake's time is up, or `deadline`
+  /// Accepts every connection waiting on the `listeners` (non-blocking; one per rail), moves each
+  /// handshake as far as its socket allows, then drops those that failed or whose time is up.
+  /// `admit` decides on each verified hello (false: dropped). Returns the sockets whose handshake
+  /// completed.
+  std::vector<AcceptedSocket> step(std::span<const int> listeners,
+                                   const std::function<bool(const Hello&)>& admit);
+  std::vector<AcceptedSocket> step(int listener, const std::function<bool(const Hello&)>& admit) {
+    return step(std::span<const int>(&listener, 1), admit);
+  }
+  /// Sleeps until a listener or a handshake can move, a handshake's time is up, or `deadline`
   /// (at most 100 ms).
-  void wait(int listener, Deadline deadline);
+  void wait(std::span<const int> listeners, Deadline deadline);
+  void wait(int listener, Deadline deadline) { wait(std::span<const int>(&listener, 1), deadline); }
   /// Connections being authenticated now.
   [[nodiscard]] std::size_t pending() const { return pending_.size(); }
 

@@ -40,6 +40,8 @@ class TcpConnection final : public Connection {
   [[nodiscard]] int peer() const override { return peer_; }
   [[nodiscard]] std::string name() const override { return "tcp"; }
   [[nodiscard]] std::size_t sockets() const { return sockets_.size(); }
+  /// Socket `i`'s descriptor (for diagnostics and tests: which addresses it joins).
+  [[nodiscard]] int socket_fd(std::size_t i) const { return sockets_.at(i).fd.get(); }
   [[nodiscard]] std::size_t stripe_min() const { return stripe_min_; }
   Result<Request> isend(const MemRegion& region, std::size_t off, std::size_t len,
                         const Tag& tag) override;

@@ -1,5 +1,7 @@
 #include "transports/tcp/tcp_factory.hpp"
 
+#include "transports/tcp/tcp_rails.hpp"
+
 namespace loom::transport::tcp {
 
 TcpOptions options_from(const config::Config& cfg) {
@@ -27,6 +29,9 @@ Result<std::unique_ptr<Transport>> listen(const CreateContext& ctx) {
   TcpOptions o = options_from(*ctx.config);
   LOOM_RETURN_IF_ERROR(check_options(o));
   o.secret = ctx.secret;
+  auto rails = extra_rails(*ctx.config);
+  if (!rails.is_ok()) return rails.status().with_context(fmt::format("rank {}", ctx.rank));
+  o.rails = std::move(rails).value();
   LOOM_ASSIGN_OR_RETURN(
       auto t, TcpTransport::listen(ctx.rank, ctx.nranks, ctx.comm_id, ctx.data_address, o));
   return std::unique_ptr<Transport>(std::move(t));
@@ -38,6 +43,7 @@ Status complete(Transport& listening, const CreateContext& ctx) {
     return make_error(ErrorCode::Internal, "rank {}: completing a '{}' transport as tcp", ctx.rank,
                       listening.name());
   if (!ctx.peer_addresses.empty()) t->set_peer_addresses(ctx.peer_addresses);
+  t->set_peer_rails(ctx.peer_rails);
   t->set_ranks_on_host(ctx.ranks_on_host);
   return Status::ok();
 }

@@ -11,6 +11,7 @@
 
 #include "log/log.hpp"
 #include "transports/connect_order.hpp"
+#include "transports/tcp/tcp_rails.hpp"
 #include "transports/tcp/wire.hpp"
 
 namespace loom::transport::tcp {
@@ -69,25 +70,40 @@ Result<std::unique_ptr<TcpTransport>> TcpTransport::listen(int rank, int nranks,
                                                            std::uint64_t comm_id,
                                                            const net::SocketAddress& bind,
                                                            TcpOptions options) {
-  LOOM_ASSIGN_OR_RETURN(net::Fd fd, net::listen_on(bind));
-  LOOM_RETURN_IF_ERROR(net::set_nonblocking(fd.get(), true));  // accepts never wait (acceptor_)
-  LOOM_ASSIGN_OR_RETURN(net::SocketAddress addr, net::bound_address(fd.get()));
+  std::vector<net::Fd> fds;
+  std::vector<net::SocketAddress> addrs;
+  std::vector<net::SocketAddress> binds{bind};
+  binds.insert(binds.end(), options.rails.begin(), options.rails.end());
+  for (const net::SocketAddress& b : binds) {
+    auto fd = net::listen_on(b);
+    if (!fd.is_ok())
+      return fd.status().with_context(
+          fmt::format("rank {}: tcp listener on {}", rank, b.to_string()));
+    LOOM_RETURN_IF_ERROR(net::set_nonblocking(fd->get(), true));  // accepts never wait
+    LOOM_ASSIGN_OR_RETURN(net::SocketAddress addr, net::bound_address(fd->get()));
+    fds.push_back(std::move(fd).value());
+    addrs.push_back(addr);
+  }
   options.sockets_per_peer = std::clamp(options.sockets_per_peer, 0, static_cast<int>(kMaxSockets));
   if (options.stripe_min != 0) options.stripe_min = std::max(options.stripe_min, kMinStripe);
   return std::unique_ptr<TcpTransport>(
-      new TcpTransport(rank, nranks, comm_id, std::move(fd), addr, options));
+      new TcpTransport(rank, nranks, comm_id, std::move(fds), std::move(addrs), options));
 }
 
-TcpTransport::TcpTransport(int rank, int nranks, std::uint64_t comm_id, net::Fd listener,
-                           net::SocketAddress address, TcpOptions options)
+TcpTransport::TcpTransport(int rank, int nranks, std::uint64_t comm_id,
+                           std::vector<net::Fd> listeners,
+                           std::vector<net::SocketAddress> addresses, TcpOptions options)
     : rank_(rank),
       nranks_(nranks),
       comm_id_(comm_id),
-      listener_(std::move(listener)),
-      address_(address),
-      options_(options),
+      listeners_(std::move(listeners)),
+      address_(addresses.front()),
+      rails_(addresses.begin() + 1, addresses.end()),
+      options_(std::move(options)),
       conns_(static_cast<std::size_t>(nranks)),
-      acceptor_(HelloRules{options.secret, comm_id, rank}, options.hello_timeout) {}
+      acceptor_(HelloRules{options_.secret, comm_id, rank}, options_.hello_timeout) {
+  for (const net::Fd& fd : listeners_) listen_fds_.push_back(fd.get());
+}
 
 Connection* TcpTransport::get(int peer) const {
   return conns_[static_cast<std::size_t>(peer)].get();
@@ -113,25 +129,48 @@ Status TcpTransport::ensure(const std::vector<int>& peers, Deadline deadline) {
 }
 
 Status TcpTransport::connect_to(int peer, Deadline deadline) {
-  const net::SocketAddress& addr = peers_[static_cast<std::size_t>(peer)];
-  const int nsockets = sockets_per_peer();
+  const auto p = static_cast<std::size_t>(peer);
+  const int theirs = 1 + (p < peer_rails_.size() ? static_cast<int>(peer_rails_[p].size()) : 0);
+  const int mine = 1 + static_cast<int>(rails_.size());
+  const int nsockets =
+      sockets_for_rails(sockets_per_peer(), std::max(mine, theirs), static_cast<int>(kMaxSockets));
   std::vector<net::Fd> socks;
   for (int i = 0; i < nsockets; ++i) {
-    auto fd = net::connect_with_retry(addr, deadline);
-    if (!fd.is_ok())
-      return fd.status().with_context(
-          fmt::format("rank {}: connecting to rank {} at {}", rank_, peer, addr.to_string()));
-    Hello h;
-    h.nsockets = static_cast<std::uint16_t>(nsockets);
-    h.comm_id = comm_id_;
-    h.from_rank = rank_;
-    h.to_rank = peer;
-    h.socket_index = static_cast<std::uint32_t>(i);
-    h.stripe_kib = static_cast<std::uint32_t>(options_.stripe_min >> 10);
-    LOOM_RETURN_IF_ERROR(hello(fd->get(), h, peer, addr, deadline));
-    socks.push_back(std::move(fd).value());
+    LOOM_ASSIGN_OR_RETURN(net::Fd fd, connect_socket(peer, i, nsockets, deadline));
+    socks.push_back(std::move(fd));
   }
+  if (std::max(mine, theirs) > 1)
+    LOOM_LOG_INFO(Net, "rank {}: {} sockets to rank {} over {} rail(s) here and {} there", rank_,
+                  nsockets, peer, mine, theirs);
   return add_connection(peer, std::move(socks), options_.stripe_min);
+}
+
+Result<net::Fd> TcpTransport::connect_socket(int peer, int index, int count, Deadline deadline) {
+  const auto p = static_cast<std::size_t>(peer);
+  const std::vector<net::SocketAddress> none;
+  const std::vector<net::SocketAddress>& theirs = p < peer_rails_.size() ? peer_rails_[p] : none;
+  const RailPair path =
+      rail_of(index, 1 + static_cast<int>(rails_.size()), 1 + static_cast<int>(theirs.size()));
+  const net::SocketAddress& addr =
+      path.remote == 0 ? peers_[p] : theirs[static_cast<std::size_t>(path.remote - 1)];
+  // With rails here, every socket leaves from its rail's address (the primary's too), so each
+  // interface carries its own share whatever the routing table prefers.
+  const net::SocketAddress* from = nullptr;
+  if (!rails_.empty()) from = path.local == 0 ? &address_ : &rails_[path.local - 1];
+  auto fd = net::connect_with_retry(addr, from, deadline);
+  if (!fd.is_ok())
+    return fd.status().with_context(
+        fmt::format("rank {}: connecting to rank {} at {}{}", rank_, peer, addr.to_string(),
+                    from != nullptr ? " from " + from->to_string() : std::string()));
+  Hello h;
+  h.nsockets = static_cast<std::uint16_t>(count);
+  h.comm_id = comm_id_;
+  h.from_rank = rank_;
+  h.to_rank = peer;
+  h.socket_index = static_cast<std::uint32_t>(index);
+  h.stripe_kib = static_cast<std::uint32_t>(options_.stripe_min >> 10);
+  LOOM_RETURN_IF_ERROR(hello(fd->get(), h, peer, addr, deadline));
+  return fd;
 }
 
 // The connecting side of the handshake (see wire.hpp): answer the acceptor's challenge with the
@@ -176,7 +215,7 @@ Status TcpTransport::accept_from(int peer, Deadline deadline) {
   };
   for (;;) {
     for (AcceptedSocket& s :
-         acceptor_.step(listener_.get(), [this](const Hello& h) { return admit(h); }))
+         acceptor_.step(listen_fds_, [this](const Hello& h) { return admit(h); }))
       file(std::move(s));
     if (complete()) break;
     if (deadline.expired())
@@ -184,7 +223,7 @@ Status TcpTransport::accept_from(int peer, Deadline deadline) {
                         "rank {}: timed out waiting for rank {} to connect (is it running and "
                         "calling the same collectives?)",
                         rank_, peer);
-    acceptor_.wait(listener_.get(), deadline);
+    acceptor_.wait(listen_fds_, deadline);
   }
   Pending p = std::move(pending_[peer]);
   pending_.erase(peer);

@@ -1,5 +1,6 @@
-// Sets up TcpConnections: each rank listens on one socket; for every pair, the lower rank
-// connects (K sockets) and the higher rank accepts, adopting the connector's socket count and
+// Sets up TcpConnections: each rank listens on one socket per rail (one unless LOOM_SOCKET_IFNAME
+// names several interfaces: tcp_rails.hpp); for every pair, the lower rank connects (K sockets,
+// spread over the rails) and the higher rank accepts, adopting the connector's socket count and
 // striping threshold from its hello. Connections are made on first use, and the ring neighbours
 // at init. Accepting runs every pending handshake at once (HelloAcceptor), so connections that
 // are not a peer's never hold up one that is.
@@ -20,11 +21,12 @@
 namespace loom::transport::tcp {
 
 struct TcpOptions {
-  int sockets_per_peer = 0;              // 0: chosen from the CPUs per rank (auto_sockets)
-  std::size_t stripe_min = 128u << 10;   // stripe messages of 2x this or more (0: never)
-  std::size_t socket_buffer = 4u << 20;  // SO_SNDBUF/SO_RCVBUF (see apply_socket_buffer)
-  int progress_threads = -1;             // -1: chosen from the CPUs per rank (choose_threads)
-  crypto::Secret secret{};               // every connection proves knowledge of it
+  int sockets_per_peer = 0;               // 0: chosen from the CPUs per rank (auto_sockets)
+  std::size_t stripe_min = 128u << 10;    // stripe messages of 2x this or more (0: never)
+  std::size_t socket_buffer = 4u << 20;   // SO_SNDBUF/SO_RCVBUF (see apply_socket_buffer)
+  int progress_threads = -1;              // -1: chosen from the CPUs per rank (choose_threads)
+  crypto::Secret secret{};                // every connection proves knowledge of it
+  std::vector<net::SocketAddress> rails;  // further listeners, one per extra rail (extra_rails)
   std::chrono::milliseconds hello_timeout{5000};  // an accepted connection's time to say hello
 };
 
@@ -40,14 +42,19 @@ void apply_socket_buffer(int fd, std::size_t bytes);
 
 class TcpTransport final : public Transport {
  public:
-  /// Listens on `bind` (port 0: ephemeral).
+  /// Listens on `bind` (port 0: ephemeral) and on each of options.rails.
   static Result<std::unique_ptr<TcpTransport>> listen(int rank, int nranks, std::uint64_t comm_id,
                                                       const net::SocketAddress& bind,
                                                       TcpOptions options);
   [[nodiscard]] const net::SocketAddress& address() const { return address_; }
   [[nodiscard]] std::optional<net::SocketAddress> card_address() const override { return address_; }
+  [[nodiscard]] std::vector<net::SocketAddress> card_rails() const override { return rails_; }
   /// Every rank's listening address, in rank order (from the bootstrap allgather).
   void set_peer_addresses(std::vector<net::SocketAddress> addrs) { peers_ = std::move(addrs); }
+  /// Every rank's further rails, in rank order (empty: no rank has any).
+  void set_peer_rails(std::vector<std::vector<net::SocketAddress>> rails) {
+    peer_rails_ = std::move(rails);
+  }
   /// How many ranks share this host (for the automatic socket count; default 1).
   void set_ranks_on_host(int n) { ranks_on_host_ = n; }
   /// The socket count this rank asks for when it connects.
@@ -63,8 +70,10 @@ class TcpTransport final : public Transport {
   [[nodiscard]] std::string_view name() const override { return "tcp"; }
 
  private:
-  TcpTransport(int rank, int nranks, std::uint64_t comm_id, net::Fd listener,
-               net::SocketAddress address, TcpOptions options);
+  TcpTransport(int rank, int nranks, std::uint64_t comm_id, std::vector<net::Fd> listeners,
+               std::vector<net::SocketAddress> addresses, TcpOptions options);
+  /// Connects socket `index` of `count` to `peer` along its rail pair and says hello.
+  Result<net::Fd> connect_socket(int peer, int index, int count, Deadline deadline);
   Status connect_to(int peer, Deadline deadline);
   Status hello(int fd, const Hello& h, int peer, const net::SocketAddress& addr,
                Deadline deadline) const;
@@ -81,11 +90,14 @@ class TcpTransport final : public Transport {
   int rank_;
   int nranks_;
   std::uint64_t comm_id_;
-  net::Fd listener_;
-  net::SocketAddress address_;
+  std::vector<net::Fd> listeners_;         // the primary one, then one per extra rail
+  std::vector<int> listen_fds_;            // their descriptors, for the acceptor
+  net::SocketAddress address_;             // the primary listener's
+  std::vector<net::SocketAddress> rails_;  // the other listeners'
   TcpOptions options_;
   int ranks_on_host_ = 1;
   std::vector<net::SocketAddress> peers_;
+  std::vector<std::vector<net::SocketAddress>> peer_rails_;
   std::vector<std::unique_ptr<TcpConnection>> conns_;
   std::map<int, Pending> pending_;         // by peer
   HelloAcceptor acceptor_;                 // connections not yet authenticated

@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Several NICs per host (tcp rails): loomrun --hosts 2 --nics 2 gives each namespace host eth0
+# and eth1 on separate networks. With LOOM_SOCKET_IFNAME=eth0,eth1 the tcp transport listens on
+# both and spreads each peer's sockets over them: every allreduce result is exact, and each
+# host's eth0 and eth1 both carry a fair share of the bytes (each at least a third of the two
+# together). A host with one rail still reaches a host with two; a list naming a missing
+# interface fails at init naming it; and with the interfaces capped by --nic-rate, two rails
+# move a 4 MiB allreduce faster than one (a loose bound here: the table is in
+# docs/transports.md). Needs root, ip and tc (iproute2); skips (exit 77) otherwise.
+# Usage: bash netns_rails.sh BIN_DIR
+set -u
+BIN=${1:?usage: netns_rails.sh BIN_DIR}
+skip() { echo "SKIP: $*"; exit 77; }
+[[ $(id -u) -eq 0 ]] || skip "needs root to create network namespaces"
+command -v ip >/dev/null || skip "needs the ip command (iproute2)"
+command -v tc >/dev/null || skip "needs the tc command (iproute2)"
+probe="loomprobe$$"
+ip netns add "$probe" 2>/dev/null || skip "cannot create network namespaces here"
+ip netns del "$probe"
+# shellcheck source=lib/common.sh
+source "$(dirname "$0")/lib/common.sh"
+
+# job NAME RANKS LOOMRUN_ARGS... -- SCRIPT: loomrun --hosts 2 with the given ranks; SCRIPT runs in
+# every rank after loom-perf (which it may name as $PERF), with $OUT the output prefix.
+job() {
+  local name=$1 ranks=$2
+  shift 2
+  local args=()
+  while [[ $1 != -- ]]; do args+=("$1"); shift; done
+  shift
+  timeout 300 "$BIN/loomrun" --hosts 2 -n "$ranks" --timeout 240 -x LOOM_TIMEOUT=60s \
+    -x LOOM_TRANSPORTS=shm,tcp -x LOOM_DEBUG=INFO -x LOOM_DEBUG_SUBSYS=INIT,NET "${args[@]}" -- \
+    env PERF="$BIN/loom-perf" OUT="$TMP/$name" bash -c "$1" >"$TMP/$name.out" 2>"$TMP/$name.err"
+}
+# The bytes each interface of this rank's host has sent, as "eth0 eth1".
+counters='awk "/eth0:/ {a=\$10} /eth1:/ {b=\$10} END {print a, b}" /proc/net/dev'
+exact() {  # exact NAME: loom-perf's table with no wrong value
+  if ! grep -q "Avg bus bandwidth" "$TMP/$1.out"; then
+    fail "$1: no loom-perf table"
+    tail -20 "$TMP/$1.err" "$TMP/$1.out" >&2
+    return 1
+  fi
+  if sed 's/^\[[0-9]*\] //' "$TMP/$1.out" |
+    awk '$1 ~ /^[0-9]+$/ && NF == 13 && ($9 !~ /^(0|N\/A)$/ || $13 !~ /^(0|N\/A)$/)' |
+    grep -q .; then
+    fail "$1: wrong results"
+    return 1
+  fi
+}
+
+# 2 hosts x 2 ranks, two rails everywhere: shm inside a host, tcp over both NICs across.
+job rails 4 --nics 2 -x LOOM_SOCKET_IFNAME=eth0,eth1 -- \
+  '"$PERF" allreduce -b 8 -e 8M -f 8 -n 2 -w 1 && '"$counters"' > $OUT.tx.$LOOM_RANK'
+if exact rails; then
+  grep -q "rank 1: .* sockets to rank 2 over 2 rail(s) here and 2 there" "$TMP/rails.err" ||
+    fail "rails: rank 1 should connect to rank 2 over 2 rails ($(grep 'rail' "$TMP/rails.err" | head -3))"
+  for r in 0 2; do
+    read -r tx0 tx1 < "$TMP/rails.tx.$r"
+    total=$((tx0 + tx1))
+    ((total > 8000000)) || fail "rails: host of rank $r sent only $total bytes"
+    ((tx0 * 3 > total && tx1 * 3 > total)) ||
+      fail "rails: host of rank $r: eth0 sent $tx0 bytes, eth1 $tx1: one rail carried almost all"
+  done
+  echo "ok: 2 hosts x 2 ranks over tcp on 2 rails each; eth0 and eth1 both carried data"
+fi
+
+# Host 1 lists one rail only: its ranks still reach host 0's (sockets go to both of its rails).
+job uneven 2 --nics 2 -- \
+  'if [[ $LOOM_RANK == 0 ]]; then export LOOM_SOCKET_IFNAME=eth0,eth1; else export LOOM_SOCKET_IFNAME=eth0; fi
+   "$PERF" allreduce -b 8 -e 4M -f 16 -n 2 -w 1'
+if exact uneven; then
+  grep -q "rank 0: .* sockets to rank 1 over 2 rail(s) here and 1 there" "$TMP/uneven.err" ||
+    fail "uneven: rank 0 should use its 2 rails to rank 1's one"
+  echo "ok: a host with 2 rails and a host with 1"
+fi
+
+# A missing interface: init fails and names it.
+job missing 2 --nics 2 -x LOOM_SOCKET_IFNAME=eth0,eth7 -- '"$PERF" allreduce -b 8 -e 8 -n 1 -w 0'
+if grep -q "Avg bus bandwidth" "$TMP/missing.out"; then
+  fail "missing: a job with LOOM_SOCKET_IFNAME naming eth7 should fail"
+elif ! grep -q "eth7" "$TMP/missing.err"; then
+  fail "missing: the error should name eth7 ($(grep -i error "$TMP/missing.err" | head -2))"
+else
+  echo "ok: LOOM_SOCKET_IFNAME naming a missing interface fails at init, naming it"
+fi
+
+# Capped NICs (200 Mbit/s each): 2 ranks on 2 hosts, one rail against two, 4 MiB allreduce.
+usec() { sed 's/^\[[0-9]*\] //' "$TMP/$1.out" | awk '$1 == 4194304 { print int($6) }'; }
+job one_rail 2 --nics 2 --nic-rate 200mbit -x LOOM_SOCKET_IFNAME=eth0 -- \
+  '"$PERF" allreduce -b 4M -e 4M -n 3 -w 1 --outofplace-only'
+job two_rails 2 --nics 2 --nic-rate 200mbit -x LOOM_SOCKET_IFNAME=eth0,eth1 -- \
+  '"$PERF" allreduce -b 4M -e 4M -n 3 -w 1 --outofplace-only'
+if exact one_rail && exact two_rails; then
+  t1=$(usec one_rail)
+  t2=$(usec two_rails)
+  # An ideal second rail halves the time; require a clear gain (a third off) on this noisy VM.
+  ((t1 > 0 && t2 > 0 && t2 * 3 < t1 * 2)) ||
+    fail "capped NICs: 4 MiB allreduce took $t2 us on 2 rails, $t1 us on 1: no gain"
+  echo "ok: capped at 200 Mbit/s per NIC, 4 MiB allreduce: $t1 us on 1 rail, $t2 us on 2"
+fi
+
+left=$(ip netns list | grep -c "^loom-" || true)
+[[ $left -eq 0 ]] || fail "network namespaces left: $(ip netns list | grep '^loom-')"
+[[ $failures -eq 0 ]] || { echo "netns_rails: $failures failure(s)" >&2; exit 1; }
+echo "netns_rails: all passed"
