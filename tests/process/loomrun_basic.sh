@@ -134,6 +134,15 @@ expect_rc 2
 lr 10 --help
 expect_rc 0
 expect_text "$OUT" '^Usage: loomrun -n N'
+lr 10 -n 2 --nics 2 true
+expect_rc 2
+expect_text "$ERR" 'give --hosts too'
+lr 10 -n 2 --hosts 2 --nics 9 true
+expect_rc 2
+expect_text "$ERR" '--nics wants a number of interfaces per host from 1 to 8'
+lr 10 -n 2 --hosts 2 --nic-rate fast true
+expect_rc 2
+expect_text "$ERR" "--nic-rate wants a rate such as 500mbit or 1gbit, got 'fast'"
 
 current="options after the program belong to it"
 lr 10 -n 1 echo -n x
