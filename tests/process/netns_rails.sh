@@ -50,8 +50,11 @@ exact() {  # exact NAME: loom-perf's table with no wrong value
 
 # 2 hosts x 2 ranks, two rails everywhere: shm inside a host, tcp over both NICs across.
 job rails 4 --nics 2 -x LOOM_SOCKET_IFNAME=eth0,eth1 -- \
-  '"$PERF" allreduce -b 8 -e 8M -f 8 -n 2 -w 1 && '"$counters"' > $OUT.tx.$LOOM_RANK'
+  '"$PERF" allreduce -b 8 -e 8M -f 8 -n 2 -w 1 && '"$counters"' > $OUT.tx.$LOOM_RANK &&
+   "${PERF%/*}/loom-info" --transports > $OUT.info.$LOOM_RANK'
 if exact rails; then
+  grep -q "LOOM_SOCKET_IFNAME: eth0 10.199.0.2, eth1 10.199.1.2 -> 2 rail(s)" "$TMP/rails.info.2" ||
+    fail "rails: loom-info --transports on rank 2's host should list both rails ($(grep IFNAME "$TMP/rails.info.2"))"
   grep -q "rank 1: .* sockets to rank 2 over 2 rail(s) here and 2 there" "$TMP/rails.err" ||
     fail "rails: rank 1 should connect to rank 2 over 2 rails ($(grep 'rail' "$TMP/rails.err" | head -3))"
   for r in 0 2; do

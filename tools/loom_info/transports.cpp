@@ -4,9 +4,11 @@
 #include <rdma/fabric.h>
 #include <unistd.h>
 
+#include "common/strings.hpp"
 #include "core/peer_transports.hpp"
 #include "device/device.hpp"
 #include "transports/ofi/ofi_fabric.hpp"
+#include "transports/tcp/tcp_rails.hpp"
 
 namespace loom::info {
 namespace {
@@ -28,6 +30,22 @@ std::string tcp_line(const config::Config& cfg) {
           ? std::string("auto")
           : std::to_string(cfg.get_int("LOOM_SOCKETS_PER_PEER")),
       2 * cfg.get_size("LOOM_SOCKET_STRIPE_MIN"), cfg.get_size("LOOM_SOCKET_BUFFER"));
+}
+
+// The interfaces LOOM_SOCKET_IFNAME names, with their addresses, and how many rails they make.
+std::string rails_line(const config::Config& cfg) {
+  const std::string list = cfg.get_string("LOOM_SOCKET_IFNAME");
+  const std::vector<std::string_view> names = comma_tokens(list);
+  if (names.empty()) return "";
+  auto rails = transport::tcp::extra_rails(cfg);
+  if (!rails.is_ok()) return fmt::format("{:<20}error: {}\n", "", rails.status().message());
+  std::string each;
+  for (std::string_view name : names) {
+    auto a = net::interface_address(name);
+    each += fmt::format("{}{} {}", each.empty() ? "" : ", ", name,
+                        a.is_ok() ? a->to_string().substr(0, a->to_string().rfind(':')) : "?");
+  }
+  return fmt::format("{:<20}LOOM_SOCKET_IFNAME: {} -> {} rail(s)\n", "", each, names.size());
 }
 
 std::string mr_modes(std::uint64_t m) {
@@ -106,6 +124,7 @@ std::string transports_report(const config::Config& config) {
   std::string out = "Transports on this host:\n";
   out += shm_line();
   out += tcp_line(config);
+  out += rails_line(config);
   out += ofi_section(config);
   out += "\nDevice memory (LOOM_DEVICE):\n";
   out += cuda_ipc_section(config);
