@@ -163,14 +163,17 @@ loom_layer(transport_interface USES common vocabulary)
 loom_layer(transport_shm DIRS transports/shm
            USES common config log vocabulary bootstrap kernels transport_interface)
 loom_layer(transport_tcp DIRS transports/tcp USES common config log transport_interface)
+# Several rails (NICs) under one Connection, for the transports that stripe over endpoints.
+loom_layer(transport_striped DIRS transports/striped USES common transport_interface)
 loom_layer(transport_ofi DIRS transports/ofi
-           USES common config log bootstrap transport_interface PRIVATE ${CMAKE_DL_LIBS})
+           USES common config log bootstrap transport_interface transport_striped
+           PRIVATE ${CMAKE_DL_LIBS})
 target_include_directories(loom_transport_ofi SYSTEM PRIVATE ${LIBFABRIC_INCLUDE_DIRS})
 loom_layer(transport_cuda_ipc DIRS transports/cuda_ipc
            USES common log vocabulary bootstrap device_api transport_interface transport_shm)
 loom_layer(transports FILES transports/*.cpp
            USES common config bootstrap transport_interface transport_shm transport_tcp
-                transport_ofi transport_cuda_ipc)
+                transport_striped transport_ofi transport_cuda_ipc)
 loom_layer(selector DIRS src/selector USES common config vocabulary algorithms)
 loom_layer(executor DIRS src/executor
            USES common log vocabulary kernels algorithms transport_interface)

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Several NICs per host (tcp rails): loomrun --hosts 2 --nics 2 gives each namespace host eth0
+# Several NICs per host (rails): loomrun --hosts 2 --nics 2 gives each namespace host eth0
 # and eth1 on separate networks. With LOOM_SOCKET_IFNAME=eth0,eth1 the tcp transport listens on
-# both and spreads each peer's sockets over them: every allreduce result is exact, and each
-# host's eth0 and eth1 both carry a fair share of the bytes (each at least a third of the two
-# together). A host with one rail still reaches a host with two; a list naming a missing
+# both and spreads each peer's sockets over them, and with LOOM_OFI_DOMAINS=eth0,eth1 the ofi
+# transport (tcp;ofi_rxm) opens an endpoint on each and stripes messages over them: every
+# allreduce result is exact, and each host's eth0 and eth1 both carry a fair share of the bytes
+# (each at least a third of the two together). A host with one rail still reaches a host with two; a list naming a missing
 # interface fails at init naming it; and with the interfaces capped by --nic-rate, two rails
-# move a 4 MiB allreduce faster than one (a loose bound here: the table is in
+# move a 4 MiB allreduce faster than one, over tcp and over ofi (a loose bound here: the table is in
 # docs/transports.md). Needs root, ip and tc (iproute2); skips (exit 77) otherwise.
 # Usage: bash netns_rails.sh BIN_DIR
 set -u
@@ -67,6 +68,25 @@ if exact rails; then
   echo "ok: 2 hosts x 2 ranks over tcp on 2 rails each; eth0 and eth1 both carried data"
 fi
 
+# The ofi transport (tcp;ofi_rxm) over both NICs: an endpoint per domain, messages striped.
+job ofi 4 --nics 2 -x "LOOM_TRANSPORTS=shm,ofi" -x "LOOM_OFI_PROVIDER=tcp;ofi_rxm" \
+  -x LOOM_OFI_FALLBACK=false -x LOOM_OFI_DOMAINS=eth0,eth1 -- \
+  '"$PERF" allreduce -b 8 -e 8M -f 8 -n 2 -w 1 && '"$counters"' > $OUT.tx.$LOOM_RANK'
+if exact ofi; then
+  grep -q "rank 2: ofi over 2 rails (eth0,eth1)" "$TMP/ofi.err" ||
+    fail "ofi: rank 2 should run ofi over 2 rails"
+  grep -q "rank 2: ofi endpoint of rail 1 up: provider tcp;ofi_rxm, fabric 10.199.1.0/24, domain eth1" \
+    "$TMP/ofi.err" || fail "ofi: rank 2's second rail should be on eth1"
+  for r in 0 2; do
+    read -r tx0 tx1 < "$TMP/ofi.tx.$r"
+    total=$((tx0 + tx1))
+    ((total > 8000000)) || fail "ofi: host of rank $r sent only $total bytes"
+    ((tx0 * 3 > total && tx1 * 3 > total)) ||
+      fail "ofi: host of rank $r: eth0 sent $tx0 bytes, eth1 $tx1: one rail carried almost all"
+  done
+  echo "ok: 2 hosts x 2 ranks over ofi (tcp;ofi_rxm) on 2 rails; eth0 and eth1 both carried data"
+fi
+
 # Host 1 lists one rail only: its ranks still reach host 0's (sockets go to both of its rails).
 job uneven 2 --nics 2 -- \
   'if [[ $LOOM_RANK == 0 ]]; then export LOOM_SOCKET_IFNAME=eth0,eth1; else export LOOM_SOCKET_IFNAME=eth0; fi
@@ -100,6 +120,20 @@ if exact one_rail && exact two_rails; then
   ((t1 > 0 && t2 > 0 && t2 * 3 < t1 * 2)) ||
     fail "capped NICs: 4 MiB allreduce took $t2 us on 2 rails, $t1 us on 1: no gain"
   echo "ok: capped at 200 Mbit/s per NIC, 4 MiB allreduce: $t1 us on 1 rail, $t2 us on 2"
+fi
+
+job ofi_one_rail 2 --nics 2 --nic-rate 200mbit -x "LOOM_TRANSPORTS=shm,ofi" \
+  -x "LOOM_OFI_PROVIDER=tcp;ofi_rxm" -x LOOM_OFI_FALLBACK=false -x LOOM_OFI_DOMAINS=eth0 -- \
+  '"$PERF" allreduce -b 4M -e 4M -n 3 -w 1 --outofplace-only'
+job ofi_two_rails 2 --nics 2 --nic-rate 200mbit -x "LOOM_TRANSPORTS=shm,ofi" \
+  -x "LOOM_OFI_PROVIDER=tcp;ofi_rxm" -x LOOM_OFI_FALLBACK=false -x LOOM_OFI_DOMAINS=eth0,eth1 -- \
+  '"$PERF" allreduce -b 4M -e 4M -n 3 -w 1 --outofplace-only'
+if exact ofi_one_rail && exact ofi_two_rails; then
+  t1=$(usec ofi_one_rail)
+  t2=$(usec ofi_two_rails)
+  ((t1 > 0 && t2 > 0 && t2 * 3 < t1 * 2)) ||
+    fail "capped NICs, ofi: 4 MiB allreduce took $t2 us on 2 rails, $t1 us on 1: no gain"
+  echo "ok: ofi, capped at 200 Mbit/s per NIC, 4 MiB allreduce: $t1 us on 1 rail, $t2 us on 2"
 fi
 
 left=$(ip netns list | grep -c "^loom-" || true)

@@ -25,6 +25,7 @@
 #include "common/socket.hpp"
 #include "common/strings.hpp"
 #include "transports/connection.hpp"
+#include "transports/ofi/ofi_rails.hpp"
 #include "transports/ofi/ofi_transport.hpp"
 #include "transports/shm/shm_transport.hpp"
 #include "transports/shm/single_copy.hpp"
@@ -44,7 +45,9 @@ inline bool single_copy_works() {
 
 /// "ofi:PROVIDER" is the ofi transport over that libfabric provider; it is listed only when the
 /// provider exists on this host (Debian's libfabric1 ships tcp;ofi_rxm and shm);
-/// "ofi-threaded:tcp;ofi_rxm" adds the ofi progress thread. "tcp-striped"
+/// "ofi-threaded:tcp;ofi_rxm" adds the ofi progress thread; "ofi-rails:tcp;ofi_rxm" is ofi over
+/// two endpoints per rank (OfiRails: a StripedConnection over both, messages of 128 KiB or more
+/// split). "tcp-striped"
 /// is tcp over rails (3 loopback addresses at rank 0, 2 at rank 1: 6 sockets, from 5 asked,
 /// paired rail by rail) with every message of 128 KiB or more striped across them in uneven
 /// parts (64 KiB minimum); "tcp-threads" is tcp over 3 sockets served by 2 progress
@@ -62,8 +65,10 @@ inline const std::vector<std::string>& transport_kinds() {
     for (const char* prov : {"tcp;ofi_rxm", "shm"})
       if (transport::ofi::probe_provider({prov, "127.0.0.1"}).is_ok())
         k.push_back(std::string("ofi:") + prov);
-    if (transport::ofi::probe_provider({"tcp;ofi_rxm", "127.0.0.1"}).is_ok())
+    if (transport::ofi::probe_provider({"tcp;ofi_rxm", "127.0.0.1"}).is_ok()) {
       k.emplace_back("ofi-threaded:tcp;ofi_rxm");
+      k.emplace_back("ofi-rails:tcp;ofi_rxm");
+    }
     // LOOM_TEST_SKIP_KINDS: kinds to leave out, comma-separated prefixes (the TSan run leaves
     // out ofi-threaded; see scripts/sanitize.sh).
     if (const char* skip = std::getenv("LOOM_TEST_SKIP_KINDS"); skip != nullptr) {
@@ -134,6 +139,8 @@ class TransportPair {
       }
     } else if (kind.rfind("ofi:", 0) == 0) {
       LOOM_RETURN_IF_ERROR(p->create_ofi(kind.substr(4), false));
+    } else if (kind.rfind("ofi-rails:", 0) == 0) {
+      LOOM_RETURN_IF_ERROR(p->create_ofi_rails(kind.substr(10)));
     } else if (kind.rfind("ofi-threaded:", 0) == 0) {
       LOOM_RETURN_IF_ERROR(p->create_ofi(kind.substr(13), true));
     } else {
@@ -151,6 +158,7 @@ class TransportPair {
   [[nodiscard]] transport::Transport& transport_of(int rank) const {
     auto r = static_cast<std::size_t>(rank);
     if (ofi_[r]) return *ofi_[r];
+    if (ofi_rails_[r]) return *ofi_rails_[r];
     if (tcp_[r]) return *tcp_[r];
     return *shm_[r];
   }
@@ -166,6 +174,7 @@ class TransportPair {
     tcp_[static_cast<std::size_t>(rank)].reset();
     shm_[static_cast<std::size_t>(rank)].reset();
     ofi_[static_cast<std::size_t>(rank)].reset();
+    ofi_rails_[static_cast<std::size_t>(rank)].reset();
   }
 
  private:
@@ -218,6 +227,25 @@ class TransportPair {
     return Status::ok();
   }
 
+  // Two endpoints per rank on the loopback interface stand in for two NICs.
+  Status create_ofi_rails(const std::string& provider) {
+    for (int r = 0; r < 2; ++r) {
+      std::vector<std::unique_ptr<transport::ofi::OfiTransport>> rails;
+      for (int i = 0; i < 2; ++i) {
+        transport::ofi::OfiOptions o;
+        o.fabric = {provider, "127.0.0.1"};
+        LOOM_ASSIGN_OR_RETURN(o.liveness_bind, net::resolve("127.0.0.1:0"));
+        o.progress_thread = 0;
+        o.rail = i;
+        LOOM_ASSIGN_OR_RETURN(rails.emplace_back(),
+                              transport::ofi::OfiTransport::create(r, 2, comm_id_, store_, o));
+      }
+      ofi_rails_[static_cast<std::size_t>(r)] =
+          std::make_unique<transport::ofi::OfiRails>(std::move(rails), 2, 64u << 10);
+    }
+    return Status::ok();
+  }
+
   Status ensure(int rank, Deadline deadline) {
     return transport_of(rank).ensure({1 - rank}, deadline);
   }
@@ -228,6 +256,7 @@ class TransportPair {
   std::array<std::unique_ptr<transport::tcp::TcpTransport>, 2> tcp_;
   std::array<std::unique_ptr<transport::shm::ShmTransport>, 2> shm_;
   std::array<std::unique_ptr<transport::ofi::OfiTransport>, 2> ofi_;
+  std::array<std::unique_ptr<transport::ofi::OfiRails>, 2> ofi_rails_;
 };
 
 /// What the executor does when nothing progressed: prepare_wait(), then poll until woken or

@@ -47,20 +47,36 @@ InfoPtr make_hints(const std::string& provider, bool hmem) {
   return h;
 }
 
-InfoPtr get_info_with(const std::string& provider, const std::string& node, bool hmem) {
+// Whether `i` is on the domain named `want`: its name, or its name up to a provider's suffix
+// ("rdmap16s27" names EFA's "rdmap16s27-rdm"). Empty `want`: any.
+bool on_domain(const fi_info* i, const std::string& want) {
+  if (want.empty()) return true;
+  const std::string have = i->domain_attr->name != nullptr ? i->domain_attr->name : "";
+  return have == want || have.rfind(want + "-", 0) == 0;
+}
+
+InfoPtr get_info_with(const std::string& provider, const std::string& node,
+                      const std::string& domain, bool hmem) {
   if (!fabric_library_loaded()) return nullptr;
+  // The domain is not a hint: some providers (tcp;ofi_rxm) ignore it and list every domain, so
+  // the matching entry is picked here.
   InfoPtr hints = make_hints(provider, hmem);
   fi_info* out = nullptr;
   const char* n = node.empty() ? nullptr : node.c_str();
   g_getinfo_calls.fetch_add(1, std::memory_order_relaxed);
   int rc = fi_getinfo(kApiVersion, n, nullptr, n != nullptr ? FI_SOURCE : 0, hints.get(), &out);
-  return rc == 0 ? InfoPtr(out) : nullptr;
+  InfoPtr all(rc == 0 ? out : nullptr);
+  if (!all || domain.empty()) return all;
+  for (const fi_info* i = all.get(); i != nullptr; i = i->next)
+    if (on_domain(i, domain)) return InfoPtr(fi_dupinfo(i));
+  return nullptr;
 }
 
 // The first matching fi_info (with FI_HMEM when the provider has it), or null.
-InfoPtr get_info(const std::string& provider, const std::string& node) {
+InfoPtr get_info(const std::string& provider, const std::string& node,
+                 const std::string& domain = {}) {
   for (bool hmem : {true, false})
-    if (InfoPtr i = get_info_with(provider, node, hmem)) return i;
+    if (InfoPtr i = get_info_with(provider, node, domain, hmem)) return i;
   return nullptr;
 }
 
@@ -111,7 +127,7 @@ std::uint64_t getinfo_calls() {
 std::vector<ProviderInfo> list_providers() {
   std::vector<ProviderInfo> out;
   for (bool hmem : {true, false}) {
-    InfoPtr all = get_info_with("", "", hmem);
+    InfoPtr all = get_info_with("", "", "", hmem);
     for (const fi_info* i = all.get(); i != nullptr; i = i->next) {
       ProviderInfo p = describe_info(i);
       if (p.provider.rfind("ofi_", 0) == 0) continue;  // bare utility providers
@@ -137,23 +153,25 @@ Result<ProviderInfo> probe_provider(const FabricRequest& request) {
   else
     tries.assign(kPreferred.begin(), kPreferred.end());
   for (const auto& prov : tries) {
-    InfoPtr i = get_info(prov, socket_based(prov) ? request.node : "");
+    InfoPtr i = get_info(prov, socket_based(prov) ? request.node : "", request.domain);
     if (i) return describe_info(i.get());
   }
   std::string have;
   for (const auto& p : list_providers()) have += (have.empty() ? "" : ", ") + p.provider;
   if (have.empty()) have = "none";
   return make_error(ErrorCode::SystemError,
-                    "libfabric provider {} is not available on this host (no tagged FI_EP_RDM "
+                    "libfabric provider {}{} is not available on this host (no tagged FI_EP_RDM "
                     "endpoint from fi_getinfo; providers with one: {})",
                     request.provider.empty() ? std::string("efa, tcp;ofi_rxm or shm")
                                              : "'" + request.provider + "'",
+                    request.domain.empty() ? std::string() : " on domain '" + request.domain + "'",
                     have);
 }
 
 Result<std::unique_ptr<Fabric>> Fabric::open(const FabricRequest& request) {
   LOOM_ASSIGN_OR_RETURN(ProviderInfo chosen, probe_provider(request));
-  InfoPtr info = get_info(chosen.provider, socket_based(chosen.provider) ? request.node : "");
+  InfoPtr info =
+      get_info(chosen.provider, socket_based(chosen.provider) ? request.node : "", request.domain);
   if (!info) return make_error(ErrorCode::SystemError, "libfabric: {} vanished", chosen.provider);
   std::unique_ptr<Fabric> f(new Fabric());
   f->info_ = describe_info(info.get());

@@ -18,8 +18,12 @@ namespace loom::transport::ofi {
 
 /// What the caller asks for. `provider` empty: efa if present, else tcp;ofi_rxm, else shm.
 struct FabricRequest {
+  FabricRequest() = default;
+  explicit(false) FabricRequest(std::string p, std::string n = {}, std::string d = {})
+      : provider(std::move(p)), node(std::move(n)), domain(std::move(d)) {}
   std::string provider;
-  std::string node;  // local address for socket-based providers (FI_SOURCE); empty: any
+  std::string node;    // local address for socket-based providers (FI_SOURCE); empty: any
+  std::string domain;  // the domain (NIC: an EFA device, an interface) by name; empty: any
 };
 
 /// What a provider offers, for logs and `loom-info --transports`.

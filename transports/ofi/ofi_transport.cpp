@@ -48,6 +48,7 @@ Result<std::unique_ptr<OfiTransport>> OfiTransport::create(int rank, int nranks,
                                                            const OfiOptions& options) {
   std::unique_ptr<OfiTransport> t(new OfiTransport(rank, nranks, comm_id, std::move(store)));
   t->secret_ = options.secret;
+  t->rail_ = options.rail;
   LOOM_ASSIGN_OR_RETURN(t->fabric_, Fabric::open(options.fabric));
   const ProviderInfo& info = t->fabric_->info();
   t->mrs_ =
@@ -61,8 +62,9 @@ Result<std::unique_ptr<OfiTransport>> OfiTransport::create(int rank, int nranks,
   if (choose_progress_thread(options.progress_thread, cpus, options.ranks_on_host)) {
     LOOM_ASSIGN_OR_RETURN(t->progress_, OfiProgress::start(*t->fabric_, t->lock_, rank));
   }
-  LOOM_LOG_INFO(Net, "rank {}: ofi endpoint up: {}{}", rank, info.describe(),
-                t->mrs_->enabled() ? " (registering buffers)" : "");
+  LOOM_LOG_INFO(Net, "rank {}: ofi endpoint{} up: {}{}", rank,
+                options.rail > 0 ? fmt::format(" of rail {}", options.rail) : std::string(),
+                info.describe(), t->mrs_->enabled() ? " (registering buffers)" : "");
   return t;
 }
 
@@ -88,6 +90,7 @@ Status OfiTransport::enable_device_memory(std::string_view runtime, const void* 
 }
 
 std::string OfiTransport::key(int rank) const {
+  if (rail_ > 0) return fmt::format("loom/{:016x}/ofi/rail{}/{}", comm_id_, rail_, rank);
   return fmt::format("loom/{:016x}/ofi/{}", comm_id_, rank);
 }
 

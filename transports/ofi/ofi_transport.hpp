@@ -29,6 +29,7 @@ struct OfiOptions {
   crypto::Secret secret{};           // the job secret: liveness connections prove knowledge of it
   int progress_thread = -1;          // -1: when each rank has a CPU to spare; 0 off; 1 on
   int ranks_on_host = 1;             // for the automatic choice
+  int rail = 0;  // which of this rank's endpoints (one per NIC: OfiRails): names its store key
 };
 
 class OfiTransport final : public Transport {
@@ -80,6 +81,7 @@ class OfiTransport final : public Transport {
 
   int rank_;
   std::uint64_t comm_id_;
+  int rail_ = 0;
   crypto::Secret secret_{};
   std::shared_ptr<bootstrap::Store> store_;
   std::vector<std::unique_ptr<OfiConnection>> conns_;  // destroyed last

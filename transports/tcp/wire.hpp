@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "transports/connection.hpp"
+#include "transports/striping.hpp"
 
 namespace loom::transport::tcp {
 
@@ -15,27 +16,12 @@ inline constexpr std::uint32_t kHelloMagic = 0x4c4d4849;  // "LMHI"
 inline constexpr std::uint16_t kWireVersion = 4;          // 4: mutual authentication; 3: striping
 
 inline constexpr std::size_t kMaxSockets = 16;        // sockets per peer
-inline constexpr std::size_t kMaxParts = 8;           // sockets one message is striped across
 inline constexpr std::size_t kMinStripe = 64u << 10;  // smallest striping threshold
-inline constexpr std::size_t kStripeAlign = 4096;     // part offsets are multiples of this
-
-/// Length of every part but the last (which takes the rest, so it is shorter unless the length
-/// divides evenly): len / parts rounded up to a multiple of kStripeAlign.
-inline std::size_t stripe_part_len(std::size_t len, std::size_t parts) {
-  if (parts <= 1) return len;
-  std::size_t each = (len + parts - 1) / parts;
-  return (each + kStripeAlign - 1) / kStripeAlign * kStripeAlign;
-}
-/// How many parts a message of `len` bytes is split into, over a connection of `nsockets`
-/// sockets that stripes messages of at least 2 x `stripe_min` bytes: at most one part per socket,
-/// at most kMaxParts, about `stripe_min` bytes or more each, none empty. Both sides compute it
-/// from the posted length, so they agree on the split without telling each other.
-inline std::size_t stripe_parts(std::size_t len, std::size_t nsockets, std::size_t stripe_min) {
-  if (nsockets <= 1 || stripe_min == 0 || len < 2 * stripe_min) return 1;
-  std::size_t parts = std::min({nsockets, kMaxParts, len / stripe_min});
-  while (parts > 1 && (parts - 1) * stripe_part_len(len, parts) >= len) --parts;  // no empty part
-  return parts;
-}
+// How messages split into parts (shared with transports/striped/striped_connection.hpp).
+using transport::kMaxParts;
+using transport::kStripeAlign;
+using transport::stripe_part_len;
+using transport::stripe_parts;
 
 /// Precedes every part of a message on a data socket (an unstriped message is one part).
 struct MessageHeader {

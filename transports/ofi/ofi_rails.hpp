@@ -1,0 +1,40 @@
+// The ofi transport over several NICs: one OfiTransport (endpoint, completion queue, liveness
+// connections) per libfabric domain named in LOOM_OFI_DOMAINS (EFA devices, or interfaces for
+// socket providers), and one StripedConnection per peer over their connections, rail i of a rank
+// talking to rail i of its peer. Every rank must list as many domains.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "transports/ofi/ofi_transport.hpp"
+#include "transports/striped/striped_connection.hpp"
+#include "transports/transport.hpp"
+
+namespace loom::transport::ofi {
+
+class OfiRails final : public Transport {
+ public:
+  /// Over `rails` (rail i created with OfiOptions::rail = i); messages of at least twice
+  /// `stripe_min` bytes are split across them.
+  OfiRails(std::vector<std::unique_ptr<OfiTransport>> rails, int nranks, std::size_t stripe_min);
+  ~OfiRails() override;
+  OfiRails(const OfiRails&) = delete;
+  OfiRails& operator=(const OfiRails&) = delete;
+
+  [[nodiscard]] std::string_view name() const override { return "ofi"; }
+  [[nodiscard]] std::size_t rails() const { return rails_.size(); }
+  [[nodiscard]] OfiTransport& rail(std::size_t i) const { return *rails_.at(i); }
+  Status ensure(const std::vector<int>& peers, Deadline deadline) override;
+  [[nodiscard]] Connection* get(int peer) const override;
+  [[nodiscard]] std::optional<DeviceMemorySupport> device_memory_support() const override;
+  Status enable_device_memory(std::string_view runtime, const void* probe, std::size_t bytes,
+                              int ordinal) override;
+
+ private:
+  std::vector<std::unique_ptr<StripedConnection>> conns_;  // by peer; destroyed after the rails'
+  std::vector<std::unique_ptr<OfiTransport>> rails_;
+  std::size_t stripe_min_;
+};
+
+}  // namespace loom::transport::ofi
