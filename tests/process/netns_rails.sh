@@ -76,10 +76,13 @@ if exact rails; then
 fi
 
 # The ofi transport (tcp;ofi_rxm) over both NICs: an endpoint per domain, messages striped.
+# LOOM_OFI_DOMAINS=all finds both (the capped runs below name them).
 job ofi 4 --nics 2 -x "LOOM_TRANSPORTS=shm,ofi" -x "LOOM_OFI_PROVIDER=tcp;ofi_rxm" \
-  -x LOOM_OFI_FALLBACK=false -x LOOM_OFI_DOMAINS=eth0,eth1 -- \
+  -x LOOM_OFI_FALLBACK=false -x LOOM_OFI_DOMAINS=all -- \
   '"$PERF" allreduce -b 8 -e 8M -f 8 -n 2 -w 1 && '"$counters"' > $OUT.tx.$LOOM_RANK'
 if exact ofi; then
+  grep -q "rank 2: LOOM_OFI_DOMAINS=all: 2 domain(s) of tcp;ofi_rxm: eth0,eth1" "$TMP/ofi.err" ||
+    fail "ofi: LOOM_OFI_DOMAINS=all should find eth0 and eth1 ($(grep 'OFI_DOMAINS' "$TMP/ofi.err" | head -1))"
   grep -q "rank 2: ofi over 2 rails (eth0,eth1)" "$TMP/ofi.err" ||
     fail "ofi: rank 2 should run ofi over 2 rails"
   grep -q "rank 2: ofi endpoint of rail 1 up: provider tcp;ofi_rxm, fabric 10.199.1.0/24, domain eth1" \

@@ -2,7 +2,9 @@
 // part takes, checked against fake rails that record what was posted; and the ofi transport's
 // rails from LOOM_OFI_DOMAINS. (The conformance suite runs "ofi-rails:tcp;ofi_rxm" end to end;
 // tests/process/netns_rails.sh runs real NICs.)
+#include <algorithm>
 #include <catch2/catch.hpp>
+#include <string>
 #include <vector>
 
 #include "bootstrap/memory_store.hpp"
@@ -132,4 +134,16 @@ TEST_CASE("ofi rails: a domain that does not exist fails creation, naming it", "
   REQUIRE_FALSE(t.is_ok());
   CHECK_THAT(t.status().message(), Contains("rail 1") && Contains("nosuchnic9") &&
                                        Contains("LOOM_OFI_DOMAINS=lo,nosuchnic9"));
+}
+
+TEST_CASE("ofi rails: LOOM_OFI_DOMAINS=all lists a provider's domains but loopback",
+          "[rails][ofi]") {
+  if (!tp::ofi::probe_provider({"tcp;ofi_rxm", "127.0.0.1"}).is_ok()) {
+    WARN("tcp;ofi_rxm is not available here");
+    return;
+  }
+  const std::vector<std::string> all = tp::ofi::list_domains("tcp;ofi_rxm");
+  CHECK(std::find(all.begin(), all.end(), "lo") == all.end());
+  CHECK(std::is_sorted(all.begin(), all.end()));
+  CHECK(tp::ofi::list_domains("no-such-provider").empty());
 }

@@ -124,6 +124,22 @@ std::uint64_t getinfo_calls() {
   return g_getinfo_calls.load(std::memory_order_relaxed);
 }
 
+std::vector<std::string> list_domains(const std::string& provider) {
+  std::vector<std::string> out;
+  for (bool hmem : {true, false}) {
+    InfoPtr all = get_info_with(provider, "", "", hmem);
+    for (const fi_info* i = all.get(); i != nullptr; i = i->next) {
+      const ProviderInfo p = describe_info(i);
+      // Loopback reaches no other host: never a rail.
+      if (p.domain == "lo" || p.fabric.rfind("127.", 0) == 0 || p.fabric.rfind("::1", 0) == 0)
+        continue;
+      if (std::find(out.begin(), out.end(), p.domain) == out.end()) out.push_back(p.domain);
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 std::vector<ProviderInfo> list_providers() {
   std::vector<ProviderInfo> out;
   for (bool hmem : {true, false}) {

@@ -42,6 +42,9 @@ struct ProviderInfo {
 /// Providers that offer tagged FI_EP_RDM endpoints on this host, best first (efa, tcp;ofi_rxm,
 /// shm, then any other), one entry per provider.
 std::vector<ProviderInfo> list_providers();
+/// The domains (NICs) `provider` offers tagged FI_EP_RDM endpoints on, by name, sorted, without
+/// loopback ones (LOOM_OFI_DOMAINS=all: EFA devices, or a socket provider's interfaces).
+std::vector<std::string> list_domains(const std::string& provider);
 /// The provider the request resolves to, or an error saying why none fits (the reason is fit
 /// for a WARN: which provider was asked for and what exists instead).
 Result<ProviderInfo> probe_provider(const FabricRequest& request);

@@ -1,5 +1,7 @@
 #include "transports/ofi/ofi_factory.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 #include "common/strings.hpp"
@@ -71,16 +73,37 @@ Result<std::unique_ptr<Transport>> make_rails(const CreateContext& ctx,
   std::size_t stripe_min = ctx.config->get_size("LOOM_OFI_STRIPE_MIN");
   if (stripe_min != 0) stripe_min = std::max(stripe_min, kMinOfiStripe);
   LOOM_LOG_INFO(Net, "rank {}: ofi over {} rails ({}), striping from {} KiB", ctx.rank,
-                rails.size(), list, 2 * stripe_min >> 10);
+                rails.size(), fmt::join(domains, ","), 2 * stripe_min >> 10);
   return std::unique_ptr<Transport>(
       std::make_unique<OfiRails>(std::move(rails), ctx.nranks, stripe_min));
 }
 
 }  // namespace
 
-Result<std::unique_ptr<Transport>> make_transport(const CreateContext& ctx) {
+// LOOM_OFI_DOMAINS as names: its list, or for "all" every (non-loopback) domain of the provider
+// the data address would use.
+Result<std::vector<std::string>> domain_names(const CreateContext& ctx) {
   const std::string list = ctx.config->get_string("LOOM_OFI_DOMAINS");
-  const std::vector<std::string_view> domains = comma_tokens(list);
+  if (list != "all") {
+    std::vector<std::string> out;
+    for (std::string_view d : comma_tokens(list)) out.emplace_back(d);
+    return out;
+  }
+  LOOM_ASSIGN_OR_RETURN(ProviderInfo p,
+                        probe_provider(fabric_request(*ctx.config, ctx.data_address)));
+  std::vector<std::string> all = list_domains(p.provider);
+  if (all.empty())
+    return make_error(ErrorCode::InvalidUsage,
+                      "rank {}: LOOM_OFI_DOMAINS=all: provider {} lists no domain but loopback",
+                      ctx.rank, p.provider);
+  LOOM_LOG_INFO(Net, "rank {}: LOOM_OFI_DOMAINS=all: {} domain(s) of {}: {}", ctx.rank, all.size(),
+                p.provider, fmt::join(all, ","));
+  return all;
+}
+
+Result<std::unique_ptr<Transport>> make_transport(const CreateContext& ctx) {
+  LOOM_ASSIGN_OR_RETURN(std::vector<std::string> names, domain_names(ctx));
+  const std::vector<std::string_view> domains(names.begin(), names.end());
   if (domains.size() > 1) return make_rails(ctx, domains);
   OfiOptions o = options_for(ctx);
   if (domains.size() == 1) on_domain(o.fabric, domains[0]);
