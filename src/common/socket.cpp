@@ -94,10 +94,6 @@ bool retryable_connect_error(int err) {
   }
 }
 
-bool same_endpoint(const SocketAddress& a, const SocketAddress& b) {
-  return a.len == b.len && std::memcmp(&a.storage, &b.storage, a.len) == 0;
-}
-
 // Waits for `events` on `fd`; returns the poll result (0 on timeout), retrying EINTR.
 Result<int> poll_one(int fd, short events, int timeout_ms) {
   pollfd p{fd, events, 0};
@@ -281,6 +277,10 @@ Result<SocketAddress> local_address_towards(const SocketAddress& remote) {
   LOOM_ASSIGN_OR_RETURN(SocketAddress local, bound_address(fd.get()));
   local.set_port(0);
   return local;
+}
+
+bool same_endpoint(const SocketAddress& a, const SocketAddress& b) {
+  return a.len == b.len && std::memcmp(&a.storage, &b.storage, a.len) == 0;
 }
 
 Result<SocketAddress> interface_address(std::string_view ifname) {

@@ -36,6 +36,9 @@ struct SocketAddress {
   sockaddr* raw() { return reinterpret_cast<sockaddr*>(&storage); }
 };
 
+/// Whether two addresses are the same (family, address and port, byte for byte).
+bool same_endpoint(const SocketAddress& a, const SocketAddress& b);
+
 /// Parses "host:port", "[v6]:port", "host" (port 0) with name resolution (getaddrinfo).
 /// A name with both IPv4 and IPv6 addresses resolves to its first IPv4 address.
 Result<SocketAddress> resolve(std::string_view host_port);

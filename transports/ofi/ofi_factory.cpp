@@ -38,7 +38,7 @@ OfiOptions options_for(const CreateContext& ctx) {
 // Points `r` at the NIC named `name`: a network interface (what socket providers' domains are
 // named after; they pick theirs by source address, not by domain name) by its address, anything
 // else (an EFA device) as the domain's name.
-void on_domain(FabricRequest& r, std::string_view name) {
+void point_at(FabricRequest& r, std::string_view name) {
   auto a = net::interface_address(name);
   if (a.is_ok()) {
     auto hp = net::parse_host_port(a->to_string());
@@ -61,7 +61,7 @@ Result<std::unique_ptr<Transport>> make_rails(const CreateContext& ctx,
   std::vector<std::unique_ptr<OfiTransport>> rails;
   for (std::size_t i = 0; i < domains.size(); ++i) {
     OfiOptions o = options_for(ctx);
-    on_domain(o.fabric, domains[i]);
+    point_at(o.fabric, domains[i]);
     o.rail = static_cast<int>(i);
     auto t = OfiTransport::create(ctx.rank, ctx.nranks, ctx.comm_id, ctx.store, o);
     if (!t.is_ok())
@@ -106,7 +106,7 @@ Result<std::unique_ptr<Transport>> make_transport(const CreateContext& ctx) {
   const std::vector<std::string_view> domains(names.begin(), names.end());
   if (domains.size() > 1) return make_rails(ctx, domains);
   OfiOptions o = options_for(ctx);
-  if (domains.size() == 1) on_domain(o.fabric, domains[0]);
+  if (domains.size() == 1) point_at(o.fabric, domains[0]);
   auto t = OfiTransport::create(ctx.rank, ctx.nranks, ctx.comm_id, ctx.store, o);
   if (!t.is_ok())
     return t.status().with_context(fmt::format("rank {}: opening the ofi transport", ctx.rank));

@@ -1,23 +1,11 @@
 #include "transports/tcp/tcp_rails.hpp"
 
 #include <algorithm>
-#include <cstring>
 #include <string>
 
 #include "common/strings.hpp"
 
 namespace loom::transport::tcp {
-namespace {
-
-bool same_host(const net::SocketAddress& a, const net::SocketAddress& b) {
-  net::SocketAddress x = a;
-  net::SocketAddress y = b;
-  x.set_port(0);
-  y.set_port(0);
-  return x.len == y.len && std::memcmp(&x.storage, &y.storage, x.len) == 0;
-}
-
-}  // namespace
 
 Result<std::vector<net::SocketAddress>> extra_rails(const config::Config& cfg) {
   const std::string list = cfg.get_string("LOOM_SOCKET_IFNAME");
@@ -33,7 +21,7 @@ Result<std::vector<net::SocketAddress>> extra_rails(const config::Config& cfg) {
       return Status(ErrorCode::InvalidUsage, a.status().message())
           .with_context(fmt::format("LOOM_SOCKET_IFNAME={}", list));
     for (std::size_t i = 0; i < all.size(); ++i)
-      if (same_host(all[i], *a))
+      if (net::same_endpoint(all[i], *a))  // both with port 0
         return make_error(ErrorCode::InvalidUsage,
                           "LOOM_SOCKET_IFNAME={}: interfaces '{}' and '{}' have the same address "
                           "{}; each rail needs its own",

@@ -128,9 +128,14 @@ Status TcpTransport::ensure(const std::vector<int>& peers, Deadline deadline) {
       [this](int p, Deadline d) { return for_peer(accept_from(p, d), p); });
 }
 
-Status TcpTransport::connect_to(int peer, Deadline deadline) {
+const std::vector<net::SocketAddress>& TcpTransport::rails_of(int peer) const {
+  static const std::vector<net::SocketAddress> kNone;
   const auto p = static_cast<std::size_t>(peer);
-  const int theirs = 1 + (p < peer_rails_.size() ? static_cast<int>(peer_rails_[p].size()) : 0);
+  return p < peer_rails_.size() ? peer_rails_[p] : kNone;
+}
+
+Status TcpTransport::connect_to(int peer, Deadline deadline) {
+  const int theirs = 1 + static_cast<int>(rails_of(peer).size());
   const int mine = 1 + static_cast<int>(rails_.size());
   const int nsockets =
       sockets_for_rails(sockets_per_peer(), std::max(mine, theirs), static_cast<int>(kMaxSockets));
@@ -146,13 +151,12 @@ Status TcpTransport::connect_to(int peer, Deadline deadline) {
 }
 
 Result<net::Fd> TcpTransport::connect_socket(int peer, int index, int count, Deadline deadline) {
-  const auto p = static_cast<std::size_t>(peer);
-  const std::vector<net::SocketAddress> none;
-  const std::vector<net::SocketAddress>& theirs = p < peer_rails_.size() ? peer_rails_[p] : none;
+  const std::vector<net::SocketAddress>& theirs = rails_of(peer);
   const RailPair path =
       rail_of(index, 1 + static_cast<int>(rails_.size()), 1 + static_cast<int>(theirs.size()));
-  const net::SocketAddress& addr =
-      path.remote == 0 ? peers_[p] : theirs[static_cast<std::size_t>(path.remote - 1)];
+  const net::SocketAddress& addr = path.remote == 0
+                                       ? peers_[static_cast<std::size_t>(peer)]
+                                       : theirs[static_cast<std::size_t>(path.remote - 1)];
   // With rails here, every socket leaves from its rail's address (the primary's too), so each
   // interface carries its own share whatever the routing table prefers.
   const net::SocketAddress* from = nullptr;

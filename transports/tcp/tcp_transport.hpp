@@ -72,6 +72,8 @@ class TcpTransport final : public Transport {
  private:
   TcpTransport(int rank, int nranks, std::uint64_t comm_id, std::vector<net::Fd> listeners,
                std::vector<net::SocketAddress> addresses, TcpOptions options);
+  /// `peer`'s further rails (empty when it has none or they are unknown).
+  [[nodiscard]] const std::vector<net::SocketAddress>& rails_of(int peer) const;
   /// Connects socket `index` of `count` to `peer` along its rail pair and says hello.
   Result<net::Fd> connect_socket(int peer, int index, int count, Deadline deadline);
   Status connect_to(int peer, Deadline deadline);
