@@ -36,6 +36,8 @@ struct P2PDesc {
   /// A receive from whichever rank's next message to this rank first has `tag` (`from` is -1
   /// until that rank is known).
   bool any_source = false;
+  /// The call's p2p record in the call ledger (CallLedger::p2p_submitted); ~0: none.
+  std::uint64_t record = ~std::uint64_t{0};
   [[nodiscard]] bool receives() const { return from >= 0 || any_source; }
 };
 

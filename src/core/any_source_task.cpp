@@ -20,6 +20,7 @@ Status AnySourceRecvTask::start(Deadline deadline) {
     if (p != comm_.rank()) peers.push_back(p);
   // Every rank may be the sender: each takes part in this when it next connects to this rank
   // (its send to it does).
+  comm_.note_p2p_started(op_);  // looking for its sender
   Status st = comm_.connect(peers, deadline);
   if (!st.is_ok()) return comm_.name_failed_peer(st.with_context(describe()));
   for (int p : peers) {

@@ -103,6 +103,51 @@ void CallLedger::completed(std::uint64_t seq) {
   }
 }
 
+std::uint64_t CallLedger::p2p_submitted(const coll::OpDesc& op,
+                                        std::chrono::steady_clock::time_point now_time) {
+  const std::int64_t now = timed_ ? ns_of(now_time) : 0;
+  std::lock_guard lk(mu_);
+  const std::uint64_t id = next_p2p_++;
+  P2PRecord& r = p2p_[id % p2p_.size()];
+  r.id = id;
+  r.op = op;
+  r.submitted_ns = now;
+  r.started_ns = 0;
+  r.completed_ns = 0;
+  r.started = r.completed = false;
+  return id;
+}
+
+void CallLedger::p2p_started(const coll::OpDesc& op) {
+  const std::int64_t now = now_ns();
+  std::lock_guard lk(mu_);
+  P2PRecord& r = p2p_[op.p2p.record % p2p_.size()];
+  if (r.id != op.p2p.record) return;
+  r.op.p2p = op.p2p;  // the receive's number and sender, known now
+  if (!r.started) r.started_ns = now;
+  r.started = true;
+}
+
+void CallLedger::p2p_completed(std::uint64_t id) {
+  const std::int64_t now = now_ns();
+  std::lock_guard lk(mu_);
+  P2PRecord& r = p2p_[id % p2p_.size()];
+  if (r.id != id) return;
+  if (!r.started) r.started_ns = now;
+  r.completed_ns = now;
+  r.started = r.completed = true;
+}
+
+std::vector<P2PRecord> CallLedger::recent_p2p() const {
+  std::lock_guard lk(mu_);
+  const std::uint64_t n = p2p_.size();
+  std::vector<P2PRecord> out;
+  out.reserve(static_cast<std::size_t>(std::min(next_p2p_, n)));
+  for (std::uint64_t i = next_p2p_ > n ? next_p2p_ - n : 0; i < next_p2p_; ++i)
+    if (p2p_[i % n].id == i) out.push_back(p2p_[i % n]);
+  return out;
+}
+
 std::vector<CallRecord> CallLedger::recent() const {
   std::lock_guard lk(mu_);
   const std::uint64_t end = next_seq_.load();

@@ -34,6 +34,19 @@ struct CallRecord {
   std::int64_t completed_ns = 0;
 };
 
+/// One recorded send, receive or sendrecv (one call), by this rank's p2p call number `id`. The
+/// op carries the peers and the per-peer message numbers (op.p2p.send_seq / recv_seq; a receive
+/// from any source has from == -1 until it finds its sender).
+struct P2PRecord {
+  std::uint64_t id = ~std::uint64_t{0};
+  coll::OpDesc op;
+  std::int64_t submitted_ns = 0;
+  std::int64_t started_ns = 0;
+  std::int64_t completed_ns = 0;
+  bool started = false;  // (also without times: LOOM_FLIGHT_RECORDER=0)
+  bool completed = false;
+};
+
 class CallLedger {
  public:
   static constexpr std::size_t kDefaultHistory = 256;  // LOOM_FLIGHT_RECORDER's default
@@ -46,7 +59,8 @@ class CallLedger {
         timed_(timed),
         p2p_sent_(static_cast<std::size_t>(nranks), 0),
         p2p_received_(static_cast<std::size_t>(nranks), 0),
-        calls_(std::max<std::size_t>(history, 16)) {}
+        calls_(std::max<std::size_t>(history, 16)),
+        p2p_(calls_.size()) {}
 
   /// The number the next collective call will take.
   [[nodiscard]] std::uint64_t next_seq() const { return next_seq_.load(); }
@@ -76,12 +90,22 @@ class CallLedger {
   void completed(std::uint64_t seq);
   [[nodiscard]] std::int64_t last_completed() const { return last_completed_.load(); }
 
+  /// A numbered send / receive was queued at `now`: records it, and returns its record's id
+  /// (for op.p2p.record).
+  std::uint64_t p2p_submitted(const coll::OpDesc& op, std::chrono::steady_clock::time_point now);
+  /// The p2p call op.p2p.record started (with its receive numbered, its sender found).
+  void p2p_started(const coll::OpDesc& op);
+  /// The p2p call `id` completed.
+  void p2p_completed(std::uint64_t id);
+
   /// "reduce #3 (4 x float32, sum, root 1)", nullopt if not made or long forgotten.
   [[nodiscard]] std::optional<std::string> describe(std::uint64_t seq) const;
   /// Submitted / completed / oldest unfinished call (RankProgress::derived is left 0).
   [[nodiscard]] RankProgress progress() const;
   /// The calls still remembered, oldest first.
   [[nodiscard]] std::vector<CallRecord> recent() const;
+  /// The sends and receives still remembered (as many as collective calls), oldest first.
+  [[nodiscard]] std::vector<P2PRecord> recent_p2p() const;
 
  private:
   int rank_;
@@ -97,6 +121,8 @@ class CallLedger {
   // every call's description costs more than the rest of a small collective's path).
   std::deque<std::uint64_t> unfinished_;
   std::vector<CallRecord> calls_;  // call #s at s % calls_.size() (mu_)
+  std::vector<P2PRecord> p2p_;     // p2p call #i at i % p2p_.size() (mu_)
+  std::uint64_t next_p2p_ = 0;     // (mu_)
 
   [[nodiscard]] std::optional<std::string> describe_locked(std::uint64_t seq) const;
   [[nodiscard]] std::int64_t now_ns() const;

@@ -15,7 +15,10 @@ Status CollectiveTask::start(Deadline deadline) {
     op_.p2p.recv_seq = comm_.claim_receive(op_.p2p.from);
     op_.p2p.recv_deferred = false;
   }
-  if (op_.kind != coll::CollKind::P2P) comm_.note_started(op_.seq);
+  if (op_.kind != coll::CollKind::P2P)
+    comm_.note_started(op_.seq);
+  else
+    comm_.note_p2p_started(op_);
   std::vector<int> listed;  // a cached plan's index lists its peers
   const std::vector<int>& peers = plan_->index ? plan_->index->peers : (listed = plan_->peers());
   Status st = comm_.connect(peers, deadline);
@@ -44,7 +47,10 @@ Result<exec::Progress> CollectiveTask::progress() {
     if (op_.kind == coll::CollKind::Barrier && op_.seq > 0)
       LOOM_RETURN_IF_ERROR(comm_.find_unread_messages(op_.seq - 1));
     finalize();
-    if (op_.kind != coll::CollKind::P2P) comm_.note_completed(op_.seq);
+    if (op_.kind != coll::CollKind::P2P)
+      comm_.note_completed(op_.seq);
+    else
+      comm_.note_p2p_completed(op_);
   }
   return r;
 }

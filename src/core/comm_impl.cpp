@@ -73,7 +73,9 @@ Work CommImpl::receive_any(coll::OpDesc op, int* source, const CollOptions& opts
                             "stream",
                             rank_, coll::describe(op)));
   calls_.number_p2p(op);  // validates; numbered when it finds its sender
-  Deadline deadline = Deadline::after(opts.timeout.value_or(settings_.timeout));
+  const Clock::time_point now = Clock::now();
+  op.p2p.record = calls_.p2p_submitted(op, now);
+  Deadline deadline = Deadline::after(opts.timeout.value_or(settings_.timeout), now);
   return Work(engine_->submit(std::make_unique<AnySourceRecvTask>(*this, op, source, deadline)));
 }
 
@@ -102,7 +104,10 @@ std::shared_ptr<OpState> CommImpl::launch(coll::OpDesc op, const CollOptions& op
   LOOM_LOG_DEBUG(Coll, "rank {}: {} as {} ({} steps)", rank_, coll::describe(op), plan->algorithm,
                  plan->steps.size());
   // Collectives are compared between ranks; sends are not.
-  if (!p2p) calls_.submitted(op, plan->algorithm, now);
+  if (!p2p)
+    calls_.submitted(op, plan->algorithm, now);
+  else
+    op.p2p.record = calls_.p2p_submitted(op, now);
   if (make) return engine_->submit(make(op, std::move(plan), deadline));
   if (on_stream) return submit_on_stream(op, opts.stream, std::move(plan), deadline);
   return engine_->submit(std::make_unique<CollectiveTask>(*this, op, std::move(plan), deadline));
@@ -114,11 +119,13 @@ std::shared_ptr<OpState> CommImpl::submit_on_stream(const coll::OpDesc& op, void
   // The direct path has no pre-multiplying step: such calls go through host staging.
   if (direct_ && !op.premultiplies()) {  // the plan runs on the device buffers (cuda_ipc)
     device::StagedCall call = value_or_throw(stream_path_->direct(op, rank_, stream, deadline));
-    const std::uint64_t seq = op.seq;
     const bool numbered = op.kind != coll::CollKind::P2P;
     auto inner = direct_->task(op, std::move(plan), nranks_, 2 * settings_.plan.depth, deadline,
-                               [this, seq, numbered] {
-                                 if (numbered) note_completed(seq);
+                               [this, op, numbered] {
+                                 if (numbered)
+                                   note_completed(op.seq);
+                                 else
+                                   note_p2p_completed(op);
                                });
     auto state = engine_->submit(stream_path_->wrap(std::move(inner), call));
     throw_if_error(stream_path_->finish(call, stream));

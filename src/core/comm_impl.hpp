@@ -108,6 +108,8 @@ class CommImpl final : public TaskHost {
   /// Called by CollectiveTask when operation `seq` completed successfully.
   void note_started(std::uint64_t seq) override;
   void note_completed(std::uint64_t seq) override;
+  void note_p2p_started(const coll::OpDesc& op) override;
+  void note_p2p_completed(const coll::OpDesc& op) override;
   /// A PeerFailed naming a peer (local or reported): tells the cuda_ipc transport (first wins).
   void note_failed_peer(const Status& why);
   /// Mismatched calls that no message check catches (call_check.cpp): Mismatch naming both

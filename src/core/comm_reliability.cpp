@@ -24,6 +24,14 @@ void CommImpl::note_completed(std::uint64_t seq) {
   calls_.completed(seq);
 }
 
+void CommImpl::note_p2p_started(const coll::OpDesc& op) {
+  calls_.p2p_started(op);
+}
+
+void CommImpl::note_p2p_completed(const coll::OpDesc& op) {
+  calls_.p2p_completed(op.p2p.record);
+}
+
 RankProgress CommImpl::progress() const {
   RankProgress p = calls_.progress();
   p.derived = reliability_ ? reliability_->derived_done() : 0;
@@ -75,14 +83,15 @@ std::vector<int> CommImpl::failed_ranks() const {
 
 std::string CommImpl::flight_record(std::string_view reason, const std::string& status) const {
   FlightHeader header{comm_id_, rank_, nranks_, std::string(reason), status};
-  return flight_record_json(header, calls_.recent());
+  return flight_record_json(header, calls_.recent(), calls_.recent_p2p());
 }
 
 void CommImpl::write_flight_record(std::string_view reason, const std::string& status) const {
   if (settings_.flight_dir.empty()) return;
   FlightHeader header{comm_id_, rank_, nranks_, std::string(reason), status};
-  Status st = detail::write_flight_record(settings_.flight_dir, header,
-                                          flight_record_json(header, calls_.recent()));
+  Status st =
+      detail::write_flight_record(settings_.flight_dir, header,
+                                  flight_record_json(header, calls_.recent(), calls_.recent_p2p()));
   if (!st.is_ok())
     LOOM_LOG_WARN(Init, "{}", st.message());
   else

@@ -44,9 +44,38 @@ Json call_json(const CallRecord& c) {
   return j;
 }
 
+std::string_view state_of(const P2PRecord& c) {
+  if (c.completed) return "completed";
+  return c.started ? "running" : "queued";
+}
+
+// One direction of a p2p call: the peer and the per-pair message number (null while unknown: a
+// receive from any source before it finds its sender, or one numbered only when it starts).
+Json direction(int peer, std::uint64_t seq, bool known, std::size_t count) {
+  return {{"peer", peer}, {"seq", known ? Json(seq) : Json(nullptr)}, {"count", count}};
+}
+
+Json p2p_json(const P2PRecord& c) {
+  const coll::P2PDesc& p = c.op.p2p;
+  Json j = {{"id", c.id},
+            {"call", coll::describe(c.op)},
+            {"dtype", to_string(c.op.dtype)},
+            {"tag", p.tag}};
+  if (p.to >= 0) j["send"] = direction(p.to, p.send_seq, true, c.op.count);
+  if (p.receives())
+    j["recv"] = direction(p.from, p.recv_seq, p.from >= 0 && !p.recv_deferred, p.recv_count);
+  j["before_call"] = c.op.seq;  // the collective call number next after it on this rank
+  j["state"] = state_of(c);
+  j["submitted_ns"] = c.submitted_ns;
+  j["started_ns"] = time_or_null(c.started ? c.started_ns : 0);
+  j["completed_ns"] = time_or_null(c.completed ? c.completed_ns : 0);
+  return j;
+}
+
 }  // namespace
 
-std::string flight_record_json(const FlightHeader& header, const std::vector<CallRecord>& calls) {
+std::string flight_record_json(const FlightHeader& header, const std::vector<CallRecord>& calls,
+                               const std::vector<P2PRecord>& p2p) {
   using namespace std::chrono;
   const auto steady = duration_cast<nanoseconds>(steady_clock::now().time_since_epoch()).count();
   const auto wall = duration_cast<nanoseconds>(system_clock::now().time_since_epoch()).count();
@@ -61,6 +90,8 @@ std::string flight_record_json(const FlightHeader& header, const std::vector<Cal
               {"clock", {{"steady_ns", steady}, {"system_ns", wall}}},
               {"calls", Json::array()}};
   for (const CallRecord& c : calls) doc["calls"].push_back(call_json(c));
+  doc["p2p"] = Json::array();
+  for (const P2PRecord& c : p2p) doc["p2p"].push_back(p2p_json(c));
   // Invalid UTF-8 in a message (a peer's host name, say) is replaced, never thrown.
   return doc.dump(1, ' ', false, Json::error_handler_t::replace) + "\n";
 }

@@ -23,9 +23,14 @@ struct FlightHeader {
 
 /// {"loom_flight_record": 1, "communicator": ..., "rank": ..., "clock": {steady_ns, system_ns},
 ///  "calls": [{"seq", "op", "call", "dtype", "count", "algorithm", "state",
-///             "submitted_ns", "started_ns", "completed_ns"}, ...]} (steady-clock times; "clock"
-/// pairs one steady reading with the wall clock's, so records of several hosts line up).
-std::string flight_record_json(const FlightHeader& header, const std::vector<CallRecord>& calls);
+///             "submitted_ns", "started_ns", "completed_ns"}, ...],
+///  "p2p": [{"id", "call", "dtype", "tag", "send": {"peer", "seq", "count"},
+///           "recv": {"peer", "seq", "count"}, "before_call", "state", times...}, ...]}
+/// (steady-clock times; "clock" pairs one steady reading with the wall clock's, so records of
+/// several hosts line up; a p2p call has "send", "recv" or both; "seq" is the message's number
+/// on that pair and direction, null while unknown).
+std::string flight_record_json(const FlightHeader& header, const std::vector<CallRecord>& calls,
+                               const std::vector<P2PRecord>& p2p);
 
 /// `dir`/loom-flight-<communicator>-r<rank>.json, written whole (a temporary file renamed).
 std::string flight_file_path(const std::string& dir, std::uint64_t comm_id, int rank);

@@ -177,12 +177,14 @@ void CommImpl::launch_p2p_batch(std::vector<GroupMember>& group,
     const std::size_t end = std::min(members.size(), at + kPerBatch);
     for (std::size_t k = at; k < end; ++k) {
       const GroupMember& m = group[members[k]];
+      coll::OpDesc op = m.op;
+      op.p2p.record = calls_.p2p_submitted(op, Clock::now());
       if (m.on_stream) {
         staged_at.push_back(calls.size());
-        staged.push_back(m.op);
+        staged.push_back(op);
         stream = m.opts.stream;
       }
-      calls.push_back(m.op);
+      calls.push_back(op);
       if (m.opts.timeout) timeout = std::min(timeout, *m.opts.timeout);
     }
     LOOM_LOG_DEBUG(Coll, "rank {}: a group of {} sends and receives ({} staged)", rank_,

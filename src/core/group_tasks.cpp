@@ -89,6 +89,7 @@ void P2PBatchTask::tag_steps() {
 
 Status P2PBatchTask::start(Deadline deadline) {
   tag_steps();
+  for (const coll::OpDesc& c : calls_) comm_.note_p2p_started(c);
   std::vector<int> peers = plan_.peers();
   Status st = comm_.connect(peers, deadline);
   if (!st.is_ok()) return comm_.name_failed_peer(st.with_context(describe()));
@@ -102,6 +103,8 @@ Status P2PBatchTask::start(Deadline deadline) {
 Result<exec::Progress> P2PBatchTask::progress() {
   auto r = run_->progress();
   if (!r.is_ok()) return comm_.name_failed_peer(r.status().with_context(describe()));
+  if (*r == exec::Progress::Done)
+    for (const coll::OpDesc& c : calls_) comm_.note_p2p_completed(c);
   return r;
 }
 

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "collective/op.hpp"
 #include "common/deadline.hpp"
 #include "common/status.hpp"
 #include "transports/connection.hpp"
@@ -29,6 +30,9 @@ class TaskHost {
   /// Collective call `seq` started running / completed successfully (the call ledger).
   virtual void note_started(std::uint64_t seq) = 0;
   virtual void note_completed(std::uint64_t seq) = 0;
+  /// A send / receive (op.p2p.record) started running, with its receive numbered / completed.
+  virtual void note_p2p_started(const coll::OpDesc& op) = 0;
+  virtual void note_p2p_completed(const coll::OpDesc& op) = 0;
   /// A PeerFailed naming a peer, with the peer's host and pid added (else unchanged).
   [[nodiscard]] virtual Status name_failed_peer(const Status& why) const = 0;
   /// Mismatch when a connection holds a message of a call up to #upto that this rank finished.

@@ -3,7 +3,8 @@
 # arriving late at every allreduce, then a call rank 3 never makes (the others time out). Every
 # rank leaves its record; loom-trace names the stall (ranks 0-2 waiting in #20, rank 3 never
 # called it) and rank 2 as the rank that starts calls last, exits 1 (a problem found), and
-# writes a Chrome trace with a slice per call per rank.
+# writes a Chrome trace with a slice per call per rank. Then two ranks that each wait to receive
+# from the other: loom-trace names both receives and that neither peer sent.
 # Usage: bash flight_recorder.sh BIN_DIR
 set -u
 BIN=${1:?usage: flight_recorder.sh BIN_DIR}
@@ -40,6 +41,25 @@ row=$(grep -A2 "started last" "$TMP/trace" | sed -n 2p)
 slices=$(python3 -c "import json,sys; print(sum(1 for e in json.load(open(sys.argv[1]))['traceEvents'] if e['ph'] == 'X'))" "$TMP/trace.json" 2>/dev/null || echo 0)
 ((slices == 83)) || fail "$slices slices in the Chrome trace, not 4 x 20 + 3"
 sed -n '1,20p' "$TMP/trace"
+
+# Sends and receives: two ranks that each wait to receive from the other. loom-trace names both
+# receives, that the peer never sent them, and what the peer was doing instead.
+rc=0
+LOOM_FLIGHT_DIR=$TMP/p2p LOOM_TIMEOUT=60s timeout 120 "$BIN/loomrun" -n 2 --timeout 100s \
+  "$BIN/loom-tests" "process p2p flight: *" >"$TMP/out" 2>&1 || rc=$?
+((rc == 0)) || fail "the p2p job: loomrun exited $rc"
+rc=0
+"$BIN/loom-trace" --chrome "$TMP/p2p.json" "$TMP/p2p" >"$TMP/trace" 2>&1 || rc=$?
+((rc == 1)) || fail "loom-trace on the p2p records exited $rc, not 1"
+grep -q "rank 0 (host .*calls #0-#0, 4 sends and receives" "$TMP/trace" ||
+  fail "rank 0's sends and receives not counted"
+grep -q "P2P STALLED: rank 0 in recv #0 from rank 1 (64 x float, tag 5) (running, .*; rank 1 recorded no send to rank 0 (rank 1's last call: recv #3 from rank 0 (64 x float, tag 5), running)" \
+  "$TMP/trace" || fail "rank 0's receive is not named"
+grep -q "P2P STALLED: rank 1 in recv #3 from rank 0 (64 x float, tag 5) (running, .*; rank 0 never sent #3 (sent up to #2 to rank 1) (rank 0's last call: recv #0 from rank 1 (64 x float, tag 5), running)" \
+  "$TMP/trace" || fail "rank 1's receive is not named"
+slices=$(python3 -c "import json,sys; print(sum(1 for e in json.load(open(sys.argv[1]))['traceEvents'] if e['ph'] == 'X'))" "$TMP/p2p.json" 2>/dev/null || echo 0)
+((slices == 10)) || fail "$slices slices in the p2p Chrome trace, not 2 x (1 + 4)"
+grep "P2P" "$TMP/trace"
 
 # Records that disagree (hand-written: loom itself fails most mismatched calls first): rank 1
 # called a broadcast where rank 0 called an allreduce.

@@ -91,6 +91,91 @@ TEST_CASE("flight record: each rank's calls in order, with what they were and wh
   CHECK(f.wrong == 0);
 }
 
+// One p2p entry: its direction's peer, message number and count (seq -1: must be null).
+void check_direction(const json& e, const char* dir, int peer, std::int64_t seq, std::size_t count,
+                     Findings& f, const std::string& what) {
+  if (!e.contains(dir)) {
+    f.add(what + ": no " + dir + " in " + e.dump());
+    return;
+  }
+  const json& d = e.at(dir);
+  const bool seq_ok = seq < 0 ? d.at("seq").is_null() : d.at("seq") == seq;
+  if (d.at("peer") != peer || !seq_ok || d.at("count") != count)
+    f.add(what + ": " + dir + " " + d.dump());
+}
+
+TEST_CASE("flight record: sends and receives, with their peers and message numbers", "[flight]") {
+  Findings f;
+  loom::test::run_ranks(3, [&](Communicator& comm) {
+    const int r = comm.rank();
+    const int next = (r + 1) % 3, prev = (r + 2) % 3;
+    std::vector<float> a(5, 1.0f), b(5, 0.0f);
+    // #0: rank 0 sends to rank 1 twice, rank 1 receives both.
+    if (r == 0) {
+      comm.send(std::span<const float>(a), 1, 7).wait();
+      comm.send(std::span<const float>(a), 1, 7).wait();
+    } else if (r == 1) {
+      comm.recv(std::span<float>(b), 0, 7).wait();
+      comm.recv(std::span<float>(b), 0, 7).wait();
+    }
+    comm.barrier().wait();  // collective #0
+    // A ring sendrecv, then a group of a send and a receive around the ring the other way.
+    comm.sendrecv(a.data(), 5, next, b.data(), 5, prev, DataType::Float32).wait();
+    comm.group_start();
+    Work s = comm.send(std::span<const float>(a), prev);
+    Work q = comm.recv(std::span<float>(b), next);
+    comm.group_end();
+    s.wait();
+    q.wait();
+    // Rank 2 receives from any source; rank 0 sends to it.
+    int source = -1;
+    if (r == 2) comm.recv_any(std::span<float>(b), &source, 3).wait();
+    if (r == 0) comm.send(std::span<const float>(a), 2, 3).wait();
+    const json doc = json::parse(comm.flight_record());
+    const std::string what = "rank " + std::to_string(r);
+    const json& p2p = doc.at("p2p");
+    const std::size_t expect = r == 0 ? 6 : r == 1 ? 5 : 4;
+    if (p2p.size() != expect) {
+      f.add(what + ": " + std::to_string(p2p.size()) + " p2p records: " + p2p.dump());
+      return;
+    }
+    for (std::size_t i = 0; i < p2p.size(); ++i) {
+      const json& e = p2p[i];
+      const std::string at = what + ", p2p " + std::to_string(i);
+      if (e.at("id") != i || e.at("state") != "completed" || e.at("dtype") != "float")
+        f.add(at + ": " + e.dump());
+      const auto sub = e.at("submitted_ns").get<std::int64_t>();
+      const auto st = e.at("started_ns").get<std::int64_t>();
+      const auto done = e.at("completed_ns").get<std::int64_t>();
+      if (!(sub > 0 && sub <= st && st <= done)) f.add(at + ": times " + e.dump());
+    }
+    std::size_t k = 0;  // this rank's first record after #0's sends and receives
+    if (r == 0) {
+      check_direction(p2p[0], "send", 1, 0, 5, f, what);
+      check_direction(p2p[1], "send", 1, 1, 5, f, what);
+      if (p2p[0].at("tag") != 7 || p2p[0].at("before_call") != 0 || p2p[0].contains("recv"))
+        f.add(what + ": first send " + p2p[0].dump());
+      k = 2;
+    } else if (r == 1) {
+      check_direction(p2p[0], "recv", 0, 0, 5, f, what);
+      check_direction(p2p[1], "recv", 0, 1, 5, f, what);
+      k = 2;
+    }
+    // The ring: rank 0's sends to 1 are numbered after #0's two.
+    check_direction(p2p[k], "send", next, r == 0 ? 2 : 0, 5, f, what + " sendrecv");
+    check_direction(p2p[k], "recv", prev, r == 1 ? 2 : 0, 5, f, what + " sendrecv");
+    if (p2p[k].at("before_call") != 1) f.add(what + ": sendrecv " + p2p[k].dump());
+    if (r == 2) {  // the group: two records (send to 1, recv from 0), then the any-source one
+      check_direction(p2p[k + 1], "send", prev, 0, 5, f, what + " group send");
+      check_direction(p2p[k + 2], "recv", next, 0, 5, f, what + " group recv");
+      check_direction(p2p.back(), "recv", 0, 1, 5, f, what + " any source");
+    }
+    if (r == 0) check_direction(p2p.back(), "send", 2, 1, 5, f, what + " to any source");
+  });
+  INFO(f.first);
+  CHECK(f.wrong == 0);
+}
+
 TEST_CASE("flight record: LOOM_FLIGHT_RECORDER bounds it to the last calls", "[flight]") {
   Findings f;
   loom::test::run_ranks(2,
@@ -212,4 +297,26 @@ TEST_CASE("process flight: a straggler, then a call one rank never makes", "[.pr
   std::printf("rank %d: %s\n", r, e ? std::string(to_string(e->code())).c_str() : "no error");
   std::fflush(stdout);
   CHECK((e && e->code() == ErrorCode::Timeout));
+}
+
+// Two ranks as processes (tests/process/flight_recorder.sh, LOOM_FLIGHT_DIR set): rank 0 sends
+// rank 1 three messages, both take part in an allreduce, then each waits to receive from the
+// other (a pipeline's classic deadlock): both time out after 1 s, and their records show which
+// receive each waited in and that the peer never sent it.
+TEST_CASE("process p2p flight: two ranks that each wait to receive", "[.process_flight_p2p]") {
+  Communicator comm = Communicator::from_env();
+  const int r = comm.rank();
+  std::vector<float> x(64, 1.0f);
+  for (int i = 0; i < 3; ++i) {
+    if (r == 0) comm.send(std::span<const float>(x), 1, 5).wait();
+    if (r == 1) comm.recv(std::span<float>(x), 0, 5).wait();
+  }
+  comm.allreduce(std::span<float>(x), RedOp::Sum).wait();
+  CollOptions opts;
+  opts.timeout = std::chrono::seconds(1);
+  const auto e =
+      loom::test::error_of([&] { comm.recv(std::span<float>(x), 1 - r, 5, opts).wait(); });
+  std::printf("rank %d: %s\n", r, e ? std::string(to_string(e->code())).c_str() : "no error");
+  std::fflush(stdout);
+  CHECK(e.has_value());
 }

@@ -13,9 +13,12 @@ namespace {
 std::int64_t earliest(const std::map<std::string, CommRecords>& comms) {
   std::int64_t t = std::numeric_limits<std::int64_t>::max();
   for (const auto& [id, comm] : comms)
-    for (const auto& [r, rec] : comm.ranks)
+    for (const auto& [r, rec] : comm.ranks) {
       for (const Call& c : rec.calls)
         if (c.submitted != 0) t = std::min(t, c.submitted);
+      for (const P2P& p : rec.p2p)
+        if (p.submitted != 0) t = std::min(t, p.submitted);
+    }
   return t == std::numeric_limits<std::int64_t>::max() ? 0 : t;
 }
 
@@ -36,6 +39,25 @@ json slice(const Call& c, const RankRecord& rec, int tid, std::int64_t zero) {
                 {"queued_us", static_cast<double>(begin - c.submitted) / 1e3}}}};
 }
 
+json slice(const P2P& p, const RankRecord& rec, int tid, std::int64_t zero) {
+  const std::int64_t begin = p.started != 0 ? p.started : p.submitted;
+  const std::int64_t end = p.completed != 0 ? p.completed : rec.written;
+  json args = {{"id", p.id},
+               {"state", p.state},
+               {"tag", p.tag},
+               {"queued_us", static_cast<double>(begin - p.submitted) / 1e3}};
+  if (p.send) args["to"] = p.send->peer;
+  if (p.recv) args["from"] = p.recv->peer;
+  return json{{"name", p.call},
+              {"cat", p.kind()},
+              {"ph", "X"},
+              {"pid", rec.rank},
+              {"tid", tid},
+              {"ts", static_cast<double>(begin - zero) / 1e3},
+              {"dur", static_cast<double>(std::max<std::int64_t>(end - begin, 0)) / 1e3},
+              {"args", args}};
+}
+
 }  // namespace
 
 void write_chrome_trace(const std::map<std::string, CommRecords>& comms, std::ostream& out) {
@@ -53,6 +75,7 @@ void write_chrome_trace(const std::map<std::string, CommRecords>& comms, std::os
                         {"tid", tid},
                         {"args", {{"name", "communicator " + id}}}});
       for (const Call& c : rec.calls) events.push_back(slice(c, rec, tid, zero));
+      for (const P2P& p : rec.p2p) events.push_back(slice(p, rec, tid, zero));
     }
   }
   for (const auto& [r, name] : process_names)

@@ -28,7 +28,8 @@ constexpr const char* kUsage =
     "  on which ranks disagree (MISMATCH) or some wait while others never came (STALLED), which\n"
     "  ranks start calls last, and the slowest calls.\n"
     "  --chrome FILE  also write every rank's calls as a Chrome trace (open it in Perfetto)\n"
-    "  --top N        rows of the straggler table (default 8)\n"
+    "  --top N        rows of the straggler table, unfinished sends and receives listed\n"
+    "                 (default 8)\n"
     "  Exit status: 0 no problem found, 1 a problem found, 2 bad usage or input.\n";
 
 struct Options {

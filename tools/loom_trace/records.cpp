@@ -1,5 +1,8 @@
 #include "tools/loom_trace/records.hpp"
 
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -18,6 +21,36 @@ std::string Call::signature() const {
   return s;
 }
 
+std::string milliseconds(std::int64_t ns) {
+  return fmt::format("{:.3f} ms", static_cast<double>(ns) / 1e6);
+}
+
+std::string P2P::kind() const {
+  if (send && recv) return "sendrecv";
+  return send ? "send" : "recv";
+}
+
+const P2P* RankRecord::find_p2p(bool send, int peer, std::int64_t seq) const {
+  for (const P2P& p : p2p) {
+    const std::optional<P2P::Dir>& d = send ? p.send : p.recv;
+    if (d && d->peer == peer && d->seq == seq) return &p;
+  }
+  return nullptr;
+}
+
+std::pair<std::int64_t, std::size_t> RankRecord::p2p_span(bool send, int peer) const {
+  std::int64_t top = -1;
+  std::size_t n = 0;
+  for (const P2P& p : p2p) {
+    const std::optional<P2P::Dir>& d = send ? p.send : p.recv;
+    if (d && d->peer == peer && d->seq >= 0) {
+      top = std::max(top, d->seq);
+      ++n;
+    }
+  }
+  return {top, n};
+}
+
 const Call* RankRecord::find(std::uint64_t seq) const {
   for (const Call& c : calls)
     if (c.seq == seq) return &c;
@@ -28,6 +61,33 @@ namespace {
 
 std::int64_t time_of(const json& v, std::int64_t shift) {
   return v.is_null() ? 0 : v.get<std::int64_t>() + shift;
+}
+
+std::optional<P2P::Dir> direction(const json& e, const char* name) {
+  if (!e.contains(name)) return std::nullopt;
+  const json& d = e.at(name);
+  P2P::Dir dir;
+  dir.peer = d.value("peer", -1);
+  dir.seq = d.contains("seq") && !d.at("seq").is_null() ? d.at("seq").get<std::int64_t>() : -1;
+  dir.count = d.value("count", std::uint64_t{0});
+  return dir;
+}
+
+P2P parse_p2p(const json& e, std::int64_t shift) {
+  P2P p;
+  p.id = e.at("id").get<std::uint64_t>();
+  p.call = e.value("call", "");
+  p.dtype = e.value("dtype", "");
+  p.tag = e.value("tag", 0);
+  p.send = direction(e, "send");
+  p.recv = direction(e, "recv");
+  p.before_call = e.value("before_call", std::uint64_t{0});
+  p.state = e.value("state", "");
+  p.submitted = time_of(e.at("submitted_ns"), shift);
+  p.started = time_of(e.at("started_ns"), shift);
+  p.completed = time_of(e.at("completed_ns"), shift);
+  if (p.call.empty()) p.call = p.kind();
+  return p;
 }
 
 RankRecord parse(const fs::path& file) {
@@ -63,6 +123,8 @@ RankRecord parse(const fs::path& file) {
     call.completed = time_of(c.at("completed_ns"), shift);
     r.calls.push_back(std::move(call));
   }
+  if (doc.contains("p2p"))
+    for (const json& e : doc.at("p2p")) r.p2p.push_back(parse_p2p(e, shift));
   return r;
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/failure_monitor.hpp"
+#include "tools/loom_trace/p2p_report.hpp"
 
 namespace loom::trace {
 
@@ -16,10 +17,6 @@ namespace {
 // "0-2,5" for {0, 1, 2, 5}, as loom's own reports write them.
 std::string ranks_text(const std::vector<int>& ranks) {
   return loom::detail::format_rank_ranges(ranks);
-}
-
-std::string ms(std::int64_t ns) {
-  return fmt::format("{:.3f} ms", static_cast<double>(ns) / 1e6);
 }
 
 std::string when_written(const std::string& reason) {
@@ -37,6 +34,7 @@ void header(const CommRecords& comm, std::ostream& out) {
     std::string span = rec.calls.empty() ? "no calls"
                                          : fmt::format("calls #{}-#{}", rec.calls.front().seq,
                                                        rec.calls.back().seq);
+    if (!rec.p2p.empty()) span += fmt::format(", {} sends and receives", rec.p2p.size());
     fmt::print(out, "  rank {} (host {}, pid {}): {}, {}: {}\n", r, rec.host, rec.pid, span,
                when_written(rec.reason), rec.status);
   }
@@ -98,7 +96,7 @@ bool first_stall(const CommRecords& comm, const std::set<std::uint64_t>& seqs, s
     if (waiting.empty() && absent.empty()) continue;
     if (waiting.empty()) return false;  // the newest calls: some ranks have not made them yet
     fmt::print(out, "  STALLED at call #{}: rank(s) {} in {} (waiting up to {} when recorded)", s,
-               ranks_text(waiting), what, ms(longest));
+               ranks_text(waiting), what, milliseconds(longest));
     if (!absent.empty()) {
       fmt::print(out, "; rank(s) {} never called it", ranks_text(absent));
       for (int r : absent) {
@@ -160,12 +158,12 @@ void stragglers(const CommRecords& comm, const std::set<std::uint64_t>& seqs, in
   for (std::size_t i = 0; i < rows.size() && static_cast<int>(i) < top; ++i) {
     const auto& [r, l] = rows[i];
     fmt::print(out, "    {:>6} {:>14} {:>22} {:>18}\n", r, fmt::format("{} of {}", l.last, calls),
-               ms(l.total / calls), ms(l.worst));
+               milliseconds(l.total / calls), milliseconds(l.worst));
   }
   std::sort(slowest.begin(), slowest.end(), std::greater<>());
   fmt::print(out, "  slowest calls (first start to last completion):\n");
   for (std::size_t i = 0; i < slowest.size() && static_cast<int>(i) < std::min(top, 5); ++i)
-    fmt::print(out, "    {:>12}  {}\n", ms(slowest[i].first), slowest[i].second);
+    fmt::print(out, "    {:>12}  {}\n", milliseconds(slowest[i].first), slowest[i].second);
 }
 
 }  // namespace
@@ -174,11 +172,12 @@ bool report(const CommRecords& comm, std::ostream& out, int top) {
   header(comm, out);
   bool problem = missing_ranks(comm, out);
   const std::set<std::uint64_t> seqs = all_seqs(comm);
-  if (first_mismatch(comm, seqs, out) || first_stall(comm, seqs, out)) {
+  const bool collective = first_mismatch(comm, seqs, out) || first_stall(comm, seqs, out);
+  const bool p2p = p2p_stalls(comm, out, top);
+  if (collective || p2p)
     problem = true;
-  } else {
+  else
     fmt::print(out, "  every call the ranks recorded matches, and none is stuck\n");
-  }
   stragglers(comm, seqs, top, out);
   return problem;
 }
