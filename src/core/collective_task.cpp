@@ -10,6 +10,10 @@ CollectiveTask::CollectiveTask(TaskHost& comm, coll::OpDesc op,
                                std::shared_ptr<const algo::Plan> plan, Deadline deadline)
     : comm_(comm), op_(std::move(op)), plan_(std::move(plan)), deadline_(deadline) {}
 
+CollectiveTask::~CollectiveTask() {
+  if (run_) comm_.recycle_run(std::move(run_));
+}
+
 Status CollectiveTask::start(Deadline deadline) {
   if (op_.p2p.recv_deferred) {  // see CallLedger::number_p2p
     op_.p2p.recv_seq = comm_.claim_receive(op_.p2p.from);
@@ -23,7 +27,9 @@ Status CollectiveTask::start(Deadline deadline) {
   const std::vector<int>& peers = plan_->index ? plan_->index->peers : (listed = plan_->peers());
   Status st = comm_.connect(peers, deadline);
   if (!st.is_ok()) return comm_.name_failed_peer(st.with_context(describe()));
-  std::vector<transport::Connection*> conns(static_cast<std::size_t>(comm_.size()), nullptr);
+  run_ = comm_.reuse_run();
+  std::vector<transport::Connection*>& conns = run_->connections();
+  conns.assign(static_cast<std::size_t>(comm_.size()), nullptr);
   for (int p : peers) conns[static_cast<std::size_t>(p)] = comm_.connection(p);
   exec::PlanBuffers bufs;
   bufs.send = static_cast<std::uint8_t*>(const_cast<void*>(op_.send));
@@ -33,7 +39,7 @@ Status CollectiveTask::start(Deadline deadline) {
   bufs.send_bytes = op_.send_bytes(comm_.size());
   bufs.recv_bytes = op_.recv_bytes(comm_.size());
   bufs.scratch_bytes = plan_->scratch_bytes;
-  run_.emplace(*plan_, bufs, op_, comm_.rank(), std::move(conns), comm_.window());
+  run_->reset(*plan_, std::move(bufs), op_, comm_.rank(), comm_.window());
   return Status::ok();
 }
 

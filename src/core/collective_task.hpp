@@ -18,6 +18,9 @@ class CollectiveTask final : public exec::Task {
  public:
   CollectiveTask(TaskHost& comm, coll::OpDesc op, std::shared_ptr<const algo::Plan> plan,
                  Deadline deadline);
+  ~CollectiveTask() override;
+  CollectiveTask(const CollectiveTask&) = delete;
+  CollectiveTask& operator=(const CollectiveTask&) = delete;
 
   Status start(Deadline deadline) override;
   Result<exec::Progress> progress() override;
@@ -36,8 +39,8 @@ class CollectiveTask final : public exec::Task {
   coll::OpDesc op_;
   std::shared_ptr<const algo::Plan> plan_;  // shared with the communicator's plan cache
   Deadline deadline_;
-  std::optional<exec::PlanRun> run_;
-  std::vector<std::uint8_t> scaled_;  // PreMulSum out of place: the scaled input
+  std::unique_ptr<exec::PlanRun> run_;  // from and back to TaskHost::reuse_run
+  std::vector<std::uint8_t> scaled_;    // PreMulSum out of place: the scaled input
 };
 
 }  // namespace loom::detail

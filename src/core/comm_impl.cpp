@@ -113,6 +113,18 @@ std::shared_ptr<OpState> CommImpl::launch(coll::OpDesc op, const CollOptions& op
   return engine_->submit(std::make_unique<CollectiveTask>(*this, op, std::move(plan), deadline));
 }
 
+std::unique_ptr<exec::PlanRun> CommImpl::reuse_run() {
+  exec::PlanRun* kept = spare_run_.exchange(nullptr, std::memory_order_acquire);
+  return kept != nullptr ? std::unique_ptr<exec::PlanRun>(kept) : std::make_unique<exec::PlanRun>();
+}
+
+void CommImpl::recycle_run(std::unique_ptr<exec::PlanRun> run) {
+  exec::PlanRun* none = nullptr;
+  if (spare_run_.compare_exchange_strong(none, run.get(), std::memory_order_release,
+                                         std::memory_order_relaxed))
+    (void)run.release();  // kept; otherwise freed here
+}
+
 std::shared_ptr<OpState> CommImpl::submit_on_stream(const coll::OpDesc& op, void* stream,
                                                     std::shared_ptr<const algo::Plan> plan,
                                                     Deadline deadline) {

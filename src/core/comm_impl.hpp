@@ -121,6 +121,8 @@ class CommImpl final : public TaskHost {
     return calls_.next_receive(peer);
   }
   std::uint64_t claim_receive(int peer) override { return calls_.claim_receive(peer); }
+  std::unique_ptr<exec::PlanRun> reuse_run() override;
+  void recycle_run(std::unique_ptr<exec::PlanRun> run) override;
 
   // Reliability (see docs/reliability.md).
   /// Fails every pending operation with Aborted and releases the engine, the failure monitor
@@ -210,6 +212,7 @@ class CommImpl final : public TaskHost {
   std::vector<GroupMember> group_;       // calls recorded in the open group
   std::uint64_t group_collectives_ = 0;  // of which collectives (not sends / receives)
   std::atomic<bool> aborted_{false};
+  std::atomic<exec::PlanRun*> spare_run_{nullptr};  // owned (reuse_run / recycle_run)
   mutable std::mutex abort_mu_;
   net::SocketAddress data_address_;   // this rank's tcp listener (derived comms bind its host)
   crypto::Secret secret_{};           // the job's secret (CommSetup::secret)

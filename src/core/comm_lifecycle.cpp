@@ -308,6 +308,7 @@ CommImpl::~CommImpl() {
     LOOM_LOG_ERROR(Coll, "rank {}: the communicator was destroyed after a mismatched call", rank_);
   if (reliability_ && !aborted_.load()) leave();
   engine_.reset();
+  delete spare_run_.exchange(nullptr);
 }
 
 void CommImpl::leave() {

@@ -6,11 +6,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "collective/op.hpp"
 #include "common/deadline.hpp"
 #include "common/status.hpp"
+#include "executor/plan_run.hpp"
 #include "transports/connection.hpp"
 
 namespace loom::detail {
@@ -42,6 +44,12 @@ class TaskHost {
   /// and taking it.
   [[nodiscard]] virtual std::uint64_t next_receive(int peer) const = 0;
   virtual std::uint64_t claim_receive(int peer) = 0;
+  /// A run to start the next call's plan in: the last one given back (its vectors keep their
+  /// storage, so a small call allocates nothing for its run), or a new one.
+  virtual std::unique_ptr<exec::PlanRun> reuse_run() = 0;
+  /// Gives a finished run back for reuse_run (cheap, never blocks: callable under the engine's
+  /// lock; a run given back while one is kept is freed).
+  virtual void recycle_run(std::unique_ptr<exec::PlanRun> run) = 0;
 };
 
 }  // namespace loom::detail

@@ -11,20 +11,30 @@ using algo::StepKind;
 
 PlanRun::PlanRun(const algo::Plan& plan, PlanBuffers bufs, const coll::OpDesc& op, int rank,
                  std::vector<transport::Connection*> conns, std::size_t window, LocalOps* local)
-    : plan_(plan),
-      own_index_(plan.index ? nullptr
-                            : std::make_shared<const algo::PlanIndex>(algo::index_plan(plan))),
-      index_(plan.index ? plan.index.get() : own_index_.get()),
-      bufs_(std::move(bufs)),
-      op_(op),
-      rank_(rank),
-      conns_(std::move(conns)),
-      window_(std::max<std::size_t>(1, window)),
-      local_(local),
-      stream_local_(local != nullptr && local->queues_on_stream()),
-      remaining_(index_->dep_counts),
-      local_ready_(index_->local_ready) {
-  lanes_.reserve(index_->lanes.size());
+    : conns_(std::move(conns)) {
+  reset(plan, std::move(bufs), op, rank, window, local);
+}
+
+void PlanRun::reset(const algo::Plan& plan, PlanBuffers bufs, const coll::OpDesc& op, int rank,
+                    std::size_t window, LocalOps* local) {
+  plan_ = &plan;
+  if (plan.index) {
+    own_index_.reset();
+    index_ = plan.index.get();
+  } else {
+    own_index_ = std::make_shared<const algo::PlanIndex>(algo::index_plan(plan));
+    index_ = own_index_.get();
+  }
+  bufs_ = std::move(bufs);
+  op_ = op;
+  rank_ = rank;
+  window_ = std::max<std::size_t>(1, window);
+  local_ = local;
+  stream_local_ = local != nullptr && local->queues_on_stream();
+  // assign() and clear() keep the vectors' storage: a reused run allocates nothing.
+  remaining_.assign(index_->dep_counts.begin(), index_->dep_counts.end());
+  local_ready_.assign(index_->local_ready.begin(), index_->local_ready.end());
+  lanes_.clear();
   for (const algo::PlanIndex::Lane& def : index_->lanes) {
     Lane& lane = lanes_.emplace_back();
     lane.def = &def;
@@ -32,9 +42,14 @@ PlanRun::PlanRun(const algo::Plan& plan, PlanBuffers bufs, const coll::OpDesc& o
     lane.fenced =
         stream_local_ && !conns_[static_cast<std::size_t>(def.peer)]->caps().stream_ordered;
   }
-  inflight_.resize(lanes_.size() * window_);
+  inflight_.assign(lanes_.size() * window_, Inflight{});
+  settle_gen_.clear();
   if (stream_local_) settle_gen_.assign(plan.steps.size(), 0);
+  fused_.clear();
   if (index_->any_fusable) fused_.assign(plan.steps.size(), false);
+  done_ = 0;
+  fences_recorded_ = fences_passed_ = 0;
+  step_tags_.clear();
 }
 
 Result<Progress> PlanRun::progress() {
@@ -55,7 +70,7 @@ Result<Progress> PlanRun::progress() {
     }
     advanced = advanced || changed;
   }
-  if (done_ == plan_.steps.size()) return Progress::Done;
+  if (done_ == plan_->steps.size()) return Progress::Done;
   return advanced ? Progress::Advanced : Progress::Idle;
 }
 
@@ -78,10 +93,10 @@ Result<bool> PlanRun::post_ready(Lane& lane) {
 }
 
 Result<bool> PlanRun::fence_allows(std::uint32_t s) {
-  const algo::Step& st = plan_.steps[s];
+  const algo::Step& st = plan_->steps[s];
   std::uint32_t need = 0;
   for (std::uint32_t d = 0; d < st.dep_count; ++d)
-    need = std::max(need, settle_gen_[plan_.deps[st.dep_begin + d]]);
+    need = std::max(need, settle_gen_[plan_->deps[st.dep_begin + d]]);
   if (need <= fences_passed_) return true;
   if (fences_recorded_ == fences_passed_) {  // none in flight: this one covers `need`
     LOOM_RETURN_IF_ERROR(local_->record_fence());
@@ -98,14 +113,14 @@ Result<bool> PlanRun::poll_fence() {
 }
 
 Result<PlanRun::Inflight> PlanRun::post(const Lane& lane, std::uint32_t s) {
-  const algo::Step& st = plan_.steps[s];
+  const algo::Step& st = plan_->steps[s];
   transport::Connection* c = conns_[static_cast<std::size_t>(st.peer)];
   auto tag = step_tags_.empty()
                  ? coll::message_tag(op_, lane.is_send(), static_cast<std::uint32_t>(lane.next))
                  : step_tags_[s];
   if (lane.is_send()) {
     auto [reg, off] = region(st.src);
-    LOOM_ASSIGN_OR_RETURN(auto req, plan_.buffered_sends
+    LOOM_ASSIGN_OR_RETURN(auto req, plan_->buffered_sends
                                         ? c->isend_buffered(reg, off, st.src.bytes, tag)
                                         : c->isend(reg, off, st.src.bytes, tag));
     return Inflight{s, req, algo::kNoStep};
@@ -113,7 +128,7 @@ Result<PlanRun::Inflight> PlanRun::post(const Lane& lane, std::uint32_t s) {
   std::uint32_t r = index_->fusable[s];
   // The Reduce waits for this Recv only, and the connection can reduce as it receives.
   if (r != algo::kNoStep && remaining_[r] == 1 && c->supports_recv_reduce()) {
-    const algo::Step& red = plan_.steps[r];
+    const algo::Step& red = plan_->steps[r];
     transport::ReduceInto into{op_.dtype, op_.redop, address(red.src), address(red.dst)};
     LOOM_ASSIGN_OR_RETURN(auto req, c->irecv_reduce(into, st.dst.bytes, tag));
     fused_[r] = true;
@@ -152,7 +167,7 @@ Result<bool> PlanRun::test_inflight(Lane& lane) {
 }
 
 Status PlanRun::run_local(std::uint32_t step) {
-  const algo::Step& st = plan_.steps[step];
+  const algo::Step& st = plan_->steps[step];
   if (st.kind == StepKind::Copy) {
     if (st.dst.bytes == 0 || address(st.dst) == address(st.src)) return Status::ok();
     if (local_) return local_->copy(address(st.dst), address(st.src), st.dst.bytes);
@@ -175,7 +190,7 @@ void PlanRun::complete(std::uint32_t step, bool queued_only) {
   for (std::uint32_t i = index_->dep_offsets[step]; i < index_->dep_offsets[step + 1]; ++i) {
     std::uint32_t d = index_->dependents[i];
     if (--remaining_[d] == 0) {
-      StepKind k = plan_.steps[d].kind;
+      StepKind k = plan_->steps[d].kind;
       const bool fused = !fused_.empty() && fused_[d];
       if ((k == StepKind::Reduce || k == StepKind::Copy) && !fused) local_ready_.push_back(d);
     }

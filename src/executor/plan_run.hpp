@@ -75,6 +75,14 @@ class PlanRun {
   /// requests in flight per (peer, direction). `local` null: local steps run on the host.
   PlanRun(const algo::Plan& plan, PlanBuffers bufs, const coll::OpDesc& op, int rank,
           std::vector<transport::Connection*> conns, std::size_t window, LocalOps* local = nullptr);
+  /// Empty, to be reset() before use: a run kept between calls allocates nothing once its
+  /// vectors have grown to the plans it runs (small calls are bound by such costs).
+  PlanRun() = default;
+  /// Starts `plan` afresh on connections() (fill them first), as the constructor does.
+  void reset(const algo::Plan& plan, PlanBuffers bufs, const coll::OpDesc& op, int rank,
+             std::size_t window, LocalOps* local = nullptr);
+  /// The connection to each peer (indexed by rank; null: not talked to), for reset().
+  std::vector<transport::Connection*>& connections() { return conns_; }
 
   Result<Progress> progress();
   /// See Connection::prepare_wait; false means "progress is possible now, don't block".
@@ -119,16 +127,16 @@ class PlanRun {
   /// The buffer `s` lies in, and the offset of `s` in it.
   std::pair<transport::MemRegion, std::size_t> region(const algo::Span& s) const;
 
-  const algo::Plan& plan_;
+  const algo::Plan* plan_ = nullptr;
   std::shared_ptr<const algo::PlanIndex> own_index_;  // when the plan has none
-  const algo::PlanIndex* index_;
+  const algo::PlanIndex* index_ = nullptr;
   PlanBuffers bufs_;
   coll::OpDesc op_;
-  int rank_;
+  int rank_ = 0;
   std::vector<transport::Connection*> conns_;
-  std::size_t window_;
-  LocalOps* local_;
-  bool stream_local_;                     // local_->queues_on_stream()
+  std::size_t window_ = 1;
+  LocalOps* local_ = nullptr;
+  bool stream_local_ = false;             // local_->queues_on_stream()
   std::vector<std::uint32_t> remaining_;  // unmet dependencies per step
   std::vector<Lane> lanes_;
   std::vector<Inflight> inflight_;  // the lanes' slots
