@@ -129,6 +129,7 @@ std::vector<int> FailureMonitor::failed_ranks() const {
 }
 
 Status FailureMonitor::first_failure() const {
+  if (!has_first_.load(std::memory_order_acquire)) return Status::ok();  // every call asks
   std::lock_guard lk(mu_);
   return first_;
 }
@@ -275,6 +276,7 @@ void FailureMonitor::apply(const FailureRecord& r) {
                       identify(r.rank), r.message, by);
     if (r.rank != rank_) st = st.with_peer(r.rank);
     first_ = st;
+    has_first_.store(!first_.is_ok(), std::memory_order_release);
   }
   LOOM_LOG_ERROR(Coll, "{}", st.message());
   hooks_.fail(st);
@@ -299,6 +301,7 @@ void FailureMonitor::handle_local(const Status& why) {
     std::lock_guard lk(mu_);
     if (!first_.is_ok()) return;
     first_ = why;
+    has_first_.store(!first_.is_ok(), std::memory_order_release);
     if (why.code() == ErrorCode::PeerFailed && why.peer() >= 0) failed_.insert(why.peer());
   }
   if ((why.code() == ErrorCode::PeerFailed || why.code() == ErrorCode::Mismatch) &&

@@ -13,6 +13,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -168,6 +169,7 @@ class FailureMonitor {
   bool stop_ = false;
   bool stop_now_ = false;
   Status first_;
+  std::atomic<bool> has_first_{false};  // !first_.is_ok(), read without the lock
   std::set<int> failed_;
   std::string report_;
 

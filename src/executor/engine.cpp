@@ -80,8 +80,14 @@ Result<bool> EngineCore::test(OpState& op) {
 }
 
 Status EngineCore::failure() const {
+  if (!failed_.load(std::memory_order_acquire)) return Status::ok();  // every call asks
   Lock lk(mu_);
   return failure_;
+}
+
+void EngineCore::set_failure(Status why) {
+  failure_ = std::move(why);
+  failed_.store(!failure_.is_ok(), std::memory_order_release);
 }
 
 void EngineCore::worker_loop() {
@@ -145,7 +151,7 @@ Status EngineCore::run_idle_check(Lock& lk) {
   driving_ = false;
   if (!st.is_ok()) {
     LOOM_LOG_ERROR(Exec, "{}", st.message());
-    if (failure_.is_ok()) failure_ = options_.on_failure ? options_.on_failure(st) : st;
+    if (failure_.is_ok()) set_failure(options_.on_failure ? options_.on_failure(st) : st);
   }
   if (!queue_.empty()) undriven_since_ = Clock::now();  // submitted meanwhile: not driven yet
   done_cv_.notify_all();
@@ -178,7 +184,7 @@ void EngineCore::abort(const Status& why, Clock::duration grace) {
     abort_status_ = why;
     aborted_.store(true, std::memory_order_release);
   }
-  if (failure_.is_ok()) failure_ = why;
+  if (failure_.is_ok()) set_failure(why);
   work_cv_.notify_all();
   done_cv_.wait_for(lk, grace, [&] { return !driving_; });
   if (driving_) return;
@@ -327,7 +333,7 @@ void EngineCore::finish(OpState& op, Status status) {
     LOOM_LOG_ERROR(Exec, "{}", status.message());
     if (failure_.is_ok()) {
       if (options_.on_failure) status = options_.on_failure(status);
-      failure_ = status;
+      set_failure(status);
     }
   }
   op.status = std::move(status);

@@ -112,6 +112,7 @@ class EngineCore {
   void run(detail::OpState& op, Lock& lk, Deadline until, bool by_worker);
   bool step(detail::OpState& op, Clock::time_point& last_progress, Deadline until);
   void finish(detail::OpState& op, Status status);
+  void set_failure(Status why);  // under the lock
   void adapt_spin(Clock::duration idle, bool blocked);
   Status idle_wait(Task& task, Clock::duration idle, Deadline until, bool& blocked);
   bool worker_should_drive(Lock& lk);
@@ -140,6 +141,7 @@ class EngineCore {
   std::uint64_t completions_ = 0;      // successful operations (with an idle check)
   bool stop_ = false;
   Status failure_;
+  std::atomic<bool> failed_{false};  // !failure_.is_ok(), read without the lock
   std::atomic<bool> aborted_{false};
   Status abort_status_;  // written once before aborted_ is set
 };
