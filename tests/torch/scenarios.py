@@ -270,15 +270,25 @@ def subgroups(rank, ws):
 
 def flight_record(rank, ws):
     """loom.torch.flight_record(group): a subgroup's record lists the group's calls in order,
-    with op, dtype, count and times; the default group's record is its own."""
+    with op, dtype, count and times, and its sends and receives with their peers; the default
+    group's record is its own."""
     import loom.torch
 
     bad = []
     g = dist.new_group(list(range(ws)))
     dist.all_reduce(torch.ones(10), group=g)
     dist.broadcast(torch.ones(3, dtype=torch.int64), src=ws - 1, group=g)
+    if rank == 0:
+        dist.send(torch.ones(5), dst=1, group=g, tag=4)
+    elif rank == 1:
+        dist.recv(torch.zeros(5), src=0, group=g, tag=4)
     dist.barrier(group=g)
     rec = loom.torch.flight_record(g)
+    p2p = [(("send", e["send"]["peer"]) if "send" in e else ("recv", e["recv"]["peer"]),
+            e["recv" if "recv" in e else "send"]["seq"], e["state"]) for e in rec["p2p"]]
+    want = {0: [(("send", 1), 0, "completed")], 1: [(("recv", 0), 0, "completed")]}.get(rank, [])
+    if p2p != want:
+        bad.append(f"p2p: {rec['p2p']}")
     ops = [c["op"] for c in rec["calls"]]
     if rec["rank"] != rank or rec["nranks"] != ws:
         bad.append(f"header: rank {rec['rank']} of {rec['nranks']}")

@@ -152,7 +152,9 @@ def status(group=None) -> str:
 def flight_record(group=None) -> dict:
     """This rank's flight record of the group's communicator: its last LOOM_FLIGHT_RECORDER
     collective calls (op, dtype, count, algorithm, state, and when each was submitted, started
-    and completed, in steady-clock ns). Group ranks, as everywhere in loom.torch. See
+    and completed, in steady-clock ns) and, under "p2p", as many sends and receives (peer and
+    message number per direction, count, tag, state, times). Group ranks, as everywhere in
+    loom.torch. See
     docs/reliability.md, "Flight recorder"; LOOM_FLIGHT_DIR writes it to files for loom-trace."""
     import json
 
