@@ -222,12 +222,14 @@ class Communicator {
   [[nodiscard]] std::optional<Error> async_error() const;
   /// Ranks known to have failed (detected here or reported by another rank), ascending.
   [[nodiscard]] std::vector<int> failed_ranks() const;
-  /// One line for humans: last submitted and completed operation, failure, failed ranks and
-  /// the last timeout report (which names the ranks that lagged behind).
+  /// One line for humans: last submitted and completed operation, the oldest unfinished one
+  /// and the oldest unfinished send or receive, failure, failed ranks and the last timeout
+  /// report (which names the ranks that lagged behind).
   [[nodiscard]] std::string status() const;
   /// This rank's flight record as a JSON document: its last LOOM_FLIGHT_RECORDER collective
   /// calls (number, call, algorithm, state, and when each was submitted, started and
-  /// completed), with status(). With LOOM_FLIGHT_DIR set, every rank also writes it to a file
+  /// completed) and as many sends and receives (peers, message numbers, state, times), with
+  /// status(). With LOOM_FLIGHT_DIR set, every rank also writes it to a file
   /// when a call fails, on SIGUSR1 (LOOM_STATUS_SIGNAL=1) and when the communicator goes;
   /// `loom-trace` merges a job's files (docs/reliability.md, "Flight recorder").
   [[nodiscard]] std::string flight_record() const;

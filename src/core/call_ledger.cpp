@@ -148,6 +148,26 @@ std::vector<P2PRecord> CallLedger::recent_p2p() const {
   return out;
 }
 
+std::optional<std::string> CallLedger::unfinished_p2p() const {
+  std::lock_guard lk(mu_);
+  const std::uint64_t n = p2p_.size();
+  const P2PRecord* oldest = nullptr;
+  std::size_t more = 0;
+  for (std::uint64_t i = next_p2p_ > n ? next_p2p_ - n : 0; i < next_p2p_; ++i) {
+    const P2PRecord& r = p2p_[i % n];
+    if (r.id != i || r.completed) continue;
+    if (oldest == nullptr)
+      oldest = &r;
+    else
+      ++more;
+  }
+  if (oldest == nullptr) return std::nullopt;
+  std::string s =
+      fmt::format("{} ({})", coll::describe(oldest->op), oldest->started ? "running" : "queued");
+  if (more > 0) s += fmt::format(" and {} more", more);
+  return s;
+}
+
 std::vector<CallRecord> CallLedger::recent() const {
   std::lock_guard lk(mu_);
   const std::uint64_t end = next_seq_.load();

@@ -106,6 +106,9 @@ class CallLedger {
   [[nodiscard]] std::vector<CallRecord> recent() const;
   /// The sends and receives still remembered (as many as collective calls), oldest first.
   [[nodiscard]] std::vector<P2PRecord> recent_p2p() const;
+  /// The oldest remembered send / receive not completed ("recv #3 from rank 0 (...)", with
+  /// "and N more" when there are), nullopt when none.
+  [[nodiscard]] std::optional<std::string> unfinished_p2p() const;
 
  private:
   int rank_;

@@ -105,6 +105,7 @@ std::string CommImpl::status() const {
       fmt::format("rank {} of {} (communicator {:016x}): last submitted #{}, last completed #{}",
                   rank_, nranks_, comm_id_, p.submitted, p.completed);
   if (p.current_seq >= 0) out += fmt::format("; in progress: {}", p.current);
+  if (auto p2p = calls_.unfinished_p2p()) out += "; sends and receives unfinished: " + *p2p;
   Status err = async_error();
   if (!err.is_ok()) out += fmt::format("; failed: {}: {}", to_string(err.code()), err.message());
   std::vector<int> failed = failed_ranks();

@@ -5,6 +5,7 @@
 // (the failed call still running, the failure named) and when the communicator goes.
 #include <unistd.h>
 
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdint>
@@ -171,6 +172,34 @@ TEST_CASE("flight record: sends and receives, with their peers and message numbe
       check_direction(p2p.back(), "recv", 0, 1, 5, f, what + " any source");
     }
     if (r == 0) check_direction(p2p.back(), "send", 2, 1, 5, f, what + " to any source");
+  });
+  INFO(f.first);
+  CHECK(f.wrong == 0);
+}
+
+TEST_CASE("status(): names the oldest unfinished send or receive", "[flight]") {
+  Findings f;
+  std::atomic<bool> checked{false};
+  loom::test::run_ranks(2, [&](Communicator& comm) {
+    std::vector<float> x(3, 1.0f);
+    if (comm.rank() == 1) {
+      Work w = comm.recv(std::span<float>(x), 0, 9);
+      Work w2 = comm.recv(std::span<float>(x), 0, 9);
+      const std::string before = comm.status();
+      if (before.find("; sends and receives unfinished: recv #0 from rank 0 (3 x float, tag 9) "
+                      "(") == std::string::npos ||
+          before.find(") and 1 more") == std::string::npos)
+        f.add("while waiting: " + before);
+      checked = true;
+      w.wait();
+      w2.wait();
+      const std::string after = comm.status();
+      if (after.find("unfinished") != std::string::npos) f.add("after: " + after);
+    } else {
+      while (!checked) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      comm.send(std::span<const float>(x), 1, 9).wait();
+      comm.send(std::span<const float>(x), 1, 9).wait();
+    }
   });
   INFO(f.first);
   CHECK(f.wrong == 0);
