@@ -118,24 +118,29 @@ std::uint64_t CallLedger::p2p_submitted(const coll::OpDesc& op,
   return id;
 }
 
+P2PRecord* CallLedger::p2p_record(std::uint64_t id) {
+  P2PRecord& r = p2p_[id % p2p_.size()];
+  return r.id == id ? &r : nullptr;  // null: forgotten already
+}
+
 void CallLedger::p2p_started(const coll::OpDesc& op) {
   const std::int64_t now = now_ns();
   std::lock_guard lk(mu_);
-  P2PRecord& r = p2p_[op.p2p.record % p2p_.size()];
-  if (r.id != op.p2p.record) return;
-  r.op.p2p = op.p2p;  // the receive's number and sender, known now
-  if (!r.started) r.started_ns = now;
-  r.started = true;
+  P2PRecord* r = p2p_record(op.p2p.record);
+  if (r == nullptr) return;
+  r->op.p2p = op.p2p;  // the receive's number and sender, known now
+  if (!r->started) r->started_ns = now;
+  r->started = true;
 }
 
 void CallLedger::p2p_completed(std::uint64_t id) {
   const std::int64_t now = now_ns();
   std::lock_guard lk(mu_);
-  P2PRecord& r = p2p_[id % p2p_.size()];
-  if (r.id != id) return;
-  if (!r.started) r.started_ns = now;
-  r.completed_ns = now;
-  r.started = r.completed = true;
+  P2PRecord* r = p2p_record(id);
+  if (r == nullptr) return;
+  if (!r->started) r->started_ns = now;
+  r->completed_ns = now;
+  r->started = r->completed = true;
 }
 
 std::vector<P2PRecord> CallLedger::recent_p2p() const {
@@ -149,13 +154,11 @@ std::vector<P2PRecord> CallLedger::recent_p2p() const {
 }
 
 std::optional<std::string> CallLedger::unfinished_p2p() const {
-  std::lock_guard lk(mu_);
-  const std::uint64_t n = p2p_.size();
+  const std::vector<P2PRecord> all = recent_p2p();  // for status(): off the hot path
   const P2PRecord* oldest = nullptr;
   std::size_t more = 0;
-  for (std::uint64_t i = next_p2p_ > n ? next_p2p_ - n : 0; i < next_p2p_; ++i) {
-    const P2PRecord& r = p2p_[i % n];
-    if (r.id != i || r.completed) continue;
+  for (const P2PRecord& r : all) {
+    if (r.completed) continue;
     if (oldest == nullptr)
       oldest = &r;
     else

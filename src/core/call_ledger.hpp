@@ -130,6 +130,7 @@ class CallLedger {
   [[nodiscard]] std::optional<std::string> describe_locked(std::uint64_t seq) const;
   [[nodiscard]] std::int64_t now_ns() const;
   CallRecord& slot(std::uint64_t seq) { return calls_[seq % calls_.size()]; }
+  P2PRecord* p2p_record(std::uint64_t id);  // (mu_)
   [[nodiscard]] const CallRecord& slot(std::uint64_t seq) const {
     return calls_[seq % calls_.size()];
   }

@@ -22,40 +22,35 @@ std::int64_t earliest(const std::map<std::string, CommRecords>& comms) {
   return t == std::numeric_limits<std::int64_t>::max() ? 0 : t;
 }
 
-json slice(const Call& c, const RankRecord& rec, int tid, std::int64_t zero) {
-  const std::int64_t begin = c.started != 0 ? c.started : c.submitted;
-  const std::int64_t end = c.completed != 0 ? c.completed : rec.written;
-  return json{{"name", c.call},
-              {"cat", c.op},
+// A complete ("X") event from a call's start (else its submission) to its completion (else
+// when its record was written).
+json slice(const std::string& name, const std::string& cat, std::int64_t submitted,
+           std::int64_t started, std::int64_t completed, json args, const RankRecord& rec, int tid,
+           std::int64_t zero) {
+  const std::int64_t begin = started != 0 ? started : submitted;
+  const std::int64_t end = completed != 0 ? completed : rec.written;
+  args["queued_us"] = static_cast<double>(begin - submitted) / 1e3;
+  return json{{"name", name},
+              {"cat", cat},
               {"ph", "X"},
               {"pid", rec.rank},
               {"tid", tid},
               {"ts", static_cast<double>(begin - zero) / 1e3},
               {"dur", static_cast<double>(std::max<std::int64_t>(end - begin, 0)) / 1e3},
-              {"args",
-               {{"seq", c.seq},
-                {"algorithm", c.algorithm},
-                {"state", c.state},
-                {"queued_us", static_cast<double>(begin - c.submitted) / 1e3}}}};
+              {"args", std::move(args)}};
+}
+
+json slice(const Call& c, const RankRecord& rec, int tid, std::int64_t zero) {
+  return slice(c.call, c.op, c.submitted, c.started, c.completed,
+               {{"seq", c.seq}, {"algorithm", c.algorithm}, {"state", c.state}}, rec, tid, zero);
 }
 
 json slice(const P2P& p, const RankRecord& rec, int tid, std::int64_t zero) {
-  const std::int64_t begin = p.started != 0 ? p.started : p.submitted;
-  const std::int64_t end = p.completed != 0 ? p.completed : rec.written;
-  json args = {{"id", p.id},
-               {"state", p.state},
-               {"tag", p.tag},
-               {"queued_us", static_cast<double>(begin - p.submitted) / 1e3}};
+  json args = {{"id", p.id}, {"state", p.state}, {"tag", p.tag}};
   if (p.send) args["to"] = p.send->peer;
   if (p.recv) args["from"] = p.recv->peer;
-  return json{{"name", p.call},
-              {"cat", p.kind()},
-              {"ph", "X"},
-              {"pid", rec.rank},
-              {"tid", tid},
-              {"ts", static_cast<double>(begin - zero) / 1e3},
-              {"dur", static_cast<double>(std::max<std::int64_t>(end - begin, 0)) / 1e3},
-              {"args", args}};
+  return slice(p.call, p.kind(), p.submitted, p.started, p.completed, std::move(args), rec, tid,
+               zero);
 }
 
 }  // namespace
