@@ -42,6 +42,12 @@ std::string_view to_string(TransportKind k);
 /// The kind named `name` ("shm", "tcp", "ofi", "cuda_ipc"), if any.
 std::optional<TransportKind> kind_named(std::string_view name);
 
+/// A subset of NICs picked for this rank, and why (for the logs).
+struct NicSubset {
+  std::vector<std::string> names;
+  std::string why;
+};
+
 /// What a transport may use when it is created: the same for every transport (each reads what
 /// it needs; fields a caller does not know stay empty).
 struct CreateContext {
@@ -63,6 +69,9 @@ struct CreateContext {
   std::vector<std::string> host_ids;  // every rank's host (empty: unknown)
   /// PeerFailed naming the peer when it is known to have failed (asked while connecting).
   std::function<Status(int peer)> peer_check;
+  /// The NICs (libfabric domains, interfaces) of `candidates` nearest to this rank: those under
+  /// its GPU's PCIe switch, else on its NUMA node; all when none is nearer (or unset).
+  std::function<NicSubset(const std::vector<std::string>& candidates)> nearest_nics;
   // Device-buffer transports (cuda_ipc), whose creation is collective:
   device::Device* device = nullptr;  // the device runtime
   bool allowed = true;               // this rank's LOOM_TRANSPORTS lets this kind run

@@ -17,6 +17,7 @@
 #include "log/log.hpp"
 #include "selector/plan_policy.hpp"
 #include "topology/cpu_binding.hpp"
+#include "topology/nic_choice.hpp"
 #include "transports/registry.hpp"
 
 namespace loom::detail {
@@ -45,6 +46,16 @@ double host_cpu_load(const JobLayout& layout, int rank) {
 std::chrono::microseconds choose_spin(std::chrono::microseconds configured, double cpu_load) {
   if (configured.count() >= 0) return configured;
   return std::chrono::microseconds(cpu_load <= 1 ? 20 : 0);
+}
+
+// The PCI address of the GPU this rank computes with (the device runtime's current device), ""
+// without one.
+std::string gpu_bus_id(device::Device* dev) {
+  if (dev == nullptr) return "";
+  auto ordinal = dev->current_device();
+  if (!ordinal.is_ok()) return "";
+  auto bus = dev->pci_bus_id(*ordinal);
+  return bus.is_ok() ? *bus : "";
 }
 
 }  // namespace
@@ -169,6 +180,12 @@ Status CommImpl::connect(std::vector<std::unique_ptr<transport::Transport>> prep
   ctx.peer_addresses = layout.tcp_addresses;
   ctx.peer_rails = layout.rail_addresses;
   for (const auto& ri : layout.topology.ranks) ctx.host_ids.push_back(ri.host_id);
+  LOOM_ASSIGN_OR_RETURN(device::Device * dev, device::device_by_name(settings_.device));
+  ctx.nearest_nics = [job = layout.topology, rank = rank_,
+                      gpu = gpu_bus_id(dev)](const std::vector<std::string>& names) {
+    topo::NicChoice c = topo::nearest_nics(job, rank, gpu, names);
+    return transport::NicSubset{std::move(c.names), std::move(c.why)};
+  };
   const transport::Registry& registry = transport::builtin_transports();
   for (auto& t : prepared) LOOM_RETURN_IF_ERROR(registry.complete(*t, ctx));
   LOOM_ASSIGN_OR_RETURN(
@@ -183,7 +200,6 @@ Status CommImpl::connect(std::vector<std::unique_ptr<transport::Transport>> prep
   }
   if (settings_.plan.chunk_bytes == 0)
     settings_.plan.chunk_bytes = select::auto_chunk_bytes(layout.any_ofi);
-  LOOM_ASSIGN_OR_RETURN(device::Device * dev, device::device_by_name(settings_.device));
   LOOM_RETURN_IF_ERROR(agree_on_plan_settings(prefix, dev, deadline));
   planner_ = std::make_unique<Planner>(rank_, nranks_, ring, layout.topology, settings_.plan);
   LOOM_RETURN_IF_ERROR(init_direct_path(dev, layout, prefix, deadline));

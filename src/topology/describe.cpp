@@ -24,20 +24,24 @@ std::string device_table(const std::vector<PciDevice>& devices) {
   std::size_t kind_w = 4;
   std::size_t bus_w = 6;
   std::size_t link_w = 4;
+  std::size_t switch_w = 6;
   for (const PciDevice& d : devices) {
     kind_w = std::max(kind_w, d.kind.size());
     bus_w = std::max(bus_w, d.bus_id.size());
+    switch_w = std::max(switch_w, d.pci_switch.size());
     link_w = std::max(link_w, link_or_dash(d.link_gbps).size());
   }
   constexpr std::size_t kGap = 2;
   auto row = [&](std::string_view kind, std::string_view bus, std::string_view numa,
-                 std::string_view link, std::string_view name) {
-    return fmt::format("  {:<{}}{:<{}}{:<{}}{:<{}}{}\n", kind, kind_w + kGap, bus, bus_w + kGap,
-                       numa, 4 + kGap, link, link_w + kGap, name);
+                 std::string_view link, std::string_view pci_switch, std::string_view name) {
+    return fmt::format("  {:<{}}{:<{}}{:<{}}{:<{}}{:<{}}{}\n", kind, kind_w + kGap, bus,
+                       bus_w + kGap, numa, 4 + kGap, link, link_w + kGap, pci_switch,
+                       switch_w + kGap, name);
   };
-  std::string out = row("KIND", "BUS ID", "NUMA", "LINK", "NAME");
+  std::string out = row("KIND", "BUS ID", "NUMA", "LINK", "SWITCH", "NAME");
   for (const PciDevice& d : devices)
-    out += row(d.kind, d.bus_id, numa_or_dash(d.numa_node), link_or_dash(d.link_gbps), d.name);
+    out += row(d.kind, d.bus_id, numa_or_dash(d.numa_node), link_or_dash(d.link_gbps),
+               d.pci_switch.empty() ? "-" : d.pci_switch, d.name);
   return out;
 }
 

@@ -103,20 +103,37 @@ std::string classify(hwloc_obj_t pci) {
   return gpu ? "gpu" : nic ? "nic" : "other";
 }
 
-// OS device names, then the model: "eth0 (Virtio network device)", "cuda0, card1 (10de:2330)".
-std::string device_name(hwloc_obj_t pci) {
-  std::string name;
-  for (hwloc_obj_t c = pci->io_first_child; c != nullptr; c = c->next_sibling) {
-    if (c->type != HWLOC_OBJ_OS_DEVICE || c->name == nullptr) continue;
-    if (!name.empty()) name += ", ";
-    name += c->name;
+std::string bus_id_of(const hwloc_obj_attr_u::hwloc_pcidev_attr_s& a) {
+  return fmt::format("{:04x}:{:02x}:{:02x}.{:x}", a.domain, a.bus, a.dev, a.func);
+}
+
+std::vector<std::string> os_names(hwloc_obj_t pci) {
+  std::vector<std::string> names;
+  for (hwloc_obj_t c = pci->io_first_child; c != nullptr; c = c->next_sibling)
+    if (c->type == HWLOC_OBJ_OS_DEVICE && c->name != nullptr) names.emplace_back(c->name);
+  return names;
+}
+
+// The topmost PCI bridge above `pci` below its host bridge (see PciDevice::pci_switch).
+std::string pci_switch_of(hwloc_obj_t pci) {
+  std::string top;
+  for (hwloc_obj_t p = pci->parent; p != nullptr && p->type == HWLOC_OBJ_BRIDGE; p = p->parent) {
+    if (p->attr->bridge.upstream_type != HWLOC_OBJ_BRIDGE_PCI) break;  // the host bridge
+    top = bus_id_of(p->attr->bridge.upstream.pci);
   }
+  return top;
+}
+
+// OS device names, then the model: "eth0 (Virtio network device)", "cuda0, card1 (10de:2330)".
+std::string device_name(hwloc_obj_t pci, const std::vector<std::string>& names) {
+  std::string listed;
+  for (const std::string& n : names) listed += (listed.empty() ? "" : ", ") + n;
   const char* model = hwloc_obj_get_info_by_name(pci, "PCIDevice");
   const auto& a = pci->attr->pcidev;
   std::string what = model != nullptr && model[0] != '\0'
                          ? std::string(model)
                          : fmt::format("{:04x}:{:04x}", a.vendor_id, a.device_id);
-  return name.empty() ? what : name + " (" + what + ")";
+  return listed.empty() ? what : listed + " (" + what + ")";
 }
 
 std::vector<PciDevice> pci_devices(hwloc_topology_t t) {
@@ -126,8 +143,10 @@ std::vector<PciDevice> pci_devices(hwloc_topology_t t) {
     const auto& a = pci->attr->pcidev;
     PciDevice d;
     d.kind = classify(pci);
-    d.name = device_name(pci);
-    d.bus_id = fmt::format("{:04x}:{:02x}:{:02x}.{:x}", a.domain, a.bus, a.dev, a.func);
+    d.os_names = os_names(pci);
+    d.name = device_name(pci, d.os_names);
+    d.bus_id = bus_id_of(a);
+    d.pci_switch = pci_switch_of(pci);
     d.numa_node = numa_of_device(t, pci);
     d.link_gbps = a.linkspeed > 0 ? static_cast<double>(a.linkspeed) : 0.0;
     out.push_back(std::move(d));

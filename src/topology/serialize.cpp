@@ -24,7 +24,9 @@ Json device_to_json(const PciDevice& d) {
               {"name", d.name},
               {"bus_id", d.bus_id},
               {"numa_node", d.numa_node},
-              {"link_gbps", d.link_gbps}};
+              {"link_gbps", d.link_gbps},
+              {"os_names", d.os_names},
+              {"pci_switch", d.pci_switch}};
 }
 
 Json rank_to_json(const RankInfo& r) {
@@ -101,6 +103,21 @@ class Reader {
     return Status::ok();
   }
 
+  Status read(std::string_view key, std::vector<std::string>& out, bool required) const {
+    LOOM_ASSIGN_OR_RETURN(const Json* v, get(key, required));
+    if (v == nullptr) return Status::ok();
+    if (!v->is_array()) return field_error(field(key), "expected an array, got " + type_of(*v));
+    out.clear();
+    for (std::size_t i = 0; i < v->size(); ++i) {
+      const Json& e = (*v)[i];
+      if (!e.is_string())
+        return field_error(field(key) + "[" + std::to_string(i) + "]",
+                           "expected a string, got " + type_of(e));
+      out.push_back(e.get<std::string>());
+    }
+    return Status::ok();
+  }
+
   static Status to_int(const Json& v, const std::string& name, int& out) {
     if (!v.is_number_integer()) return field_error(name, "expected an integer, got " + type_of(v));
     constexpr auto kMax = std::numeric_limits<int>::max();
@@ -129,6 +146,8 @@ Result<PciDevice> parse_device(const Json& j, const std::string& path) {
   LOOM_RETURN_IF_ERROR(in.read("bus_id", d.bus_id, false));
   LOOM_RETURN_IF_ERROR(in.read("numa_node", d.numa_node, false));
   LOOM_RETURN_IF_ERROR(in.read("link_gbps", d.link_gbps, false));
+  LOOM_RETURN_IF_ERROR(in.read("os_names", d.os_names, false));
+  LOOM_RETURN_IF_ERROR(in.read("pci_switch", d.pci_switch, false));
   return d;
 }
 

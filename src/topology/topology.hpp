@@ -24,6 +24,11 @@ struct PciDevice {
   std::string bus_id;    // "0000:00:03.0"
   int numa_node = -1;    // OS index of the NUMA node the device is attached to, -1 unknown
   double link_gbps = 0;  // PCI link speed in GB/s, 0 unknown
+  std::vector<std::string> os_names;  // its OS devices: "eth0", "rdmap16s27", "cuda0"
+  /// The PCI address of the topmost PCI bridge above the device, below its host bridge: devices
+  /// with the same one sit under one PCIe switch tree (a GPU and its NIC on GPU servers). Empty
+  /// when the device hangs off the host bridge, or unknown.
+  std::string pci_switch;
 
   bool operator==(const PciDevice&) const = default;
 };

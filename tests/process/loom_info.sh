@@ -104,6 +104,30 @@ if command -v taskset >/dev/null; then
   expect_text "$OUT" '^process: +pid [0-9]+, bound to CPUs 0 \('
 fi
 
+# A server hwloc reads from XML (tests/data/two-switch-server.xml): every PCI device's NUMA node
+# and PCIe switch (the topmost bridge below the host bridge), which LOOM_OFI_DOMAINS=near uses.
+current="--topology of a faked server: NUMA nodes and PCIe switches"
+server="$(dirname "$0")/../data/two-switch-server.xml"
+info HWLOC_XMLFILE="$server" HWLOC_THISSYSTEM=1 LOOM_HOST_ID=p5 "$INFO" --topology
+expect_rc 0
+expect_text "$OUT" '^NUMA nodes: +2$'
+expect_text "$OUT" '^  gpu +0000:12:00\.0 +0 +31\.50 GB/s +0000:10:00\.0 +cuda0 \(10de:2330\)$'
+expect_text "$OUT" '^  nic +0000:13:00\.0 +0 +31\.50 GB/s +0000:10:00\.0 +rdmap19s0 \(1d0f:efa1\)$'
+expect_text "$OUT" '^  nic +0000:81:00\.0 +1 +15\.75 GB/s +0000:80:01\.0 +eth1 \(8086:1592\)$'
+info HWLOC_XMLFILE="$server" HWLOC_THISSYSTEM=1 LOOM_HOST_ID=p5 "$INFO" --topology --json
+expect_rc 0
+expect_text "$OUT" '"os_names": \[$'
+expect_text "$OUT" '"pci_switch": "0000:10:00\.0"'
+if command -v python3 >/dev/null; then
+  python3 - "$OUT" <<'PY' || fail "the faked server's devices are wrong in JSON"
+import json, sys
+d = {x["bus_id"]: x for x in json.load(open(sys.argv[1]))["hosts"][0]["devices"]}
+assert d["0000:13:00.0"]["os_names"] == ["rdmap19s0"] and d["0000:13:00.0"]["kind"] == "nic"
+assert d["0000:12:00.0"]["pci_switch"] == d["0000:13:00.0"]["pci_switch"] == "0000:10:00.0"
+assert d["0000:81:00.0"]["pci_switch"] == "0000:80:01.0" and d["0000:81:00.0"]["numa_node"] == 1
+PY
+fi
+
 current="--topology --json"
 info LOOM_HOST_ID=fake-host-7 "$INFO" --topology --json
 expect_rc 0

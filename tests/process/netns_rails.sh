@@ -91,6 +91,43 @@ if exact ofi; then
   echo "ok: 2 hosts x 2 ranks over ofi (tcp;ofi_rxm) on 2 rails; eth0 and eth1 both carried data"
 fi
 
+# LOOM_OFI_DOMAINS=near: each rank takes the NICs nearest to it. The servers are faked by a
+# LOOM_TOPO_FILE (written by every rank from its LOOM_HOST_ID): eth0 on NUMA node 0, eth1 on
+# node 1, ranks 0 and 2 bound to node 0, ranks 1 and 3 to node 1. Rank 1's one rail (eth1)
+# talks to rank 2's (eth0): the namespaces route between the two networks, as EFA devices all
+# reach each other.
+near_topo='base=${LOOM_HOST_ID%-h*}
+  nic() { echo "{\"kind\": \"nic\", \"bus_id\": \"$1\", \"numa_node\": $2, \"os_names\": [\"$3\"]}"; }
+  host() { echo "{\"host_id\": \"$base-h$1\", \"numa_nodes\": 2, \"devices\": [$(nic 0000:01:00.0 0 eth0), $(nic 0000:81:00.0 1 eth1)]}"; }
+  rank() { echo "{\"rank\": $1, \"host_id\": \"$base-h$(($1 / 2))\", \"numa_node\": $(($1 % 2))}"; }
+  echo "{\"version\": 1, \"ranks\": [$(rank 0), $(rank 1), $(rank 2), $(rank 3)], \"hosts\": [$(host 0), $(host 1)]}" > $OUT.topo.$LOOM_RANK
+  export LOOM_TOPO_FILE=$OUT.topo.$LOOM_RANK'
+job near 4 --nics 2 -x "LOOM_TRANSPORTS=shm,ofi" -x "LOOM_OFI_PROVIDER=tcp;ofi_rxm" \
+  -x LOOM_OFI_FALLBACK=false -x LOOM_OFI_DOMAINS=near -- \
+  "$near_topo"'
+   "$PERF" allreduce -b 8 -e 8M -f 8 -n 2 -w 1'
+if exact near; then
+  for r in 0 1 2 3; do
+    want=eth$((r % 2))
+    grep -q "rank $r: LOOM_OFI_DOMAINS=near: $want (1 of 2: same NUMA node as CPUs - (NUMA node $((r % 2))))" \
+      "$TMP/near.err" || fail "near: rank $r should take $want ($(grep "rank $r: LOOM_OFI_DOMAINS" "$TMP/near.err"))"
+    grep -q "rank $r: ofi endpoint up: provider tcp;ofi_rxm, fabric 10.199.$((r % 2)).0/24, domain $want" \
+      "$TMP/near.err" || fail "near: rank $r's endpoint should be on $want"
+  done
+  echo "ok: LOOM_OFI_DOMAINS=near: each rank on the NIC of its NUMA node, results exact"
+fi
+
+# Two rails on host 0's ranks, one on host 1's, over ofi: each pair uses the rails both have.
+job ofi_uneven 2 --nics 2 -x "LOOM_TRANSPORTS=shm,ofi" -x "LOOM_OFI_PROVIDER=tcp;ofi_rxm" \
+  -x LOOM_OFI_FALLBACK=false -- \
+  'if [[ $LOOM_RANK == 0 ]]; then export LOOM_OFI_DOMAINS=eth0,eth1; else export LOOM_OFI_DOMAINS=eth0; fi
+   "$PERF" allreduce -b 8 -e 4M -f 16 -n 2 -w 1'
+if exact ofi_uneven; then
+  grep -q "rank 0: ofi over 2 rails (eth0,eth1)" "$TMP/ofi_uneven.err" ||
+    fail "ofi_uneven: rank 0 should open 2 rails"
+  echo "ok: ofi with 2 rails on one host and 1 on the other"
+fi
+
 # Host 1 lists one rail only: its ranks still reach host 0's (sockets go to both of its rails).
 job uneven 2 --nics 2 -- \
   'if [[ $LOOM_RANK == 0 ]]; then export LOOM_SOCKET_IFNAME=eth0,eth1; else export LOOM_SOCKET_IFNAME=eth0; fi

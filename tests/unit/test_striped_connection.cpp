@@ -11,6 +11,7 @@
 #include "config/config.hpp"
 #include "transports/ofi/ofi_fabric.hpp"
 #include "transports/ofi/ofi_factory.hpp"
+#include "transports/ofi/ofi_rails.hpp"
 #include "transports/striped/striped_connection.hpp"
 
 using Catch::Matchers::Contains;
@@ -146,4 +147,83 @@ TEST_CASE("ofi rails: LOOM_OFI_DOMAINS=all lists a provider's domains but loopba
   CHECK(std::find(all.begin(), all.end(), "lo") == all.end());
   CHECK(std::is_sorted(all.begin(), all.end()));
   CHECK(tp::ofi::list_domains("no-such-provider").empty());
+}
+
+TEST_CASE("ofi rails: at most 8, each rank of a host from its own place", "[rails][ofi]") {
+  std::vector<std::string> names;
+  for (int i = 0; i < 32; ++i) names.push_back(fmt::format("rdmap{}s27-rdm", i));
+  for (int rank = 0; rank < 5; ++rank) {
+    INFO("rank " << rank);
+    tp::NicSubset cut = tp::ofi::at_most_rails({names, "near"}, rank, 8);
+    REQUIRE(cut.names.size() == 8);
+    const std::size_t first = (static_cast<std::size_t>(rank) % 4) * 8;
+    for (std::size_t i = 0; i < 8; ++i) CHECK(cut.names[i] == names[first + i]);
+    CHECK_THAT(cut.why, Contains("near; 8 of the 32 from number " + std::to_string(first)));
+  }
+  // 12 NICs: windows wrap around the end.
+  names.resize(12);
+  tp::NicSubset wrapped = tp::ofi::at_most_rails({names, ""}, 1, 8);
+  CHECK(wrapped.names.front() == names[8]);
+  CHECK(wrapped.names.back() == names[3]);
+  tp::NicSubset few = tp::ofi::at_most_rails({{"a", "b"}, "why"}, 3, 8);
+  CHECK(few.names == std::vector<std::string>{"a", "b"});
+  CHECK(few.why == "why");
+}
+
+TEST_CASE(
+    "ofi rails: LOOM_OFI_DOMAINS=near:LIST opens the rails the topology picks, and says "
+    "how many",
+    "[rails][ofi]") {
+  if (!tp::ofi::probe_provider({"tcp;ofi_rxm", "127.0.0.1"}).is_ok()) {
+    WARN("tcp;ofi_rxm is not available here");
+    return;
+  }
+  auto store = std::make_shared<loom::bootstrap::InMemoryStore>();
+  auto make = [&](const std::string& domains, std::vector<std::string> pick) {
+    auto cfg = loom::config::Config::load(
+        {{"LOOM_OFI_PROVIDER", "tcp;ofi_rxm"}, {"LOOM_OFI_DOMAINS", domains}});
+    REQUIRE(cfg.is_ok());
+    tp::CreateContext ctx;
+    ctx.config = &*cfg;
+    ctx.nranks = 2;
+    ctx.comm_id = 7;
+    ctx.store = store;
+    ctx.data_address = loom::net::resolve("127.0.0.1:0").value();
+    std::vector<std::string> asked;
+    ctx.nearest_nics = [&](const std::vector<std::string>& candidates) {
+      asked = candidates;
+      return tp::NicSubset{pick, "test"};
+    };
+    auto t = tp::ofi::make_transport(ctx);
+    CHECK(asked == std::vector<std::string>{"lo", "nosuchnic9", "lo"});
+    return t;
+  };
+  auto rails = [&] {
+    auto b = store->get("loom/0000000000000007/ofi/rails/0", loom::Deadline::never());
+    REQUIRE(b.is_ok());
+    return std::string(b->begin(), b->end());
+  };
+  // The topology keeps one of three: one endpoint, not rails (the missing NIC is never opened).
+  auto one = make("near:lo,nosuchnic9,lo", {"lo"});
+  REQUIRE(one.is_ok());
+  CHECK(dynamic_cast<tp::ofi::OfiRails*>(one->get()) == nullptr);
+  CHECK(rails() == "1");
+  one->reset();
+  auto two = make("near:lo,nosuchnic9,lo", {"lo", "lo"});
+  REQUIRE(two.is_ok());
+  auto* striped = dynamic_cast<tp::ofi::OfiRails*>(two->get());
+  REQUIRE(striped != nullptr);
+  CHECK(striped->rails() == 2);
+  CHECK(rails() == "2");
+  two->reset();
+  auto cfg = loom::config::Config::load(
+      {{"LOOM_OFI_PROVIDER", "tcp;ofi_rxm"}, {"LOOM_OFI_DOMAINS", "near:"}});
+  REQUIRE(cfg.is_ok());
+  tp::CreateContext ctx;
+  ctx.config = &*cfg;
+  ctx.store = store;
+  ctx.data_address = loom::net::resolve("127.0.0.1:0").value();
+  auto none = tp::ofi::make_transport(ctx);
+  REQUIRE_FALSE(none.is_ok());
+  CHECK_THAT(none.status().message(), Contains("lists no domain after near:"));
 }

@@ -125,9 +125,16 @@ Topology sample_topology() {
   RankInfo r0{0, "a:1234abcd", "alpha", 101, 0, {0, 1, 2, 3}};
   RankInfo r1{1, "b:99", "beta", 202, -1, {}};
   HostInfo a{"a:1234abcd", "alpha", 2, 32, 64, {}};
-  a.devices.push_back({"gpu", "cuda0, card1 (10de:2330)", "0000:17:00.0", 0, 24.615384615384617});
-  a.devices.push_back({"nic", "mlx5_0, ib0 (15b3:101b)", "0000:3b:00.0", 1, 31.5});
-  a.devices.push_back({"other", "1af4:1042", "0000:00:02.0", -1, 0});
+  a.devices.push_back({"gpu",
+                       "cuda0, card1 (10de:2330)",
+                       "0000:17:00.0",
+                       0,
+                       24.615384615384617,
+                       {"cuda0", "card1"},
+                       "0000:15:00.0"});
+  a.devices.push_back(
+      {"nic", "mlx5_0, ib0 (15b3:101b)", "0000:3b:00.0", 1, 31.5, {"mlx5_0", "ib0"}, ""});
+  a.devices.push_back({"other", "1af4:1042", "0000:00:02.0", -1, 0, {}, ""});
   HostInfo b{"b:99", "beta", 1, 4, 8, {}};
   return topo::assemble({{r1, b}, {r0, a}});
 }
@@ -268,6 +275,10 @@ TEST_CASE("topology: malformed JSON errors name the field", "[topology]") {
        "hosts[0].devices[0].link_gbps: expected a number"},
       {doc(rank0, R"({"host_id": "a", "devices": [{"kind": "fpga"}]})"),
        "hosts[0].devices[0].kind"},
+      {doc(rank0, R"({"host_id": "a", "devices": [{"kind": "nic", "os_names": ["eth0", 3]}]})"),
+       "hosts[0].devices[0].os_names[1]: expected a string"},
+      {doc(rank0, R"({"host_id": "a", "devices": [{"kind": "nic", "pci_switch": 1}]})"),
+       "hosts[0].devices[0].pci_switch: expected a string"},
   };
   for (const auto& [text, expected] : cases) {
     INFO(text);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 
 #include "common/strings.hpp"
 #include "log/log.hpp"
@@ -50,6 +51,31 @@ void point_at(FabricRequest& r, std::string_view name) {
   }
 }
 
+std::string rails_key(std::uint64_t comm_id, int rank) {
+  return fmt::format("loom/{:016x}/ofi/rails/{}", comm_id, rank);
+}
+
+// Every rank says how many rails it opened, so that a pair uses the rails both have.
+Status publish_rail_count(const CreateContext& ctx, std::size_t rails) {
+  const std::string count = std::to_string(rails);
+  return ctx.store->set(rails_key(ctx.comm_id, ctx.rank),
+                        bootstrap::Bytes(count.begin(), count.end()));
+}
+
+OfiRails::PeerRails peer_rail_counts(const CreateContext& ctx) {
+  return [store = ctx.store, rank = ctx.rank, comm_id = ctx.comm_id](
+             int peer, Deadline deadline) -> Result<std::size_t> {
+    LOOM_ASSIGN_OR_RETURN(bootstrap::Bytes b, store->get(rails_key(comm_id, peer), deadline));
+    const std::string text(b.begin(), b.end());
+    std::size_t n = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+    if (ec != std::errc() || end != text.data() + text.size() || n == 0 || n > kMaxOfiRails)
+      return make_error(ErrorCode::Internal, "rank {}: rank {} published '{}' ofi rails", rank,
+                        peer, text);
+    return n;
+  };
+}
+
 // One endpoint per LOOM_OFI_DOMAINS entry, striped over (OfiRails).
 Result<std::unique_ptr<Transport>> make_rails(const CreateContext& ctx,
                                               const std::vector<std::string_view>& domains) {
@@ -74,31 +100,79 @@ Result<std::unique_ptr<Transport>> make_rails(const CreateContext& ctx,
   if (stripe_min != 0) stripe_min = std::max(stripe_min, kMinOfiStripe);
   LOOM_LOG_INFO(Net, "rank {}: ofi over {} rails ({}), striping from {} KiB", ctx.rank,
                 rails.size(), fmt::join(domains, ","), 2 * stripe_min >> 10);
+  LOOM_RETURN_IF_ERROR(publish_rail_count(ctx, rails.size()));
   return std::unique_ptr<Transport>(
-      std::make_unique<OfiRails>(std::move(rails), ctx.nranks, stripe_min));
+      std::make_unique<OfiRails>(std::move(rails), ctx.nranks, stripe_min, peer_rail_counts(ctx)));
 }
 
-}  // namespace
-
-// LOOM_OFI_DOMAINS as names: its list, or for "all" every (non-loopback) domain of the provider
-// the data address would use.
-Result<std::vector<std::string>> domain_names(const CreateContext& ctx) {
-  const std::string list = ctx.config->get_string("LOOM_OFI_DOMAINS");
-  if (list != "all") {
-    std::vector<std::string> out;
-    for (std::string_view d : comma_tokens(list)) out.emplace_back(d);
-    return out;
-  }
+// Every (non-loopback) domain of the provider the data address would use.
+Result<std::vector<std::string>> provider_domains(const CreateContext& ctx, std::string_view list) {
   LOOM_ASSIGN_OR_RETURN(ProviderInfo p,
                         probe_provider(fabric_request(*ctx.config, ctx.data_address)));
   std::vector<std::string> all = list_domains(p.provider);
   if (all.empty())
     return make_error(ErrorCode::InvalidUsage,
-                      "rank {}: LOOM_OFI_DOMAINS=all: provider {} lists no domain but loopback",
-                      ctx.rank, p.provider);
-  LOOM_LOG_INFO(Net, "rank {}: LOOM_OFI_DOMAINS=all: {} domain(s) of {}: {}", ctx.rank, all.size(),
-                p.provider, fmt::join(all, ","));
+                      "rank {}: LOOM_OFI_DOMAINS={}: provider {} lists no domain but loopback",
+                      ctx.rank, list, p.provider);
+  LOOM_LOG_INFO(Net, "rank {}: LOOM_OFI_DOMAINS={}: {} domain(s) of {}: {}", ctx.rank, list,
+                all.size(), p.provider, fmt::join(all, ","));
   return all;
+}
+
+// LOOM_OFI_DOMAINS=near or near:LIST (or unset on EFA): the candidates (every domain, or LIST)
+// nearest this rank.
+Result<std::vector<std::string>> nearest_domains(const CreateContext& ctx,
+                                                 const std::string& list) {
+  const std::string shown = list.empty() ? "near (the default on EFA)" : list;
+  std::vector<std::string> candidates;
+  if (list.empty() || list == "near") {
+    LOOM_ASSIGN_OR_RETURN(candidates, provider_domains(ctx, shown));
+  } else {
+    for (std::string_view d : comma_tokens(std::string_view(list).substr(5)))
+      candidates.emplace_back(d);
+    if (candidates.empty())
+      return make_error(ErrorCode::InvalidUsage,
+                        "rank {}: LOOM_OFI_DOMAINS={} lists no domain after near:", ctx.rank, list);
+  }
+  NicSubset picked{candidates, "no topology to choose by"};
+  if (ctx.nearest_nics) picked = ctx.nearest_nics(candidates);
+  picked = at_most_rails(std::move(picked), ctx.rank, kMaxOfiRails);
+  LOOM_LOG_INFO(Net, "rank {}: LOOM_OFI_DOMAINS={}: {} ({})", ctx.rank, shown,
+                fmt::join(picked.names, ","), picked.why);
+  return picked.names;
+}
+
+// Without LOOM_OFI_DOMAINS, EFA hosts take their nearest devices (a server with several EFA
+// devices has them spread over its PCIe switches); socket providers the data address's.
+bool efa_by_default(const CreateContext& ctx) {
+  const std::string provider = ctx.config->get_string("LOOM_OFI_PROVIDER");
+  return provider == "efa" || (provider.empty() && efa_device_present());
+}
+
+}  // namespace
+
+NicSubset at_most_rails(NicSubset picked, int rank, std::size_t max) {
+  const std::size_t n = picked.names.size();
+  if (n <= max || max == 0) return picked;
+  const std::size_t first = (static_cast<std::size_t>(rank) * max) % n;
+  std::vector<std::string> window;
+  for (std::size_t i = 0; i < max; ++i) window.push_back(picked.names[(first + i) % n]);
+  picked.why += fmt::format("; {} of the {} from number {}: at most {} rails", max, n, first, max);
+  picked.names = std::move(window);
+  return picked;
+}
+
+// LOOM_OFI_DOMAINS as names: its list; for "all" every (non-loopback) domain of the provider
+// the data address would use; for "near" (or near:LIST) the nearest of those (or of LIST), at
+// most kMaxOfiRails; unset, "near" on EFA and the provider's choice (no name) otherwise.
+Result<std::vector<std::string>> domain_names(const CreateContext& ctx) {
+  const std::string list = ctx.config->get_string("LOOM_OFI_DOMAINS");
+  if (list == "all") return provider_domains(ctx, list);
+  if (list == "near" || list.rfind("near:", 0) == 0 || (list.empty() && efa_by_default(ctx)))
+    return nearest_domains(ctx, list);
+  std::vector<std::string> out;
+  for (std::string_view d : comma_tokens(list)) out.emplace_back(d);
+  return out;
 }
 
 Result<std::unique_ptr<Transport>> make_transport(const CreateContext& ctx) {
@@ -110,6 +184,7 @@ Result<std::unique_ptr<Transport>> make_transport(const CreateContext& ctx) {
   auto t = OfiTransport::create(ctx.rank, ctx.nranks, ctx.comm_id, ctx.store, o);
   if (!t.is_ok())
     return t.status().with_context(fmt::format("rank {}: opening the ofi transport", ctx.rank));
+  LOOM_RETURN_IF_ERROR(publish_rail_count(ctx, 1));
   return std::unique_ptr<Transport>(std::move(t).value());
 }
 

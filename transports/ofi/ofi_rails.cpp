@@ -1,22 +1,43 @@
 #include "transports/ofi/ofi_rails.hpp"
 
+#include <algorithm>
+
 namespace loom::transport::ofi {
 
 OfiRails::OfiRails(std::vector<std::unique_ptr<OfiTransport>> rails, int nranks,
-                   std::size_t stripe_min)
-    : conns_(static_cast<std::size_t>(nranks)), rails_(std::move(rails)), stripe_min_(stripe_min) {}
+                   std::size_t stripe_min, PeerRails peer_rails)
+    : conns_(static_cast<std::size_t>(nranks)),
+      rails_(std::move(rails)),
+      stripe_min_(stripe_min),
+      peer_rails_(std::move(peer_rails)),
+      shared_(static_cast<std::size_t>(nranks), 0) {}
 
 OfiRails::~OfiRails() {
   conns_.clear();  // they point into the rails' connections
 }
 
 Status OfiRails::ensure(const std::vector<int>& peers, Deadline deadline) {
-  for (auto& r : rails_) LOOM_RETURN_IF_ERROR(r->ensure(peers, deadline));
+  for (int p : peers) {
+    std::size_t& shared = shared_[static_cast<std::size_t>(p)];
+    if (shared != 0) continue;
+    std::size_t theirs = rails_.size();
+    if (peer_rails_) {
+      LOOM_ASSIGN_OR_RETURN(theirs, peer_rails_(p, deadline));
+    }
+    shared = std::max<std::size_t>(1, std::min(theirs, rails_.size()));
+  }
+  for (std::size_t i = 0; i < rails_.size(); ++i) {
+    std::vector<int> on_rail;  // the peers that have rail i too
+    for (int p : peers)
+      if (shared_[static_cast<std::size_t>(p)] > i) on_rail.push_back(p);
+    if (!on_rail.empty()) LOOM_RETURN_IF_ERROR(rails_[i]->ensure(on_rail, deadline));
+  }
   for (int p : peers) {
     auto& c = conns_[static_cast<std::size_t>(p)];
     if (c) continue;
     std::vector<Connection*> each;
-    for (auto& r : rails_) each.push_back(r->get(p));
+    for (std::size_t i = 0; i < shared_[static_cast<std::size_t>(p)]; ++i)
+      each.push_back(rails_[i]->get(p));
     c = std::make_unique<StripedConnection>(std::move(each), stripe_min_);
   }
   return Status::ok();
