@@ -4,7 +4,9 @@
 # both and spreads each peer's sockets over them, and with LOOM_OFI_DOMAINS=eth0,eth1 the ofi
 # transport (tcp;ofi_rxm) opens an endpoint on each and stripes messages over them: every
 # allreduce result is exact, and each host's eth0 and eth1 both carry a fair share of the bytes
-# (each at least a third of the two together). A host with one rail still reaches a host with two; a list naming a missing
+# (each at least a third of the two together). With LOOM_OFI_DOMAINS=near each rank takes the NIC
+# nearest its GPU or NUMA node (faked servers). A host with one rail still reaches a host with
+# two (tcp and ofi); a list naming a missing
 # interface fails at init naming it; and with the interfaces capped by --nic-rate, two rails
 # move a 4 MiB allreduce faster than one, over tcp and over ofi (a loose bound here: the table is in
 # docs/transports.md). Needs root, ip and tc (iproute2); skips (exit 77) otherwise.
@@ -115,6 +117,26 @@ if exact near; then
       "$TMP/near.err" || fail "near: rank $r's endpoint should be on $want"
   done
   echo "ok: LOOM_OFI_DOMAINS=near: each rank on the NIC of its NUMA node, results exact"
+fi
+
+# With a GPU (host-sim's device 0, PCI address 0000:10:00.0), the NIC under its PCIe switch wins
+# over one merely on its NUMA node: faked hosts with eth0 on the node and eth1 beside the GPU.
+near_gpu_topo='base=${LOOM_HOST_ID%-h*}
+  dev() { echo "{\"kind\": \"$1\", \"bus_id\": \"$2\", \"numa_node\": 0, \"os_names\": [\"$3\"], \"pci_switch\": \"$4\"}"; }
+  host() { echo "{\"host_id\": \"$base-h$1\", \"numa_nodes\": 1, \"devices\": [$(dev nic 0000:01:00.0 eth0 ""), $(dev gpu 0000:10:00.0 cuda0 0000:0f:00.0), $(dev nic 0000:11:00.0 eth1 0000:0f:00.0)]}"; }
+  rank() { echo "{\"rank\": $1, \"host_id\": \"$base-h$1\", \"numa_node\": 0}"; }
+  echo "{\"version\": 1, \"ranks\": [$(rank 0), $(rank 1)], \"hosts\": [$(host 0), $(host 1)]}" > $OUT.topo.$LOOM_RANK
+  export LOOM_TOPO_FILE=$OUT.topo.$LOOM_RANK'
+job near_gpu 2 --nics 2 -x "LOOM_TRANSPORTS=shm,ofi" -x "LOOM_OFI_PROVIDER=tcp;ofi_rxm" \
+  -x LOOM_OFI_FALLBACK=false -x LOOM_OFI_DOMAINS=near -x LOOM_DEVICE=host-sim -- \
+  "$near_gpu_topo"'
+   "$PERF" allreduce -b 8 -e 1M -f 8 -n 2 -w 1'
+if exact near_gpu; then
+  for r in 0 1; do
+    grep -q "rank $r: LOOM_OFI_DOMAINS=near: eth1 (1 of 2: same PCI switch as GPU 0000:10:00.0)" \
+      "$TMP/near_gpu.err" || fail "near_gpu: rank $r should take eth1, beside its GPU"
+  done
+  echo "ok: LOOM_OFI_DOMAINS=near with a GPU: the NIC under the GPU's PCIe switch"
 fi
 
 # Two rails on host 0's ranks, one on host 1's, over ofi: each pair uses the rails both have.
