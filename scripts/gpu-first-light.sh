@@ -10,7 +10,8 @@
 # stream 5%; what no longer fits is reported as skipped), and a failed run does not stop the
 # others. Only programs that cannot start (bundle) or no visible GPU (device) stop the run early.
 #   bundle   the programs start (loom-info --version: every library resolves)
-#   device   nvidia-smi; the GPU as loom sees it (loom-info --transports); loom's settings
+#   device   nvidia-smi; the GPU as loom sees it (loom-info --transports); loom's settings; the
+#            host's PCI devices with their NUMA nodes and PCIe switches (loom-info --topology)
 #   dtypes   every collective (all-to-all(v), gather, scatter too) x dtype (fp8 included) x op on
 #            device buffers, in and out of place,
 #            verified: 2 ranks over cuda_ipc and staged (LOOM_TRANSPORTS=^cuda_ipc), 3 over
@@ -313,7 +314,7 @@ if wants device; then
     echo "$gpu_line" >"$out/gpu.txt"
   fi
   run "device: loom-info" 60 device-loom-info.txt bash -c \
-    "LOOM_DEVICE=$device '$bin/loom-info' --transports && LOOM_DEVICE=$device '$bin/loom-info' --settings"
+    "LOOM_DEVICE=$device '$bin/loom-info' --transports && LOOM_DEVICE=$device '$bin/loom-info' --settings && '$bin/loom-info' --topology"
   if [[ $device == cuda && $rc -ne 0 ]]; then stop_early "loom cannot use the GPU (see device-loom-info.txt)"; fi
 fi
 
