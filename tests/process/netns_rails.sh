@@ -139,21 +139,25 @@ if exact near_gpu; then
   echo "ok: LOOM_OFI_DOMAINS=near with a GPU: the NIC under the GPU's PCIe switch"
 fi
 
-# Two rails on host 0's ranks, one on host 1's, over ofi: each pair uses the rails both have.
-job ofi_uneven 2 --nics 2 -x "LOOM_TRANSPORTS=shm,ofi" -x "LOOM_OFI_PROVIDER=tcp;ofi_rxm" \
-  -x LOOM_OFI_FALLBACK=false -- \
-  'if [[ $LOOM_RANK == 0 ]]; then export LOOM_OFI_DOMAINS=eth0,eth1; else export LOOM_OFI_DOMAINS=eth0; fi
-   "$PERF" allreduce -b 8 -e 4M -f 16 -n 2 -w 1'
+# uneven_job NAME VARIABLE [-x SETTING...]: host 0's rank lists eth0,eth1 in VARIABLE, host 1's
+# rank eth0 only; each pair uses the rails both have.
+uneven_job() {
+  local name=$1 var=$2
+  shift 2
+  job "$name" 2 --nics 2 "$@" -- \
+    'if [[ $LOOM_RANK == 0 ]]; then export '"$var"'=eth0,eth1; else export '"$var"'=eth0; fi
+     "$PERF" allreduce -b 8 -e 4M -f 16 -n 2 -w 1'
+}
+uneven_job ofi_uneven LOOM_OFI_DOMAINS -x "LOOM_TRANSPORTS=shm,ofi" \
+  -x "LOOM_OFI_PROVIDER=tcp;ofi_rxm" -x LOOM_OFI_FALLBACK=false
 if exact ofi_uneven; then
   grep -q "rank 0: ofi over 2 rails (eth0,eth1)" "$TMP/ofi_uneven.err" ||
     fail "ofi_uneven: rank 0 should open 2 rails"
   echo "ok: ofi with 2 rails on one host and 1 on the other"
 fi
 
-# Host 1 lists one rail only: its ranks still reach host 0's (sockets go to both of its rails).
-job uneven 2 --nics 2 -- \
-  'if [[ $LOOM_RANK == 0 ]]; then export LOOM_SOCKET_IFNAME=eth0,eth1; else export LOOM_SOCKET_IFNAME=eth0; fi
-   "$PERF" allreduce -b 8 -e 4M -f 16 -n 2 -w 1'
+# The same over tcp: rank 1's sockets go to both of rank 0's rails.
+uneven_job uneven LOOM_SOCKET_IFNAME
 if exact uneven; then
   grep -q "rank 0: .* sockets to rank 1 over 2 rail(s) here and 1 there" "$TMP/uneven.err" ||
     fail "uneven: rank 0 should use its 2 rails to rank 1's one"
