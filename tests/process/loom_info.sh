@@ -111,21 +111,35 @@ server="$(dirname "$0")/../data/two-switch-server.xml"
 info HWLOC_XMLFILE="$server" HWLOC_THISSYSTEM=1 LOOM_HOST_ID=p5 "$INFO" --topology
 expect_rc 0
 expect_text "$OUT" '^NUMA nodes: +2$'
-expect_text "$OUT" '^  gpu +0000:12:00\.0 +0 +31\.50 GB/s +0000:10:00\.0 +cuda0 \(10de:2330\)$'
-expect_text "$OUT" '^  nic +0000:13:00\.0 +0 +31\.50 GB/s +0000:10:00\.0 +rdmap19s0 \(1d0f:efa1\)$'
+expect_text "$OUT" '^  gpu +0000:10:00\.0 +0 +31\.50 GB/s +0000:0e:00\.0 +cuda0 \(10de:2330\)$'
+expect_text "$OUT" '^  nic +0000:11:00\.0 +0 +31\.50 GB/s +0000:0e:00\.0 +rdmap17s0 \(1d0f:efa1\)$'
 expect_text "$OUT" '^  nic +0000:81:00\.0 +1 +15\.75 GB/s +0000:80:01\.0 +eth1 \(8086:1592\)$'
 info HWLOC_XMLFILE="$server" HWLOC_THISSYSTEM=1 LOOM_HOST_ID=p5 "$INFO" --topology --json
 expect_rc 0
 expect_text "$OUT" '"os_names": \[$'
-expect_text "$OUT" '"pci_switch": "0000:10:00\.0"'
+expect_text "$OUT" '"pci_switch": "0000:0e:00\.0"'
 if command -v python3 >/dev/null; then
   python3 - "$OUT" <<'PY' || fail "the faked server's devices are wrong in JSON"
 import json, sys
 d = {x["bus_id"]: x for x in json.load(open(sys.argv[1]))["hosts"][0]["devices"]}
-assert d["0000:13:00.0"]["os_names"] == ["rdmap19s0"] and d["0000:13:00.0"]["kind"] == "nic"
-assert d["0000:12:00.0"]["pci_switch"] == d["0000:13:00.0"]["pci_switch"] == "0000:10:00.0"
+assert d["0000:11:00.0"]["os_names"] == ["rdmap17s0"] and d["0000:11:00.0"]["kind"] == "nic"
+assert d["0000:10:00.0"]["pci_switch"] == d["0000:11:00.0"]["pci_switch"] == "0000:0e:00.0"
 assert d["0000:81:00.0"]["pci_switch"] == "0000:80:01.0" and d["0000:81:00.0"]["numa_node"] == 1
 PY
+fi
+# What LOOM_OFI_DOMAINS=near would open on that server: this process bound to CPU 1 takes eth1
+# (its NUMA node's); a rank on host-sim's GPU 0 (0000:10:00.0, the server's cuda0) takes
+# rdmap17s0, under the same PCIe switch.
+if command -v taskset >/dev/null; then
+  current="--transports: LOOM_OFI_DOMAINS=near on a faked server"
+  info HWLOC_XMLFILE="$server" HWLOC_THISSYSTEM=1 LOOM_DEVICE=host-sim \
+    LOOM_OFI_PROVIDER="tcp;ofi_rxm" LOOM_OFI_DOMAINS=near:rdmap17s0,eth1 taskset -c 1 \
+    "$INFO" --transports
+  expect_rc 0
+  if grep -qE '^  ofi  available' "$OUT"; then
+    expect_text "$OUT" '^ +LOOM_OFI_DOMAINS=near:rdmap17s0,eth1 here: eth1 \(1 of 2: same NUMA node as CPUs 1 \(NUMA node 1\)\)$'
+    expect_text "$OUT" '^ +a rank on GPU 0: rdmap17s0 \(1 of 2: same PCI switch as GPU 0000:10:00\.0\)$'
+  fi
 fi
 
 current="--topology --json"

@@ -7,6 +7,7 @@
 #include "common/strings.hpp"
 #include "core/peer_transports.hpp"
 #include "device/device.hpp"
+#include "topology/nic_choice.hpp"
 #include "transports/ofi/ofi_fabric.hpp"
 #include "transports/tcp/tcp_rails.hpp"
 
@@ -61,19 +62,51 @@ std::string mr_modes(std::uint64_t m) {
   return s.empty() ? "none" : s;
 }
 
+// What LOOM_OFI_DOMAINS=near would open here: for this process's CPU binding, and for each GPU
+// of the device runtime (a rank computing on it). The candidates are near:LIST's, else every
+// domain of `provider`.
+std::string near_lines(const config::Config& cfg, const std::string& provider) {
+  const std::string list = cfg.get_string("LOOM_OFI_DOMAINS");
+  std::vector<std::string> candidates;
+  if (list.rfind("near:", 0) == 0) {
+    for (std::string_view d : comma_tokens(std::string_view(list).substr(5)))
+      candidates.emplace_back(d);
+  } else {
+    candidates = transport::ofi::list_domains(provider);
+  }
+  auto local = topo::discover_local(0, cfg);
+  if (candidates.empty() || !local.is_ok()) return "";
+  const auto& [rank, host] = *local;
+  auto pick = [&](const std::string& gpu) {
+    topo::NicChoice c = topo::nearest_nics(host, rank, gpu, candidates);
+    return fmt::format("{} ({})", fmt::join(c.names, ","), c.why);
+  };
+  std::string out = fmt::format("{:<20}LOOM_OFI_DOMAINS=near{} here: {}\n", "",
+                                list.rfind("near:", 0) == 0 ? list.substr(4) : "", pick(""));
+  auto dev = device::device_by_name(cfg.get_string("LOOM_DEVICE"));
+  if (!dev.is_ok() || *dev == nullptr) return out;
+  for (int i = 0; i < (*dev)->device_count(); ++i) {
+    auto bus = (*dev)->pci_bus_id(i);
+    if (bus.is_ok()) out += fmt::format("{:<22}a rank on GPU {}: {}\n", "", i, pick(*bus));
+  }
+  return out;
+}
+
 std::string ofi_section(const config::Config& cfg) {
   auto version = fi_version();
   std::string out;
   transport::ofi::FabricRequest req;
   req.provider = cfg.get_string("LOOM_OFI_PROVIDER");
   auto chosen = transport::ofi::probe_provider(req);
-  if (chosen.is_ok())
+  if (chosen.is_ok()) {
     out += fmt::format("  {:<5}{:<13}libfabric {}.{}; provider {} ({}); any peer; {}\n", "ofi",
                        "available", FI_MAJOR(version), FI_MINOR(version), chosen->provider,
                        chosen->provider == "efa" ? "EFA" : "no EFA on this host",
                        chosen->hmem ? "host and device memory (FI_HMEM)" : "host memory");
-  else
+    out += near_lines(cfg, chosen->provider);
+  } else {
     out += fmt::format("  {:<5}{:<13}{}\n", "ofi", "unavailable", chosen.status().message());
+  }
   auto providers = transport::ofi::list_providers();
   out += "\nlibfabric providers with tagged reliable-datagram endpoints (best first):\n";
   if (providers.empty()) out += "  none\n";
