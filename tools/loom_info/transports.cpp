@@ -76,7 +76,8 @@ std::string near_lines(const config::Config& cfg, const std::string& provider) {
   }
   auto local = topo::discover_local(0, cfg);
   if (candidates.empty() || !local.is_ok()) return "";
-  const auto& [rank, host] = *local;
+  const topo::RankInfo& rank = local->first;
+  const topo::HostInfo& host = local->second;
   auto pick = [&](const std::string& gpu) {
     topo::NicChoice c = topo::nearest_nics(host, rank, gpu, candidates);
     return fmt::format("{} ({})", fmt::join(c.names, ","), c.why);
