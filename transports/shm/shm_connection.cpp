@@ -23,11 +23,10 @@ void add_fd(std::vector<pollfd>& fds, int fd) {
 
 }  // namespace
 
-ShmConnection::ShmConnection(int self_rank, std::uint64_t comm_id, ShmPeer peer, Channel out,
-                             Channel in, std::shared_ptr<Doorbell> doorbell,
-                             SingleCopyParams single_copy, bool reuse_drained_slots)
+ShmConnection::ShmConnection(int self_rank, ShmPeer peer, Channel out, Channel in,
+                             std::shared_ptr<Doorbell> doorbell, SingleCopyParams single_copy,
+                             bool reuse_drained_slots)
     : self_(self_rank),
-      comm_id_(comm_id),
       peer_(std::move(peer)),
       out_(std::move(out)),
       in_(std::move(in)),

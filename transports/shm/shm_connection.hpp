@@ -36,7 +36,7 @@ struct ShmPeer {
 
 class ShmConnection final : public Connection {
  public:
-  ShmConnection(int self_rank, std::uint64_t comm_id, ShmPeer peer, Channel out, Channel in,
+  ShmConnection(int self_rank, ShmPeer peer, Channel out, Channel in,
                 std::shared_ptr<Doorbell> doorbell, SingleCopyParams single_copy = {},
                 bool reuse_drained_slots = false);
   /// Marks both channels closed and rings the peer, whose pending requests then fail.
@@ -109,7 +109,6 @@ class ShmConnection final : public Connection {
   [[nodiscard]] std::string who() const;
 
   int self_;
-  std::uint64_t comm_id_;
   ShmPeer peer_;
   Channel out_;
   Channel in_;

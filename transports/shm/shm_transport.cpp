@@ -178,7 +178,7 @@ Status ShmTransport::ensure(const std::vector<int>& peers, Deadline deadline) {
     SingleCopyParams sc{h.single_copy_in, h.single_copy_out, options_.single_copy_min, h.maps_in,
                         h.maps_out};
     conns_[static_cast<std::size_t>(h.peer)] = std::make_unique<ShmConnection>(
-        rank_, comm_id_, std::move(h.info), Channel(std::move(h.out.mapping), geometry_),
+        rank_, std::move(h.info), Channel(std::move(h.out.mapping), geometry_),
         Channel(std::move(h.in), h.in_geometry), bell_, sc,
         options_.slot_order == SlotOrder::Reuse);
   }
