@@ -135,6 +135,14 @@ constexpr std::array kSettings = {
          "Load the job's topology from this JSON file instead of probing with hwloc.", "topo"},
     Spec{"LOOM_TOPO_DUMP_FILE", Type::String, "",
          "Rank 0 writes the whole job's topology to this JSON file at init.", "topo"},
+    Spec{"LOOM_PCI_TOPO_FILE", Type::String, "",
+         "A JSON file that corrects what hwloc sees of this host's PCI devices, for virtual "
+         "machines whose PCI tree does not show the PCIe switches (such as AWS p4d and p5 "
+         "instances): {\"version\": 1, \"devices\": [{\"bus_id\": \"0000:4f:00.0\", "
+         "\"pci_switch\": \"0000:45:00.0\", \"numa_node\": 0}, ...]}; each entry's fields "
+         "replace the discovered ones (kind, os_names, pci_switch, numa_node), a bus id hwloc "
+         "did not find is added (kind required). LOOM_OFI_DOMAINS=near reads the result.",
+         "topo"},
 
     // Collectives and the executor.
     Spec{"LOOM_CHUNK_SIZE", Type::String, "auto",

@@ -219,6 +219,13 @@ Result<std::pair<RankInfo, HostInfo>> discover_local(int rank, const config::Con
     static const std::string boot = boot_id();
     host.host_id = boot.empty() ? host.hostname : host.hostname + ":" + boot;
   }
+  const std::string pci_file = cfg.get_string("LOOM_PCI_TOPO_FILE");
+  if (!pci_file.empty()) {
+    auto overrides = read_pci_overrides(pci_file);
+    Status st = overrides.is_ok() ? apply_pci_overrides(host, *overrides) : overrides.status();
+    if (!st.is_ok())
+      return st.with_context(fmt::format("rank {}: LOOM_PCI_TOPO_FILE={}", rank, pci_file));
+  }
   RankInfo info;
   info.rank = rank;
   info.host_id = host.host_id;

@@ -236,7 +236,73 @@ Result<std::pair<RankInfo, HostInfo>> parse_part(std::span<const std::uint8_t> b
   return std::pair{std::move(rank), std::move(host)};
 }
 
+// "0000:4F:00.0" -> "0000:4f:00.0"; "" when it is no PCI address.
+std::string canonical_bus(const std::string& text) {
+  unsigned domain = 0;
+  unsigned bus = 0;
+  unsigned dev = 0;
+  unsigned func = 0;
+  char tail = 0;
+  if (std::sscanf(text.c_str(), "%x:%x:%x.%x%c", &domain, &bus, &dev, &func, &tail) != 4 ||
+      domain > 0xffff || bus > 0xff || dev > 0x1f || func > 0x7)
+    return "";
+  return fmt::format("{:04x}:{:02x}:{:02x}.{:x}", domain, bus, dev, func);
+}
+
+Result<PciOverride> parse_override(const Json& j, const std::string& path) {
+  Reader in(j, path);
+  LOOM_RETURN_IF_ERROR(in.check_object());
+  PciOverride o;
+  std::string bus;
+  LOOM_RETURN_IF_ERROR(in.read("bus_id", bus, true));
+  o.bus_id = canonical_bus(bus);
+  if (o.bus_id.empty())
+    return field_error(in.field("bus_id"),
+                       "expected a PCI address like 0000:4f:00.0, got \"" + bus + "\"");
+  auto take = [&](std::string_view key, auto& field) -> Status {
+    LOOM_ASSIGN_OR_RETURN(const Json* v, in.get(key, false));
+    if (v == nullptr) return Status::ok();
+    typename std::remove_reference_t<decltype(field)>::value_type value{};
+    LOOM_RETURN_IF_ERROR(in.read(key, value, true));
+    field = std::move(value);
+    return Status::ok();
+  };
+  LOOM_RETURN_IF_ERROR(take("kind", o.kind));
+  if (o.kind && *o.kind != "gpu" && *o.kind != "nic" && *o.kind != "other")
+    return field_error(in.field("kind"),
+                       "expected \"gpu\", \"nic\" or \"other\", got \"" + *o.kind + "\"");
+  LOOM_RETURN_IF_ERROR(take("os_names", o.os_names));
+  LOOM_RETURN_IF_ERROR(take("pci_switch", o.pci_switch));
+  if (o.pci_switch && !o.pci_switch->empty()) {
+    const std::string sw = canonical_bus(*o.pci_switch);
+    if (sw.empty())
+      return field_error(in.field("pci_switch"),
+                         "expected a PCI address or \"\", got \"" + *o.pci_switch + "\"");
+    o.pci_switch = sw;
+  }
+  LOOM_RETURN_IF_ERROR(take("numa_node", o.numa_node));
+  return o;
+}
+
 }  // namespace
+
+Result<std::vector<PciOverride>> pci_overrides_from_json(std::string_view text) {
+  LOOM_ASSIGN_OR_RETURN(Json doc, parse_versioned(text));
+  std::vector<PciOverride> out;
+  LOOM_RETURN_IF_ERROR(parse_array(doc, "devices", parse_override, out));
+  return out;
+}
+
+Result<std::vector<PciOverride>> read_pci_overrides(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return system_error(errno, "cannot open " + path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) return make_error(ErrorCode::SystemError, "cannot read {}", path);
+  auto o = pci_overrides_from_json(text.str());
+  if (!o) return o.status().with_context(path);
+  return o;
+}
 
 std::string to_json(const Topology& t) {
   Json ranks = Json::array();

@@ -108,4 +108,28 @@ std::string describe_ring(const Topology& t, const std::vector<int>& order) {
   return out;
 }
 
+Status apply_pci_overrides(HostInfo& host, const std::vector<PciOverride>& overrides) {
+  for (const PciOverride& o : overrides) {
+    auto it = std::find_if(host.devices.begin(), host.devices.end(),
+                           [&](const PciDevice& d) { return d.bus_id == o.bus_id; });
+    if (it == host.devices.end()) {
+      if (!o.kind)
+        return make_error(ErrorCode::InvalidUsage,
+                          "PCI device {} is not on this host as hwloc sees it; give its \"kind\" "
+                          "to add it",
+                          o.bus_id);
+      PciDevice added;
+      added.bus_id = o.bus_id;
+      added.name = "added by LOOM_PCI_TOPO_FILE";
+      host.devices.push_back(std::move(added));
+      it = host.devices.end() - 1;
+    }
+    if (o.kind) it->kind = *o.kind;
+    if (o.os_names) it->os_names = *o.os_names;
+    if (o.pci_switch) it->pci_switch = *o.pci_switch;
+    if (o.numa_node) it->numa_node = *o.numa_node;
+  }
+  return Status::ok();
+}
+
 }  // namespace loom::topo

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -31,6 +32,20 @@ struct PciDevice {
   std::string pci_switch;
 
   bool operator==(const PciDevice&) const = default;
+};
+
+/// A correction to what hwloc sees of one PCI device, from LOOM_PCI_TOPO_FILE (virtual machines
+/// often do not show the PCIe switches, AWS p4d and p5 instances among them). The
+/// fields given replace the discovered ones; a bus id hwloc did not find adds a device (its kind
+/// is then required).
+struct PciOverride {
+  std::string bus_id;  // canonical: "0000:4f:00.0"
+  std::optional<std::string> kind;
+  std::optional<std::vector<std::string>> os_names;
+  std::optional<std::string> pci_switch;
+  std::optional<int> numa_node;
+
+  bool operator==(const PciOverride&) const = default;
 };
 
 /// One rank: its process and where it is bound.
@@ -80,8 +95,13 @@ struct Topology {
 /// Probes this process and its host with hwloc (loaded once per process, then cached). The host
 /// id is LOOM_HOST_ID when set, else hostname + ":" + the first 8 characters of the boot id.
 /// The binding is the calling thread's (else the process's): call it on the rank's thread.
-/// Whatever hwloc cannot tell is left unknown; this fails only for a negative rank.
+/// LOOM_PCI_TOPO_FILE corrects the PCI devices. Whatever hwloc cannot tell is left unknown; this
+/// fails only for a negative rank or a bad LOOM_PCI_TOPO_FILE.
 Result<std::pair<RankInfo, HostInfo>> discover_local(int rank, const config::Config& cfg);
+
+/// Applies `overrides` to `host.devices` (see PciOverride); an unknown bus id without a kind is
+/// an error naming it.
+Status apply_pci_overrides(HostInfo& host, const std::vector<PciOverride>& overrides);
 
 /// A human-readable report of this process and its host (for `loom-info --topology`).
 std::string describe_local(const RankInfo& rank, const HostInfo& host);
@@ -127,5 +147,11 @@ Result<std::pair<RankInfo, HostInfo>> decode(std::span<const std::uint8_t> bytes
 Status write_file(const Topology& t, const std::string& path);
 /// Reads and validates a file written by write_file (or by hand in the same format).
 Result<Topology> read_file(const std::string& path);
+
+/// LOOM_PCI_TOPO_FILE's format: {"version": 1, "devices": [{"bus_id": "0000:4f:00.0",
+/// "pci_switch": "0000:45:00.0", "numa_node": 0, "kind": "nic", "os_names": ["rdmap79s0"]}]},
+/// every field but bus_id optional. Errors name the field ("devices[2].numa_node").
+Result<std::vector<PciOverride>> pci_overrides_from_json(std::string_view text);
+Result<std::vector<PciOverride>> read_pci_overrides(const std::string& path);
 
 }  // namespace loom::topo

@@ -141,6 +141,34 @@ if command -v taskset >/dev/null; then
     expect_text "$OUT" '^ +a rank on GPU 0: rdmap17s0 \(1 of 2: same PCI switch as GPU 0000:10:00\.0\)$'
   fi
 fi
+# LOOM_PCI_TOPO_FILE corrects hwloc's view (virtual machines that do not show their PCIe
+# switches): eth1 moves under the GPU's switch and a device hwloc did not see is added; then
+# near gives a rank on that GPU both NICs. A file naming an unknown device without its kind
+# fails, naming the setting and the device.
+current="LOOM_PCI_TOPO_FILE corrects PCI devices"
+cat > "$TMP/pci.json" <<'JSON'
+{"version": 1, "devices": [
+  {"bus_id": "0000:81:00.0", "pci_switch": "0000:0e:00.0", "numa_node": 0},
+  {"bus_id": "0000:12:00.0", "kind": "nic", "os_names": ["rdmap18s0"], "numa_node": 0}]}
+JSON
+info HWLOC_XMLFILE="$server" HWLOC_THISSYSTEM=1 LOOM_PCI_TOPO_FILE="$TMP/pci.json" "$INFO" --topology
+expect_rc 0
+expect_text "$OUT" '^PCI devices: +4$'
+expect_text "$OUT" '^  nic +0000:81:00\.0 +0 +15\.75 GB/s +0000:0e:00\.0 +eth1 \(8086:1592\)$'
+expect_text "$OUT" '^  nic +0000:12:00\.0 +0 +- +- +added by LOOM_PCI_TOPO_FILE$'
+if command -v taskset >/dev/null; then
+  info HWLOC_XMLFILE="$server" HWLOC_THISSYSTEM=1 LOOM_PCI_TOPO_FILE="$TMP/pci.json" \
+    LOOM_DEVICE=host-sim LOOM_OFI_PROVIDER="tcp;ofi_rxm" LOOM_OFI_DOMAINS=near:rdmap17s0,eth1 \
+    taskset -c 1 "$INFO" --transports
+  expect_rc 0
+  if grep -qE '^  ofi  available' "$OUT"; then
+    expect_text "$OUT" '^ +a rank on GPU 0: rdmap17s0,eth1 \(2 of 2: same PCI switch as GPU 0000:10:00\.0\)$'
+  fi
+fi
+echo '{"version": 1, "devices": [{"bus_id": "0000:99:00.0", "numa_node": 1}]}' > "$TMP/bad.json"
+info HWLOC_XMLFILE="$server" HWLOC_THISSYSTEM=1 LOOM_PCI_TOPO_FILE="$TMP/bad.json" "$INFO" --topology
+expect_rc 1
+expect_text "$ERR" "LOOM_PCI_TOPO_FILE=.*bad\.json.*0000:99:00\.0.*kind"
 
 current="--topology --json"
 info LOOM_HOST_ID=fake-host-7 "$INFO" --topology --json

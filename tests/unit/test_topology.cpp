@@ -429,3 +429,63 @@ TEST_CASE("topology: cpu_load counts the ranks on a rank's busiest CPU", "[topol
   CHECK(topo::cpu_load(job({{0}, {0}, {1}}, {"h", "h", "h"}), 2) == Approx(1));
   CHECK(topo::host_cpu_load(job({{0}, {}, {0}}, {"a", "a", "b"}), 0) == Approx(0));
 }
+
+TEST_CASE("topology: LOOM_PCI_TOPO_FILE corrects and adds PCI devices", "[topology]") {
+  auto parsed = topo::pci_overrides_from_json(R"({"version": 1, "devices": [
+      {"bus_id": "0000:3B:00.0", "pci_switch": "0000:3A:00.0", "numa_node": 0},
+      {"bus_id": "0000:17:00.0", "os_names": ["cuda0"]},
+      {"bus_id": "0000:c1:00.0", "kind": "nic", "os_names": ["rdmap193s0"],
+       "pci_switch": "0000:c0:00.0", "numa_node": 1}]})");
+  REQUIRE(parsed.is_ok());
+  REQUIRE(parsed->size() == 3);
+  CHECK((*parsed)[0].bus_id == "0000:3b:00.0");  // canonical form
+  CHECK((*parsed)[0].pci_switch == std::optional<std::string>("0000:3a:00.0"));
+  CHECK_FALSE((*parsed)[1].numa_node.has_value());
+  HostInfo h = sample_topology().hosts[0];
+  const PciDevice gpu_before = h.devices[0];
+  REQUIRE(topo::apply_pci_overrides(h, *parsed).is_ok());
+  REQUIRE(h.devices.size() == 4);
+  CHECK(h.devices[0].kind == "gpu");  // only os_names given: the rest as discovered
+  CHECK(h.devices[0].pci_switch == gpu_before.pci_switch);
+  CHECK(h.devices[0].os_names == std::vector<std::string>{"cuda0"});
+  CHECK(h.devices[1].bus_id == "0000:3b:00.0");
+  CHECK(h.devices[1].pci_switch == "0000:3a:00.0");
+  CHECK(h.devices[1].numa_node == 0);  // was 1
+  CHECK(h.devices[1].kind == "nic");
+  CHECK(h.devices[3].bus_id == "0000:c1:00.0");
+  CHECK(h.devices[3].kind == "nic");
+  CHECK(h.devices[3].numa_node == 1);
+  CHECK(h.devices[3].os_names == std::vector<std::string>{"rdmap193s0"});
+
+  // An unknown device needs its kind.
+  auto unknown = topo::pci_overrides_from_json(
+      R"({"version": 1, "devices": [{"bus_id": "0000:99:00.0", "numa_node": 1}]})");
+  REQUIRE(unknown.is_ok());
+  Status st = topo::apply_pci_overrides(h, *unknown);
+  REQUIRE_FALSE(st.is_ok());
+  CHECK_THAT(st.message(), Contains("0000:99:00.0") && Contains("\"kind\""));
+
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {R"({"version": 1})", "devices: missing"},
+      {R"({"version": 1, "devices": [{"numa_node": 1}]})", "devices[0].bus_id: missing"},
+      {R"({"version": 1, "devices": [{"bus_id": "eth0"}]})", "devices[0].bus_id: expected a PCI"},
+      {R"({"version": 1, "devices": [{"bus_id": "0000:01:00.0 x"}]})", "devices[0].bus_id"},
+      {R"({"version": 1, "devices": [{"bus_id": "0000:01:00.0", "kind": "fpga"}]})",
+       "devices[0].kind"},
+      {R"({"version": 1, "devices": [{"bus_id": "0000:01:00.0", "numa_node": "0"}]})",
+       "devices[0].numa_node: expected an integer"},
+      {R"({"version": 1, "devices": [{"bus_id": "0000:01:00.0", "pci_switch": "sw0"}]})",
+       "devices[0].pci_switch: expected a PCI address"},
+      {R"({"version": 1, "devices": [{"bus_id": "0000:01:00.0", "os_names": "eth0"}]})",
+       "devices[0].os_names: expected an array"},
+  };
+  for (const auto& [text, expected] : bad) {
+    INFO(text);
+    auto r = topo::pci_overrides_from_json(text);
+    REQUIRE_FALSE(r.is_ok());
+    CHECK_THAT(r.status().message(), Contains(expected));
+  }
+  auto missing = topo::read_pci_overrides("/nonexistent/loom-pci.json");
+  REQUIRE_FALSE(missing.is_ok());
+  CHECK_THAT(missing.status().message(), Contains("/nonexistent/loom-pci.json"));
+}
