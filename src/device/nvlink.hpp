@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/pci_address.hpp"
 #include "common/status.hpp"
 
 namespace loom::device {
@@ -20,9 +21,7 @@ struct NvLink {
   bool remote_is_switch = false;
 };
 
-/// A PCI address in one form, "0000:3b:00.0", whatever the source wrote ("00000000:3B:00.0"
-/// from NVML, "0000:3b:00.0" from CUDA); "" when `text` is not domain:bus:device.function.
-std::string canonical_bus_id(std::string_view text);
+using loom::canonical_bus_id;  // common/pci_address.hpp
 
 /// The label for the link from GPU `a` to GPU `b` given both GPUs' NVLinks.
 std::string classify_link(const std::vector<NvLink>& links_of_a, std::string_view bus_id_of_b,

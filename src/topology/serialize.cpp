@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "common/pci_address.hpp"
 #include "topology/topology.hpp"
 
 namespace loom::topo {
@@ -236,26 +237,13 @@ Result<std::pair<RankInfo, HostInfo>> parse_part(std::span<const std::uint8_t> b
   return std::pair{std::move(rank), std::move(host)};
 }
 
-// "0000:4F:00.0" -> "0000:4f:00.0"; "" when it is no PCI address.
-std::string canonical_bus(const std::string& text) {
-  unsigned domain = 0;
-  unsigned bus = 0;
-  unsigned dev = 0;
-  unsigned func = 0;
-  char tail = 0;
-  if (std::sscanf(text.c_str(), "%x:%x:%x.%x%c", &domain, &bus, &dev, &func, &tail) != 4 ||
-      domain > 0xffff || bus > 0xff || dev > 0x1f || func > 0x7)
-    return "";
-  return fmt::format("{:04x}:{:02x}:{:02x}.{:x}", domain, bus, dev, func);
-}
-
 Result<PciOverride> parse_override(const Json& j, const std::string& path) {
   Reader in(j, path);
   LOOM_RETURN_IF_ERROR(in.check_object());
   PciOverride o;
   std::string bus;
   LOOM_RETURN_IF_ERROR(in.read("bus_id", bus, true));
-  o.bus_id = canonical_bus(bus);
+  o.bus_id = canonical_bus_id(bus);
   if (o.bus_id.empty())
     return field_error(in.field("bus_id"),
                        "expected a PCI address like 0000:4f:00.0, got \"" + bus + "\"");
@@ -274,7 +262,7 @@ Result<PciOverride> parse_override(const Json& j, const std::string& path) {
   LOOM_RETURN_IF_ERROR(take("os_names", o.os_names));
   LOOM_RETURN_IF_ERROR(take("pci_switch", o.pci_switch));
   if (o.pci_switch && !o.pci_switch->empty()) {
-    const std::string sw = canonical_bus(*o.pci_switch);
+    const std::string sw = canonical_bus_id(*o.pci_switch);
     if (sw.empty())
       return field_error(in.field("pci_switch"),
                          "expected a PCI address or \"\", got \"" + *o.pci_switch + "\"");

@@ -9,6 +9,7 @@
 #include "device/device.hpp"
 #include "topology/nic_choice.hpp"
 #include "transports/ofi/ofi_fabric.hpp"
+#include "transports/ofi/ofi_factory.hpp"
 #include "transports/tcp/tcp_rails.hpp"
 
 namespace loom::info {
@@ -67,13 +68,9 @@ std::string mr_modes(std::uint64_t m) {
 // domain of `provider`.
 std::string near_lines(const config::Config& cfg, const std::string& provider) {
   const std::string list = cfg.get_string("LOOM_OFI_DOMAINS");
-  std::vector<std::string> candidates;
-  if (list.rfind("near:", 0) == 0) {
-    for (std::string_view d : comma_tokens(std::string_view(list).substr(5)))
-      candidates.emplace_back(d);
-  } else {
-    candidates = transport::ofi::list_domains(provider);
-  }
+  std::vector<std::string> candidates = transport::ofi::near_list(list);
+  const bool listed = !candidates.empty();
+  if (!listed) candidates = transport::ofi::list_domains(provider);
   auto local = topo::discover_local(0, cfg);
   if (candidates.empty() || !local.is_ok()) return "";
   const topo::RankInfo& rank = local->first;
@@ -83,7 +80,7 @@ std::string near_lines(const config::Config& cfg, const std::string& provider) {
     return fmt::format("{} ({})", fmt::join(c.names, ","), c.why);
   };
   std::string out = fmt::format("{:<20}LOOM_OFI_DOMAINS=near{} here: {}\n", "",
-                                list.rfind("near:", 0) == 0 ? list.substr(4) : "", pick(""));
+                                listed ? list.substr(4) : "", pick(""));
   auto dev = device::device_by_name(cfg.get_string("LOOM_DEVICE"));
   if (!dev.is_ok() || *dev == nullptr) return out;
   for (int i = 0; i < (*dev)->device_count(); ++i) {

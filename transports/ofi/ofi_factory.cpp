@@ -65,12 +65,16 @@ Status publish_rail_count(const CreateContext& ctx, std::size_t rails) {
 OfiRails::PeerRails peer_rail_counts(const CreateContext& ctx) {
   return [store = ctx.store, rank = ctx.rank, comm_id = ctx.comm_id](
              int peer, Deadline deadline) -> Result<std::size_t> {
-    LOOM_ASSIGN_OR_RETURN(bootstrap::Bytes b, store->get(rails_key(comm_id, peer), deadline));
-    const std::string text(b.begin(), b.end());
+    auto b = store->get(rails_key(comm_id, peer), deadline);
+    if (!b.is_ok())
+      return b.status().with_context(
+          fmt::format("rank {}: connecting ofi rails to rank {}: its rail count", rank, peer));
+    const std::string text(b->begin(), b->end());
     std::size_t n = 0;
     const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
     if (ec != std::errc() || end != text.data() + text.size() || n == 0 || n > kMaxOfiRails)
-      return make_error(ErrorCode::Internal, "rank {}: rank {} published '{}' ofi rails", rank,
+      return make_error(ErrorCode::Internal,
+                        "rank {}: connecting ofi rails to rank {}: it published '{}' rails", rank,
                         peer, text);
     return n;
   };
@@ -128,8 +132,7 @@ Result<std::vector<std::string>> nearest_domains(const CreateContext& ctx,
   if (list.empty() || list == "near") {
     LOOM_ASSIGN_OR_RETURN(candidates, provider_domains(ctx, shown));
   } else {
-    for (std::string_view d : comma_tokens(std::string_view(list).substr(5)))
-      candidates.emplace_back(d);
+    candidates = near_list(list);
     if (candidates.empty())
       return make_error(ErrorCode::InvalidUsage,
                         "rank {}: LOOM_OFI_DOMAINS={} lists no domain after near:", ctx.rank, list);
@@ -150,6 +153,14 @@ bool efa_by_default(const CreateContext& ctx) {
 }
 
 }  // namespace
+
+std::vector<std::string> near_list(std::string_view setting) {
+  constexpr std::string_view kPrefix = "near:";
+  std::vector<std::string> out;
+  if (setting.substr(0, kPrefix.size()) != kPrefix) return out;
+  for (std::string_view d : comma_tokens(setting.substr(kPrefix.size()))) out.emplace_back(d);
+  return out;
+}
 
 NicSubset at_most_rails(NicSubset picked, int rank, std::size_t max) {
   const std::size_t n = picked.names.size();

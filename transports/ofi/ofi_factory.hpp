@@ -22,6 +22,9 @@ Result<std::unique_ptr<Transport>> make_transport(const CreateContext& ctx);
 Availability availability(const config::Config& cfg, const net::SocketAddress& data_address,
                           bool requested);
 
+/// The names LOOM_OFI_DOMAINS=near:LIST chooses among; empty for any other value.
+std::vector<std::string> near_list(std::string_view setting);
+
 /// At most `max` of `picked`'s NICs for `rank`: a window starting at rank * max (modulo their
 /// number), so that the ranks of a host spread over all of them; `why` says so when it cuts.
 NicSubset at_most_rails(NicSubset picked, int rank, std::size_t max);
