@@ -7,12 +7,14 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "common/socket.hpp"
+#include "transports/arena.hpp"
 #include "transports/connection.hpp"
 
 namespace loom::transport {
@@ -57,6 +59,14 @@ class Transport : public ConnectionSet {
   /// This rank saw `rank` fail (thread-safe, non-blocking): transports whose peers learn of a
   /// failure from this rank closing its ends tell them the cause (cuda_ipc).
   virtual void note_failure(int rank) { (void)rank; }
+  /// An arena (transports/arena.hpp) over every rank of the communicator, with `capacity`
+  /// payload bytes per slot. Collective: every rank calls it, with the same capacity, once each
+  /// knows that this transport serves all of its peers. Null: this transport makes none.
+  virtual Result<std::unique_ptr<Arena>> make_arena(std::size_t capacity, Deadline deadline) {
+    (void)capacity;
+    (void)deadline;
+    return std::unique_ptr<Arena>();
+  }
 };
 
 inline Status Transport::enable_device_memory(std::string_view runtime, const void* probe,

@@ -1,6 +1,7 @@
 #include "core/comm_impl.hpp"
 
 #include "core/any_source_task.hpp"
+#include "core/arena_task.hpp"
 #include "core/collective_task.hpp"
 #include "log/log.hpp"
 #include "selector/plan_policy.hpp"
@@ -19,6 +20,7 @@ Result<CommSettings> CommSettings::from(const config::Config& cfg) {
   LOOM_RETURN_IF_ERROR(transport::builtin_transports().check_settings(cfg));
   s.algo = cfg.get_string("LOOM_ALGO");
   s.device = cfg.get_string("LOOM_DEVICE");
+  s.oneshot_max = static_cast<std::size_t>(cfg.get_size("LOOM_SHM_ONESHOT_MAX"));
   s.flight_calls = static_cast<std::size_t>(cfg.get_int("LOOM_FLIGHT_RECORDER"));
   s.flight_dir = cfg.get_string("LOOM_FLIGHT_DIR");
   LOOM_ASSIGN_OR_RETURN(s.ofi_hmem, parse_ofi_hmem(cfg.get_string("LOOM_OFI_HMEM")));
@@ -97,6 +99,12 @@ std::shared_ptr<OpState> CommImpl::launch(coll::OpDesc op, const CollOptions& op
   if (op.count == 0 && op.kind != coll::CollKind::Barrier && op.kind != coll::CollKind::AllToAllV &&
       !p2p)
     return nothing_to_do();
+  if (!make && !on_stream && uses_arena(op, opts)) {
+    const Clock::time_point now = Clock::now();
+    calls_.submitted(op, ArenaTask::kAlgorithm, now);
+    return engine_->submit(std::make_unique<ArenaTask>(
+        *this, *arena_, op, Deadline::after(opts.timeout.value_or(settings_.timeout), now)));
+  }
   std::shared_ptr<const algo::Plan> plan = planner_->plan(op, opts);
   if (plan->steps.empty()) return nothing_to_do();
   const Clock::time_point now = Clock::now();

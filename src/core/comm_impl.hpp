@@ -55,6 +55,7 @@ struct CommSettings {
   std::string algo = "auto";
   std::string device = "auto";  // LOOM_DEVICE
   OfiHmemMode ofi_hmem = OfiHmemMode::Auto;
+  std::size_t oneshot_max = 0;  // LOOM_SHM_ONESHOT_MAX: allreduces through the arena up to this
   std::size_t flight_calls = CallLedger::kDefaultHistory;  // LOOM_FLIGHT_RECORDER
   std::string flight_dir;                                  // LOOM_FLIGHT_DIR ("": no files)
 
@@ -158,6 +159,11 @@ class CommImpl final : public TaskHost {
   Status start_reliability(const JobLayout& layout, Deadline deadline);
   Status init_direct_path(device::Device* dev, const JobLayout& layout, const std::string& prefix,
                           Deadline deadline);
+  /// The arena, when every rank is on this host and served by a transport that makes one, and
+  /// LOOM_SHM_ONESHOT_MAX is not 0 (comm_arena.cpp). Collective: every rank says whether it can.
+  Status init_arena(const JobLayout& layout, const std::string& prefix, Deadline deadline);
+  /// Whether `op` runs through the arena (a host allreduce small enough, no algorithm forced).
+  [[nodiscard]] bool uses_arena(const coll::OpDesc& op, const CollOptions& opts) const;
   /// The communicator `d` describes (over this one's store unless `d` names another).
   Result<std::unique_ptr<CommImpl>> derive(Derivation d);
   /// Fails when a rank of `members` (this communicator's ranks) is known to have failed.
@@ -202,7 +208,8 @@ class CommImpl final : public TaskHost {
   std::shared_ptr<bootstrap::Store> store_;
   std::shared_ptr<bootstrap::TcpStoreServer> server_;
   std::unique_ptr<PeerTransports> transports_;
-  std::unique_ptr<Planner> planner_;  // the selector and the plan cache (from connect())
+  std::unique_ptr<transport::Arena> arena_;  // one host over shm: small allreduces (or null)
+  std::unique_ptr<Planner> planner_;         // the selector and the plan cache (from connect())
   std::unique_ptr<std::uint8_t, void (*)(void*)> scratch_{nullptr, nullptr};
   std::size_t scratch_bytes_ = 0;
   std::unique_ptr<device::StreamPath> stream_path_;  // null without a device runtime

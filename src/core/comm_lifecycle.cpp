@@ -142,6 +142,9 @@ Status CommImpl::init(std::vector<std::unique_ptr<transport::Transport>> prepare
     return st;
   }
   LOOM_RETURN_IF_ERROR(finish_rendezvous(*store_, prefix, rank_, nranks_, deadline, liveness_));
+  // After the rendezvous: a rank that failed to connect (or disagreed on a setting) has told the
+  // others there, and none of them waits for its arena vote.
+  LOOM_RETURN_IF_ERROR(init_arena(layout, prefix, deadline));
   settings_.spin = choose_spin(settings_.spin, my_cpu_load(layout, rank_));
   if (settings_.yield.count() < 0) settings_.yield = select::kAutoYield;
   exec::EngineOptions eo;
@@ -289,6 +292,7 @@ Status CommImpl::agree_on_plan_settings(const std::string& prefix, const device:
       fmt::format("LOOM_DETERMINISTIC={}", settings_.plan.deterministic ? 1 : 0),
       fmt::format("LOOM_CHUNK_SIZE={}", settings_.plan.chunk_bytes),
       fmt::format("LOOM_PIPELINE_DEPTH={}", settings_.plan.depth),
+      fmt::format("LOOM_SHM_ONESHOT_MAX={}", settings_.oneshot_max),
       fmt::format("LOOM_TUNING={}", settings_.plan.tuning.to_string())};
   std::string text;
   for (const auto& m : mine) text += m + "\n";

@@ -60,6 +60,7 @@ void CommImpl::abort() {
   if (engine_) engine_->abort(why, std::chrono::milliseconds(800));
   if (reliability_) reliability_->monitor().stop_now();
   engine_.reset();
+  arena_.reset();
   transports_.reset();
   scratch_.reset();
   scratch_bytes_ = 0;

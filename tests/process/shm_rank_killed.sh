@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # kill -9 one rank of 4 in the middle of a stream of shared-memory allreduces: every survivor
 # fails (exits non-zero with an error naming a peer) well before LOOM_TIMEOUT instead of hanging,
-# and /dev/shm holds no loom segment afterwards (segments are unlinked once mapped).
-# Usage: bash shm_rank_killed.sh BIN_DIR
+# and /dev/shm holds no loom segment afterwards (segments are unlinked once mapped). With
+# `arena`, the allreduces are of 8 bytes, which go through the shared-memory arena
+# (LOOM_SHM_ONESHOT_MAX) instead of messages (arena_rank_killed.sh).
+# Usage: bash shm_rank_killed.sh BIN_DIR [arena]
 set -u
-BIN=${1:?usage: shm_rank_killed.sh BIN_DIR}
+BIN=${1:?usage: shm_rank_killed.sh BIN_DIR [arena]}
+mode=${2:-messages}
 # shellcheck source=lib/shm_job.sh
 source "$(dirname "$0")/lib/shm_job.sh"
 
@@ -15,17 +18,27 @@ port=$(free_port)
 # for many minutes, so the kill lands in the middle of an allreduce. LOOM_TIMEOUT is far longer
 # than the bound below: a survivor that only times out fails this test. (env execs loom-perf,
 # so each pid is the rank itself.)
+sizes=(-b 1M -e 256M -f 256 -n 2000 -w 1)
+# 8 B allreduces for much longer than this test waits: the arena's rows never come.
+[[ $mode == arena ]] && sizes=(-b 8 -e 8 -n 100000000 -w 1)
 for ((r = 0; r < n; r++)); do
   env LOOM_RANK=$r LOOM_WORLD_SIZE=$n LOOM_ROOT=127.0.0.1:$port LOOM_TIMEOUT=300s \
-    LOOM_TRANSPORTS=shm LOOM_DEBUG=INFO LOOM_DEBUG_SUBSYS=SHM,INIT \
-    "$BIN/loom-perf" allreduce -b 1M -e 256M -f 256 -n 2000 -w 1 >"$TMP/out.$r" 2>&1 &
+    LOOM_TRANSPORTS=shm LOOM_DEBUG=INFO LOOM_DEBUG_SUBSYS=SHM,INIT,COLL \
+    "$BIN/loom-perf" allreduce "${sizes[@]}" >"$TMP/out.$r" 2>&1 &
   pids+=($!)
 done
 
-# Wait (bounded) until rank 0 has printed its first result row: all ranks are in the sweep.
+# Wait (bounded) until rank 0 has printed its first result row (all ranks are in the sweep), or
+# with the arena, until every rank has said it has one, and a moment more (a few thousand calls).
 started=0
 for ((i = 0; i < 1200; i++)); do
-  if awk '$1 ~ /^[0-9]+$/ && NF == 13' "$TMP/out.0" 2>/dev/null | grep -q .; then
+  if [[ $mode == arena ]]; then
+    if [[ $(cat "$TMP"/out.* 2>/dev/null | grep -c "go through a shared-memory arena") -eq $n ]]; then
+      sleep 1
+      started=1
+      break
+    fi
+  elif awk '$1 ~ /^[0-9]+$/ && NF == 13' "$TMP/out.0" 2>/dev/null | grep -q .; then
     started=1
     break
   fi
@@ -71,5 +84,5 @@ else
   fi
 fi
 
-[[ $failures -eq 0 ]] || { echo "shm_rank_killed: $failures failure(s)" >&2; exit 1; }
-echo "shm_rank_killed: all passed"
+[[ $failures -eq 0 ]] || { echo "shm_rank_killed ($mode): $failures failure(s)" >&2; exit 1; }
+echo "shm_rank_killed ($mode): all passed"

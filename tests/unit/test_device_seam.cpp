@@ -21,7 +21,7 @@ using namespace loom;
 
 namespace {
 
-const std::map<std::string, std::string> kSim = {{"LOOM_DEVICE", "host-sim"}};
+const std::map<std::string, std::string> kSeamSim = {{"LOOM_DEVICE", "host-sim"}};
 Deadline soon() {
   return Deadline::after(std::chrono::seconds(30));
 }
@@ -172,7 +172,7 @@ TEST_CASE("device collectives: the call returns once enqueued, later stream work
         dev.free(buf);
         dev.destroy_stream(s);
       },
-      kSim);
+      kSeamSim);
 }
 
 TEST_CASE("device collectives: many calls in flight on one stream (staging pool reuse)",
@@ -207,7 +207,7 @@ TEST_CASE("device collectives: many calls in flight on one stream (staging pool 
         for (auto* b : bufs) dev.free(b);
         dev.destroy_stream(s);
       },
-      kSim);
+      kSeamSim);
 }
 
 TEST_CASE("device collectives: mixing host and device buffers is InvalidArgument naming both",
@@ -235,7 +235,7 @@ TEST_CASE("device collectives: mixing host and device buffers is InvalidArgument
         CHECK(h2[15] == 1.0f);
         dev.free(d);
       },
-      kSim);
+      kSeamSim);
 }
 
 TEST_CASE("device collectives: a stream without a device runtime is InvalidArgument", "[device]") {

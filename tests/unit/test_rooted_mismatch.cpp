@@ -30,8 +30,10 @@ namespace {
 constexpr auto kTimeout = std::chrono::seconds(30);  // LOOM_TIMEOUT: detection must beat it
 constexpr auto kFast = std::chrono::seconds(8);      // "far below": what the checks must meet
 
+// The message paths' checks (unread messages, the stall check): small calls over shm would take
+// the arena, whose slots carry each call's identity (test_arena.cpp).
 std::map<std::string, std::string> settings_for(const std::string& transports) {
-  return {{"LOOM_TRANSPORTS", transports}, {"LOOM_TIMEOUT", "30s"}};
+  return {{"LOOM_TRANSPORTS", transports}, {"LOOM_TIMEOUT", "30s"}, {"LOOM_SHM_ONESHOT_MAX", "0"}};
 }
 
 double seconds_since(Clock::time_point t0) {

@@ -19,6 +19,8 @@
 #include "bootstrap/store.hpp"
 #include "common/deadline.hpp"
 #include "transports/shm/fd_mailbox.hpp"
+#include "transports/shm/shm_arena.hpp"
+#include "transports/shm/shm_card.hpp"
 #include "transports/shm/shm_connection.hpp"
 #include "transports/shm/single_copy.hpp"
 #include "transports/transport.hpp"
@@ -80,6 +82,10 @@ class ShmTransport final : public Transport {
   /// What the plans over shm should do (its factory decides: shm_factory.hpp).
   void set_plan_hints(PlanHints hints) { hints_ = hints; }
   [[nodiscard]] PlanHints plan_hints() const override { return hints_; }
+  /// Rank 0 creates the arena's segment (anonymous when channels are, then handed to every
+  /// rank's mailbox; else named, unlinked once every rank mapped it); every rank publishes its
+  /// doorbell (shm_arena_setup.cpp).
+  Result<std::unique_ptr<Arena>> make_arena(std::size_t capacity, Deadline deadline) override;
 
  private:
   struct Handshake;
@@ -100,6 +106,9 @@ class ShmTransport final : public Transport {
   Status check_peer(const Handshake& h) const;
   Status check_others() const;
   Status exited(const Handshake& h) const;
+  Result<Mapping> create_arena(const ArenaGeometry& g, const Card& mine,
+                               const std::vector<Card>& cards, Deadline deadline);
+  Result<Mapping> open_arena(const ArenaGeometry& g, const Card& owner, Deadline deadline);
   [[nodiscard]] bool setup_done(const Handshake& h) const;
   [[nodiscard]] std::string key(int from, int to) const;
 

@@ -1,0 +1,119 @@
+#include "core/arena_task.hpp"
+
+#include <cstring>
+
+#include "collective/tag.hpp"
+#include "kernels/host/reduce.hpp"
+
+namespace loom::detail {
+
+using coll::CollKind;
+
+bool arena_serves(CollKind kind) {
+  return kind == CollKind::AllReduce || kind == CollKind::Reduce ||
+         kind == CollKind::ReduceScatter || kind == CollKind::AllGather ||
+         kind == CollKind::Broadcast || kind == CollKind::Barrier;
+}
+
+std::size_t arena_slot_bytes(const coll::OpDesc& op, int rank, int nranks) {
+  if (op.kind == CollKind::Barrier) return 0;
+  if (op.kind == CollKind::Broadcast) return rank == op.root ? op.send_bytes(nranks) : 0;
+  return op.send_bytes(nranks);
+}
+
+ArenaTask::ArenaTask(TaskHost& comm, transport::Arena& arena, coll::OpDesc op, Deadline deadline)
+    : comm_(comm),
+      arena_(arena),
+      op_(std::move(op)),
+      deadline_(deadline),
+      slots_(static_cast<std::size_t>(comm.size()), nullptr) {}
+
+Status ArenaTask::start(Deadline /*deadline*/) {
+  comm_.note_started(op_.seq);
+  const std::size_t bytes = arena_slot_bytes(op_, comm_.rank(), comm_.size());
+  std::uint8_t* mine = arena_.own_slot();
+  if (op_.premultiplies())
+    kernels::scale(op_.dtype, mine, op_.send, bytes / dtype_size(op_.dtype), op_.scalar);
+  else if (bytes > 0)
+    std::memcpy(mine, op_.send, bytes);
+  slots_[static_cast<std::size_t>(comm_.rank())] = mine;
+  arena_.publish(coll::make_tag(op_, 0), bytes);
+  return Status::ok();
+}
+
+Result<exec::Progress> ArenaTask::progress() {
+  const int n = comm_.size();
+  const coll::Tag expected = coll::make_tag(op_, 0);
+  for (; next_ < n; ++next_) {
+    if (next_ == comm_.rank()) continue;
+    coll::Tag tag;
+    std::size_t len = 0;
+    const std::uint8_t* slot = arena_.peer_slot(next_, tag, len);
+    if (slot == nullptr) return exec::Progress::Idle;
+    const std::size_t want = arena_slot_bytes(op_, next_, n);
+    if (!(tag == expected) || len != want)
+      return coll::mismatched_message(comm_.rank(), next_, expected, want, tag, len)
+          .with_context(describe());
+    slots_[static_cast<std::size_t>(next_)] = slot;
+  }
+  compute();
+  arena_.finish();
+  // Every rank has finished its earlier calls: a message of one of them still unread was sent
+  // by a mismatched call.
+  if (op_.kind == CollKind::Barrier && op_.seq > 0)
+    LOOM_RETURN_IF_ERROR(comm_.find_unread_messages(op_.seq - 1));
+  comm_.note_completed(op_.seq);
+  return exec::Progress::Done;
+}
+
+void ArenaTask::compute() {
+  const int n = comm_.size();
+  const int rank = comm_.rank();
+  const std::size_t es = dtype_size(op_.dtype);
+  const std::size_t bytes = op_.count * es;
+  switch (op_.kind) {
+    case CollKind::AllReduce:
+    case CollKind::Reduce: {
+      if (!op_.uses_recv(rank)) return;
+      const auto* const* srcs = reinterpret_cast<const void* const*>(slots_.data());
+      kernels::reduce_n(op_.dtype, op_.redop, op_.recv, srcs, n, op_.count);
+      break;
+    }
+    case CollKind::ReduceScatter: {  // this rank's block of every slot
+      std::vector<const void*> blocks(static_cast<std::size_t>(n));
+      for (std::size_t r = 0; r < blocks.size(); ++r)
+        blocks[r] = slots_[r] + static_cast<std::size_t>(rank) * bytes;
+      kernels::reduce_n(op_.dtype, op_.redop, op_.recv, blocks.data(), n, op_.count);
+      break;
+    }
+    case CollKind::AllGather:
+      for (std::size_t r = 0; r < slots_.size(); ++r)
+        std::memmove(static_cast<std::uint8_t*>(op_.recv) + r * bytes, slots_[r], bytes);
+      return;
+    case CollKind::Broadcast:
+      if (op_.recv != slots_[static_cast<std::size_t>(op_.root)] && bytes > 0)
+        std::memcpy(op_.recv, slots_[static_cast<std::size_t>(op_.root)], bytes);
+      return;
+    default:  // barrier
+      return;
+  }
+  if (op_.divides_for_avg(rank)) kernels::finalize_avg(op_.dtype, op_.recv, op_.count, n);
+}
+
+bool ArenaTask::prepare_wait(std::vector<pollfd>& fds) {
+  return next_ < comm_.size() && arena_.prepare_wait(next_, fds);
+}
+
+std::string ArenaTask::describe() const {
+  return fmt::format("rank {}: {} [{}]", comm_.rank(), coll::describe(op_), kAlgorithm);
+}
+
+std::string ArenaTask::pending() const {
+  if (next_ >= comm_.size()) return "nothing (computing its result)";
+  return fmt::format(
+      "rank {} waits for the input from rank {} in the shared-memory arena "
+      "(ranks below {} have written theirs)",
+      comm_.rank(), next_, next_);
+}
+
+}  // namespace loom::detail

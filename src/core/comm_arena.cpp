@@ -1,0 +1,57 @@
+// CommImpl: the arena that small allreduces of a one-host communicator go through
+// (core/arena_task.*, transports/arena.hpp).
+#include <algorithm>
+
+#include "core/arena_task.hpp"
+#include "core/comm_impl.hpp"
+#include "core/job_layout.hpp"
+#include "log/log.hpp"
+
+namespace loom::detail {
+namespace {
+
+std::span<const std::uint8_t> as_bytes(const std::string& s) {
+  return {reinterpret_cast<const std::uint8_t*>(s.data()), s.size()};
+}
+
+}  // namespace
+
+// Every rank says whether it can (one transport serves all its peers and makes arenas); the
+// arena exists only when all can, so a rank whose transports differ never waits for it.
+Status CommImpl::init_arena(const JobLayout& layout, const std::string& prefix, Deadline deadline) {
+  if (nranks_ < 2 || settings_.oneshot_max == 0 || layout.ranks_on_my_host(rank_) != nranks_)
+    return Status::ok();
+  const TransportKind kind = transports_->kind((rank_ + 1) % nranks_);
+  bool can = true;
+  for (int p = 0; p < nranks_; ++p) can = can && (p == rank_ || transports_->kind(p) == kind);
+  const std::string key = prefix + "arena_vote/";
+  LOOM_RETURN_IF_ERROR(store_->set(key + std::to_string(rank_), as_bytes(can ? "1" : "0")));
+  for (int r = 0; r < nranks_ && can; ++r) {
+    if (r == rank_) continue;
+    LOOM_ASSIGN_OR_RETURN(
+        bootstrap::Bytes vote,
+        bootstrap::store_get_checked(*store_, key + std::to_string(r), deadline, liveness_));
+    can = vote.size() == 1 && vote[0] == '1';
+  }
+  if (!can) {
+    LOOM_LOG_INFO(Coll,
+                  "rank {}: no shared-memory arena: not every rank is served by one "
+                  "transport",
+                  rank_);
+    return Status::ok();
+  }
+  LOOM_ASSIGN_OR_RETURN(arena_,
+                        transports_->transport(kind)->make_arena(settings_.oneshot_max, deadline));
+  if (arena_)
+    LOOM_LOG_INFO(
+        Coll, "rank {}: collectives of up to {} bytes per rank go through a shared-memory arena",
+        rank_, settings_.oneshot_max);
+  return Status::ok();
+}
+
+bool CommImpl::uses_arena(const coll::OpDesc& op, const CollOptions& opts) const {
+  return arena_ && arena_serves(op.kind) && op.send_bytes(nranks_) <= settings_.oneshot_max &&
+         opts.algorithm == Algorithm::Auto && !settings_.plan.policy.for_coll(op.kind);
+}
+
+}  // namespace loom::detail

@@ -1,0 +1,44 @@
+// Shared memory that every rank of a communicator maps (all of its ranks on one host): each rank
+// owns two call slots, used by its calls in turn, that it writes and every rank reads. A small
+// collective then takes one step and no message: every rank writes its input into its slot,
+// waits until every rank's slot holds the same call, and computes its own result from all of
+// them (core/arena_task.*). Made collectively by the transport that serves every peer (shm);
+// other transports make none.
+//
+// Slot reuse needs no acknowledgement: a rank writes the slot of its call m + 2 only after its
+// call m + 1 saw every rank's slot of call m + 1, which each rank publishes after it finished
+// reading the slots of call m.
+#pragma once
+
+#include <poll.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "collective/tag.hpp"
+
+namespace loom::transport {
+
+class Arena {
+ public:
+  virtual ~Arena() = default;
+  /// Payload bytes per slot: the largest call the arena carries.
+  [[nodiscard]] virtual std::size_t capacity() const = 0;
+  /// This rank's slot for its current call (capacity() bytes).
+  [[nodiscard]] virtual std::uint8_t* own_slot() = 0;
+  /// The own slot holds call `tag`, `len` bytes: makes it visible to every rank and wakes the
+  /// ranks that sleep waiting for it.
+  virtual void publish(const coll::Tag& tag, std::size_t len) = 0;
+  /// Rank `rank`'s slot of the current call once that rank has published it (its call in `tag`
+  /// and `len`), else null. Never blocks.
+  [[nodiscard]] virtual const std::uint8_t* peer_slot(int rank, coll::Tag& tag,
+                                                      std::size_t& len) const = 0;
+  /// The current call has read every slot it needs: the next call uses the other slot.
+  virtual void finish() = 0;
+  /// Before the driving thread blocks waiting for `rank`'s slot: asks to be woken when a rank
+  /// publishes (adds the descriptor to poll); false when `rank` has published meanwhile.
+  virtual bool prepare_wait(int rank, std::vector<pollfd>& fds) = 0;
+};
+
+}  // namespace loom::transport

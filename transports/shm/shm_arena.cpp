@@ -1,0 +1,81 @@
+#include "transports/shm/shm_arena.hpp"
+
+#include <new>
+
+namespace loom::transport::shm {
+
+void init_arena(const Mapping& m, const ArenaGeometry& g, std::uint64_t comm_id) {
+  auto* h = new (m.data()) ArenaHeader;
+  h->nranks = g.nranks;
+  h->comm_id = comm_id;
+  h->capacity = g.capacity;
+  h->total_bytes = g.total_bytes();
+  for (int r = 0; r < g.nranks; ++r) {
+    new (m.data() + g.flags_offset() + static_cast<std::size_t>(r) * kCacheLine)
+        std::atomic<std::uint32_t>(0);
+    for (unsigned p = 0; p < 2; ++p) new (m.data() + g.slot_offset(r, p)) ArenaSlotHeader;
+  }
+}
+
+Status check_arena(const Mapping& m, const ArenaGeometry& g, std::uint64_t comm_id, int reader) {
+  const auto* h = reinterpret_cast<const ArenaHeader*>(m.data());
+  if (m.size() < g.total_bytes() || h->magic != kArenaMagic || h->version != kArenaVersion ||
+      h->nranks != g.nranks || h->comm_id != comm_id || h->capacity != g.capacity ||
+      h->total_bytes != g.total_bytes())
+    return make_error(ErrorCode::Mismatch,
+                      "rank {}: rank 0's shared-memory arena is not the one expected ({} ranks, "
+                      "{} bytes per slot, communicator {:016x}; it has {} ranks, {} bytes per "
+                      "slot, communicator {:016x}, version {}); set LOOM_SHM_ONESHOT_MAX alike "
+                      "on every rank",
+                      reader, g.nranks, g.capacity, comm_id, h->nranks, h->capacity, h->comm_id,
+                      h->version);
+  return Status::ok();
+}
+
+ShmArena::ShmArena(int rank, ArenaGeometry g, Mapping mapping, std::shared_ptr<Doorbell> bell,
+                   std::vector<DoorbellAddress> bells)
+    : rank_(rank),
+      g_(g),
+      map_(std::move(mapping)),
+      bell_(std::move(bell)),
+      bells_(std::move(bells)) {}
+
+void ShmArena::publish(const coll::Tag& tag, std::size_t len) {
+  ArenaSlotHeader& s = slot(rank_, parity());
+  s.tag = tag;
+  s.len = len;
+  // seq_cst, and the flags read after it: a rank that set its flag before this store sees the
+  // slot when it looks again, one that set it after is rung (Dekker's pattern).
+  s.seq.store(calls_ + 1, std::memory_order_seq_cst);
+  for (int r = 0; r < g_.nranks; ++r) {
+    if (r == rank_) continue;
+    std::atomic<std::uint32_t>& f = sleeping(r);
+    if (f.load(std::memory_order_seq_cst) != 0 && f.exchange(0) != 0)
+      bell_->ring(bells_[static_cast<std::size_t>(r)]);
+  }
+}
+
+const std::uint8_t* ShmArena::peer_slot(int rank, coll::Tag& tag, std::size_t& len) const {
+  const ArenaSlotHeader& s = slot(rank, parity());
+  if (s.seq.load(std::memory_order_acquire) != calls_ + 1) return nullptr;
+  tag = s.tag;
+  len = s.len;
+  return payload(rank, parity());
+}
+
+void ShmArena::finish() {
+  ++calls_;
+  std::atomic<std::uint32_t>& f = sleeping(rank_);
+  if (f.load(std::memory_order_relaxed) != 0) f.store(0, std::memory_order_relaxed);
+}
+
+bool ShmArena::prepare_wait(int rank, std::vector<pollfd>& fds) {
+  bell_->end_wait();
+  bell_->begin_wait();  // drains rings that woke an earlier wait
+  sleeping(rank_).store(1, std::memory_order_seq_cst);
+  if (slot(rank, parity()).seq.load(std::memory_order_seq_cst) == calls_ + 1) return false;
+  fds.push_back(pollfd{bell_->fd(), POLLIN, 0});
+  return true;
+}
+
+}  // namespace loom::transport::shm
