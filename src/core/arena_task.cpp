@@ -21,11 +21,13 @@ std::size_t arena_slot_bytes(const coll::OpDesc& op, int rank, int nranks) {
   return op.send_bytes(nranks);
 }
 
-ArenaTask::ArenaTask(TaskHost& comm, transport::Arena& arena, coll::OpDesc op, Deadline deadline)
+ArenaTask::ArenaTask(TaskHost& comm, transport::Arena& arena, coll::OpDesc op, Deadline deadline,
+                     std::chrono::microseconds yield)
     : comm_(comm),
       arena_(arena),
       op_(std::move(op)),
       deadline_(deadline),
+      yield_(yield),
       slots_(static_cast<std::size_t>(comm.size()), nullptr) {}
 
 Status ArenaTask::start(Deadline /*deadline*/) {

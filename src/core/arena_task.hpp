@@ -29,7 +29,9 @@ class ArenaTask final : public exec::Task {
   /// The algorithm name the call ledger, logs and errors give these calls.
   static constexpr const char* kAlgorithm = "oneshot";
 
-  ArenaTask(TaskHost& comm, transport::Arena& arena, coll::OpDesc op, Deadline deadline);
+  /// `yield`: the engine's yield phase for this call (ranks that share CPUs yield longer).
+  ArenaTask(TaskHost& comm, transport::Arena& arena, coll::OpDesc op, Deadline deadline,
+            std::chrono::microseconds yield);
 
   Status start(Deadline deadline) override;
   Result<exec::Progress> progress() override;
@@ -37,6 +39,7 @@ class ArenaTask final : public exec::Task {
   [[nodiscard]] std::string describe() const override;
   [[nodiscard]] std::string pending() const override;
   [[nodiscard]] Deadline deadline() const override { return deadline_; }
+  [[nodiscard]] std::optional<std::chrono::microseconds> yield() const override { return yield_; }
 
  private:
   /// Every slot is there: this rank's result.
@@ -46,6 +49,7 @@ class ArenaTask final : public exec::Task {
   transport::Arena& arena_;
   coll::OpDesc op_;
   Deadline deadline_;
+  std::chrono::microseconds yield_;
   int next_ = 0;  // ranks below have published this call
   std::vector<const std::uint8_t*> slots_;
 };

@@ -20,7 +20,8 @@ Result<CommSettings> CommSettings::from(const config::Config& cfg) {
   LOOM_RETURN_IF_ERROR(transport::builtin_transports().check_settings(cfg));
   s.algo = cfg.get_string("LOOM_ALGO");
   s.device = cfg.get_string("LOOM_DEVICE");
-  s.oneshot_max = static_cast<std::size_t>(cfg.get_size("LOOM_SHM_ONESHOT_MAX"));
+  s.oneshot = cfg.get_string("LOOM_SHM_ONESHOT_MAX");
+  LOOM_RETURN_IF_ERROR(select::oneshot_max_from(s.oneshot, 1).status());
   s.flight_calls = static_cast<std::size_t>(cfg.get_int("LOOM_FLIGHT_RECORDER"));
   s.flight_dir = cfg.get_string("LOOM_FLIGHT_DIR");
   LOOM_ASSIGN_OR_RETURN(s.ofi_hmem, parse_ofi_hmem(cfg.get_string("LOOM_OFI_HMEM")));
@@ -103,7 +104,8 @@ std::shared_ptr<OpState> CommImpl::launch(coll::OpDesc op, const CollOptions& op
     const Clock::time_point now = Clock::now();
     calls_.submitted(op, ArenaTask::kAlgorithm, now);
     return engine_->submit(std::make_unique<ArenaTask>(
-        *this, *arena_, op, Deadline::after(opts.timeout.value_or(settings_.timeout), now)));
+        *this, *arena_, op, Deadline::after(opts.timeout.value_or(settings_.timeout), now),
+        settings_.arena_yield));
   }
   std::shared_ptr<const algo::Plan> plan = planner_->plan(op, opts);
   if (plan->steps.empty()) return nothing_to_do();

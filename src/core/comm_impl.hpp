@@ -51,11 +51,13 @@ struct CommSettings {
   /// resolved at init.
   PlanSettings plan;
   std::chrono::microseconds spin{50};
-  std::chrono::microseconds yield{-1};  // LOOM_YIELD_US; < 0: kAutoYield at init
+  std::chrono::microseconds yield{-1};        // LOOM_YIELD_US; < 0: kAutoYield at init
+  std::chrono::microseconds arena_yield{-1};  // the arena's calls' (kSharedCpuArenaYield, init)
   std::string algo = "auto";
   std::string device = "auto";  // LOOM_DEVICE
   OfiHmemMode ofi_hmem = OfiHmemMode::Auto;
-  std::size_t oneshot_max = 0;  // LOOM_SHM_ONESHOT_MAX: allreduces through the arena up to this
+  std::string oneshot = "auto";  // LOOM_SHM_ONESHOT_MAX (as set)
+  std::size_t oneshot_max = 0;   // its bytes for this communicator's size (init_arena)
   std::size_t flight_calls = CallLedger::kDefaultHistory;  // LOOM_FLIGHT_RECORDER
   std::string flight_dir;                                  // LOOM_FLIGHT_DIR ("": no files)
 

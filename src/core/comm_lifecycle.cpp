@@ -146,6 +146,9 @@ Status CommImpl::init(std::vector<std::unique_ptr<transport::Transport>> prepare
   // others there, and none of them waits for its arena vote.
   LOOM_RETURN_IF_ERROR(init_arena(layout, prefix, deadline));
   settings_.spin = choose_spin(settings_.spin, my_cpu_load(layout, rank_));
+  settings_.arena_yield = settings_.yield.count() >= 0     ? settings_.yield
+                          : my_cpu_load(layout, rank_) > 1 ? select::kSharedCpuArenaYield
+                                                           : select::kAutoYield;
   if (settings_.yield.count() < 0) settings_.yield = select::kAutoYield;
   exec::EngineOptions eo;
   eo.spin = settings_.spin;
@@ -166,9 +169,9 @@ Status CommImpl::init(std::vector<std::unique_ptr<transport::Transport>> prepare
   liveness_ = nullptr;  // the failure monitor watches the ranks from now on
   LOOM_LOG_INFO(Init,
                 "rank {} of {}: communicator {:016x} ready ({} ranks on this host, spin {} us, "
-                "yield {} us)",
+                "yield {} us, {} us in the shared-memory arena)",
                 rank_, nranks_, comm_id_, layout.ranks_on_my_host(rank_), settings_.spin.count(),
-                settings_.yield.count());
+                settings_.yield.count(), settings_.arena_yield.count());
   return Status::ok();
 }
 
@@ -292,7 +295,7 @@ Status CommImpl::agree_on_plan_settings(const std::string& prefix, const device:
       fmt::format("LOOM_DETERMINISTIC={}", settings_.plan.deterministic ? 1 : 0),
       fmt::format("LOOM_CHUNK_SIZE={}", settings_.plan.chunk_bytes),
       fmt::format("LOOM_PIPELINE_DEPTH={}", settings_.plan.depth),
-      fmt::format("LOOM_SHM_ONESHOT_MAX={}", settings_.oneshot_max),
+      fmt::format("LOOM_SHM_ONESHOT_MAX={}", settings_.oneshot),
       fmt::format("LOOM_TUNING={}", settings_.plan.tuning.to_string())};
   std::string text;
   for (const auto& m : mine) text += m + "\n";

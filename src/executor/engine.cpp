@@ -283,7 +283,8 @@ void EngineCore::run(OpState& op, Lock& lk, Deadline until, bool by_worker) {
 // says so with no descriptor or one of -1; then the wait is a nap that grows with the idle time.
 Status EngineCore::idle_wait(Task& task, Clock::duration idle, Deadline until, bool& blocked) {
   blocked = true;
-  if (idle < spin_budget_ + options_.yield) {
+  const Clock::duration yield = task.yield().value_or(options_.yield);
+  if (idle < spin_budget_ + yield) {
     sched_yield();
     return Status::ok();
   }

@@ -3,6 +3,8 @@
 
 #include <poll.h>
 
+#include <chrono>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +32,11 @@ class Task {
   /// What the task is still waiting for, for timeout reports.
   [[nodiscard]] virtual std::string pending() const = 0;
   [[nodiscard]] virtual Deadline deadline() const = 0;
+  /// How long the driving thread sched_yield()s after the spin budget before it blocks, when
+  /// this task wants other than the engine's (EngineOptions::yield).
+  [[nodiscard]] virtual std::optional<std::chrono::microseconds> yield() const {
+    return std::nullopt;
+  }
 };
 
 }  // namespace loom::exec

@@ -1,5 +1,7 @@
 #include "selector/plan_policy.hpp"
 
+#include <algorithm>
+
 #include "algorithms/ring.hpp"
 #include "selector/shared_cpu.hpp"
 
@@ -14,6 +16,19 @@ Result<std::size_t> chunk_from(const config::Config& cfg) {
                       text, bytes.status().message());
   if (*bytes < 64 || *bytes > (1ull << 30))
     return make_error(ErrorCode::InvalidUsage, "LOOM_CHUNK_SIZE={} is outside [64, 1G]", *bytes);
+  return static_cast<std::size_t>(*bytes);
+}
+
+Result<std::size_t> oneshot_max_from(const std::string& text, int nranks) {
+  constexpr std::size_t kLine = 64;
+  if (text == "auto") {
+    const std::size_t per_rank = kOneshotReadBytes / static_cast<std::size_t>(std::max(nranks, 1));
+    return std::min(kOneshotMaxBytes, per_rank / kLine * kLine);
+  }
+  auto bytes = config::parse_size(text);
+  if (!bytes || *bytes > (std::uint64_t{1} << 20))
+    return make_error(ErrorCode::InvalidUsage,
+                      "LOOM_SHM_ONESHOT_MAX='{}' is not auto or a size from 0 to 1M", text);
   return static_cast<std::size_t>(*bytes);
 }
 

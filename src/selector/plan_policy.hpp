@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <string>
 
 #include "common/status.hpp"
 #include "config/config.hpp"
@@ -27,6 +28,20 @@ constexpr std::size_t auto_chunk_bytes(bool uses_ofi) {
 /// LOOM_YIELD_US=auto: how long a waiting rank sched_yield()s before it blocks on a wake-up
 /// descriptor. The cost model's rules for shared CPUs assume it (docs/algorithms.md).
 inline constexpr std::chrono::microseconds kAutoYield{20};
+/// ... and in a call through the shared-memory arena where ranks share CPUs: every rank waits
+/// for all the others, which need the CPUs it would otherwise give back only by blocking (8 ranks
+/// on 2 CPUs, loom-perf allreduce: 14-22 us at 8 B and 56-87 us at 32 KiB, against 16-24 and
+/// 68-110 us with 20; 4 ranks: within the noise; docs/algorithms.md).
+inline constexpr std::chrono::microseconds kSharedCpuArenaYield{200};
+
+/// LOOM_SHM_ONESHOT_MAX=auto: collectives whose input per rank is at most 32 KiB, and at most
+/// 256 KiB over all ranks (what each rank of an allgather or allreduce reads from the arena),
+/// take the shared-memory arena (docs/algorithms.md, "One step through shared memory").
+inline constexpr std::size_t kOneshotMaxBytes = std::size_t{32} * 1024;
+inline constexpr std::size_t kOneshotReadBytes = std::size_t{256} * 1024;
+/// The input bytes per rank up to which a collective of `nranks` ranks takes the arena, from
+/// LOOM_SHM_ONESHOT_MAX (`text`: auto, or a size up to 1 MiB; 0: never), in multiples of 64.
+Result<std::size_t> oneshot_max_from(const std::string& text, int nranks);
 
 /// LOOM_CHUNK_SIZE: a size in [64, 1G], or 0 for auto (see auto_chunk_bytes).
 Result<std::size_t> chunk_from(const config::Config& cfg);

@@ -14,6 +14,7 @@
 
 #include "comm_harness.hpp"
 #include "kernels/host/reduce.hpp"
+#include "selector/plan_policy.hpp"
 
 using namespace loom;
 using loom::test::run_ranks;
@@ -355,5 +356,28 @@ TEST_CASE("arena: ranks that set LOOM_SHM_ONESHOT_MAX differently are told",
   });
   CHECK_THAT(
       errors[1],
-      Catch::Contains("LOOM_SHM_ONESHOT_MAX=8192 here but LOOM_SHM_ONESHOT_MAX=4096 on rank 0"));
+      Catch::Contains("LOOM_SHM_ONESHOT_MAX=8K here but LOOM_SHM_ONESHOT_MAX=4K on rank 0"));
+}
+
+TEST_CASE("arena: LOOM_SHM_ONESHOT_MAX's sizes", "[arena][config]") {
+  using select::oneshot_max_from;
+  auto max_of = [](const std::string& text, int n) {
+    auto r = oneshot_max_from(text, n);
+    return r.is_ok() ? *r : ~std::size_t{0};
+  };
+  CHECK(max_of("auto", 2) == 32 * 1024);
+  CHECK(max_of("auto", 8) == 32 * 1024);
+  CHECK(max_of("auto", 16) == 16 * 1024);
+  CHECK(max_of("auto", 64) == 4 * 1024);
+  CHECK(max_of("auto", 3) == 32 * 1024);
+  CHECK(max_of("auto", 100) == 2560);  // 2621 rounded down to 64 bytes
+  CHECK(max_of("0", 4) == 0);
+  CHECK(max_of("1M", 4) == 1024 * 1024);
+  CHECK(max_of("100", 4) == 100);  // the arena rounds its slots up to 64 bytes
+  for (const char* bad : {"", "banana", "2M", "-1"}) {
+    INFO(bad);
+    auto r = oneshot_max_from(bad, 4);
+    REQUIRE(!r.is_ok());
+    CHECK_THAT(r.status().message(), Catch::Contains("LOOM_SHM_ONESHOT_MAX"));
+  }
 }
