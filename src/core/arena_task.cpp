@@ -21,6 +21,20 @@ std::size_t arena_slot_bytes(const coll::OpDesc& op, int rank, int nranks) {
   return op.send_bytes(nranks);
 }
 
+Status check_previous_arena_call(const transport::Arena& arena, int rank, int nranks) {
+  coll::Tag mine;
+  std::size_t mine_len = 0;
+  if (arena.previous_slot(rank, mine, mine_len) == nullptr) return Status::ok();  // first call
+  for (int r = 0; r < nranks; ++r) {
+    coll::Tag theirs;
+    std::size_t len = 0;
+    if (r == rank || arena.previous_slot(r, theirs, len) == nullptr) continue;
+    if (!(theirs == mine))  // lengths differ by rank (a broadcast's root writes, others not)
+      return coll::mismatched_message(rank, r, mine, mine_len, theirs, len);
+  }
+  return Status::ok();
+}
+
 ArenaTask::ArenaTask(TaskHost& comm, transport::Arena& arena, coll::OpDesc op, Deadline deadline,
                      std::chrono::microseconds yield)
     : comm_(comm),
@@ -32,7 +46,19 @@ ArenaTask::ArenaTask(TaskHost& comm, transport::Arena& arena, coll::OpDesc op, D
 
 Status ArenaTask::start(Deadline /*deadline*/) {
   comm_.note_started(op_.seq);
-  const std::size_t bytes = arena_slot_bytes(op_, comm_.rank(), comm_.size());
+  return Status::ok();
+}
+
+Result<bool> ArenaTask::publish_when_free() {
+  const int n = comm_.size();
+  coll::Tag tag;
+  std::size_t len = 0;
+  if (arena_.previous_slot(comm_.rank(), tag, len) != nullptr) {  // not the first call
+    for (; next_ < n; ++next_)
+      if (next_ != comm_.rank() && arena_.previous_slot(next_, tag, len) == nullptr) return false;
+    LOOM_RETURN_IF_ERROR(check_previous_arena_call(arena_, comm_.rank(), n));
+  }
+  const std::size_t bytes = arena_slot_bytes(op_, comm_.rank(), n);
   std::uint8_t* mine = arena_.own_slot();
   if (op_.premultiplies())
     kernels::scale(op_.dtype, mine, op_.send, bytes / dtype_size(op_.dtype), op_.scalar);
@@ -40,14 +66,28 @@ Status ArenaTask::start(Deadline /*deadline*/) {
     std::memcpy(mine, op_.send, bytes);
   slots_[static_cast<std::size_t>(comm_.rank())] = mine;
   arena_.publish(coll::make_tag(op_, 0), bytes);
-  return Status::ok();
+  published_ = true;
+  next_ = 0;
+  return true;
+}
+
+bool ArenaTask::needs(int peer) const {
+  const int rank = comm_.rank();
+  if (op_.kind == CollKind::Broadcast) return rank != op_.root && peer == op_.root;
+  if (op_.kind == CollKind::Reduce) return rank == op_.root;
+  return true;
 }
 
 Result<exec::Progress> ArenaTask::progress() {
   const int n = comm_.size();
+  if (!published_) {
+    auto free = publish_when_free();
+    if (!free.is_ok()) return free.status().with_context(describe());
+    if (!*free) return exec::Progress::Idle;
+  }
   const coll::Tag expected = coll::make_tag(op_, 0);
   for (; next_ < n; ++next_) {
-    if (next_ == comm_.rank()) continue;
+    if (next_ == comm_.rank() || !needs(next_)) continue;
     coll::Tag tag;
     std::size_t len = 0;
     const std::uint8_t* slot = arena_.peer_slot(next_, tag, len);
@@ -71,31 +111,30 @@ Result<exec::Progress> ArenaTask::progress() {
 void ArenaTask::compute() {
   const int n = comm_.size();
   const int rank = comm_.rank();
-  const std::size_t es = dtype_size(op_.dtype);
-  const std::size_t bytes = op_.count * es;
+  const std::size_t bytes = op_.count * dtype_size(op_.dtype);
+  auto slot = [&](std::size_t r) { return static_cast<const std::uint8_t*>(slots_[r]); };
   switch (op_.kind) {
     case CollKind::AllReduce:
-    case CollKind::Reduce: {
+    case CollKind::Reduce:
       if (!op_.uses_recv(rank)) return;
-      const auto* const* srcs = reinterpret_cast<const void* const*>(slots_.data());
-      kernels::reduce_n(op_.dtype, op_.redop, op_.recv, srcs, n, op_.count);
+      kernels::reduce_n(op_.dtype, op_.redop, op_.recv, slots_.data(), n, op_.count);
       break;
-    }
     case CollKind::ReduceScatter: {  // this rank's block of every slot
-      std::vector<const void*> blocks(static_cast<std::size_t>(n));
+      std::vector<const void*> blocks(slots_.size());
       for (std::size_t r = 0; r < blocks.size(); ++r)
-        blocks[r] = slots_[r] + static_cast<std::size_t>(rank) * bytes;
+        blocks[r] = slot(r) + static_cast<std::size_t>(rank) * bytes;
       kernels::reduce_n(op_.dtype, op_.redop, op_.recv, blocks.data(), n, op_.count);
       break;
     }
     case CollKind::AllGather:
       for (std::size_t r = 0; r < slots_.size(); ++r)
-        std::memmove(static_cast<std::uint8_t*>(op_.recv) + r * bytes, slots_[r], bytes);
+        std::memmove(static_cast<std::uint8_t*>(op_.recv) + r * bytes, slot(r), bytes);
       return;
-    case CollKind::Broadcast:
-      if (op_.recv != slots_[static_cast<std::size_t>(op_.root)] && bytes > 0)
-        std::memcpy(op_.recv, slots_[static_cast<std::size_t>(op_.root)], bytes);
+    case CollKind::Broadcast: {
+      const std::size_t root = static_cast<std::size_t>(op_.root);
+      if (bytes > 0) std::memcpy(op_.recv, slot(root), bytes);
       return;
+    }
     default:  // barrier
       return;
   }
@@ -103,7 +142,7 @@ void ArenaTask::compute() {
 }
 
 bool ArenaTask::prepare_wait(std::vector<pollfd>& fds) {
-  return next_ < comm_.size() && arena_.prepare_wait(next_, fds);
+  return next_ < comm_.size() && arena_.prepare_wait(next_, !published_, fds);
 }
 
 std::string ArenaTask::describe() const {
@@ -112,9 +151,14 @@ std::string ArenaTask::describe() const {
 
 std::string ArenaTask::pending() const {
   if (next_ >= comm_.size()) return "nothing (computing its result)";
+  if (!published_)
+    return fmt::format(
+        "rank {} waits for rank {} to finish its previous call in the shared-memory arena (its "
+        "slot is needed again)",
+        comm_.rank(), next_);
   return fmt::format(
-      "rank {} waits for the input from rank {} in the shared-memory arena "
-      "(ranks below {} have written theirs)",
+      "rank {} waits for the input from rank {} in the shared-memory arena (ranks below {} have "
+      "written theirs)",
       comm_.rank(), next_, next_);
 }
 

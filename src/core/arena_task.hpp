@@ -1,10 +1,12 @@
-// A small collective through the communicator's arena (transports/arena.hpp), in one step: every
-// rank writes its input to its slot (a broadcast's root its data, the others nothing; a
-// pre-multiplied sum's input scaled first), waits until every rank's slot holds the same call,
-// and computes its own result from the slots: reductions fold them in rank order,
-// ((x0 op x1) op x2) ..., the order LOOM_DETERMINISTIC uses, so every rank computes the same
-// bits; allgather and broadcast copy. A slot holding another call is a Mismatch naming both
-// ranks and both calls.
+// A small collective through the communicator's arena (transports/arena.hpp), in one step: once
+// every rank has published the call before (so its slot is free), every rank writes its input to
+// its slot (a broadcast's root its data, the others nothing; a pre-multiplied sum's input scaled
+// first), waits until the slots it needs hold the same call (a broadcast's root and a reduce's
+// other ranks need none), and computes its own result from them: reductions fold them in rank
+// order, ((x0 op x1) op x2) ..., the order LOOM_DETERMINISTIC uses, so every rank computes the
+// same bits; allgather and broadcast copy. A slot holding another call is a Mismatch naming both
+// ranks and both calls: the slots a call reads are checked at once, every other rank's slot of
+// the previous call when the next one starts (or when the communicator is idle).
 #pragma once
 
 #include <cstdint>
@@ -23,6 +25,10 @@ namespace loom::detail {
 bool arena_serves(coll::CollKind kind);
 /// The bytes rank `rank` writes to its slot for `op` on `nranks` ranks.
 std::size_t arena_slot_bytes(const coll::OpDesc& op, int rank, int nranks);
+/// Compares the call before the arena's current one on every rank that has published it with
+/// this rank's (Mismatch naming both ranks and both calls). Non-blocking; a rank that has not
+/// published it yet is skipped.
+Status check_previous_arena_call(const transport::Arena& arena, int rank, int nranks);
 
 class ArenaTask final : public exec::Task {
  public:
@@ -42,7 +48,12 @@ class ArenaTask final : public exec::Task {
   [[nodiscard]] std::optional<std::chrono::microseconds> yield() const override { return yield_; }
 
  private:
-  /// Every slot is there: this rank's result.
+  /// Waits until every rank has published the previous call (checking it), then publishes
+  /// this rank's input.
+  Result<bool> publish_when_free();
+  /// Whether this rank reads `peer`'s slot of this call.
+  [[nodiscard]] bool needs(int peer) const;
+  /// Every slot needed is there: this rank's result.
   void compute();
 
   TaskHost& comm_;
@@ -50,8 +61,9 @@ class ArenaTask final : public exec::Task {
   coll::OpDesc op_;
   Deadline deadline_;
   std::chrono::microseconds yield_;
-  int next_ = 0;  // ranks below have published this call
-  std::vector<const std::uint8_t*> slots_;
+  bool published_ = false;  // this rank's input is in its slot
+  int next_ = 0;            // ranks below have published the call awaited (previous, then this)
+  std::vector<const void*> slots_;  // by rank: the slots this call reads (its own too)
 };
 
 }  // namespace loom::detail

@@ -7,6 +7,7 @@
 // communicator is idle, after a barrier and at destruction. The second kind is found by the
 // failure monitor, which compares the identities of stalled calls (describe_call) between ranks
 // through the store.
+#include "core/arena_task.hpp"
 #include "core/comm_impl.hpp"
 
 namespace loom::detail {
@@ -35,6 +36,11 @@ Status CommImpl::find_unread_messages(std::uint64_t upto) {
 Status CommImpl::check_unread_messages() {
   const std::int64_t done = calls_.last_completed();
   if (done < 0) return Status::ok();
+  // The arena's last call: a rank that completed it without reading the others' slots (a
+  // broadcast's root, a reduce's other ranks) compares them here.
+  if (arena_)
+    LOOM_RETURN_IF_ERROR(check_previous_arena_call(*arena_, rank_, nranks_)
+                             .with_context(fmt::format("rank {}: the shared-memory arena", rank_)));
   return find_unread_messages(static_cast<std::uint64_t>(done));
 }
 

@@ -55,12 +55,22 @@ void ShmArena::publish(const coll::Tag& tag, std::size_t len) {
   }
 }
 
-const std::uint8_t* ShmArena::peer_slot(int rank, coll::Tag& tag, std::size_t& len) const {
-  const ArenaSlotHeader& s = slot(rank, parity());
-  if (s.seq.load(std::memory_order_acquire) != calls_ + 1) return nullptr;
+const std::uint8_t* ShmArena::slot_of(int rank, std::uint64_t call, coll::Tag& tag,
+                                      std::size_t& len) const {
+  const auto p = static_cast<unsigned>(call & 1);
+  const ArenaSlotHeader& s = slot(rank, p);
+  if (s.seq.load(std::memory_order_acquire) != call + 1) return nullptr;
   tag = s.tag;
   len = s.len;
-  return payload(rank, parity());
+  return payload(rank, p);
+}
+
+const std::uint8_t* ShmArena::peer_slot(int rank, coll::Tag& tag, std::size_t& len) const {
+  return slot_of(rank, calls_, tag, len);
+}
+
+const std::uint8_t* ShmArena::previous_slot(int rank, coll::Tag& tag, std::size_t& len) const {
+  return calls_ == 0 ? nullptr : slot_of(rank, calls_ - 1, tag, len);
 }
 
 void ShmArena::finish() {
@@ -69,11 +79,13 @@ void ShmArena::finish() {
   if (f.load(std::memory_order_relaxed) != 0) f.store(0, std::memory_order_relaxed);
 }
 
-bool ShmArena::prepare_wait(int rank, std::vector<pollfd>& fds) {
+bool ShmArena::prepare_wait(int rank, bool previous, std::vector<pollfd>& fds) {
   bell_->end_wait();
   bell_->begin_wait();  // drains rings that woke an earlier wait
   sleeping(rank_).store(1, std::memory_order_seq_cst);
-  if (slot(rank, parity()).seq.load(std::memory_order_seq_cst) == calls_ + 1) return false;
+  const std::uint64_t call = previous ? calls_ - 1 : calls_;
+  if (slot(rank, static_cast<unsigned>(call & 1)).seq.load(std::memory_order_seq_cst) == call + 1)
+    return false;
   fds.push_back(pollfd{bell_->fd(), POLLIN, 0});
   return true;
 }

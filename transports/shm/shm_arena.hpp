@@ -78,11 +78,16 @@ class ShmArena final : public Arena {
   void publish(const coll::Tag& tag, std::size_t len) override;
   [[nodiscard]] const std::uint8_t* peer_slot(int rank, coll::Tag& tag,
                                               std::size_t& len) const override;
+  [[nodiscard]] const std::uint8_t* previous_slot(int rank, coll::Tag& tag,
+                                                  std::size_t& len) const override;
   void finish() override;
-  bool prepare_wait(int rank, std::vector<pollfd>& fds) override;
+  bool prepare_wait(int rank, bool previous, std::vector<pollfd>& fds) override;
 
  private:
   [[nodiscard]] unsigned parity() const { return static_cast<unsigned>(calls_ & 1); }
+  /// Rank `rank`'s slot of this rank's call `call` (counted from 0) if it holds that call.
+  [[nodiscard]] const std::uint8_t* slot_of(int rank, std::uint64_t call, coll::Tag& tag,
+                                            std::size_t& len) const;
   [[nodiscard]] ArenaSlotHeader& slot(int rank, unsigned parity) const {
     return *reinterpret_cast<ArenaSlotHeader*>(map_.data() + g_.slot_offset(rank, parity));
   }
