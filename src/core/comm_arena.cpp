@@ -20,7 +20,8 @@ std::span<const std::uint8_t> as_bytes(const std::string& s) {
 // Every rank says whether it can (one transport serves all its peers and makes arenas); the
 // arena exists only when all can, so a rank whose transports differ never waits for it.
 Status CommImpl::init_arena(const JobLayout& layout, const std::string& prefix, Deadline deadline) {
-  LOOM_ASSIGN_OR_RETURN(settings_.oneshot_max, select::oneshot_max_from(settings_.oneshot, nranks_));
+  LOOM_ASSIGN_OR_RETURN(settings_.oneshot_max,
+                        select::oneshot_max_from(settings_.oneshot, nranks_));
   if (nranks_ < 2 || settings_.oneshot_max == 0 || layout.ranks_on_my_host(rank_) != nranks_)
     return Status::ok();
   const TransportKind kind = transports_->kind((rank_ + 1) % nranks_);
