@@ -119,13 +119,11 @@ void ArenaTask::compute() {
       if (!op_.uses_recv(rank)) return;
       kernels::reduce_n(op_.dtype, op_.redop, op_.recv, slots_.data(), n, op_.count);
       break;
-    case CollKind::ReduceScatter: {  // this rank's block of every slot
-      std::vector<const void*> blocks(slots_.size());
-      for (std::size_t r = 0; r < blocks.size(); ++r)
-        blocks[r] = slot(r) + static_cast<std::size_t>(rank) * bytes;
-      kernels::reduce_n(op_.dtype, op_.redop, op_.recv, blocks.data(), n, op_.count);
+    case CollKind::ReduceScatter:  // this rank's block of every slot
+      for (std::size_t r = 0; r < slots_.size(); ++r)
+        slots_[r] = slot(r) + static_cast<std::size_t>(rank) * bytes;
+      kernels::reduce_n(op_.dtype, op_.redop, op_.recv, slots_.data(), n, op_.count);
       break;
-    }
     case CollKind::AllGather:
       for (std::size_t r = 0; r < slots_.size(); ++r)
         std::memmove(static_cast<std::uint8_t*>(op_.recv) + r * bytes, slot(r), bytes);

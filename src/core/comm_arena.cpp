@@ -9,14 +9,6 @@
 #include "selector/plan_policy.hpp"
 
 namespace loom::detail {
-namespace {
-
-std::span<const std::uint8_t> as_bytes(const std::string& s) {
-  return {reinterpret_cast<const std::uint8_t*>(s.data()), s.size()};
-}
-
-}  // namespace
-
 // Every rank says whether it can (one transport serves all its peers and makes arenas); the
 // arena exists only when all can, so a rank whose transports differ never waits for it.
 Status CommImpl::init_arena(const JobLayout& layout, const std::string& prefix, Deadline deadline) {
@@ -28,7 +20,8 @@ Status CommImpl::init_arena(const JobLayout& layout, const std::string& prefix, 
   bool can = true;
   for (int p = 0; p < nranks_; ++p) can = can && (p == rank_ || transports_->kind(p) == kind);
   const std::string key = prefix + "arena_vote/";
-  LOOM_RETURN_IF_ERROR(store_->set(key + std::to_string(rank_), as_bytes(can ? "1" : "0")));
+  LOOM_RETURN_IF_ERROR(
+      store_->set(key + std::to_string(rank_), bootstrap::as_bytes(can ? "1" : "0")));
   for (int r = 0; r < nranks_ && can; ++r) {
     if (r == rank_) continue;
     LOOM_ASSIGN_OR_RETURN(

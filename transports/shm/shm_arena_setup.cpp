@@ -15,10 +15,6 @@
 namespace loom::transport::shm {
 namespace {
 
-std::span<const std::uint8_t> as_bytes(const std::string& s) {
-  return {reinterpret_cast<const std::uint8_t*>(s.data()), s.size()};
-}
-
 std::string arena_key(std::uint64_t comm_id, const std::string& what) {
   return fmt::format("loom/{:016x}/shm/arena/{}", comm_id, what);
 }
@@ -44,8 +40,8 @@ Result<std::unique_ptr<Arena>> ShmTransport::make_arena(std::size_t capacity, De
   mine.doorbell = bell_->name();
   mine.mailbox = mailbox_ ? mailbox_->name() : "";
   LOOM_ASSIGN_OR_RETURN(mine.nonce, random_hex(16));
-  LOOM_RETURN_IF_ERROR(
-      store_->set(arena_key(comm_id_, std::to_string(rank_)), as_bytes(format_card(mine))));
+  LOOM_RETURN_IF_ERROR(store_->set(arena_key(comm_id_, std::to_string(rank_)),
+                                   bootstrap::as_bytes(format_card(mine))));
   std::vector<Card> cards(static_cast<std::size_t>(nranks_));
   std::vector<DoorbellAddress> bells(static_cast<std::size_t>(nranks_));
   for (int r = 0; r < nranks_; ++r) {
@@ -77,7 +73,8 @@ Result<Mapping> ShmTransport::create_arena(const ArenaGeometry& g, const Card& m
                                                                          comm_id_, mine.nonce),
                                                              g.total_bytes()));
     init_arena(seg.mapping, g, comm_id_);
-    LOOM_RETURN_IF_ERROR(store_->set(arena_key(comm_id_, "segment"), as_bytes(seg.name.str())));
+    LOOM_RETURN_IF_ERROR(
+        store_->set(arena_key(comm_id_, "segment"), bootstrap::as_bytes(seg.name.str())));
     for (int r = 1; r < nranks_; ++r) {
       auto got =
           wait_for_key(arena_key(comm_id_, fmt::format("mapped/{}", r)), nullptr, deadline, r);
@@ -90,7 +87,8 @@ Result<Mapping> ShmTransport::create_arena(const ArenaGeometry& g, const Card& m
   }
   LOOM_ASSIGN_OR_RETURN(CreatedSegment seg, create_anonymous_segment(g.total_bytes()));
   init_arena(seg.mapping, g, comm_id_);
-  LOOM_RETURN_IF_ERROR(store_->set(arena_key(comm_id_, "segment"), as_bytes(std::string("memfd"))));
+  LOOM_RETURN_IF_ERROR(
+      store_->set(arena_key(comm_id_, "segment"), bootstrap::as_bytes(std::string("memfd"))));
   Letter letter;
   letter.comm_id = comm_id_;
   letter.from_rank = 0;
@@ -136,8 +134,8 @@ Result<Mapping> ShmTransport::open_arena(const ArenaGeometry& g, const Card& own
       return make_error(ErrorCode::Mismatch,
                         "rank {}: rank 0 published a malformed shared-memory arena name", rank_);
     LOOM_ASSIGN_OR_RETURN(m, open_segment(how, g.total_bytes(), g.total_bytes()));
-    LOOM_RETURN_IF_ERROR(
-        store_->set(arena_key(comm_id_, fmt::format("mapped/{}", rank_)), as_bytes(how)));
+    LOOM_RETURN_IF_ERROR(store_->set(arena_key(comm_id_, fmt::format("mapped/{}", rank_)),
+                                     bootstrap::as_bytes(how)));
   }
   LOOM_RETURN_IF_ERROR(check_arena(m, g, comm_id_, rank_));
   return m;

@@ -16,14 +16,6 @@
 #include "transports/shm/shm_card.hpp"
 
 namespace loom::transport::shm {
-namespace {
-
-std::span<const std::uint8_t> as_bytes(const std::string& s) {
-  return {reinterpret_cast<const std::uint8_t*>(s.data()), s.size()};
-}
-
-}  // namespace
-
 Result<SegmentKind> parse_segment_kind(std::string_view text) {
   return parse_choice<SegmentKind>(
       "LOOM_SHM_SEGMENTS", text,
@@ -209,7 +201,7 @@ Status ShmTransport::publish(Handshake& h) {
   card.doorbell = bell_->name();
   card.mailbox = mailbox_ ? mailbox_->name() : "";
   card.nonce = h.nonce;
-  return store_->set(key(rank_, h.peer), as_bytes(format_card(card)));
+  return store_->set(key(rank_, h.peer), bootstrap::as_bytes(format_card(card)));
 }
 
 // Reads h.peer's card, creates our sending channel and hands it over: its descriptor to the
@@ -233,7 +225,7 @@ Status ShmTransport::deliver(Handshake& h, Deadline deadline) {
                       "(set LOOM_SHM_SEGMENTS alike on every rank)",
                       rank_, h.peer);
   LOOM_RETURN_IF_ERROR(create_channel(h));
-  if (!h.by_fd) return store_->set(key(rank_, h.peer) + "/segment", as_bytes(h.out_id));
+  if (!h.by_fd) return store_->set(key(rank_, h.peer) + "/segment", bootstrap::as_bytes(h.out_id));
   Letter letter;
   letter.comm_id = comm_id_;
   letter.from_rank = rank_;
@@ -374,7 +366,7 @@ Status ShmTransport::open_incoming(Handshake& h, Deadline deadline) {
   header.single_copy.store(h.single_copy_in ? 1 : 0, std::memory_order_relaxed);
   header.maps_shared.store(h.maps_in ? 1 : 0, std::memory_order_relaxed);
   header.mapped.store(1, std::memory_order_release);
-  LOOM_RETURN_IF_ERROR(store_->set(key(h.peer, rank_) + "/mapped", as_bytes(h.in_id)));
+  LOOM_RETURN_IF_ERROR(store_->set(key(h.peer, rank_) + "/mapped", bootstrap::as_bytes(h.in_id)));
   h.acked = true;
   return Status::ok();
 }
