@@ -125,7 +125,9 @@ archs=$(sed -n 's/^LOOM_CUDA_ARCHS:[A-Z]*=//p' "$cache")
 [[ ";$archs;" == *";90;"* ]] || die "$build_dir's LOOM_CUDA_ARCHS ($archs) lacks 90 (Hopper)"
 if [[ $do_build -eq 1 ]]; then
   log "building ${programs[*]} in $build_dir"
-  cmake --build "$build_dir" --parallel "$(nproc)" --target "${programs[@]}" ||
+  # plus what `cmake --install` copies for the torch makings (pack_torch)
+  cmake --build "$build_dir" --parallel "$(nproc)" --target "${programs[@]}" loom loom_shared \
+    loom-train loom-trace ||
     die "build failed"
 fi
 bin=$build_dir/bin

@@ -3,7 +3,10 @@
 # torch backend on the GPU machine against its own python3 and torch, and runs the backend's
 # CUDA tests (tests/torch/test_backend_cuda.py: 2 ranks sharing GPU 0).
 #
-#   bash gpu-bundle/run-torch-cuda.sh OUTDIR
+#   bash gpu-bundle/run-torch-cuda.sh OUTDIR [--build-only | --test-only]
+#
+# --build-only builds the extension into /tmp/loom-torch (e.g. in the background while
+# first light runs); --test-only runs the tests against what --build-only built.
 #
 # The bundle's libraries go on LD_LIBRARY_PATH but not its lib/cxx: torch needs the host's
 # own libstdc++. OUTDIR gets torch-cuda.log (build and test output) and torch-cuda.txt (the
@@ -11,13 +14,31 @@
 # extension did not build.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-out=${1:?usage: run-torch-cuda.sh OUTDIR}
+out=${1:?usage: run-torch-cuda.sh OUTDIR [--build-only | --test-only]}
+phase=${2:-all}
+[[ $phase == all || $phase == --build-only || $phase == --test-only ]] ||
+  { echo "run-torch-cuda: unknown option '$phase'" >&2; exit 2; }
 mkdir -p "$out"
 log=$out/torch-cuda.log
 summary=$out/torch-cuda.txt
 PYTHON=${PYTHON:-python3}
 export LD_LIBRARY_PATH="$here/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-work=$(mktemp -d /tmp/loom-torch.XXXXXX)
+run_tests() {
+  echo "== tests" >>"$log"
+  (cd "$here/torch/tests" &&
+    PYTHONPATH="$work/lib" timeout "${LOOM_TORCH_TEST_TIMEOUT:-420}" "$PYTHON" -m unittest -v test_backend_cuda) >>"$log" 2>&1
+  local rc=$?
+  grep -E '^(test_|Ran |OK|FAILED)' "$log" | tee -a "$summary"
+  [[ $rc -eq 0 ]] || { grep -A30 -E '^(FAIL|ERROR):' "$log" | head -120; return 1; }
+  return 0
+}
+work=/tmp/loom-torch
+if [[ $phase == --test-only ]]; then
+  [[ -f $work/BUILT ]] || { echo "run-torch-cuda: no extension built in $work" | tee -a "$summary"; exit 2; }
+  run_tests
+  exit $?
+fi
+rm -rf "$work" && mkdir -p "$work"
 cp -r "$here/torch/prefix" "$work/prefix"
 gunzip "$work/prefix/lib/"*.a.gz
 while read -r so; do  # link-time names of the bundle's libraries: libhwloc.so.15 -> libhwloc.so
@@ -39,9 +60,6 @@ if ! (cd "$here/torch/python" && MAX_JOBS=$(nproc) LOOM_PREFIX="$work/prefix" "$
   exit 2
 fi
 echo "extension built in $(($(date +%s) - t0)) s" | tee -a "$summary"
-cd "$here/torch/tests" || exit 2
-PYTHONPATH="$work/lib" timeout 420 "$PYTHON" -m unittest -v test_backend_cuda >>"$log" 2>&1
-rc=$?
-grep -E '^(test_|Ran |OK|FAILED)' "$log" | tee -a "$summary"
-[[ $rc -eq 0 ]] || { grep -A30 -E '^(FAIL|ERROR):' "$log" | head -120; exit 1; }
-exit 0
+touch "$work/BUILT"
+[[ $phase == --build-only ]] && exit 0
+run_tests

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# gpu-session.sh: everything a lent GPU machine runs for loom in one device call (issues 25 and
+# 26; docs/gpu.md, "Running first light"). Run from the repository root there, with the bundle
+# (scripts/gpu-bundle.sh) carried as gpu-bundle/:
+#
+#   bash scripts/gpu-session.sh OUTDIR [--budget SECONDS]
+#
+# 1. builds the torch extension against the machine's torch in the background, niced
+#    (run-torch-cuda.sh --build-only), while
+# 2. first light runs (run-first-light.sh, --budget seconds, default 360);
+# 3. the torch backend's CUDA tests (run-torch-cuda.sh --test-only, at most 120 s);
+# 4. through torch.distributed on CPU tensors, loom against gloo at 2 and 4 ranks on the
+#    machine's 16 cores: all_reduce 8 B .. 64 MiB (benchmarks/torch/bench_collectives.py), at
+#    most 45 s each.
+# OUTDIR ends with at most 7 files (the device tool brings back 8): summary.md, results.tsv,
+# first-light.tar.gz, torch-cuda.log, torch-cuda.txt, torch-bench-2.txt, torch-bench-4.txt.
+# Exit status: first light's, or 1 when a torch step failed and first light passed.
+set -u
+root=$(cd "$(dirname "$0")/.." && pwd)
+bundle=$root/gpu-bundle
+out=${1:?usage: gpu-session.sh OUTDIR [--budget SECONDS]}
+shift
+budget=360
+[[ ${1:-} == --budget ]] && budget=${2:?--budget SECONDS}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+[[ -d $bundle ]] || { echo "gpu-session: no $bundle (carry gpu-bundle)" >&2; exit 2; }
+t0=$(date +%s)
+stamp() { echo "== gpu-session: $* at $(($(date +%s) - t0)) s"; }
+
+stamp "torch extension build (background) and first light"
+MAX_JOBS=6 nice -n 19 bash "$bundle/run-torch-cuda.sh" "$out" --build-only >/tmp/torch-build.out 2>&1 &
+build_pid=$!
+bash "$bundle/run-first-light.sh" "$out" --budget "$budget"
+fl=$?
+stamp "first light exit $fl; waiting for the torch build"
+wait "$build_pid"
+built=$?
+tail -3 /tmp/torch-build.out
+[[ $built -eq 0 ]] || { stamp "torch extension build failed ($built)"; exit $((fl ? fl : 1)); }
+
+stamp "torch CUDA tests"
+LOOM_TORCH_TEST_TIMEOUT=120 bash "$bundle/run-torch-cuda.sh" "$out" --test-only
+tc=$?
+
+stamp "torch CPU bench, loom vs gloo"
+unset LOOM_DEVICE  # the bench is CPU tensors on the real machine
+export PYTHONPATH=/tmp/loom-torch/lib LD_LIBRARY_PATH="$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+bench_rc=0
+for n in 2 4; do
+  (cd "$root" && timeout -k 5 45 python3 -m torch.distributed.run --standalone --nproc-per-node "$n" \
+    benchmarks/torch/bench_collectives.py -c all_reduce -b 8 -e 64M -f 8 --repeat 3 \
+    --min-seconds 0.1) >"$out/torch-bench-$n.txt" 2>&1 || bench_rc=1
+  grep -v '^\s*$' "$out/torch-bench-$n.txt" | tail -14
+done
+stamp "done: first light $fl, torch tests $tc, torch bench $bench_rc"
+((fl != 0)) && exit "$fl"
+((tc != 0 || bench_rc != 0)) && exit 1
+exit 0
