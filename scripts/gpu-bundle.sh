@@ -150,8 +150,10 @@ pack_torch() {
   rm -rf "$t/install.tmp"
   cudart=$(sed -n 's/^CUDA_cudart_static_LIBRARY:[A-Z]*=//p' "$cache")
   [[ -f $cudart ]] || die "no libcudart_static.a in $build_dir's cache (CUDA_cudart_static_LIBRARY)"
-  cp "$cudart" "$prefix/lib/libcudart_static.a"
-  gzip -9 "$prefix/lib/libloom.a" "$prefix/lib/libcudart_static.a"
+  # in lib/dev, which the .pc's Libs.private names (setup.py drops lib/ from the link's search
+  # path: libloom.a goes in by name)
+  cp "$cudart" "$prefix/lib/dev/libcudart_static.a"
+  gzip -9 "$prefix/lib/libloom.a" "$prefix/lib/dev/libcudart_static.a"
   for name in hwloc spdlog fmt crypto; do
     so=$(cd "$dir/lib" && ls "lib$name.so."* 2>/dev/null | head -1)
     [[ -n $so ]] || die "lib$name.so.* is not in $dir/lib (needed to link the torch extension)"

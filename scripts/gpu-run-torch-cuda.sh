@@ -40,7 +40,7 @@ if [[ $phase == --test-only ]]; then
 fi
 rm -rf "$work" && mkdir -p "$work"
 cp -r "$here/torch/prefix" "$work/prefix"
-gunzip "$work/prefix/lib/"*.a.gz
+gunzip "$work/prefix/lib/"*.a.gz "$work/prefix/lib/dev/"*.a.gz
 while read -r so; do  # link-time names of the bundle's libraries: libhwloc.so.15 -> libhwloc.so
   ln -s "$here/lib/$so" "$work/prefix/lib/dev/${so%%.so.*}.so"
 done <"$work/prefix/lib/dev/LINKS"

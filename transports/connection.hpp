@@ -118,6 +118,12 @@ class Connection {
   /// when progress is possible right now, so the executor must not block. A connection that has
   /// no descriptor to offer while it waits (CUDA IPC: a peer's stream) adds want_timed_wakeup().
   virtual bool prepare_wait(std::vector<pollfd>& fds) = 0;
+  /// A count that grows whenever the connection moves part of a message (CUDA IPC: a FIFO
+  /// piece copied, published, read or retired), for transports that move a message in steps
+  /// no request completion shows: the executor counts a change as progress, so that it keeps
+  /// polling at the pace of the pieces rather than backing off as if nothing happened. 0 where
+  /// a message moves in one step or its steps wake the executor anyway.
+  [[nodiscard]] virtual std::uint64_t moved() const { return 0; }
 };
 
 /// Connections by peer, established on demand (a transport, or a router over several).

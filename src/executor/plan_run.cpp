@@ -71,7 +71,17 @@ Result<Progress> PlanRun::progress() {
     advanced = advanced || changed;
   }
   if (done_ == plan_->steps.size()) return Progress::Done;
+  const std::uint64_t moved = pieces_moved();
+  advanced = advanced || moved != moved_;
+  moved_ = moved;
   return advanced ? Progress::Advanced : Progress::Idle;
+}
+
+std::uint64_t PlanRun::pieces_moved() const {
+  std::uint64_t n = 0;
+  for (const Lane& lane : lanes_)
+    if (lane.count != 0) n += conns_[static_cast<std::size_t>(lane.peer())]->moved();
+  return n;
 }
 
 Result<bool> PlanRun::post_ready(Lane& lane) {

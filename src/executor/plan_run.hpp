@@ -118,6 +118,8 @@ class PlanRun {
   /// run), recording a fence when one is needed.
   Result<bool> fence_allows(std::uint32_t s);
   Result<bool> poll_fence();
+  /// The sum of the busy lanes' connections' moved() counts.
+  [[nodiscard]] std::uint64_t pieces_moved() const;
   Result<Inflight> post(const Lane& lane, std::uint32_t step);
   Result<bool> test_inflight(Lane& lane);
   Status run_local(std::uint32_t step);
@@ -150,6 +152,7 @@ class PlanRun {
   std::vector<std::uint32_t> settle_gen_;
   std::uint32_t fences_recorded_ = 0;
   std::uint32_t fences_passed_ = 0;
+  std::uint64_t moved_ = 0;           // pieces_moved() at the last progress()
   std::vector<coll::Tag> step_tags_;  // empty: the op's tags
 };
 

@@ -50,7 +50,7 @@ echo "ok: bundle packed and checked, $((size >> 20)) MiB"
 # The torch backend's makings (built on the GPU machine by run-torch-cuda.sh): every file there,
 # and a loom.pc that python/setup.py reads without pkg-config into the flags the link needs.
 for f in run-torch-cuda.sh torch/prefix/include/loom/loom.hpp torch/prefix/lib/libloom.a.gz \
-  torch/prefix/lib/libcudart_static.a.gz torch/prefix/lib/dev/LINKS torch/python/setup.py \
+  torch/prefix/lib/dev/libcudart_static.a.gz torch/prefix/lib/dev/LINKS torch/python/setup.py \
   torch/python/csrc/loom_backend.cpp torch/tests/test_backend_cuda.py torch/tests/ranks.py; do
   [[ -f $B/$f ]] || fail "the bundle lacks $f"
 done

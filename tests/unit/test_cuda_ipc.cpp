@@ -5,6 +5,7 @@
 // LOOM_TRANSPORTS' cuda_ipc entries.
 #include <catch2/catch.hpp>
 #include <cstring>
+#include <set>
 #include <thread>
 
 #include "bootstrap/memory_store.hpp"
@@ -27,21 +28,25 @@ Deadline soon() {
 /// Two connections wired to each other by hand, each with its own stream (like two ranks).
 struct Pair {
   device::Device& dev = device::host_sim();
+  std::size_t slot;
   ControlBlock c01, c10;
-  void* fifo0 = value_or_throw(dev.alloc(kFifoBytes));
-  void* fifo1 = value_or_throw(dev.alloc(kFifoBytes));
+  void* fifo0;
+  void* fifo1;
   device::Stream s0 = value_or_throw(dev.create_stream());
   device::Stream s1 = value_or_throw(dev.create_stream());
   std::unique_ptr<CudaIpcConnection> a, b;  // rank 0's end, rank 1's end
   std::atomic<int> a_saw_failure{-1};       // rank 0's transport: whose failure it saw
 
-  Pair() {
+  explicit Pair(std::size_t slot_bytes = kDefaultSlotBytes)
+      : slot(slot_bytes),
+        fifo0(value_or_throw(dev.alloc(kSlots * slot))),
+        fifo1(value_or_throw(dev.alloc(kSlots * slot))) {
     auto* f0 = static_cast<std::uint8_t*>(fifo0);
     auto* f1 = static_cast<std::uint8_t*>(fifo1);
     a = value_or_throw(CudaIpcConnection::create(dev, s0, 0, 1, device::PeerRoute::PeerToPeer,
-                                                 {&c01, f0, &c10, f1, &a_saw_failure}));
+                                                 {&c01, f0, &c10, f1, &a_saw_failure, slot}));
     b = value_or_throw(CudaIpcConnection::create(dev, s1, 1, 0, device::PeerRoute::PeerToPeer,
-                                                 {&c10, f1, &c01, f0}));
+                                                 {&c10, f1, &c01, f0, nullptr, slot}));
   }
   ~Pair() {
     a.reset();
@@ -89,9 +94,10 @@ void* on_device(device::Device& dev, const std::vector<std::uint8_t>& init) {
 
 TEST_CASE("cuda_ipc: messages of every size arrive exactly, in order, over few slots",
           "[cuda_ipc]") {
-  Pair pr;
-  const std::size_t sizes[] = {
-      0, 1, 7, kSlotBytes - 1, kSlotBytes, kSlotBytes + 1, (kSlots + 2) * kSlotBytes + 5};
+  const std::size_t slot = GENERATE(kSlotAlign, kDefaultSlotBytes);  // LOOM_CUDA_IPC_SLOT_SIZE
+  INFO("slot bytes " << slot);
+  Pair pr(slot);
+  const std::size_t sizes[] = {0, 1, 7, slot - 1, slot, slot + 1, (kSlots + 2) * slot + 5};
   std::uint64_t seq = 0;
   for (std::size_t n : sizes) {
     INFO("bytes " << n);
@@ -112,7 +118,7 @@ TEST_CASE("cuda_ipc: messages of every size arrive exactly, in order, over few s
 TEST_CASE("cuda_ipc: several messages in flight keep their order", "[cuda_ipc]") {
   Pair pr;
   constexpr int kMsgs = 6;
-  const std::size_t n = kSlotBytes + 3;  // two pieces each: 12 pieces through 4 slots
+  const std::size_t n = kDefaultSlotBytes + 3;  // two pieces each: 12 pieces through 4 slots
   std::vector<void*> srcs, dsts;
   std::vector<Request> sends, recvs;
   for (int m = 0; m < kMsgs; ++m) {
@@ -128,6 +134,34 @@ TEST_CASE("cuda_ipc: several messages in flight keep their order", "[cuda_ipc]")
     pr.dev.free(srcs[m]);
     pr.dev.free(dsts[m]);
   }
+}
+
+// A message of many pieces shows its progress piece by piece (Connection::moved), which the
+// executor counts as progress while no request completes.
+TEST_CASE("cuda_ipc: moved() counts every piece of a message", "[cuda_ipc]") {
+  Pair pr(kSlotAlign);
+  const std::size_t n = (kSlots * 3) * kSlotAlign;  // 12 pieces through 4 slots
+  void* src = on_device(pr.dev, pattern(n, 5));
+  void* dst = on_device(pr.dev, std::vector<std::uint8_t>(n, 0));
+  Request s = value_or_throw(pr.a->isend({src, n, nullptr}, 0, n, tag_of(3, n)));
+  Request r = value_or_throw(pr.b->irecv({dst, n, nullptr}, 0, n, tag_of(3, n)));
+  std::set<std::uint64_t> seen_a, seen_b;
+  bool sent = false, received = false;
+  const Deadline d = soon();
+  while (!(sent && received)) {
+    REQUIRE_FALSE(d.expired());
+    if (!sent) sent = value_or_throw(pr.a->test(s));
+    if (!received) received = value_or_throw(pr.b->test(r));
+    seen_a.insert(pr.a->moved());
+    seen_b.insert(pr.b->moved());
+  }
+  CHECK(std::memcmp(dst, pattern(n, 5).data(), n) == 0);
+  CHECK(pr.a->moved() == 2 * 12);  // each piece copied and published
+  CHECK(pr.b->moved() == 2 * 12);  // each piece taken and retired
+  CHECK(seen_a.size() > 2);        // seen growing before the send completed
+  CHECK(seen_b.size() > 2);
+  pr.dev.free(src);
+  pr.dev.free(dst);
 }
 
 // The executor tests a lane's requests in any order and forgets each as it completes: a message
@@ -164,7 +198,7 @@ TEST_CASE("cuda_ipc: requests completed out of order leave later messages exact"
 
 TEST_CASE("cuda_ipc: receive-reduce runs the kernel on the peer's slot", "[cuda_ipc]") {
   Pair pr;
-  const std::size_t count = kSlotBytes / 4 * 2 + 3;  // three pieces of int32
+  const std::size_t count = kDefaultSlotBytes / 4 * 2 + 3;  // three pieces of int32
   std::vector<std::int32_t> mine(count), theirs(count);
   for (std::size_t i = 0; i < count; ++i) {
     mine[i] = static_cast<std::int32_t>(i);
@@ -250,62 +284,97 @@ TEST_CASE("cuda_ipc transport: routes from peer access, messages over both route
   // host staging through pinned shared memory.
   constexpr int kRanks = 3;
   const int devices[kRanks] = {0, 1, 4};
+  for (const std::size_t slot : {kDefaultSlotBytes, 16 * kSlotAlign}) {  // both routes cut alike
+    INFO("slot bytes " << slot);
+    auto store = std::make_shared<bootstrap::InMemoryStore>();
+    const std::string prefix = fmt::format("t{}/", slot);
+    std::vector<std::string> errors(kRanks);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < kRanks; ++r)
+      threads.emplace_back([&, r] {
+        std::string& err = errors[static_cast<std::size_t>(r)];
+        try {
+          device::Device& dev = device::host_sim();
+          throw_if_error(dev.set_device(devices[r]));
+          CudaIpcSetup s{&dev, store, prefix, 0x77, r, kRanks, "host-a", true, {}};
+          s.slot_bytes = slot;
+          auto t = value_or_throw(CudaIpcTransport::create(s, soon()));
+          if (!t) {
+            err = "not created";
+            return;
+          }
+          for (int q = 0; q < kRanks; ++q) {
+            auto want = q == r                               ? device::PeerRoute::Self
+                        : (devices[q] / 4 == devices[r] / 4) ? device::PeerRoute::PeerToPeer
+                                                             : device::PeerRoute::HostStaging;
+            if (t->route(q) != want)
+              err += fmt::format("route to {} is {}; ", q, device::to_string(t->route(q)));
+          }
+          std::vector<int> peers;
+          for (int q = 0; q < kRanks; ++q)
+            if (q != r) peers.push_back(q);
+          throw_if_error(t->ensure(peers, soon()));
+          // Everyone sends its rank-stamped bytes to everyone.
+          const std::size_t n = 3 * slot + 17;
+          std::vector<void*> bufs;
+          std::vector<std::pair<Connection*, Request>> reqs;
+          void* src = on_device(dev, pattern(n, static_cast<std::uint8_t>(r)));
+          for (int q : peers) {
+            Connection* c = t->get(q);
+            reqs.emplace_back(c, value_or_throw(c->isend({src, n, nullptr}, 0, n, tag_of(1, n))));
+            bufs.push_back(on_device(dev, std::vector<std::uint8_t>(n, 0)));
+            reqs.emplace_back(
+                c, value_or_throw(c->irecv({bufs.back(), n, nullptr}, 0, n, tag_of(1, n))));
+          }
+          const Deadline d = soon();
+          for (auto& [c, req] : reqs)
+            while (!value_or_throw(c->test(req)))
+              if (d.expired()) throw std::runtime_error("timed out");
+          for (std::size_t i = 0; i < peers.size(); ++i)
+            if (std::memcmp(bufs[i], pattern(n, static_cast<std::uint8_t>(peers[i])).data(), n) !=
+                0)
+              err += fmt::format("wrong bytes from {}; ", peers[i]);
+          for (void* b : bufs) dev.free(b);
+          dev.free(src);
+        } catch (const std::exception& e) {
+          err += e.what();
+        }
+      });
+    for (auto& t : threads) t.join();
+    for (int r = 0; r < kRanks; ++r) {
+      INFO("rank " << r << ": " << errors[static_cast<std::size_t>(r)]);
+      CHECK(errors[static_cast<std::size_t>(r)].empty());
+    }
+  }
+}
+
+TEST_CASE("cuda_ipc transport: slot sizes that differ between ranks fail naming both",
+          "[cuda_ipc]") {
   auto store = std::make_shared<bootstrap::InMemoryStore>();
-  std::vector<std::string> errors(kRanks);
+  std::vector<std::string> errors(2);
   std::vector<std::thread> threads;
-  for (int r = 0; r < kRanks; ++r)
+  for (int r = 0; r < 2; ++r)
     threads.emplace_back([&, r] {
-      std::string& err = errors[static_cast<std::size_t>(r)];
-      try {
-        device::Device& dev = device::host_sim();
-        throw_if_error(dev.set_device(devices[r]));
-        CudaIpcSetup s{&dev, store, "t/", 0x77, r, kRanks, "host-a", true, {}};
-        auto t = value_or_throw(CudaIpcTransport::create(s, soon()));
-        if (!t) {
-          err = "not created";
-          return;
-        }
-        for (int q = 0; q < kRanks; ++q) {
-          auto want = q == r                               ? device::PeerRoute::Self
-                      : (devices[q] / 4 == devices[r] / 4) ? device::PeerRoute::PeerToPeer
-                                                           : device::PeerRoute::HostStaging;
-          if (t->route(q) != want)
-            err += fmt::format("route to {} is {}; ", q, device::to_string(t->route(q)));
-        }
-        std::vector<int> peers;
-        for (int q = 0; q < kRanks; ++q)
-          if (q != r) peers.push_back(q);
-        throw_if_error(t->ensure(peers, soon()));
-        // Everyone sends its rank-stamped bytes to everyone.
-        const std::size_t n = kSlotBytes + 17;
-        std::vector<void*> bufs;
-        std::vector<std::pair<Connection*, Request>> reqs;
-        void* src = on_device(dev, pattern(n, static_cast<std::uint8_t>(r)));
-        for (int q : peers) {
-          Connection* c = t->get(q);
-          reqs.emplace_back(c, value_or_throw(c->isend({src, n, nullptr}, 0, n, tag_of(1, n))));
-          bufs.push_back(on_device(dev, std::vector<std::uint8_t>(n, 0)));
-          reqs.emplace_back(
-              c, value_or_throw(c->irecv({bufs.back(), n, nullptr}, 0, n, tag_of(1, n))));
-        }
-        const Deadline d = soon();
-        for (auto& [c, req] : reqs)
-          while (!value_or_throw(c->test(req)))
-            if (d.expired()) throw std::runtime_error("timed out");
-        for (std::size_t i = 0; i < peers.size(); ++i)
-          if (std::memcmp(bufs[i], pattern(n, static_cast<std::uint8_t>(peers[i])).data(), n) != 0)
-            err += fmt::format("wrong bytes from {}; ", peers[i]);
-        for (void* b : bufs) dev.free(b);
-        dev.free(src);
-      } catch (const std::exception& e) {
-        err += e.what();
-      }
+      device::Device& dev = device::host_sim();
+      throw_if_error(dev.set_device(r));  // one simulated island: the p2p route
+      CudaIpcSetup s{&dev, store, "m/", 0x79, r, 2, "host-a", true, {}};
+      s.slot_bytes = r == 0 ? kDefaultSlotBytes : 2 * kDefaultSlotBytes;
+      auto t = value_or_throw(CudaIpcTransport::create(s, soon()));
+      Status st = t->ensure({1 - r}, soon());
+      errors[static_cast<std::size_t>(r)] =
+          st.is_ok() ? std::string("ok")
+                     : (st.code() == ErrorCode::Mismatch ? "Mismatch: " : "other: ") + st.message();
     });
   for (auto& t : threads) t.join();
-  for (int r = 0; r < kRanks; ++r) {
-    INFO("rank " << r << ": " << errors[static_cast<std::size_t>(r)]);
-    CHECK(errors[static_cast<std::size_t>(r)].empty());
-  }
+  CHECK_THAT(errors[0], Catch::Contains("Mismatch") && Catch::Contains("rank 0: rank 1's") &&
+                            Catch::Contains("2097152 bytes, this rank's 1048576"));
+  CHECK_THAT(errors[1],
+             Catch::Contains("rank 1: rank 0's") && Catch::Contains("LOOM_CUDA_IPC_SLOT_SIZE"));
+  CudaIpcSetup bad{&device::host_sim(), store, "b/", 0x7a, 0, 2, "host-a", true, {}};
+  bad.slot_bytes = kSlotAlign + 1;
+  auto t = CudaIpcTransport::create(bad, soon());
+  REQUIRE_FALSE(t.is_ok());
+  CHECK(t.status().code() == ErrorCode::InvalidArgument);
 }
 
 TEST_CASE("cuda_ipc transport: one rank excluding it turns it off on every rank", "[cuda_ipc]") {

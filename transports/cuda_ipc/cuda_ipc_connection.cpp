@@ -7,9 +7,9 @@
 namespace loom::transport::cuda_ipc {
 namespace {
 
-std::size_t piece_bytes(std::size_t len, std::uint64_t piece) {
-  const std::size_t off = static_cast<std::size_t>(piece) * kSlotBytes;
-  return std::min(kSlotBytes, len - off);
+std::size_t piece_bytes(std::size_t len, std::uint64_t piece, std::size_t slot_bytes) {
+  const std::size_t off = static_cast<std::size_t>(piece) * slot_bytes;
+  return std::min(slot_bytes, len - off);
 }
 
 }  // namespace
@@ -53,7 +53,7 @@ CudaIpcConnection::Op CudaIpcConnection::new_op(std::uint8_t* dst, std::size_t l
   op.dst = dst;
   op.len = len;
   op.tag = tag;
-  op.last_seq = end += pieces_of(len);
+  op.last_seq = end += pieces_of(len, fifos_.slot_bytes);
   return op;
 }
 
@@ -136,16 +136,17 @@ Status CudaIpcConnection::check_peer_open(bool sending) const {
 // finished and tears down never frees a slot its peer is still reading).
 Status CudaIpcConnection::progress_sends() {
   if (sends_.empty()) return Status::ok();
+  const std::size_t size = fifos_.slot_bytes;
   ControlBlock& ctl = *fifos_.out_control;
   const std::uint64_t consumed = ctl.consumed.load(std::memory_order_acquire);
   for (Op& op : sends_) {
-    const std::uint64_t n = pieces_of(op.len);
+    const std::uint64_t n = pieces_of(op.len, size);
     while (op.next_piece < n && copied_ - consumed < kSlots) {
       const std::size_t slot = copied_ % kSlots;
-      const std::size_t off = static_cast<std::size_t>(op.next_piece) * kSlotBytes;
-      const std::size_t bytes = op.len == 0 ? 0 : piece_bytes(op.len, op.next_piece);
+      const std::size_t off = static_cast<std::size_t>(op.next_piece) * size;
+      const std::size_t bytes = op.len == 0 ? 0 : piece_bytes(op.len, op.next_piece, size);
       LOOM_RETURN_IF_ERROR(
-          dev_.copy_async(fifos_.out_data + slot * kSlotBytes, op.dst + off, bytes, stream_));
+          dev_.copy_async(fifos_.out_data + slot * size, op.dst + off, bytes, stream_));
       ctl.slots[slot] = Descriptor{op.tag, op.len, off, bytes};
       LOOM_RETURN_IF_ERROR(dev_.record(send_events_[slot], stream_));
       ++copied_;
@@ -165,20 +166,21 @@ Status CudaIpcConnection::progress_sends() {
   const std::uint64_t read = ctl.consumed.load(std::memory_order_acquire);
   bool pending = false;
   for (Op& op : sends_) {
-    op.done = op.done || (op.next_piece == pieces_of(op.len) && read >= op.last_seq);
+    op.done = op.done || (op.next_piece == pieces_of(op.len, size) && read >= op.last_seq);
     pending = pending || !op.done;
   }
   return pending && closed ? check_peer_open(true) : Status::ok();
 }
 
 Status CudaIpcConnection::take_piece(Op& op, std::uint64_t seq) {
+  const std::size_t size = fifos_.slot_bytes;
   const std::size_t slot = seq % kSlots;
   const Descriptor d = fifos_.in_control->slots[slot];
-  const std::size_t off = static_cast<std::size_t>(op.next_piece) * kSlotBytes;
-  const std::size_t bytes = op.len == 0 ? 0 : piece_bytes(op.len, op.next_piece);
+  const std::size_t off = static_cast<std::size_t>(op.next_piece) * size;
+  const std::size_t bytes = op.len == 0 ? 0 : piece_bytes(op.len, op.next_piece, size);
   if (!(d.tag == op.tag) || d.message_bytes != op.len || d.offset != off || d.bytes != bytes)
     return mismatched_message(self_, peer_, op.tag, op.len, d.tag, d.message_bytes);
-  const std::uint8_t* src = fifos_.in_data + slot * kSlotBytes;
+  const std::uint8_t* src = fifos_.in_data + slot * size;
   if (op.reduce) {
     const std::size_t count = bytes / dtype_size(op.dtype);
     if (count)
@@ -194,6 +196,7 @@ Status CudaIpcConnection::take_piece(Op& op, std::uint64_t seq) {
 // the receives whose every piece is retired, and start reading newly published pieces.
 Status CudaIpcConnection::progress_recvs() {
   if (recvs_.empty()) return Status::ok();
+  const std::size_t size = fifos_.slot_bytes;
   ControlBlock& ctl = *fifos_.in_control;
   while (retired_ < taken_) {
     LOOM_ASSIGN_OR_RETURN(bool ready, dev_.query(recv_events_[retired_ % kSlots]));
@@ -203,7 +206,7 @@ Status CudaIpcConnection::progress_recvs() {
   }
   const std::uint64_t published = ctl.published.load(std::memory_order_acquire);
   for (Op& op : recvs_) {
-    const std::uint64_t n = pieces_of(op.len);
+    const std::uint64_t n = pieces_of(op.len, size);
     while (op.next_piece < n && taken_ < published) {
       LOOM_RETURN_IF_ERROR(take_piece(op, taken_));
       ++taken_;
@@ -213,7 +216,7 @@ Status CudaIpcConnection::progress_recvs() {
   }
   bool pending = false;
   for (Op& op : recvs_) {
-    op.done = op.done || (op.next_piece == pieces_of(op.len) && retired_ >= op.last_seq);
+    op.done = op.done || (op.next_piece == pieces_of(op.len, size) && retired_ >= op.last_seq);
     pending = pending || !op.done;
   }
   return pending ? check_peer_open(false) : Status::ok();

@@ -26,6 +26,7 @@ struct FifoPair {
   /// The transport's record of a rank whose failure this rank saw (-1: none), written into the
   /// control blocks on close.
   const std::atomic<int>* seen_failure = nullptr;
+  std::size_t slot_bytes = kDefaultSlotBytes;  // both ways (the transport checks they agree)
 };
 
 class CudaIpcConnection final : public Connection {
@@ -59,6 +60,10 @@ class CudaIpcConnection final : public Connection {
   Result<bool> test(const Request& request) override;
   /// Nothing to poll(2) on: while a request is pending, asks for a timed wake-up.
   bool prepare_wait(std::vector<pollfd>& fds) override;
+  /// Pieces copied, published, taken and retired so far: a message moves piece by piece.
+  [[nodiscard]] std::uint64_t moved() const override {
+    return copied_ + published_ + taken_ + retired_;
+  }
 
  private:
   struct Op {

@@ -27,7 +27,10 @@ Result<std::unique_ptr<Transport>> make_transport(const CreateContext& ctx) {
   const bool one_host = std::all_of(ctx.host_ids.begin(), ctx.host_ids.end(),
                                     [&](const std::string& h) { return h == s.host_id; });
   if (!one_host) s.host_ids = ctx.host_ids;
-  if (ctx.config != nullptr) s.nvml_library = ctx.config->get_string("LOOM_NVML_LIBRARY");
+  if (ctx.config != nullptr) {
+    s.nvml_library = ctx.config->get_string("LOOM_NVML_LIBRARY");
+    s.slot_bytes = static_cast<std::size_t>(ctx.config->get_size("LOOM_CUDA_IPC_SLOT_SIZE"));
+  }
   LOOM_ASSIGN_OR_RETURN(auto t, CudaIpcTransport::create(s, ctx.deadline));
   return std::unique_ptr<Transport>(std::move(t));
 }

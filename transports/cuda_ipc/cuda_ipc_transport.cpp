@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <new>
 
 #include "log/log.hpp"
@@ -46,6 +47,7 @@ CudaIpcTransport::CudaIpcTransport(const CudaIpcSetup& setup, int my_device)
       rank_(setup.rank),
       nranks_(setup.nranks),
       my_device_(my_device),
+      slot_bytes_(setup.slot_bytes),
       local_index_(static_cast<std::size_t>(setup.nranks), -1),
       peers_(static_cast<std::size_t>(setup.nranks)) {
   int next = 0;
@@ -54,19 +56,24 @@ CudaIpcTransport::CudaIpcTransport(const CudaIpcSetup& setup, int my_device)
 }
 
 std::size_t CudaIpcTransport::fifo_offset(int to) const {
-  return static_cast<std::size_t>(local_index_[static_cast<std::size_t>(to)]) * kFifoBytes;
+  return static_cast<std::size_t>(local_index_[static_cast<std::size_t>(to)]) * fifo_bytes();
 }
 
 Result<std::unique_ptr<CudaIpcTransport>> CudaIpcTransport::create(const CudaIpcSetup& setup,
                                                                    Deadline deadline) {
   device::Device& dev = *setup.dev;
+  if (setup.slot_bytes == 0 || setup.slot_bytes % kSlotAlign != 0 ||
+      setup.slot_bytes > kMaxSlotBytes)
+    return make_error(ErrorCode::InvalidArgument,
+                      "rank {}: LOOM_CUDA_IPC_SLOT_SIZE={} is not a multiple of {} up to {}",
+                      setup.rank, setup.slot_bytes, kSlotAlign, kMaxSlotBytes);
   LOOM_ASSIGN_OR_RETURN(int my_device, dev.current_device());
   std::unique_ptr<CudaIpcTransport> t(new CudaIpcTransport(setup, my_device));
   LOOM_ASSIGN_OR_RETURN(t->stream_, dev.create_stream());
   if (setup.nranks == 1) return t;
   const std::size_t local = static_cast<std::size_t>(
       std::count_if(t->local_index_.begin(), t->local_index_.end(), [](int i) { return i >= 0; }));
-  const std::size_t bytes = local * kFifoBytes;
+  const std::size_t bytes = local * t->fifo_bytes();
   LOOM_ASSIGN_OR_RETURN(t->fifo_memory_, dev.alloc(bytes));
   LOOM_ASSIGN_OR_RETURN(
       auto peers, device::IpcPeers::exchange(dev, *setup.store, setup.prefix + "cuda_ipc/",
@@ -144,13 +151,15 @@ Status CudaIpcTransport::publish(int peer) {
   const std::string name = fmt::format("/loom-cipc-{:016x}-{}-{}-{}", comm_id_, rank_, peer, nonce);
   const bool staged = r == device::PeerRoute::HostStaging;
   LOOM_ASSIGN_OR_RETURN(p.out,
-                        shm::create_segment(name, kControlBytes + (staged ? kFifoBytes : 0)));
+                        shm::create_segment(name, kControlBytes + (staged ? fifo_bytes() : 0)));
   new (p.out.mapping.data()) ControlBlock();
   if (staged) {
     LOOM_ASSIGN_OR_RETURN(p.out_registered,
-                          dev_.host_register(p.out.mapping.data() + kControlBytes, kFifoBytes));
+                          dev_.host_register(p.out.mapping.data() + kControlBytes, fifo_bytes()));
   }
-  return store_->set(key(rank_, peer), as_bytes(p.out.name.str()));  // name + owner tag
+  // name (with its owner tag), then our slot size: a peer checks the slots before it maps
+  return store_->set(key(rank_, peer),
+                     as_bytes(fmt::format("{} {}", p.out.name.str(), slot_bytes_)));
 }
 
 // Maps `peer`'s FIFO to us and creates the connection.
@@ -161,23 +170,29 @@ Status CudaIpcTransport::open_incoming(int peer, Deadline deadline) {
         "rank {}: waiting for rank {} to publish its cuda_ipc FIFO (is it calling the same "
         "collective on device buffers?)",
         rank_, peer));
-  const std::string name(got->begin(), got->end());
+  const std::string value(got->begin(), got->end());
+  const std::size_t space = value.rfind(' ');
+  const std::string name = value.substr(0, space);
+  LOOM_RETURN_IF_ERROR(check_slot_size(
+      peer,
+      space == std::string::npos ? 0 : std::strtoull(value.c_str() + space + 1, nullptr, 10)));
   const std::string expect = fmt::format("/loom-cipc-{:016x}-{}-{}-", comm_id_, peer, rank_);
   if (name.rfind(expect, 0) != 0)
     return make_error(ErrorCode::Mismatch, "rank {}: rank {} published a malformed FIFO name",
                       rank_, peer);
   Peer& p = peers_[static_cast<std::size_t>(peer)];
   const bool staged = route(peer) == device::PeerRoute::HostStaging;
-  const std::size_t bytes = kControlBytes + (staged ? kFifoBytes : 0);
+  const std::size_t bytes = kControlBytes + (staged ? fifo_bytes() : 0);
   LOOM_ASSIGN_OR_RETURN(p.in, shm::open_segment(name, bytes, bytes));
   shm::unlink_segment(name);  // the creator unlinks it too: whoever comes first
   FifoPair f;
   f.seen_failure = &seen_failure_;
+  f.slot_bytes = slot_bytes_;
   f.out_control = reinterpret_cast<ControlBlock*>(p.out.mapping.data());
   f.in_control = reinterpret_cast<ControlBlock*>(p.in.data());
   if (staged) {
     LOOM_ASSIGN_OR_RETURN(p.in_registered,
-                          dev_.host_register(p.in.data() + kControlBytes, kFifoBytes));
+                          dev_.host_register(p.in.data() + kControlBytes, fifo_bytes()));
     f.out_data = static_cast<std::uint8_t*>(p.out_registered);
     f.in_data = static_cast<const std::uint8_t*>(p.in_registered);
   } else {
@@ -187,6 +202,17 @@ Status CudaIpcTransport::open_incoming(int peer, Deadline deadline) {
   LOOM_ASSIGN_OR_RETURN(p.conn,
                         CudaIpcConnection::create(dev_, stream_, rank_, peer, route(peer), f));
   return Status::ok();
+}
+
+// Both ends of a FIFO cut messages alike, and the p2p route finds its FIFO in the peer's memory
+// at an offset of whole FIFOs: the peer's slots must be ours.
+Status CudaIpcTransport::check_slot_size(int peer, std::size_t peer_slot_bytes) const {
+  if (peer_slot_bytes == slot_bytes_) return Status::ok();
+  return make_error(ErrorCode::Mismatch,
+                    "rank {}: rank {}'s cuda_ipc FIFO slots are {} bytes, this rank's {} "
+                    "(set LOOM_CUDA_IPC_SLOT_SIZE alike on every rank)",
+                    rank_, peer, peer_slot_bytes, slot_bytes_)
+      .with_peer(peer);
 }
 
 }  // namespace loom::transport::cuda_ipc

@@ -35,6 +35,7 @@ struct CudaIpcSetup {
   /// between ranks of one host; the others are the network's.
   std::vector<std::string> host_ids;
   std::string nvml_library = "libnvidia-ml.so.1";  // LOOM_NVML_LIBRARY: labels the links in logs
+  std::size_t slot_bytes = kDefaultSlotBytes;      // LOOM_CUDA_IPC_SLOT_SIZE (alike on every rank)
 };
 
 class CudaIpcTransport final : public DeviceTransport {
@@ -78,6 +79,8 @@ class CudaIpcTransport final : public DeviceTransport {
   [[nodiscard]] std::string key(int from, int to) const;
   /// Offset of the FIFO to `to` in `from`'s FIFO region (both on this host).
   [[nodiscard]] std::size_t fifo_offset(int to) const;
+  [[nodiscard]] std::size_t fifo_bytes() const { return kSlots * slot_bytes_; }
+  Status check_slot_size(int peer, std::size_t peer_slot_bytes) const;
 
   std::atomic<int> seen_failure_{-1};
   device::Device& dev_;
@@ -87,9 +90,10 @@ class CudaIpcTransport final : public DeviceTransport {
   int rank_;
   int nranks_;
   int my_device_;
+  std::size_t slot_bytes_;
   device::Stream stream_ = nullptr;
   std::vector<int> local_index_;  // by rank: position among this host's ranks (-1: elsewhere)
-  void* fifo_memory_ = nullptr;   // kFifoBytes per rank of this host: our FIFO to each
+  void* fifo_memory_ = nullptr;   // fifo_bytes() per rank of this host: our FIFO to each
   std::optional<device::IpcPeers> ipc_;
   std::vector<Peer> peers_;
 };

@@ -19,11 +19,13 @@
 
 namespace loom::transport::cuda_ipc {
 
-/// Slots per direction and their size: a message is cut into pieces of at most kSlotBytes
-/// (a multiple of every element size, so a reduction never splits an element).
+/// Slots per direction. A message is cut into pieces of at most one slot (LOOM_CUDA_IPC_SLOT_SIZE,
+/// the same on every rank: a multiple of kSlotAlign, so a reduction never splits an element and
+/// every slot starts aligned for the kernels' vector loads).
 inline constexpr std::size_t kSlots = 4;
-inline constexpr std::size_t kSlotBytes = std::size_t{1} << 20;
-inline constexpr std::size_t kFifoBytes = kSlots * kSlotBytes;
+inline constexpr std::size_t kDefaultSlotBytes = std::size_t{1} << 20;
+inline constexpr std::size_t kSlotAlign = 4096;
+inline constexpr std::size_t kMaxSlotBytes = std::size_t{256} << 20;
 
 /// Where piece `seq` of the stream of messages sits: slot seq % kSlots.
 struct Descriptor {
@@ -53,8 +55,8 @@ static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
 
 /// Pieces a message of `bytes` is cut into (a zero-length message still takes one, so that it
 /// is matched and its tag checked).
-constexpr std::uint64_t pieces_of(std::size_t bytes) {
-  return bytes == 0 ? 1 : (bytes + kSlotBytes - 1) / kSlotBytes;
+constexpr std::uint64_t pieces_of(std::size_t bytes, std::size_t slot_bytes) {
+  return bytes == 0 ? 1 : (bytes + slot_bytes - 1) / slot_bytes;
 }
 
 }  // namespace loom::transport::cuda_ipc
