@@ -13,7 +13,8 @@
 #   --no-build    pack BUILD as it is (it must hold every program below)
 #   --check-only  only check an existing DIR (step 3 below)
 #
-# 1. builds loom-perf, loom-kernel-bench, loom-stream-check, loomrun, loom-info, loom-tests;
+# 1. builds loom-perf, loom-kernel-bench, loom-stream-check, loom-ipc-probe, loomrun, loom-info,
+#    loom-tests;
 # 2. packs DIR: bin/ (those programs, debug info stripped, symbols kept), lib/ (every shared
 #    library they load, found with ldd, plus libfabric.so.1, which loom dlopens, and its own),
 #    lib/cxx/ (this machine's libstdc++ and libgcc_s: env.sh uses them only where the host's
@@ -51,7 +52,7 @@ dir=${dir:-$root/gpu-bundle}
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
 
-programs=(loom-perf loom-kernel-bench loom-stream-check loomrun loom-info loom-tests)
+programs=(loom-perf loom-kernel-bench loom-stream-check loom-ipc-probe loomrun loom-info loom-tests)
 # glibc's own libraries: every Linux machine has them (and must: they come with its loader).
 glibc_re='^(linux-vdso\.so\.1|libc\.so\.6|libm\.so\.6|libpthread\.so\.0|libdl\.so\.2|librt\.so\.1|ld-linux-x86-64\.so\.2|libresolv\.so\.2|libutil\.so\.1)$'
 cxx_re='^(libstdc\+\+\.so\.6|libgcc_s\.so\.1)$'

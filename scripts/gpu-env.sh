@@ -12,11 +12,11 @@ _loom_libs="$_loom_b/lib"
 if [ -n "$_loom_have" ] &&
   [ "$(printf '%s\n%s\n' "$_loom_need" "$_loom_have" | sort -V | head -1)" = "$_loom_need" ]; then
   _loom_libs="$_loom_libs:$_loom_b/lib/cxx"
-  LOOM_BUNDLE_CXX="bundled (glibc $_loom_have >= $_loom_need)"
+  GPU_BUNDLE_CXX="bundled (glibc $_loom_have >= $_loom_need)"
 else
-  LOOM_BUNDLE_CXX="the host's (glibc ${_loom_have:-unknown} < $_loom_need, which the bundled one needs)"
+  GPU_BUNDLE_CXX="the host's (glibc ${_loom_have:-unknown} < $_loom_need, which the bundled one needs)"
 fi
 export LD_LIBRARY_PATH="$_loom_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export PATH="$_loom_b/bin:$PATH"
-export LOOM_BUNDLE="$_loom_b" LOOM_BUNDLE_CXX
+export GPU_BUNDLE="$_loom_b" GPU_BUNDLE_CXX
 unset _loom_b _loom_need _loom_have _loom_libs

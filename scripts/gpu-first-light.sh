@@ -18,6 +18,10 @@
 #            cuda_ipc (loom-perf -c 1; the content of scripts/loom-gpu-check's check)
 #   kernels  loom-kernel-bench: sum of fp32/bf16/fp16, 1 MiB .. 1 GiB, against a device-to-device
 #            copy in the same run, every output checked against the host kernels
+#   ipc      loom-ipc-probe (a real GPU only): copies by one process out of another's memory
+#            through CUDA IPC, next to copies of its own memory, while the other idles, holds
+#            its legacy default stream or a stream of its own with a host function, or runs a
+#            kernel: where the two-process device path's time goes, without loom
 #   sweeps   allreduce, allgather, reducescatter, broadcast on 1, 2 and 4 ranks sharing the GPU,
 #            up to 256 MiB, device buffers next to host buffers, verified (#wrong 0): first the
 #            targets' 2-rank allreduce (8 B by 2, in and out of place), then the rest (16 B by 4,
@@ -31,7 +35,7 @@
 #            real GPU
 # --device host-sim (or LOOM_DEVICE=host-sim in the environment) runs the same steps on loom's
 # host simulation with smaller sizes: it proves the script and the bundle, not the GPU.
-# --bin: the programs (default: $LOOM_BUNDLE/bin when env.sh was sourced, else build/bin).
+# --bin: the programs (default: $GPU_BUNDLE/bin when env.sh was sourced, else build/bin).
 # --only: a comma list of steps (bundle always runs). --pack DIR: after every run, copy
 # results.tsv and summary.md to DIR and tar OUTDIR into DIR/first-light.tar.gz.
 # --summary-only: run nothing; write summary.md again from OUTDIR's logs and results.tsv (e.g.
@@ -68,7 +72,7 @@ done
 [[ -n $out ]] || { usage >&2; exit 2; }
 [[ $device == cuda || $device == host-sim ]] || { echo "gpu-first-light: --device cuda or host-sim" >&2; exit 2; }
 if [[ -z $bin ]]; then
-  if [[ -n ${LOOM_BUNDLE:-} ]]; then bin=$LOOM_BUNDLE/bin; else bin=$(cd "$(dirname "$0")/.." && pwd)/build/bin; fi
+  if [[ -n ${GPU_BUNDLE:-} ]]; then bin=$GPU_BUNDLE/bin; else bin=$(cd "$(dirname "$0")/.." && pwd)/build/bin; fi
 fi
 bin=$(cd "$bin" && pwd) || exit 2
 mkdir -p "$out" || exit 2
@@ -202,7 +206,7 @@ write_summary() {
     else
       echo "- when: $(date -u +%Y-%m-%dT%H:%M:%SZ), $(elapsed) s of a $budget s budget"
     fi
-    [[ -n ${LOOM_BUNDLE:-} && -f $LOOM_BUNDLE/MANIFEST ]] && sed -n '2p;5,6p' "$LOOM_BUNDLE/MANIFEST" | sed 's/^/- /'
+    [[ -n ${GPU_BUNDLE:-} && -f $GPU_BUNDLE/MANIFEST ]] && sed -n '2p;5,6p' "$GPU_BUNDLE/MANIFEST" | sed 's/^/- /'
     echo "- runs: $pass passed, $fail failed, $other other (skipped / not supported); #wrong elements in every sweep and dtype table: $wrong"
     echo
     echo "| run | status | s | note |"
@@ -296,9 +300,9 @@ fi
 
 # ---- bundle
 wants bundle && run "bundle: programs start" 30 bundle.txt bash -c "
-  set -e; for p in loom-info loom-perf loom-kernel-bench loom-stream-check loomrun loom-tests; do
+  set -e; for p in loom-info loom-perf loom-kernel-bench loom-stream-check loom-ipc-probe loomrun loom-tests; do
     test -x '$bin/'\$p || { echo \"missing: '$bin/'\$p\"; exit 1; }; done
-  '$bin/loom-info' --version; echo LD_LIBRARY_PATH=\${LD_LIBRARY_PATH:-}; echo libstdc++: \${LOOM_BUNDLE_CXX:-host}
+  '$bin/loom-info' --version; echo LD_LIBRARY_PATH=\${LD_LIBRARY_PATH:-}; echo libstdc++: \${GPU_BUNDLE_CXX:-host}
   '$bin/loom-perf' --help >/dev/null; '$bin/loom-kernel-bench' --help >/dev/null
   '$bin/loom-tests' --help >/dev/null; uname -a; ldd --version | head -1"
 [[ $rc -eq 0 ]] || stop_early "the programs do not start (see bundle.txt)"
@@ -344,6 +348,11 @@ reserve=$((budget * 35 / 100))
 if wants kernels; then
   run "kernels: sum vs copy" 150 kernels.txt "$bin/loom-kernel-bench" --device "$device" \
     "${kb_sizes[@]}" -n 20 -d float,bfloat16,half -o sum
+fi
+
+# ---- ipc: CUDA IPC between two processes on the GPU, without loom (a real GPU only)
+if wants ipc && [[ $device == cuda ]]; then
+  run "ipc: two processes, one GPU" 60 ipc-probe.txt "$bin/loom-ipc-probe"
 fi
 
 # ---- sweeps: device buffers next to host buffers

@@ -26,7 +26,7 @@ export LD_LIBRARY_PATH="$here/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 run_tests() {
   echo "== tests" >>"$log"
   (cd "$here/torch/tests" &&
-    PYTHONPATH="$work/lib" timeout "${LOOM_TORCH_TEST_TIMEOUT:-420}" "$PYTHON" -m unittest -v test_backend_cuda) >>"$log" 2>&1
+    PYTHONPATH="$work/lib" timeout "${TORCH_TEST_TIMEOUT:-420}" "$PYTHON" -m unittest -v test_backend_cuda) >>"$log" 2>&1
   local rc=$?
   grep -E '^(test_|Ran |OK|FAILED)' "$log" | tee -a "$summary"
   [[ $rc -eq 0 ]] || { grep -A30 -E '^(FAIL|ERROR):' "$log" | head -120; return 1; }

@@ -60,7 +60,7 @@ tail -3 /tmp/torch-build.out
 [[ $built -eq 0 ]] || { stamp "torch extension build failed ($built)"; exit $((fl ? fl : 1)); }
 
 stamp "torch CUDA tests"
-LOOM_TORCH_TEST_TIMEOUT=120 bash "$bundle/run-torch-cuda.sh" "$out" --test-only
+TORCH_TEST_TIMEOUT=120 bash "$bundle/run-torch-cuda.sh" "$out" --test-only
 tc=$?
 
 stamp "torch CPU bench, loom vs gloo"

@@ -124,6 +124,9 @@ class Connection {
   /// polling at the pace of the pieces rather than backing off as if nothing happened. 0 where
   /// a message moves in one step or its steps wake the executor anyway.
   [[nodiscard]] virtual std::uint64_t moved() const { return 0; }
+  /// Where the connection's pending messages stand, for a timeout's message ("" when a
+  /// request's own state says it all): e.g. CUDA IPC's pieces enqueued, published and read.
+  [[nodiscard]] virtual std::string state() const { return {}; }
 };
 
 /// Connections by peer, established on demand (a transport, or a router over several).

@@ -269,6 +269,8 @@ std::string PlanRun::pending() const {
     out += fmt::format("rank {} waits to {} message {} of {} {} rank {}", rank_,
                        lane.is_send() ? "send" : "receive", first, lane.steps(),
                        lane.is_send() ? "to" : "from", lane.peer());
+    const std::string state = conns_[static_cast<std::size_t>(lane.peer())]->state();
+    if (!state.empty()) out += " (" + state + ")";
   }
   if (fences_recorded_ != fences_passed_)
     out += fmt::format(

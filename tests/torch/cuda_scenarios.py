@@ -22,6 +22,27 @@ def dev():
     return torch.device("cuda", torch.cuda.current_device())
 
 
+def which_stream(rank, ws):
+    """The first device call on a side stream, then on torch's default (legacy) stream, each
+    checked: says which of the two a hang or a wrong value comes from (a GPU session's first
+    run of these tests saw the first default-stream allreduce time out)."""
+    bad = []
+    d = dev()
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        t = torch.full((37,), float(rank + 1), device=d)
+        dist.all_reduce(t)
+    s.synchronize()
+    if not torch.equal(t.cpu(), torch.full((37,), float(sum(range(1, ws + 1))))):
+        bad.append(f"side stream: got {t[:4].tolist()}")
+    t = torch.full((37,), float(rank + 1), device=d)
+    dist.all_reduce(t)
+    torch.cuda.synchronize()
+    if not torch.equal(t.cpu(), torch.full((37,), float(sum(range(1, ws + 1))))):
+        bad.append(f"default stream: got {t[:4].tolist()}")
+    return bad
+
+
 def all_reduce_matrix(rank, ws):
     """Every dtype x ReduceOp loom serves, on device tensors, exact."""
     bad = []

@@ -27,10 +27,14 @@ WS = 2
 @unittest.skipUnless(torch.cuda.is_available(), "no GPU visible to torch")
 @unittest.skipUnless(loom.torch._C.loom_has_cuda, "the loom this extension links has no CUDA path")
 class CudaTensors(unittest.TestCase):
-    def check(self, fn, ws=WS):
-        res = values(run_ranks(fn, ws, setup=cs.set_device, deadline_s=300.0), self)
+    def check(self, fn, ws=WS, timeout_s=60.0):
+        res = values(run_ranks(fn, ws, setup=cs.set_device, timeout_s=timeout_s,
+                               deadline_s=300.0), self)
         for rank, bad in res.items():
             self.assertEqual(bad, [], f"rank {rank}")
+
+    def test_a_side_stream_then_default_stream(self):  # runs first: the cheapest diagnosis
+        self.check(cs.which_stream, timeout_s=20.0)
 
     def test_all_reduce_every_dtype_and_op_exact(self):
         self.check(cs.all_reduce_matrix)

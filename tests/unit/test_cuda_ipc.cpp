@@ -164,6 +164,30 @@ TEST_CASE("cuda_ipc: moved() counts every piece of a message", "[cuda_ipc]") {
   pr.dev.free(dst);
 }
 
+// A timeout's message says where a stuck message stands (PlanRun::pending appends state()).
+TEST_CASE("cuda_ipc: state() tells what the oldest piece waits for", "[cuda_ipc]") {
+  Pair pr(kSlotAlign);
+  const std::size_t n = 2 * kSlotAlign;
+  void* src = on_device(pr.dev, pattern(n, 1));
+  Request s = value_or_throw(pr.a->isend({src, n, nullptr}, 0, n, tag_of(4, n)));
+  const Deadline d = soon();
+  while (pr.a->state().find("2 published") == std::string::npos) {
+    REQUIRE_FALSE(d.expired());
+    CHECK_FALSE(value_or_throw(pr.a->test(s)));  // nobody reads: never complete
+  }
+  CHECK_THAT(pr.a->state(), Catch::StartsWith("cuda_ipc pieces to rank 1: 2 enqueued, 2 "
+                                              "published, 0 read by it (waiting: the peer has "
+                                              "not read every piece)"));
+  CHECK_THAT(pr.b->state(), Catch::Contains("from it: 2 published, 0 taken, 0 retired (waiting: "
+                                            "nothing)"));
+  void* dst = on_device(pr.dev, std::vector<std::uint8_t>(n, 0));
+  Request r = value_or_throw(pr.b->irecv({dst, n, nullptr}, 0, n, tag_of(4, n)));
+  pr.drive(s, r);
+  CHECK_THAT(pr.a->state(), Catch::Contains("2 read by it (waiting: nothing)"));
+  pr.dev.free(src);
+  pr.dev.free(dst);
+}
+
 // The executor tests a lane's requests in any order and forgets each as it completes: a message
 // posted after a later one completed first must still wait for its own last piece (a past bug
 // counted from the last request still queued, so the final message completed one piece early

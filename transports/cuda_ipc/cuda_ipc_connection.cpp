@@ -98,6 +98,22 @@ Result<bool> CudaIpcConnection::test(const Request& request) {
                     self_, request.id, peer_);
 }
 
+std::string CudaIpcConnection::state() const {
+  const std::uint64_t read = fifos_.out_control->consumed.load(std::memory_order_acquire);
+  const std::uint64_t offered = fifos_.in_control->published.load(std::memory_order_acquire);
+  const char* out = copied_ > published_ ? "a copy into our FIFO has not finished on the stream"
+                    : published_ > read  ? "the peer has not read every piece"
+                                         : "nothing";
+  const char* in = taken_ > retired_  ? "our copy or kernel out of its FIFO has not finished"
+                   : offered > taken_ ? "we have not taken every piece"
+                                      : "the peer has not published the next piece";
+  return fmt::format(
+      "cuda_ipc pieces to rank {}: {} enqueued, {} published, {} read by it (waiting: {}); from "
+      "it: {} published, {} taken, {} retired (waiting: {})",
+      peer_, copied_, published_, read, sends_.empty() ? "nothing" : out, offered, taken_, retired_,
+      recvs_.empty() ? "nothing" : in);
+}
+
 // Nothing signals a descriptor when the peer's stream moves a FIFO: while anything is pending,
 // ask for a timed wake-up (the engine naps, backing off) instead of spinning against the peer
 // and the streams for the CPU.

@@ -64,6 +64,8 @@ class CudaIpcConnection final : public Connection {
   [[nodiscard]] std::uint64_t moved() const override {
     return copied_ + published_ + taken_ + retired_;
   }
+  /// The FIFO counters both ways, and what the oldest unfinished piece waits for.
+  [[nodiscard]] std::string state() const override;
 
  private:
   struct Op {
