@@ -212,7 +212,12 @@ DirectPath::~DirectPath() {
   dev.free(scratch_);
 }
 
+Status DirectPath::reserve_scratch(std::size_t bytes) {
+  return scratch(bytes).status();
+}
+
 Result<std::uint8_t*> DirectPath::scratch(std::size_t bytes) {
+  std::lock_guard lk(scratch_mu_);
   if (bytes > scratch_bytes_) {
     std::size_t grown = std::max<std::size_t>(scratch_bytes_, 4096);
     while (grown < bytes) grown *= 2;

@@ -11,6 +11,7 @@
 
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "algorithms/plan.hpp"
@@ -55,8 +56,14 @@ class DirectPath {
   /// (cudaFree) waits for the whole device, and a caller's stream may be held by this very
   /// collective (its stream gate), so a free here could never return.
   Result<std::uint8_t*> scratch(std::size_t bytes);
+  /// Grows the scratch to `bytes` now, on the calling thread: the submitting thread calls it
+  /// before it enqueues the call's stream gate, so that no allocation (cudaMalloc) happens on
+  /// the engine's thread while a gate holds the caller's stream (on the legacy default stream,
+  /// torch's, an allocation could wait for that gate: the collective would never finish).
+  Status reserve_scratch(std::size_t bytes);
 
  private:
+  std::mutex scratch_mu_;  // reserve_scratch (a submitting thread) against scratch (the engine)
   std::unique_ptr<transport::DeviceTransport> transport_;
   transport::ConnectionSet* network_;  // other hosts (null: every rank on this host)
   std::vector<bool> local_;            // by rank: on this host
