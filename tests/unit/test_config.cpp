@@ -159,6 +159,8 @@ TEST_CASE("config: out-of-range numbers are refused naming the setting, value an
            Case{"LOOM_SHM_SLOT_SIZE", "1G", "64 to 16M"},
            Case{"LOOM_SHM_SLOT_SIZE", "32", "64 to 16M"},
            Case{"LOOM_SHM_SLOTS", "4097", "1 to 4096"},
+           Case{"LOOM_CUDA_IPC_SLOT_SIZE", "512M", "4K to 256M"},
+           Case{"LOOM_CUDA_IPC_SLOT_SIZE", "1K", "4K to 256M"},
            Case{"LOOM_SOCKET_BUFFER", "2G", "0 to 1G"},
            Case{"LOOM_SOCKET_STRIPE_MIN", "1T", "0 to 1G"},
        }) {
@@ -185,6 +187,8 @@ TEST_CASE("config: the ends of every range are accepted", "[config]") {
            {"LOOM_SPIN_US", "1000000"},
            {"LOOM_SHM_SLOT_SIZE", "64"},
            {"LOOM_SHM_SLOT_SIZE", "16M"},
+           {"LOOM_CUDA_IPC_SLOT_SIZE", "4K"},
+           {"LOOM_CUDA_IPC_SLOT_SIZE", "256M"},
            {"LOOM_SOCKET_BUFFER", "0"},
            {"LOOM_DEBUG", "info"},
            {"LOOM_DEBUG", "TRACE"},
