@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <utility>
 
 #include "executor/plan_run.hpp"
 
@@ -51,7 +52,7 @@ class DirectTask final : public exec::Task {
       : path_(path),
         ipc_(path.transport()),
         dev_(ipc_.device()),
-        op_(op),
+        op_(std::move(op)),
         plan_(std::move(plan)),
         nranks_(nranks),
         window_(window),

@@ -156,9 +156,9 @@ TEST_CASE("cuda_ipc: moved() counts every piece of a message", "[cuda_ipc]") {
     seen_b.insert(pr.b->moved());
   }
   CHECK(std::memcmp(dst, pattern(n, 5).data(), n) == 0);
-  CHECK(pr.a->moved() == 2 * 12);  // each piece copied and published
-  CHECK(pr.b->moved() == 2 * 12);  // each piece taken and retired
-  CHECK(seen_a.size() > 2);        // seen growing before the send completed
+  CHECK(pr.a->moved() == std::uint64_t{24});  // each piece copied and published
+  CHECK(pr.b->moved() == std::uint64_t{24});  // each piece taken and retired
+  CHECK(seen_a.size() > 2);                   // seen growing before the send completed
   CHECK(seen_b.size() > 2);
   pr.dev.free(src);
   pr.dev.free(dst);
@@ -314,6 +314,7 @@ TEST_CASE("cuda_ipc transport: routes from peer access, messages over both route
     const std::string prefix = fmt::format("t{}/", slot);
     std::vector<std::string> errors(kRanks);
     std::vector<std::thread> threads;
+    threads.reserve(kRanks);
     for (int r = 0; r < kRanks; ++r)
       threads.emplace_back([&, r] {
         std::string& err = errors[static_cast<std::size_t>(r)];
@@ -377,6 +378,7 @@ TEST_CASE("cuda_ipc transport: slot sizes that differ between ranks fail naming 
   auto store = std::make_shared<bootstrap::InMemoryStore>();
   std::vector<std::string> errors(2);
   std::vector<std::thread> threads;
+  threads.reserve(2);
   for (int r = 0; r < 2; ++r)
     threads.emplace_back([&, r] {
       device::Device& dev = device::host_sim();
@@ -405,6 +407,7 @@ TEST_CASE("cuda_ipc transport: one rank excluding it turns it off on every rank"
   auto store = std::make_shared<bootstrap::InMemoryStore>();
   std::vector<int> created(2, -1);
   std::vector<std::thread> threads;
+  threads.reserve(2);
   for (int r = 0; r < 2; ++r)
     threads.emplace_back([&, r] {
       CudaIpcSetup s{&device::host_sim(), store, "x/", 0x78, r, 2, "host-a", r == 0, {}};
