@@ -142,7 +142,7 @@ for p in "${programs[@]}"; do [[ -x $bin/$p ]] || die "$bin/$p is missing (build
 # libraries that the link needs by their link-time names (lib/dev/LINKS: no symbolic links
 # travel), python/ and the CUDA tests.
 pack_torch() {
-  local t=$dir/torch prefix=$dir/torch/prefix lib name so cudart
+  local t=$dir/torch prefix=$dir/torch/prefix name so cudart
   mkdir -p "$prefix/lib/pkgconfig" "$prefix/lib/dev" "$t/tests"
   cmake --install "$build_dir" --prefix "$t/install.tmp" >/dev/null ||
     die "cmake --install $build_dir failed"

@@ -47,7 +47,7 @@ bash "$bundle/run-first-light.sh" "$out" --budget "$budget" "${only[@]}"
 fl=$?
 for size in $slots; do
   stamp "2-rank device allreduce, LOOM_CUDA_IPC_SLOT_SIZE=$size"
-  # shellcheck source=gpu-env.sh
+  # shellcheck source=scripts/gpu-env.sh
   (source "$bundle/env.sh" && LOOM_CUDA_IPC_SLOT_SIZE=$size timeout -k 5 40 "$bundle/bin/loomrun" -n 2 \
     --timeout 35s --only-rank 0 --no-prefix "$bundle/bin/loom-perf" allreduce --device "${LOOM_DEVICE:-cuda}" \
     -b 1M -e 256M -f 4 -n 10 -w 3) >>"$out/slots.txt" 2>&1 || fl=$((fl ? fl : 1))
