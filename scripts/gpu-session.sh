@@ -3,19 +3,21 @@
 # 26; docs/gpu.md, "Running first light"). Run from the repository root there, with the bundle
 # (scripts/gpu-bundle.sh) carried as gpu-bundle/:
 #
-#   bash scripts/gpu-session.sh OUTDIR [--budget SECONDS] [--only STEPS] [--slots "SIZE ..."]
+#   bash scripts/gpu-session.sh OUTDIR [--budget SECONDS] [--only STEPS] [--variants "V ..."]
 #
 # 1. builds the torch extension against the machine's torch in the background, niced
 #    (run-torch-cuda.sh --build-only), while
 # 2. first light runs (run-first-light.sh, --budget seconds, default 360; --only: its steps);
-#    then, with --slots, the 2-rank device allreduce (1 MiB .. 256 MiB, in and out of place)
-#    once per LOOM_CUDA_IPC_SLOT_SIZE given, into slots.txt (at most 40 s each);
+#    then the 2-rank device allreduce (1 MiB .. 256 MiB, in and out of place) once per variant,
+#    into variants.txt (at most 40 s each): a variant is settings joined by ',', e.g.
+#    LOOM_CUDA_IPC_ROUTE=staged,LOOM_CUDA_IPC_SLOT_SIZE=16M; default: "LOOM_CUDA_IPC_ROUTE=staged
+#    LOOM_CUDA_IPC_SLOT_SIZE=16M" ("" for none);
 # 3. the torch backend's CUDA tests (run-torch-cuda.sh --test-only, at most 120 s);
 # 4. through torch.distributed on CPU tensors, loom against gloo at 2 and 4 ranks on the
 #    machine's 16 cores: all_reduce 8 B .. 64 MiB (benchmarks/torch/bench_collectives.py), at
 #    most 45 s each.
 # OUTDIR ends with at most 8 files (what the device tool brings back): summary.md, results.tsv,
-# first-light.tar.gz, slots.txt, torch-cuda.log, torch-cuda.txt, torch-bench-2.txt,
+# first-light.tar.gz, variants.txt, torch-cuda.log, torch-cuda.txt, torch-bench-2.txt,
 # torch-bench-4.txt.
 # Exit status: first light's, or 1 when a torch step failed and first light passed.
 set -u
@@ -25,12 +27,12 @@ out=${1:?usage: gpu-session.sh OUTDIR [--budget SECONDS]}
 shift
 budget=360
 only=()
-slots=""
+variants="LOOM_CUDA_IPC_ROUTE=staged LOOM_CUDA_IPC_SLOT_SIZE=16M"
 while [[ $# -gt 0 ]]; do
   case $1 in
     --budget) budget=${2:?--budget SECONDS}; shift 2 ;;
     --only) only=(--only "${2:?--only STEPS}"); shift 2 ;;
-    --slots) slots=${2:?--slots SIZES}; shift 2 ;;
+    --variants) variants=${2?--variants "V ..."}; shift 2 ;;
     *) echo "gpu-session: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
@@ -45,13 +47,15 @@ MAX_JOBS=6 nice -n 19 bash "$bundle/run-torch-cuda.sh" "$out" --build-only >/tmp
 build_pid=$!
 bash "$bundle/run-first-light.sh" "$out" --budget "$budget" "${only[@]}"
 fl=$?
-for size in $slots; do
-  stamp "2-rank device allreduce, LOOM_CUDA_IPC_SLOT_SIZE=$size"
-  # shellcheck source=scripts/gpu-env.sh
-  (source "$bundle/env.sh" && LOOM_CUDA_IPC_SLOT_SIZE=$size timeout -k 5 40 "$bundle/bin/loomrun" -n 2 \
-    --timeout 35s --only-rank 0 --no-prefix "$bundle/bin/loom-perf" allreduce --device "${LOOM_DEVICE:-cuda}" \
-    -b 1M -e 256M -f 4 -n 10 -w 3) >>"$out/slots.txt" 2>&1 || fl=$((fl ? fl : 1))
-  grep -E '^ +[0-9]+ ' "$out/slots.txt" | tail -5
+for variant in $variants; do
+  stamp "2-rank device allreduce with $variant"
+  echo "# variant: $variant" >>"$out/variants.txt"
+  # shellcheck source=scripts/gpu-env.sh disable=SC2086 # $variant splits at IFS=,
+  (source "$bundle/env.sh" && IFS=, && export $variant && timeout -k 5 40 "$bundle/bin/loomrun" \
+    -n 2 --timeout 35s --only-rank 0 --no-prefix "$bundle/bin/loom-perf" allreduce \
+    --device "${LOOM_DEVICE:-cuda}" -b 1M -e 256M -f 4 -n 10 -w 3) >>"$out/variants.txt" 2>&1 ||
+    fl=$((fl ? fl : 1))
+  grep -E '^ +[0-9]+ ' "$out/variants.txt" | tail -5
 done
 stamp "first light exit $fl; waiting for the torch build"
 wait "$build_pid"

@@ -15,6 +15,7 @@ namespace {
 // u16 length: host, bus id, the visible bus ids joined by ','.
 constexpr std::size_t kFixed = 4 + 4 + 64 + 1;
 constexpr std::uint8_t kAllowsDirect = 1;
+constexpr std::uint8_t kStages = 2;
 
 void put_string(bootstrap::Bytes& b, const std::string& s) {
   const auto n = static_cast<std::uint16_t>(std::min<std::size_t>(s.size(), 0xffff));
@@ -39,12 +40,13 @@ bool contains(const std::vector<std::string>& v, const std::string& x) {
 }
 
 Result<IpcRecord> my_record(Device& dev, const std::string& host, int my_device, void* buffer,
-                            bool allows_direct) {
+                            bool allows_direct, bool stages) {
   IpcRecord r;
   r.pid = static_cast<std::uint32_t>(::getpid());
   r.device = my_device;
   LOOM_ASSIGN_OR_RETURN(r.handle, dev.ipc_handle(buffer));
   r.allows_direct = allows_direct;
+  r.stages = stages;
   r.host = host;
   LOOM_ASSIGN_OR_RETURN(r.bus_id, dev.pci_bus_id(my_device));
   for (int d = 0; d < dev.device_count(); ++d) {
@@ -61,7 +63,8 @@ bootstrap::Bytes encode(const IpcRecord& r) {
   std::memcpy(b.data(), &r.pid, 4);
   std::memcpy(b.data() + 4, &r.device, 4);
   std::memcpy(b.data() + 8, r.handle.bytes.data(), 64);
-  b[72] = r.allows_direct ? kAllowsDirect : 0;
+  b[72] =
+      static_cast<std::uint8_t>((r.allows_direct ? kAllowsDirect : 0) | (r.stages ? kStages : 0));
   std::string visible;
   for (const auto& v : r.visible) visible += (visible.empty() ? "" : ",") + v;
   put_string(b, r.host);
@@ -82,6 +85,7 @@ Result<IpcRecord> decode_ipc_record(const bootstrap::Bytes& b, int rank) {
   std::memcpy(&r.device, b.data() + 4, 4);
   std::memcpy(r.handle.bytes.data(), b.data() + 8, 64);
   r.allows_direct = (b[72] & kAllowsDirect) != 0;
+  r.stages = (b[72] & kStages) != 0;
   for (std::string_view v : comma_tokens(visible)) r.visible.emplace_back(v);
   return r;
 }
@@ -108,6 +112,12 @@ Status choose_route(Device& dev, const IpcRecord& mine, const IpcRecord& rec, Pe
   if (!dev.ipc_opens(same_process)) {
     p.why = fmt::format("{} cannot open IPC handles of {} process", dev.name(),
                         same_process ? "its own" : "another");
+    return Status::ok();
+  }
+  if (mine.stages || rec.stages) {
+    p.why = fmt::format("LOOM_CUDA_IPC_ROUTE=staged on {}", mine.stages && rec.stages ? "both ranks"
+                                                            : mine.stages             ? "this rank"
+                                                                                      : "the peer");
     return Status::ok();
   }
   if (rec.bus_id == mine.bus_id) {    // another process's memory on our own GPU: no peer access
@@ -138,11 +148,12 @@ Status choose_route(Device& dev, const IpcRecord& mine, const IpcRecord& rec, Pe
 
 Result<IpcPeers> IpcPeers::exchange(Device& dev, bootstrap::Store& store, const std::string& prefix,
                                     int rank, int nranks, const std::string& host, int my_device,
-                                    void* buffer, Deadline deadline, bool allows_direct) {
+                                    void* buffer, Deadline deadline, bool allows_direct,
+                                    bool stages) {
   auto ctx = [&](const Status& st) {
     return st.with_context(fmt::format("rank {}: CUDA IPC handle exchange", rank));
   };
-  auto mine = my_record(dev, host, my_device, buffer, allows_direct);
+  auto mine = my_record(dev, host, my_device, buffer, allows_direct, stages);
   if (!mine.is_ok()) return ctx(mine.status());
   auto all =
       bootstrap::store_allgather(store, prefix + "ipc/", rank, nranks, encode(*mine), deadline);

@@ -27,6 +27,7 @@ struct IpcRecord {
   std::int32_t device = -1;  // the ordinal in its own process (for the logs)
   IpcHandle handle;
   bool allows_direct = true;  // its LOOM_TRANSPORTS lets device buffers use cuda_ipc
+  bool stages = false;        // its LOOM_CUDA_IPC_ROUTE=staged: host staging to every peer
   std::string host;
   std::string bus_id;                // its GPU's PCI address: names the GPU across processes
   std::vector<std::string> visible;  // PCI addresses of every GPU its process can see
@@ -56,7 +57,8 @@ class IpcPeers {
   /// once).
   static Result<IpcPeers> exchange(Device& dev, bootstrap::Store& store, const std::string& prefix,
                                    int rank, int nranks, const std::string& host, int my_device,
-                                   void* buffer, Deadline deadline, bool allows_direct = true);
+                                   void* buffer, Deadline deadline, bool allows_direct = true,
+                                   bool stages = false);
   IpcPeers(IpcPeers&& o) noexcept : dev_(o.dev_), peers_(std::move(o.peers_)) { o.dev_ = nullptr; }
   IpcPeers& operator=(IpcPeers&&) = delete;
   IpcPeers(const IpcPeers&) = delete;

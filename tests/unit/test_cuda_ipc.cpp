@@ -373,6 +373,47 @@ TEST_CASE("cuda_ipc transport: routes from peer access, messages over both route
   }
 }
 
+TEST_CASE("cuda_ipc transport: LOOM_CUDA_IPC_ROUTE=staged on one rank stages the pair",
+          "[cuda_ipc]") {
+  auto store = std::make_shared<bootstrap::InMemoryStore>();
+  std::vector<std::string> errors(2);
+  std::vector<std::thread> threads;
+  threads.reserve(2);
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] {
+      std::string& err = errors[static_cast<std::size_t>(r)];
+      try {
+        device::Device& dev = device::host_sim();
+        throw_if_error(dev.set_device(r));  // one simulated island: p2p unless asked to stage
+        CudaIpcSetup s{&dev, store, "st/", 0x7b, r, 2, "host-a", true, {}};
+        s.stages = r == 1;
+        auto t = value_or_throw(CudaIpcTransport::create(s, soon()));
+        if (t->route(1 - r) != device::PeerRoute::HostStaging)
+          err += fmt::format("route {}; ", device::to_string(t->route(1 - r)));
+        throw_if_error(t->ensure({1 - r}, soon()));
+        const std::size_t n = 2 * kDefaultSlotBytes + 5;
+        void* src = on_device(dev, pattern(n, static_cast<std::uint8_t>(r)));
+        void* dst = on_device(dev, std::vector<std::uint8_t>(n, 0));
+        Connection* c = t->get(1 - r);
+        Request sr = value_or_throw(c->isend({src, n, nullptr}, 0, n, tag_of(2, n)));
+        Request rr = value_or_throw(c->irecv({dst, n, nullptr}, 0, n, tag_of(2, n)));
+        const Deadline d = soon();
+        for (Request q : {sr, rr})
+          while (!value_or_throw(c->test(q)))
+            if (d.expired()) throw std::runtime_error("timed out");
+        if (std::memcmp(dst, pattern(n, static_cast<std::uint8_t>(1 - r)).data(), n) != 0)
+          err += "wrong bytes; ";
+        dev.free(src);
+        dev.free(dst);
+      } catch (const std::exception& e) {
+        err += e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  CHECK(errors[0].empty());
+  CHECK(errors[1].empty());
+}
+
 TEST_CASE("cuda_ipc transport: slot sizes that differ between ranks fail naming both",
           "[cuda_ipc]") {
   auto store = std::make_shared<bootstrap::InMemoryStore>();

@@ -389,6 +389,12 @@ TEST_CASE("CUDA IPC records round-trip and reject truncation", "[device]") {
   CHECK(back.host == "node-a");
   CHECK(back.bus_id == "0000:3b:00.0");
   CHECK(back.visible == r.visible);
+  CHECK_FALSE(back.stages);
+  r.allows_direct = true;
+  r.stages = true;
+  const device::IpcRecord staged = value_or_throw(device::decode_ipc_record(device::encode(r), 1));
+  CHECK(staged.allows_direct);
+  CHECK(staged.stages);
   bootstrap::Bytes cut(b.begin(), b.end() - 1);
   auto bad = device::decode_ipc_record(cut, 5);
   REQUIRE_FALSE(bad.is_ok());

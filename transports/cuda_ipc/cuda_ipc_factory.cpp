@@ -30,6 +30,7 @@ Result<std::unique_ptr<Transport>> make_transport(const CreateContext& ctx) {
   if (ctx.config != nullptr) {
     s.nvml_library = ctx.config->get_string("LOOM_NVML_LIBRARY");
     s.slot_bytes = static_cast<std::size_t>(ctx.config->get_size("LOOM_CUDA_IPC_SLOT_SIZE"));
+    s.stages = ctx.config->get_string("LOOM_CUDA_IPC_ROUTE") == "staged";
   }
   LOOM_ASSIGN_OR_RETURN(auto t, CudaIpcTransport::create(s, ctx.deadline));
   return std::unique_ptr<Transport>(std::move(t));

@@ -75,10 +75,10 @@ Result<std::unique_ptr<CudaIpcTransport>> CudaIpcTransport::create(const CudaIpc
       std::count_if(t->local_index_.begin(), t->local_index_.end(), [](int i) { return i >= 0; }));
   const std::size_t bytes = local * t->fifo_bytes();
   LOOM_ASSIGN_OR_RETURN(t->fifo_memory_, dev.alloc(bytes));
-  LOOM_ASSIGN_OR_RETURN(
-      auto peers, device::IpcPeers::exchange(dev, *setup.store, setup.prefix + "cuda_ipc/",
-                                             setup.rank, setup.nranks, setup.host_id, my_device,
-                                             t->fifo_memory_, deadline, setup.allowed));
+  LOOM_ASSIGN_OR_RETURN(auto peers, device::IpcPeers::exchange(
+                                        dev, *setup.store, setup.prefix + "cuda_ipc/", setup.rank,
+                                        setup.nranks, setup.host_id, my_device, t->fifo_memory_,
+                                        deadline, setup.allowed, setup.stages));
   for (int r = 0; r < setup.nranks; ++r) {
     if (peers.peer(r).allows_direct) continue;
     LOOM_LOG_INFO(Cuda,

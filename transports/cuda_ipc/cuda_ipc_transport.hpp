@@ -36,6 +36,7 @@ struct CudaIpcSetup {
   std::vector<std::string> host_ids;
   std::string nvml_library = "libnvidia-ml.so.1";  // LOOM_NVML_LIBRARY: labels the links in logs
   std::size_t slot_bytes = kDefaultSlotBytes;      // LOOM_CUDA_IPC_SLOT_SIZE (alike on every rank)
+  bool stages = false;  // LOOM_CUDA_IPC_ROUTE=staged: host staging to every peer (and theirs to us)
 };
 
 class CudaIpcTransport final : public DeviceTransport {
