@@ -7,7 +7,7 @@
 #
 # 1. builds the torch extension against the machine's torch in the background, niced
 #    (run-torch-cuda.sh --build-only), while
-# 2. first light runs (run-first-light.sh, --budget seconds, default 360; --only: its steps);
+# 2. first light runs (run-first-light.sh, --budget seconds, default 300; --only: its steps);
 #    then the 2-rank device allreduce (1 MiB .. 256 MiB, in and out of place) once per variant,
 #    into variants.txt (at most 40 s each): a variant is settings joined by ',', e.g.
 #    LOOM_CUDA_IPC_ROUTE=staged,LOOM_CUDA_IPC_SLOT_SIZE=16M; default: "LOOM_CUDA_IPC_ROUTE=staged
@@ -25,7 +25,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 bundle=$root/gpu-bundle
 out=${1:?usage: gpu-session.sh OUTDIR [--budget SECONDS]}
 shift
-budget=360
+budget=300
 only=()
 variants="LOOM_CUDA_IPC_ROUTE=staged LOOM_CUDA_IPC_SLOT_SIZE=16M"
 while [[ $# -gt 0 ]]; do
