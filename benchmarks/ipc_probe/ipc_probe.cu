@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -29,14 +30,14 @@
 
 namespace {
 
-#define CHECK_CUDA(call)                                                                \
-  do {                                                                                  \
-    cudaError_t err_ = (call);                                                          \
-    if (err_ != cudaSuccess) {                                                          \
-      std::fprintf(stderr, "ipc-probe: %s:%d: %s: %s\n", __FILE__, __LINE__, #call,     \
-                   cudaGetErrorString(err_));                                           \
-      std::exit(1);                                                                     \
-    }                                                                                   \
+#define CHECK_CUDA(call)                                                            \
+  do {                                                                              \
+    cudaError_t err_ = (call);                                                      \
+    if (err_ != cudaSuccess) {                                                      \
+      std::fprintf(stderr, "ipc-probe: %s:%d: %s: %s\n", __FILE__, __LINE__, #call, \
+                   cudaGetErrorString(err_));                                       \
+      std::exit(1);                                                                 \
+    }                                                                               \
   } while (0)
 
 __global__ void copy_kernel(uint4* dst, const uint4* src, std::size_t n) {
@@ -54,7 +55,10 @@ void write_all(int fd, const void* p, std::size_t n) {
   const auto* c = static_cast<const char*>(p);
   while (n > 0) {
     const ssize_t w = ::write(fd, c, n);
-    if (w <= 0) std::exit(1);
+    if (w <= 0) {
+      std::fprintf(stderr, "ipc-probe: the other process ended early\n");
+      std::exit(1);
+    }
     c += w;
     n -= static_cast<std::size_t>(w);
   }
@@ -64,7 +68,10 @@ void read_all(int fd, void* p, std::size_t n) {
   auto* c = static_cast<char*>(p);
   while (n > 0) {
     const ssize_t r = ::read(fd, c, n);
-    if (r <= 0) std::exit(1);
+    if (r <= 0) {
+      std::fprintf(stderr, "ipc-probe: the other process ended early\n");
+      std::exit(1);
+    }
     c += r;
     n -= static_cast<std::size_t>(r);
   }
@@ -139,8 +146,8 @@ float time_copy(bool kernel, void* dst, const void* src, std::size_t n, cudaStre
     CHECK_CUDA(cudaEventRecord(t.a, s));
     if (kernel) {
       const std::size_t words = n / sizeof(uint4);
-      copy_kernel<<<132 * 8, 512, 0, s>>>(static_cast<uint4*>(dst),
-                                          static_cast<const uint4*>(src), words);
+      copy_kernel<<<132 * 8, 512, 0, s>>>(static_cast<uint4*>(dst), static_cast<const uint4*>(src),
+                                          words);
       CHECK_CUDA(cudaGetLastError());
     } else {
       CHECK_CUDA(cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, s));
@@ -215,11 +222,18 @@ int main(int argc, char** argv) {
     }
   }
   max = std::max<std::size_t>(max / 16 * 16, std::size_t{16} << 20);
+  std::signal(SIGPIPE, SIG_IGN);  // a write to a process that ended fails (EPIPE) instead
   int ab[2], ba[2];
   if (pipe(ab) != 0 || pipe(ba) != 0) return 1;
   const pid_t child = fork();  // before any CUDA call
   if (child < 0) return 1;
-  if (child == 0) return run_b(ab[0], ba[1], max);
+  if (child == 0) {  // each side closes the ends it does not use: a peer's death is then EOF
+    ::close(ab[1]);
+    ::close(ba[0]);
+    return run_b(ab[0], ba[1], max);
+  }
+  ::close(ab[0]);
+  ::close(ba[1]);
   const int rc_a = run_a(ab[1], ba[0], max);
   int status = 0;
   waitpid(child, &status, 0);
