@@ -1,7 +1,8 @@
 // Small collectives through the shared-memory arena (LOOM_SHM_ONESHOT_MAX, core/arena_task.*):
 // allreduce is the rank-order fold on every rank (the same bits as LOOM_DETERMINISTIC's message
 // path), in place and out of place, at the capacity's edge and past it, with pre-multiplied sums
-// and averages; reduce, reduce_scatter, allgather, broadcast (every root) and barrier exact;
+// and averages; reduce, reduce_scatter, allgather, broadcast, alltoall, gather and scatter
+// (every root, in place too) and barrier exact;
 // calls mixed with calls that take messages and many in flight at once; the call ledger names the
 // algorithm; a forced algorithm bypasses the arena; mismatched calls are named; named segments
 // leave nothing in /dev/shm.
@@ -213,6 +214,96 @@ TEST_CASE("arena: reduce, reduce_scatter, allgather, broadcast and barrier", "[a
             check(inplace[un * count - 1] == n - 1 + 9 && inplace[0] == 9, "allgather in place");
             comm.barrier().wait();
             check(true, "barrier");
+          }
+        },
+        {{"LOOM_SHM_ONESHOT_MAX", "4K"}});
+    INFO(f.first);
+    CHECK(f.wrong == 0);
+  }
+}
+
+TEST_CASE("arena: alltoall, gather and scatter, every root, in and out of place", "[arena][shm]") {
+  for (int n : {2, 3, 5}) {
+    loom::test::Findings f;
+    run_ranks(
+        n,
+        [&](Communicator& comm) {
+          const int r = comm.rank();
+          const auto un = static_cast<std::size_t>(n);
+          // 4K of input per rank: alltoall and scatter's root send n x count elements.
+          const std::size_t cap = 4096 / sizeof(std::int32_t) / un;
+          auto check = [&](bool ok, bool arena, const std::string& what) {
+            const std::string algo = last_algorithm(comm);
+            if (!ok) f.add(fmt::format("rank {} of {}: {} ({})", r, n, what, algo));
+            if (arena != (algo == "oneshot"))
+              f.add(fmt::format("rank {} of {}: {}: arena used wrongly ({})", r, n, what, algo));
+          };
+          // Element i of the block from rank s to rank d.
+          auto val = [](int s, int d, std::size_t i) {
+            return static_cast<std::int32_t>(s * 100000 + d * 1000 + static_cast<int>(i));
+          };
+          for (std::size_t count : {std::size_t{1}, std::size_t{5}, cap, cap + 1}) {
+            const bool arena = count <= cap;  // a gather's input is count: always the arena
+            const std::string c = fmt::format(" of {}", count);
+            std::vector<std::int32_t> send(un * count), recv(un * count, -1);
+            for (std::size_t d = 0; d < un; ++d)
+              for (std::size_t i = 0; i < count; ++i)
+                send[d * count + i] = val(r, static_cast<int>(d), i);
+            comm.alltoall(send.data(), recv.data(), count, DataType::Int32).wait();
+            bool ok = true;
+            for (std::size_t s2 = 0; s2 < un; ++s2)
+              for (std::size_t i = 0; i < count; ++i)
+                ok = ok && recv[s2 * count + i] == val(static_cast<int>(s2), r, i);
+            check(ok, arena, "alltoall" + c);
+            comm.alltoall(send.data(), send.data(), count, DataType::Int32).wait();  // in place
+            check(send == recv, arena, "alltoall in place" + c);
+            for (int root = 0; root < n; ++root) {
+              // gather: the root gets every rank's block; the others' buffers stay untouched
+              std::vector<std::int32_t> mine(count), all(un * count, -1);
+              for (std::size_t i = 0; i < count; ++i) mine[i] = val(r, root, i);
+              comm.gather(mine.data(), r == root ? all.data() : nullptr, count, DataType::Int32,
+                          root)
+                  .wait();
+              ok = true;
+              for (std::size_t s2 = 0; s2 < un && r == root; ++s2)
+                for (std::size_t i = 0; i < count; ++i)
+                  ok = ok && all[s2 * count + i] == val(static_cast<int>(s2), root, i);
+              check(ok, true, fmt::format("gather to {}{}", root, c));
+              // in place at the root: its own block already sits in the receive buffer
+              std::vector<std::int32_t> inplace(un * count, -1);
+              if (r == root)
+                std::copy(mine.begin(), mine.end(),
+                          inplace.begin() +
+                              static_cast<std::ptrdiff_t>(static_cast<std::size_t>(r) * count));
+              comm.gather(r == root ? inplace.data() + static_cast<std::size_t>(r) * count
+                                    : mine.data(),
+                          r == root ? inplace.data() : nullptr, count, DataType::Int32, root)
+                  .wait();
+              check(r != root || inplace == all, true,
+                    fmt::format("gather in place to {}{}", root, c));
+              // scatter: rank d gets the root's block d
+              std::vector<std::int32_t> blocks(un * count), got(count, -1);
+              for (std::size_t d = 0; d < un; ++d)
+                for (std::size_t i = 0; i < count; ++i)
+                  blocks[d * count + i] = val(root, static_cast<int>(d), i);
+              comm.scatter(r == root ? blocks.data() : nullptr, got.data(), count, DataType::Int32,
+                           root)
+                  .wait();
+              ok = true;
+              for (std::size_t i = 0; i < count; ++i) ok = ok && got[i] == val(root, r, i);
+              check(ok, arena, fmt::format("scatter from {}{}", root, c));
+              // in place at the root: its block stays where it is
+              comm.scatter(
+                      r == root ? blocks.data() : nullptr,
+                      r == root ? blocks.data() + static_cast<std::size_t>(r) * count : got.data(),
+                      count, DataType::Int32, root)
+                  .wait();
+              ok = true;
+              const std::int32_t* mine_now =
+                  r == root ? blocks.data() + static_cast<std::size_t>(r) * count : got.data();
+              for (std::size_t i = 0; i < count; ++i) ok = ok && mine_now[i] == val(root, r, i);
+              check(ok, arena, fmt::format("scatter in place from {}{}", root, c));
+            }
           }
         },
         {{"LOOM_SHM_ONESHOT_MAX", "4K"}});
