@@ -17,8 +17,6 @@ bool arena_serves(CollKind kind) {
     case CollKind::AllGather:
     case CollKind::Broadcast:
     case CollKind::AllToAll:
-    case CollKind::Gather:
-    case CollKind::Scatter:
     case CollKind::Barrier: return true;
     default: return false;
   }
@@ -26,8 +24,7 @@ bool arena_serves(CollKind kind) {
 
 std::size_t arena_slot_bytes(const coll::OpDesc& op, int rank, int nranks) {
   if (op.kind == CollKind::Barrier) return 0;
-  if (op.kind == CollKind::Broadcast || op.kind == CollKind::Scatter)
-    return rank == op.root ? op.send_bytes(nranks) : 0;
+  if (op.kind == CollKind::Broadcast) return rank == op.root ? op.send_bytes(nranks) : 0;
   return op.send_bytes(nranks);
 }
 
@@ -83,9 +80,8 @@ Result<bool> ArenaTask::publish_when_free() {
 
 bool ArenaTask::needs(int peer) const {
   const int rank = comm_.rank();
-  if (op_.kind == CollKind::Broadcast || op_.kind == CollKind::Scatter)
-    return rank != op_.root && peer == op_.root;
-  if (op_.kind == CollKind::Reduce || op_.kind == CollKind::Gather) return rank == op_.root;
+  if (op_.kind == CollKind::Broadcast) return rank != op_.root && peer == op_.root;
+  if (op_.kind == CollKind::Reduce) return rank == op_.root;
   return true;
 }
 
@@ -136,8 +132,6 @@ void ArenaTask::compute() {
       kernels::reduce_n(op_.dtype, op_.redop, op_.recv, slots_.data(), n, op_.count);
       break;
     case CollKind::AllGather:
-    case CollKind::Gather:  // (a gather's other ranks receive nothing)
-      if (!op_.uses_recv(rank)) return;
       for (std::size_t r = 0; r < slots_.size(); ++r)
         std::memmove(static_cast<std::uint8_t*>(op_.recv) + r * bytes, slot(r), bytes);
       return;
@@ -146,12 +140,6 @@ void ArenaTask::compute() {
         std::memmove(static_cast<std::uint8_t*>(op_.recv) + r * bytes,
                      slot(r) + static_cast<std::size_t>(rank) * bytes, bytes);
       return;
-    case CollKind::Scatter: {  // block `rank` of the root's slot
-      const std::size_t root = static_cast<std::size_t>(op_.root);
-      if (bytes > 0)
-        std::memmove(op_.recv, slot(root) + static_cast<std::size_t>(rank) * bytes, bytes);
-      return;
-    }
     case CollKind::Broadcast: {
       const std::size_t root = static_cast<std::size_t>(op_.root);
       if (bytes > 0) std::memcpy(op_.recv, slot(root), bytes);

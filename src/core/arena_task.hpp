@@ -1,13 +1,12 @@
 // A small collective through the communicator's arena (transports/arena.hpp), in one step: once
 // every rank has published the call before (so its slot is free), every rank writes its input to
-// its slot (a broadcast's or scatter's root its data, the others nothing; a pre-multiplied sum's
-// input scaled first), waits until the slots it needs hold the same call (a broadcast's or
-// scatter's root and a reduce's or gather's other ranks need none), and computes its own result
-// from them: reductions fold them in rank order, ((x0 op x1) op x2) ..., the order
-// LOOM_DETERMINISTIC uses, so every rank computes the same bits; allgather, gather, alltoall,
-// broadcast and scatter copy. A slot holding another call is a Mismatch naming both
-// ranks and both calls: the slots a call reads are checked at once, every other rank's slot of
-// the previous call when the next one starts (or when the communicator is idle).
+// its slot (a broadcast's root its data, the others nothing; a pre-multiplied sum's input scaled
+// first), waits until the slots it needs hold the same call (a broadcast's root and a reduce's
+// other ranks need none), and computes its own result from them: reductions fold them in rank
+// order, ((x0 op x1) op x2) ..., the order LOOM_DETERMINISTIC uses, so every rank computes the
+// same bits; allgather, alltoall and broadcast copy. A slot holding another call is a Mismatch
+// naming both ranks and both calls: the slots a call reads are checked at once, every other rank's
+// slot of the previous call when the next one starts (or when the communicator is idle).
 #pragma once
 
 #include <cstdint>
@@ -22,7 +21,9 @@
 namespace loom::detail {
 
 /// The collectives the arena serves: allreduce, reduce, reduce_scatter, allgather, broadcast,
-/// alltoall, gather, scatter and barrier (not alltoallv: its counts are each rank's own).
+/// alltoall and barrier. Not gather and scatter: their messages already take one step, and the
+/// arena's lockstep (a rank at most one call ahead) made them 1.3-2.5x slower at 4-8 ranks
+/// sharing CPUs (docs/performance.md); not alltoallv: its counts are each rank's own.
 bool arena_serves(coll::CollKind kind);
 /// The bytes rank `rank` writes to its slot for `op` on `nranks` ranks.
 std::size_t arena_slot_bytes(const coll::OpDesc& op, int rank, int nranks);
