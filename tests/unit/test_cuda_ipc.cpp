@@ -5,6 +5,7 @@
 // LOOM_TRANSPORTS' cuda_ipc entries.
 #include <catch2/catch.hpp>
 #include <cstring>
+#include <functional>
 #include <set>
 #include <thread>
 
@@ -88,6 +89,25 @@ void* on_device(device::Device& dev, const std::vector<std::uint8_t>& init) {
   void* p = value_or_throw(dev.alloc(std::max<std::size_t>(init.size(), 1)));
   std::memcpy(p, init.data(), init.size());  // host-sim device memory is host memory
   return p;
+}
+
+/// Runs fn(rank) for ranks 0 and 1, each on its own thread (host-sim's device 0 and 1: one
+/// simulated island); each rank's text is what fn returned, or the exception it threw.
+std::vector<std::string> on_two_ranks(const std::function<std::string(int)>& fn) {
+  std::vector<std::string> out(2);
+  std::vector<std::thread> threads;
+  threads.reserve(2);
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        throw_if_error(device::host_sim().set_device(r));
+        out[static_cast<std::size_t>(r)] = fn(r);
+      } catch (const std::exception& e) {
+        out[static_cast<std::size_t>(r)] += e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  return out;
 }
 
 }  // namespace
@@ -376,40 +396,31 @@ TEST_CASE("cuda_ipc transport: routes from peer access, messages over both route
 TEST_CASE("cuda_ipc transport: LOOM_CUDA_IPC_ROUTE=staged on one rank stages the pair",
           "[cuda_ipc]") {
   auto store = std::make_shared<bootstrap::InMemoryStore>();
-  std::vector<std::string> errors(2);
-  std::vector<std::thread> threads;
-  threads.reserve(2);
-  for (int r = 0; r < 2; ++r)
-    threads.emplace_back([&, r] {
-      std::string& err = errors[static_cast<std::size_t>(r)];
-      try {
-        device::Device& dev = device::host_sim();
-        throw_if_error(dev.set_device(r));  // one simulated island: p2p unless asked to stage
-        CudaIpcSetup s{&dev, store, "st/", 0x7b, r, 2, "host-a", true, {}};
-        s.stages = r == 1;
-        auto t = value_or_throw(CudaIpcTransport::create(s, soon()));
-        if (t->route(1 - r) != device::PeerRoute::HostStaging)
-          err += fmt::format("route {}; ", device::to_string(t->route(1 - r)));
-        throw_if_error(t->ensure({1 - r}, soon()));
-        const std::size_t n = 2 * kDefaultSlotBytes + 5;
-        void* src = on_device(dev, pattern(n, static_cast<std::uint8_t>(r)));
-        void* dst = on_device(dev, std::vector<std::uint8_t>(n, 0));
-        Connection* c = t->get(1 - r);
-        Request sr = value_or_throw(c->isend({src, n, nullptr}, 0, n, tag_of(2, n)));
-        Request rr = value_or_throw(c->irecv({dst, n, nullptr}, 0, n, tag_of(2, n)));
-        const Deadline d = soon();
-        for (Request q : {sr, rr})
-          while (!value_or_throw(c->test(q)))
-            if (d.expired()) throw std::runtime_error("timed out");
-        if (std::memcmp(dst, pattern(n, static_cast<std::uint8_t>(1 - r)).data(), n) != 0)
-          err += "wrong bytes; ";
-        dev.free(src);
-        dev.free(dst);
-      } catch (const std::exception& e) {
-        err += e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
+  const auto errors = on_two_ranks([&](int r) {
+    std::string err;
+    device::Device& dev = device::host_sim();
+    CudaIpcSetup s{&dev, store, "st/", 0x7b, r, 2, "host-a", true, {}};
+    s.stages = r == 1;  // p2p unless asked to stage
+    auto t = value_or_throw(CudaIpcTransport::create(s, soon()));
+    if (t->route(1 - r) != device::PeerRoute::HostStaging)
+      err += fmt::format("route {}; ", device::to_string(t->route(1 - r)));
+    throw_if_error(t->ensure({1 - r}, soon()));
+    const std::size_t n = 2 * kDefaultSlotBytes + 5;
+    void* src = on_device(dev, pattern(n, static_cast<std::uint8_t>(r)));
+    void* dst = on_device(dev, std::vector<std::uint8_t>(n, 0));
+    Connection* c = t->get(1 - r);
+    Request sr = value_or_throw(c->isend({src, n, nullptr}, 0, n, tag_of(2, n)));
+    Request rr = value_or_throw(c->irecv({dst, n, nullptr}, 0, n, tag_of(2, n)));
+    const Deadline d = soon();
+    for (Request q : {sr, rr})
+      while (!value_or_throw(c->test(q)))
+        if (d.expired()) throw std::runtime_error("timed out");
+    if (std::memcmp(dst, pattern(n, static_cast<std::uint8_t>(1 - r)).data(), n) != 0)
+      err += "wrong bytes; ";
+    dev.free(src);
+    dev.free(dst);
+    return err;
+  });
   CHECK(errors[0].empty());
   CHECK(errors[1].empty());
 }
@@ -417,22 +428,15 @@ TEST_CASE("cuda_ipc transport: LOOM_CUDA_IPC_ROUTE=staged on one rank stages the
 TEST_CASE("cuda_ipc transport: slot sizes that differ between ranks fail naming both",
           "[cuda_ipc]") {
   auto store = std::make_shared<bootstrap::InMemoryStore>();
-  std::vector<std::string> errors(2);
-  std::vector<std::thread> threads;
-  threads.reserve(2);
-  for (int r = 0; r < 2; ++r)
-    threads.emplace_back([&, r] {
-      device::Device& dev = device::host_sim();
-      throw_if_error(dev.set_device(r));  // one simulated island: the p2p route
-      CudaIpcSetup s{&dev, store, "m/", 0x79, r, 2, "host-a", true, {}};
-      s.slot_bytes = r == 0 ? kDefaultSlotBytes : 2 * kDefaultSlotBytes;
-      auto t = value_or_throw(CudaIpcTransport::create(s, soon()));
-      Status st = t->ensure({1 - r}, soon());
-      errors[static_cast<std::size_t>(r)] =
-          st.is_ok() ? std::string("ok")
-                     : (st.code() == ErrorCode::Mismatch ? "Mismatch: " : "other: ") + st.message();
-    });
-  for (auto& t : threads) t.join();
+  const auto errors = on_two_ranks([&](int r) {
+    CudaIpcSetup s{&device::host_sim(), store, "m/", 0x79, r, 2, "host-a", true, {}};
+    s.slot_bytes = r == 0 ? kDefaultSlotBytes : 2 * kDefaultSlotBytes;  // the p2p route
+    auto t = value_or_throw(CudaIpcTransport::create(s, soon()));
+    Status st = t->ensure({1 - r}, soon());
+    return st.is_ok()
+               ? std::string("ok")
+               : (st.code() == ErrorCode::Mismatch ? "Mismatch: " : "other: ") + st.message();
+  });
   CHECK_THAT(errors[0], Catch::Contains("Mismatch") && Catch::Contains("rank 0: rank 1's") &&
                             Catch::Contains("2097152 bytes, this rank's 1048576"));
   CHECK_THAT(errors[1],
