@@ -9,6 +9,7 @@ rank still starts clean: torch.distributed and loom are set up in the rank."""
 
 from __future__ import annotations
 
+import faulthandler
 import functools
 import multiprocessing as mp
 import os
@@ -19,8 +20,11 @@ from datetime import timedelta
 
 
 def _rank_main(fn, rank, world_size, init_file, backend, timeout_s, pg_options, env, setup,
-               queue):
+               queue, dump_after_s):
     os.environ.update(env)
+    # A rank still running just before the parent's deadline prints every thread's Python
+    # stack to stderr first: where it hangs, not only that it does.
+    faulthandler.dump_traceback_later(dump_after_s)
     try:
         import torch.distributed as dist
 
@@ -42,6 +46,8 @@ def _rank_main(fn, rank, world_size, init_file, backend, timeout_s, pg_options, 
         dist.destroy_process_group()
     except BaseException as e:  # noqa: BLE001  (reported to the parent)
         queue.put((rank, "error", f"{type(e).__name__}: {e}\n{traceback.format_exc()}"))
+    finally:
+        faulthandler.cancel_dump_traceback_later()
 
 
 @functools.cache
@@ -67,7 +73,7 @@ def run_ranks(fn, world_size, *, backend="loom", timeout_s=60.0, deadline_s=180.
             ctx.Process(
                 target=_rank_main,
                 args=(fn, r, world_size, init_file, backend, timeout_s, pg_options, env or {},
-                      setup, queue),
+                      setup, queue, max(1.0, deadline_s - 3.0)),
             )
             for r in range(world_size)
         ]
