@@ -26,6 +26,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace {
@@ -51,30 +52,27 @@ __global__ void spin_kernel(const volatile int* stop) {
   while (*stop == 0) __nanosleep(1000);
 }
 
-void write_all(int fd, const void* p, std::size_t n) {
-  const auto* c = static_cast<const char*>(p);
+// Moves all n bytes through the pipe `fd` (write or read); the other process's end closing first
+// ends this one too.
+template <typename Io, typename Ptr>
+void transfer_all(Io io, int fd, Ptr p, std::size_t n) {
+  auto* c = reinterpret_cast<
+      std::conditional_t<std::is_const_v<std::remove_pointer_t<Ptr>>, const char*, char*>>(p);
   while (n > 0) {
-    const ssize_t w = ::write(fd, c, n);
-    if (w <= 0) {
+    const ssize_t done = io(fd, c, n);
+    if (done <= 0) {
       std::fprintf(stderr, "ipc-probe: the other process ended early\n");
       std::exit(1);
     }
-    c += w;
-    n -= static_cast<std::size_t>(w);
+    c += done;
+    n -= static_cast<std::size_t>(done);
   }
 }
-
+void write_all(int fd, const void* p, std::size_t n) {
+  transfer_all(::write, fd, p, n);
+}
 void read_all(int fd, void* p, std::size_t n) {
-  auto* c = static_cast<char*>(p);
-  while (n > 0) {
-    const ssize_t r = ::read(fd, c, n);
-    if (r <= 0) {
-      std::fprintf(stderr, "ipc-probe: the other process ended early\n");
-      std::exit(1);
-    }
-    c += r;
-    n -= static_cast<std::size_t>(r);
-  }
+  transfer_all(::read, fd, p, n);
 }
 
 constexpr unsigned char kFillA = 0x5a;

@@ -140,7 +140,10 @@ std::shared_ptr<OpState> CommImpl::submit_on_stream(const coll::OpDesc& op, void
                                                     Deadline deadline) {
   // The direct path has no pre-multiplying step: such calls go through host staging.
   if (direct_ && !op.premultiplies()) {  // the plan runs on the device buffers (cuda_ipc)
-    throw_if_error(direct_->reserve_scratch(plan->scratch_bytes));  // before the gate
+    throw_if_error(
+        direct_
+            ->reserve_scratch(plan->scratch_bytes)  // before the gate
+            .with_context(fmt::format("rank {}: {}: device scratch", rank_, coll::describe(op))));
     device::StagedCall call = value_or_throw(stream_path_->direct(op, rank_, stream, deadline));
     const bool numbered = op.kind != coll::CollKind::P2P;
     auto inner = direct_->task(op, std::move(plan), nranks_, 2 * settings_.plan.depth, deadline,

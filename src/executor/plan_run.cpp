@@ -71,9 +71,11 @@ Result<Progress> PlanRun::progress() {
     advanced = advanced || changed;
   }
   if (done_ == plan_->steps.size()) return Progress::Done;
-  const std::uint64_t moved = pieces_moved();
-  advanced = advanced || moved != moved_;
-  moved_ = moved;
+  if (!advanced) {  // pieces moved inside a message count as progress too
+    const std::uint64_t moved = pieces_moved();
+    advanced = moved != moved_;
+    moved_ = moved;
+  }
   return advanced ? Progress::Advanced : Progress::Idle;
 }
 

@@ -152,7 +152,7 @@ class PlanRun {
   std::vector<std::uint32_t> settle_gen_;
   std::uint32_t fences_recorded_ = 0;
   std::uint32_t fences_passed_ = 0;
-  std::uint64_t moved_ = 0;           // pieces_moved() at the last progress()
+  std::uint64_t moved_ = 0;  // pieces_moved() at the last progress() that made no other progress
   std::vector<coll::Tag> step_tags_;  // empty: the op's tags
 };
 
