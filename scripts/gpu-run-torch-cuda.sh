@@ -9,7 +9,8 @@
 # first light runs); --test-only runs the tests against what --build-only built.
 #
 # The bundle's libraries go on LD_LIBRARY_PATH but not its lib/cxx: torch needs the host's
-# own libstdc++. OUTDIR gets torch-cuda.log (build and test output) and torch-cuda.txt (the
+# own libstdc++. TORCH_TESTS: the unittest names to run (default test_backend_cuda, all of them);
+# TORCH_TEST_TIMEOUT: seconds for them (default 420). OUTDIR gets torch-cuda.log (build and test output) and torch-cuda.txt (the
 # versions and the test summary). Exit status: 0 all tests passed; 1 a test failed; 2 the
 # extension did not build.
 set -u
@@ -25,11 +26,13 @@ PYTHON=${PYTHON:-python3}
 export LD_LIBRARY_PATH="$here/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 run_tests() {
   echo "== tests" >>"$log"
+  local from
+  from=$(wc -l <"$log")
   (cd "$here/torch/tests" &&
-    PYTHONPATH="$work/lib" timeout "${TORCH_TEST_TIMEOUT:-420}" "$PYTHON" -m unittest -v test_backend_cuda) >>"$log" 2>&1
+    PYTHONPATH="$work/lib" timeout "${TORCH_TEST_TIMEOUT:-420}" "$PYTHON" -m unittest -v "${TORCH_TESTS:-test_backend_cuda}") >>"$log" 2>&1
   local rc=$?
-  grep -E '^(test_|Ran |OK|FAILED)' "$log" | tee -a "$summary"
-  [[ $rc -eq 0 ]] || { grep -A30 -E '^(FAIL|ERROR):' "$log" | head -120; return 1; }
+  tail -n +"$from" "$log" | grep -E '^(test_|Ran |OK|FAILED)' | tee -a "$summary"
+  [[ $rc -eq 0 ]] || { tail -n +"$from" "$log" | grep -A30 -E '^(FAIL|ERROR):' | head -120; return 1; }
   return 0
 }
 work=/tmp/loom-torch
