@@ -103,9 +103,13 @@ std::shared_ptr<OpState> CommImpl::launch(coll::OpDesc op, const CollOptions& op
   if (!make && !on_stream && uses_arena(op, opts)) {
     const Clock::time_point now = Clock::now();
     calls_.submitted(op, ArenaTask::kAlgorithm, now);
-    return engine_->submit(std::make_unique<ArenaTask>(
-        *this, *arena_, op, Deadline::after(opts.timeout.value_or(settings_.timeout), now),
-        settings_.arena_yield));
+    // Run where it was called while the engine is idle: a small call whose peers are in step
+    // ends within the budget, without the queue (spinning only where this rank has a CPU).
+    return engine_->submit_inline(
+        std::make_unique<ArenaTask>(*this, *arena_, op,
+                                    Deadline::after(opts.timeout.value_or(settings_.timeout), now),
+                                    settings_.arena_yield),
+        std::min<Clock::duration>(settings_.spin, kInlineSpin));
   }
   std::shared_ptr<const algo::Plan> plan = planner_->plan(op, opts);
   if (plan->steps.empty()) return nothing_to_do();

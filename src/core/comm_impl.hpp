@@ -42,6 +42,11 @@ struct GroupMember {
   std::shared_ptr<OpState> proxy;  // what the caller's Work holds
 };
 
+/// The longest a small call through the arena polls on its caller's thread, inside the call,
+/// before the engine takes it over (engine.hpp, submit_inline): peers in step answer within a
+/// microsecond; a caller that overlaps work with the call loses at most this.
+inline constexpr std::chrono::microseconds kInlineSpin{2};
+
 /// Settings the communicator reads once, at creation.
 struct CommSettings {
   std::chrono::milliseconds timeout{600'000};

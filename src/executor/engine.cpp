@@ -40,6 +40,66 @@ std::shared_ptr<OpState> EngineCore::submit(std::unique_ptr<Task> task,
   return op;
 }
 
+std::shared_ptr<OpState> EngineCore::make_done_state() {
+  auto state = std::make_shared<OpState>();
+  state->done = true;
+  state->started = true;
+  return state;
+}
+
+std::shared_ptr<OpState> EngineCore::submit_inline(std::unique_ptr<Task> task,
+                                                   Clock::duration budget,
+                                                   const std::shared_ptr<EngineCore>& self) {
+  {
+    Lock lk(mu_);
+    if (!queue_.empty() || driving_ || stop_ || !failure_.is_ok()) {
+      lk.unlock();
+      return submit(std::move(task), self);
+    }
+    driving_ = true;  // the worker, waiters and idle checks keep off while this thread polls
+  }
+  std::optional<Status> ended = run_inline(*task, budget);
+  Lock lk(mu_);
+  driving_ = false;
+  last_activity_ = Clock::now();
+  done_cv_.notify_all();  // abort() and check_idle() wait for no thread to drive
+  if (ended && ended->is_ok()) {
+    note_success();
+    return done_inline_;
+  }
+  auto op = std::make_shared<OpState>();
+  op->started = true;
+  op->task = std::move(task);
+  op->engine = self;
+  if (ended) {
+    finish(*op, std::move(*ended));  // the engine's failure, as for a queued operation
+    return op;
+  }
+  queue_.push_front(op);  // before any call another thread queued meanwhile: it came later
+  undriven_since_ = last_activity_;
+  if (worker_parked_) work_cv_.notify_one();
+  return op;
+}
+
+std::optional<Status> EngineCore::run_inline(Task& task, Clock::duration budget) {
+  Status st = task.start(task.deadline());
+  if (!st.is_ok()) return st;
+  Clock::time_point until{};
+  for (unsigned polls = 1;; ++polls) {
+    if (aborted_.load(std::memory_order_acquire))
+      return abort_status_.with_context(task.describe());
+    auto r = task.progress();
+    if (!r.is_ok()) return r.status();
+    if (*r == Progress::Done) return Status::ok();
+    if (polls % kPollsPerClock != 0) continue;  // the clock costs as much as a poll
+    const auto now = Clock::now();
+    if (until == Clock::time_point{})
+      until = now + budget;
+    else if (now >= until)
+      return std::nullopt;
+  }
+}
+
 Status EngineCore::wait(OpState& op, Deadline until) {
   Lock lk(mu_);
   bool asked = false;  // we asked the worker to hand driving over
@@ -322,14 +382,17 @@ void EngineCore::adapt_spin(Clock::duration idle, bool blocked) {
   }
 }
 
+void EngineCore::note_success() {
+  if (!options_.idle_check) return;
+  idle_checks_left_ = kIdleChecks;  // idle checks due again (see EngineOptions)
+  next_idle_check_ = options_.idle_check_after;
+  ++completions_;
+  if (worker_parked_) work_cv_.notify_one();
+}
+
 void EngineCore::finish(OpState& op, Status status) {
   op.done = true;
-  if (status.is_ok() && options_.idle_check) {  // idle checks due again (see EngineOptions)
-    idle_checks_left_ = kIdleChecks;
-    next_idle_check_ = options_.idle_check_after;
-    ++completions_;
-    if (worker_parked_) work_cv_.notify_one();
-  }
+  if (status.is_ok()) note_success();
   if (!status.is_ok()) {
     LOOM_LOG_ERROR(Exec, "{}", status.message());
     if (failure_.is_ok()) {

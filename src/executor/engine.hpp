@@ -80,6 +80,14 @@ class EngineCore {
 
   std::shared_ptr<detail::OpState> submit(std::unique_ptr<Task> task,
                                           const std::shared_ptr<EngineCore>& self);
+  /// Runs `task` on the calling thread when no operation is queued and no thread drives: starts
+  /// it and polls it for at most `budget` (one round of polls when zero). Finished there, it
+  /// returns the engine's completed state (shared by every call done so, never queued: a small
+  /// call skips the queue, the handoff and a state of its own); failed there, a failed state (the
+  /// engine's failure, as if queued); otherwise the task goes first in the queue with the
+  /// progress it made, as submit() would have queued it. Otherwise it is submit().
+  std::shared_ptr<detail::OpState> submit_inline(std::unique_ptr<Task> task, Clock::duration budget,
+                                                 const std::shared_ptr<EngineCore>& self);
   /// Blocks until `op` is done or `until` passes (then Timeout); drives if nobody else is.
   Status wait(detail::OpState& op, Deadline until);
   /// Non-blocking check; makes one round of progress if nobody else is driving.
@@ -112,6 +120,10 @@ class EngineCore {
   void run(detail::OpState& op, Lock& lk, Deadline until, bool by_worker);
   bool step(detail::OpState& op, Clock::time_point& last_progress, Deadline until);
   void finish(detail::OpState& op, Status status);
+  /// submit_inline's polls: the task's status when it ended, nullopt while it is still running.
+  std::optional<Status> run_inline(Task& task, Clock::duration budget);
+  /// A successful operation's bookkeeping (idle checks due again), under the lock.
+  void note_success();
   void set_failure(Status why);  // under the lock
   void adapt_spin(Clock::duration idle, bool blocked);
   Status idle_wait(Task& task, Clock::duration idle, Deadline until, bool& blocked);
@@ -125,6 +137,9 @@ class EngineCore {
   std::condition_variable work_cv_;  // the worker waits here
   std::condition_variable done_cv_;  // waiters wait here
   std::deque<std::shared_ptr<detail::OpState>> queue_;
+  // What submit_inline returns for every call it finished (immutable once made).
+  const std::shared_ptr<detail::OpState> done_inline_ = make_done_state();
+  static std::shared_ptr<detail::OpState> make_done_state();
   std::vector<pollfd> fds_;             // reused by the driving thread
   Clock::time_point undriven_since_{};  // when the queue last became ready without a driver
   Clock::time_point last_activity_{};   // last submit or drive
@@ -155,6 +170,11 @@ class Engine {
 
   /// Queues `task`; returns its state (already failed if the engine has failed).
   std::shared_ptr<detail::OpState> submit(std::unique_ptr<Task> task);
+  /// See EngineCore::submit_inline.
+  std::shared_ptr<detail::OpState> submit_inline(std::unique_ptr<Task> task,
+                                                 Clock::duration budget) {
+    return core_->submit_inline(std::move(task), budget, core_);
+  }
   /// The first failure, if any: every later operation fails with it.
   [[nodiscard]] Status failure() const;
   /// Waits for every queued operation (each bounded by its own deadline).

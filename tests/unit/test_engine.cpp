@@ -26,6 +26,9 @@ namespace {
 struct Record {
   std::atomic<bool> finished{false};
   std::atomic<std::thread::id> started_by{};
+  std::atomic<int> starts{0};
+  std::atomic<int>* order = nullptr;  // when set: finished_as takes the next number
+  std::atomic<int> finished_as{-1};
 };
 
 // Done after `rounds` calls of progress() once `ready` (if given) is set.
@@ -37,11 +40,13 @@ class FakeTask final : public ex::Task {
 
   Status start(Deadline) override {
     rec_.started_by = std::this_thread::get_id();
+    ++rec_.starts;
     return Status::ok();
   }
   Result<ex::Progress> progress() override {
     if (ready_ != nullptr && !ready_->load()) return ex::Progress::Idle;
     if (--rounds_ > 0) return ex::Progress::Advanced;
+    if (rec_.order != nullptr) rec_.finished_as = (*rec_.order)++;
     rec_.finished = true;
     return ex::Progress::Done;
   }
@@ -265,4 +270,83 @@ TEST_CASE("engine: the idle check runs after operations complete and its failure
       wait(engine.submit(std::make_unique<FakeTask>(later, 1, Deadline::after(30s))), 30s).code() ==
       ErrorCode::Mismatch);
   CHECK_FALSE(later.finished);
+}
+
+// ---- submit_inline: small calls run where they are called while the engine is idle ----
+
+namespace {
+
+class FailingTask final : public ex::Task {
+ public:
+  Status start(Deadline) override { return Status::ok(); }
+  Result<ex::Progress> progress() override {
+    return Status(ErrorCode::Mismatch, "fake op: rank 1 sent another call");
+  }
+  bool prepare_wait(std::vector<pollfd>&) override { return true; }
+  [[nodiscard]] std::string describe() const override { return "failing op"; }
+  [[nodiscard]] std::string pending() const override { return "nothing"; }
+  [[nodiscard]] Deadline deadline() const override { return Deadline::after(60s); }
+};
+
+}  // namespace
+
+TEST_CASE("engine: submit_inline finishes a ready operation on the calling thread, unqueued",
+          "[engine]") {
+  ex::Engine engine(options(std::chrono::seconds(600)));
+  Record a, b;
+  auto first = engine.submit_inline(std::make_unique<FakeTask>(a, 3, Deadline::after(30s)), 0us);
+  auto second = engine.submit_inline(std::make_unique<FakeTask>(b, 1, Deadline::after(30s)), 0us);
+  CHECK(first->done);
+  CHECK(first->status.is_ok());
+  CHECK(a.finished);
+  CHECK(a.started_by.load() == std::this_thread::get_id());
+  CHECK(first->engine.expired());  // never queued: Work::wait returns at once
+  CHECK(first == second);          // one shared completed state, no allocation per call
+}
+
+TEST_CASE("engine: an inline operation not done within its budget goes first in the queue",
+          "[engine]") {
+  ex::Engine engine(options(std::chrono::seconds(600)));
+  Record rec;
+  std::atomic<bool> ready{false};
+  auto op =
+      engine.submit_inline(std::make_unique<FakeTask>(rec, 2, Deadline::after(30s), &ready), 200us);
+  CHECK_FALSE(op->done);
+  CHECK_FALSE(rec.finished);
+  CHECK_FALSE(op->engine.expired());  // queued: waiting for it drives it
+  ready = true;
+  REQUIRE(wait(op, 30s).is_ok());
+  CHECK(rec.finished);
+  CHECK(rec.starts == 1);  // started inline once; the queue went on from there
+}
+
+TEST_CASE("engine: submit_inline behind a queued operation queues after it", "[engine]") {
+  ex::Engine engine(options(std::chrono::seconds(600)));
+  std::atomic<int> order{0};
+  Record earlier, later;
+  earlier.order = later.order = &order;
+  std::atomic<bool> ready{false};
+  auto first = engine.submit(std::make_unique<FakeTask>(earlier, 1, Deadline::after(30s), &ready));
+  auto second =
+      engine.submit_inline(std::make_unique<FakeTask>(later, 1, Deadline::after(30s)), 200us);
+  CHECK_FALSE(later.finished);  // not run ahead of the queue
+  CHECK(later.starts == 0);
+  ready = true;
+  REQUIRE(wait(second, 30s).is_ok());
+  CHECK(earlier.finished_as == 0);
+  CHECK(later.finished_as == 1);
+  CHECK(first->done);
+}
+
+TEST_CASE("engine: an operation that fails inline fails the engine like a queued one", "[engine]") {
+  ex::Engine engine(options(std::chrono::seconds(600)));
+  auto op = engine.submit_inline(std::make_unique<FailingTask>(), 0us);
+  REQUIRE(op->done);
+  CHECK(op->status.code() == ErrorCode::Mismatch);
+  CHECK(op->status.message().find("rank 1 sent another call") != std::string::npos);
+  CHECK(engine.failure().code() == ErrorCode::Mismatch);
+  Record rec;
+  auto after = engine.submit_inline(std::make_unique<FakeTask>(rec, 1, Deadline::after(30s)), 0us);
+  CHECK(wait(after, 5s).code() == ErrorCode::Mismatch);  // failed earlier: not run
+  CHECK_FALSE(rec.finished);
 }
