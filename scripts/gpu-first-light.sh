@@ -28,7 +28,9 @@
 #            out of place)
 #   stream   loom-stream-check on 2 and 4 ranks over cuda_ipc, 2 staged: a call on a stream
 #            returns at once (while the stream is held, and while a long kernel runs) and runs
-#            in stream order
+#            in stream order; then 2-rank allreduces (int8, float; 8 B .. 1 MiB, verified) on the
+#            device's default (legacy) stream, torch's (loom-perf --stream default), cuda_ipc and
+#            staged
 #   graph    loom-stream-check --graph: an allreduce captured into a CUDA graph (global, then
 #            relaxed capture) and replayed, or "not supported" with the error
 #   tests    loom-tests' device tags ([device], [cuda_ipc], [kernels]; host-run logic) next to a
@@ -390,6 +392,15 @@ if wants stream; then
     run "stream: n$n $path" 90 "stream-n$n-$path.txt" env LOOM_DEBUG=INFO "${trs[@]}" \
       "$bin/loomrun" -n "$n" --timeout 80s "$bin/loom-stream-check" --device "$device" \
       --ms "$stream_ms"
+  done
+  # The device's default (legacy) stream, torch's: the stream of the torch call that timed out on
+  # 2026-11-30, here without torch.
+  for path in cuda_ipc staged; do
+    trs=()
+    [[ $path == staged ]] && trs=(LOOM_TRANSPORTS=^cuda_ipc)
+    perf_cmd 40 2 LOOM_DEBUG=INFO "${trs[@]}" -- allreduce --device "$device" --stream default \
+      -d int8,float -b 8 -e 1M -f 8 -n 3 -w 1 -c 1
+    run "stream: default stream n2 $path" 40 "stream-default-n2-$path.txt" "${cmd[@]}"
   done
 fi
 

@@ -19,11 +19,15 @@ void select_device(const std::string& name, int local_rank) {
   throw_if_error(dev->set_device(std::max(local_rank, 0) % std::max(dev->device_count(), 1)));
 }
 
-DeviceBuffers::DeviceBuffers(const std::string& name, std::size_t bytes, int rank)
+DeviceBuffers::DeviceBuffers(const std::string& name, std::size_t bytes, int rank,
+                             bool default_stream)
     : bytes_(std::max<std::size_t>(bytes, 1)) {
   dev_ = value_or_throw(device::device_by_name(name));
   if (!dev_) throw_if_error(make_error(ErrorCode::InvalidUsage, "no device runtime '{}'", name));
-  stream_ = value_or_throw(dev_->create_stream());
+  if (!default_stream) {
+    stream_ = value_or_throw(dev_->create_stream());
+    own_stream_ = true;
+  }
   auto alloc = [&](const char* which) {
     auto p = dev_->alloc(bytes_);
     if (!p.is_ok())
@@ -36,7 +40,7 @@ DeviceBuffers::DeviceBuffers(const std::string& name, std::size_t bytes, int ran
     recv_ = alloc("receive");
   } catch (...) {  // the destructor does not run for a constructor that throws
     if (send_ != nullptr) dev_->free(send_);
-    dev_->destroy_stream(stream_);
+    if (own_stream_) dev_->destroy_stream(stream_);
     throw;
   }
 }
@@ -46,7 +50,7 @@ DeviceBuffers::~DeviceBuffers() {
   (void)dev_->synchronize(stream_, Deadline::after(kSyncTimeout));
   dev_->free(send_);
   dev_->free(recv_);
-  dev_->destroy_stream(stream_);
+  if (own_stream_) dev_->destroy_stream(stream_);
 }
 
 CollOptions DeviceBuffers::options() const {

@@ -17,9 +17,10 @@ void select_device(const std::string& name, int local_rank);
 
 class DeviceBuffers {
  public:
-  /// Buffers on the current device (see select_device). Throws loom::Error when `name` is not
-  /// an available runtime.
-  DeviceBuffers(const std::string& name, std::size_t bytes, int rank);
+  /// Buffers on the current device (see select_device), and a stream of their own, or the
+  /// device's default (legacy) stream with `default_stream` (as torch's default stream). Throws
+  /// loom::Error when `name` is not an available runtime.
+  DeviceBuffers(const std::string& name, std::size_t bytes, int rank, bool default_stream = false);
   ~DeviceBuffers();
   DeviceBuffers(const DeviceBuffers&) = delete;
   DeviceBuffers& operator=(const DeviceBuffers&) = delete;
@@ -36,7 +37,8 @@ class DeviceBuffers {
 
  private:
   device::Device* dev_ = nullptr;
-  device::Stream stream_ = nullptr;
+  device::Stream stream_ = nullptr;  // null: the device's default stream
+  bool own_stream_ = false;
   std::size_t bytes_ = 0;
   void* send_ = nullptr;
   void* recv_ = nullptr;

@@ -18,7 +18,7 @@ struct FlagSpec {
   bool has_short;
 };
 
-constexpr std::array<FlagSpec, 26> kFlags = {{
+constexpr std::array<FlagSpec, 27> kFlags = {{
     {'b', "minbytes", true, true},
     {'e', "maxbytes", true, true},
     {'f', "stepfactor", true, true},
@@ -38,6 +38,7 @@ constexpr std::array<FlagSpec, 26> kFlags = {{
     {'C', "calibrate", false, false},
     {'R', "deterministic", false, false},
     {'D', "device", true, false},
+    {'S', "stream", true, false},
     {'T', "transport", true, false},
     {'K', "compare-transports", true, false},
     {'J', "json", true, false},
@@ -176,6 +177,11 @@ void apply_flag(Options& opt, const FlagSpec& spec, std::string_view value) {
             "unknown device '{}' for --device (host, host-shared, cuda, host-sim)", value));
       opt.device = std::string(value);
       break;
+    case 'S':
+      if (value != "own" && value != "default")
+        throw UsageError(fmt::format("unknown stream '{}' for --stream (own, default)", value));
+      opt.default_stream = value == "default";
+      break;
     case 'T':
     case 'K': {
       opt.transports.clear();
@@ -242,6 +248,8 @@ void validate(const Options& opt) {
   if (!opt.run_in_place && !opt.run_out_of_place) {
     throw UsageError("--inplace-only and --outofplace-only exclude each other");
   }
+  if (opt.default_stream && opt.device != "cuda" && opt.device != "host-sim")
+    throw UsageError("--stream default needs --device cuda or host-sim");
   if (opt.coll == Coll::SendRecv && !opt.run_out_of_place)
     throw UsageError("sendrecv has no in-place form (its buffers must not overlap)");
   if (!opt.compare_algos.empty() && (opt.compare || !opt.algo.empty() || opt.calibrate))
@@ -378,6 +386,9 @@ std::string usage_text(std::string_view program) {
       "                            (device memory, one\n"
       "                            stream per rank, stream-ordered calls), host-sim (the\n"
       "                            host simulation of the device path; logic, not speed)\n"
+      "      --stream own|default  with --device cuda or host-sim: call on a stream of each\n"
+      "                            rank's own (default), or on the device's default (legacy)\n"
+      "                            stream, as torch's default stream does\n"
       "      --transport NAME      run over one transport: tcp, shm or ofi (LOOM_TRANSPORTS)\n"
       "      --compare-transports A,B[,C]\n"
       "                            run the same verified sweep over each transport and print\n"

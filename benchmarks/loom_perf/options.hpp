@@ -87,6 +87,8 @@ struct Options : bench::SweepOptions {
   bool calibrate = false;      // --calibrate: measure the cost model's constants instead
   /// Where the buffers live: "host", "cuda" or "host-sim" (--device).
   std::string device = "host";
+  /// --stream default: device calls on the device's default (legacy) stream, not one of their own.
+  bool default_stream = false;
   // Transports: --transport NAME runs over that one; --compare-transports A,B[,C] runs the same
   // sweep over each and prints one table with a busbw column per transport.
   std::vector<std::string> transports;

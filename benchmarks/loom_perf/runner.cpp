@@ -133,7 +133,8 @@ Runner::Runner(Communicator& comm, const Options& options)
                 : AlignedBuffer()) {
   check_allocated();
   if (options.device != "host" && options.device != "host-shared")
-    device_ = std::make_unique<DeviceBuffers>(options.device, options.max_bytes, rank_);
+    device_ = std::make_unique<DeviceBuffers>(options.device, options.max_bytes, rank_,
+                                              options.default_stream);
 }
 
 // Every rank learns whether any could not allocate its buffers, so none waits for a rank that

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # loom-perf --device host-sim: every collective on (simulated) device buffers, stream-ordered,
-# through loomrun with separate processes, all dtypes and ops, exact verification; and
+# through loomrun with separate processes, all dtypes and ops, exact verification (also on the
+# device's default stream, --stream default); and
 # --device cuda fails cleanly (exit 3, a message) where no GPU is visible.
 # Usage: bash perf_device.sh BIN_DIR
 set -u
@@ -14,6 +15,9 @@ for n in 1 3; do
   done
 done
 sweep 2 allreduce --device host-sim -b 8 -e 1M -f 8 -n 2 -w 1
+# On the device's default (legacy) stream, as torch's default stream calls.
+sweep 2 allreduce --device host-sim --stream default -b 8 -e 1M -f 8 -d int8,float -n 2 -w 1
+sweep 3 allgather --device host-sim --stream default -b 0 -e 64K -f 16 -n 1 -w 1
 
 if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
   timeout 60 "$BIN/loom-perf" allreduce --device cuda -b 8 -e 8 >"$TMP/out" 2>&1
@@ -27,5 +31,7 @@ if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
   fi
 fi
 usage_error allreduce --device tpu
+usage_error allreduce --stream default
+usage_error allreduce --device host-sim --stream mine
 
 finish perf_device
