@@ -26,9 +26,9 @@
 #            up to 256 MiB, device buffers next to host buffers, verified (#wrong 0): first the
 #            targets' 2-rank allreduce (8 B by 2, in and out of place), then the rest (16 B by 4,
 #            out of place)
-#   stream   loom-stream-check on 2 and 4 ranks over cuda_ipc, 2 staged: a call on a stream
-#            returns at once (while the stream is held, and while a long kernel runs) and runs
-#            in stream order; then 2-rank allreduces (int8, float; 8 B .. 1 MiB, verified) on the
+#   stream   loom-stream-check on 2 and 4 ranks over cuda_ipc, 2 staged, 2 over cuda_ipc with
+#            LOOM_STREAM_GATE=wait-value: a call on a stream returns at once (while the stream
+#            is held, and while a long kernel runs) and runs in stream order; then 2-rank allreduces (int8, float; 8 B .. 1 MiB, verified) on the
 #            device's default (legacy) stream, torch's (loom-perf --stream default), cuda_ipc and
 #            staged
 #   graph    loom-stream-check --graph: an allreduce captured into a CUDA graph (global, then
@@ -385,10 +385,11 @@ fi
 # ---- stream semantics
 reserve=$((budget * 5 / 100))
 if wants stream; then
-  for spec in "2 cuda_ipc" "4 cuda_ipc" "2 staged"; do
+  for spec in "2 cuda_ipc" "4 cuda_ipc" "2 staged" "2 wait-value"; do
     read -r n path <<<"$spec"
     trs=()
     [[ $path == staged ]] && trs=(LOOM_TRANSPORTS=^cuda_ipc)
+    [[ $path == wait-value ]] && trs=(LOOM_STREAM_GATE=wait-value)  # cuda_ipc, the other gate
     run "stream: n$n $path" 90 "stream-n$n-$path.txt" env LOOM_DEBUG=INFO "${trs[@]}" \
       "$bin/loomrun" -n "$n" --timeout 80s "$bin/loom-stream-check" --device "$device" \
       --ms "$stream_ms"

@@ -12,12 +12,14 @@
 #    then the 2-rank device allreduce (1 MiB .. 256 MiB, in and out of place) once per variant,
 #    into variants.txt (at most 40 s each): a variant is settings joined by ',', e.g.
 #    LOOM_CUDA_IPC_ROUTE=staged,LOOM_CUDA_IPC_SLOT_SIZE=16M; default: "LOOM_CUDA_IPC_ROUTE=staged
-#    LOOM_CUDA_IPC_SLOT_SIZE=16M" ("" for none);
+#    LOOM_CUDA_IPC_SLOT_SIZE=16M LOOM_STREAM_GATE=wait-value" ("" for none);
 # 3. the torch backend's CUDA tests (run-torch-cuda.sh --test-only, at most 120 s); when one
 #    fails, its first test (one call on a side stream, then one on the default stream) again
-#    under each diagnosis variant (at most 40 s each, appended to torch-cuda.log/.txt):
-#    CUDA_DEVICE_MAX_CONNECTIONS=32 (if it passes: the default stream's gate and loom's own
-#    stream shared a hardware queue), then LOOM_TRANSPORTS=^cuda_ipc (the staged path);
+#    under each diagnosis variant while the session has run under 540 s (at most 30 s each,
+#    appended to torch-cuda.log/.txt): CUDA_DEVICE_MAX_CONNECTIONS=32 (if it passes: the
+#    default stream's gate and loom's own stream shared a hardware queue), then
+#    LOOM_STREAM_GATE=wait-value (no CUDA host-function thread held), then
+#    LOOM_TRANSPORTS=^cuda_ipc (the staged path);
 # 4. with --torch-bench only (measured on 2026-11-30, docs/torch.md): through torch.distributed
 #    on CPU tensors, loom against gloo at 2 and 4 ranks on the machine's 16 cores: all_reduce
 #    8 B .. 64 MiB (benchmarks/torch/bench_collectives.py), at most 45 s each.
@@ -32,7 +34,7 @@ out=${1:?usage: gpu-session.sh OUTDIR [--budget SECONDS]}
 shift
 budget=300
 only=()
-variants="LOOM_CUDA_IPC_ROUTE=staged LOOM_CUDA_IPC_SLOT_SIZE=16M"
+variants="LOOM_CUDA_IPC_ROUTE=staged LOOM_CUDA_IPC_SLOT_SIZE=16M LOOM_STREAM_GATE=wait-value"
 torch_bench=0
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -74,10 +76,15 @@ stamp "torch CUDA tests"
 TORCH_TEST_TIMEOUT=120 bash "$bundle/run-torch-cuda.sh" "$out" --test-only
 tc=$?
 if ((tc == 1)); then
-  for variant in CUDA_DEVICE_MAX_CONNECTIONS=32 LOOM_TRANSPORTS=^cuda_ipc; do
+  for variant in CUDA_DEVICE_MAX_CONNECTIONS=32 LOOM_STREAM_GATE=wait-value \
+    LOOM_TRANSPORTS=^cuda_ipc; do
+    if (($(date +%s) - t0 > 540)); then
+      stamp "no time left for the torch rerun with $variant"
+      continue
+    fi
     stamp "torch CUDA first test again with $variant"
     echo "== variant $variant" | tee -a "$out/torch-cuda.log" >>"$out/torch-cuda.txt"
-    env "$variant" TORCH_TEST_TIMEOUT=40 \
+    env "$variant" TORCH_TEST_TIMEOUT=30 \
       TORCH_TESTS=test_backend_cuda.CudaTensors.test_a_side_stream_then_default_stream \
       bash "$bundle/run-torch-cuda.sh" "$out" --test-only | tail -3
   done

@@ -273,6 +273,12 @@ constexpr std::array kSettings = {
          "the hardware) in the testing library loom_testing, not in libloom, so a program "
          "linking only libloom refuses it.",
          "device", kNoRange, Choices{"auto|cuda|host-sim|none"}},
+    Spec{"LOOM_STREAM_GATE", Type::String, "host-function",
+         "How a stream-ordered call holds its stream until the collective is done: "
+         "host-function (a host function on the stream waits for it, cudaLaunchHostFunc) or "
+         "wait-value (the stream waits for a word in pinned host memory that loom writes, "
+         "cuStreamWaitValue32: no CUDA thread is held).",
+         "device", kNoRange, Choices{"host-function|wait-value"}},
     Spec{"LOOM_NVML_LIBRARY", Type::String, "libnvidia-ml.so.1",
          "NVML library (installed with the GPU driver) read at device setup to tell NVLink "
          "from PCIe between GPUs, for the logs and loom-info; a path where the driver's "

@@ -20,6 +20,7 @@ Result<CommSettings> CommSettings::from(const config::Config& cfg) {
   LOOM_RETURN_IF_ERROR(transport::builtin_transports().check_settings(cfg));
   s.algo = cfg.get_string("LOOM_ALGO");
   s.device = cfg.get_string("LOOM_DEVICE");
+  s.wait_value_gates = cfg.get_string("LOOM_STREAM_GATE") == "wait-value";
   s.oneshot = cfg.get_string("LOOM_SHM_ONESHOT_MAX");
   LOOM_RETURN_IF_ERROR(select::oneshot_max_from(s.oneshot, 1).status());
   s.flight_calls = static_cast<std::size_t>(cfg.get_int("LOOM_FLIGHT_RECORDER"));

@@ -59,7 +59,8 @@ struct CommSettings {
   std::chrono::microseconds yield{-1};        // LOOM_YIELD_US; < 0: kAutoYield at init
   std::chrono::microseconds arena_yield{-1};  // the arena's calls' (kSharedCpuArenaYield, init)
   std::string algo = "auto";
-  std::string device = "auto";  // LOOM_DEVICE
+  std::string device = "auto";    // LOOM_DEVICE
+  bool wait_value_gates = false;  // LOOM_STREAM_GATE=wait-value
   OfiHmemMode ofi_hmem = OfiHmemMode::Auto;
   std::string oneshot = "auto";  // LOOM_SHM_ONESHOT_MAX (as set)
   std::size_t oneshot_max = 0;   // its bytes for this communicator's size (init_arena)

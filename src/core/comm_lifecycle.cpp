@@ -209,7 +209,15 @@ Status CommImpl::connect(std::vector<std::unique_ptr<transport::Transport>> prep
   LOOM_RETURN_IF_ERROR(agree_on_plan_settings(prefix, dev, deadline));
   planner_ = std::make_unique<Planner>(rank_, nranks_, ring, layout.topology, settings_.plan);
   LOOM_RETURN_IF_ERROR(init_direct_path(dev, layout, prefix, deadline));
-  if (dev) stream_path_ = std::make_unique<device::StreamPath>(*dev, settings_.timeout);
+  if (dev) {
+    std::shared_ptr<device::GateLine> line;
+    if (settings_.wait_value_gates) {
+      auto made = device::GateLine::create(*dev, deadline);
+      if (!made.is_ok()) return made.status().with_context(fmt::format("rank {}", rank_));
+      line = std::move(*made);
+    }
+    stream_path_ = std::make_unique<device::StreamPath>(*dev, settings_.timeout, std::move(line));
+  }
   return Status::ok();
 }
 

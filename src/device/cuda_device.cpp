@@ -47,6 +47,26 @@ PFN_cuPointerGetAttribute_v4000 pointer_get_attribute() {
   return fn;
 }
 
+// cuStreamWaitValue32 (v2, the stream memory operations every CUDA 12 device has), likewise.
+PFN_cuStreamWaitValue32_v11070 stream_wait_value() {
+  static const PFN_cuStreamWaitValue32_v11070 fn = []() -> PFN_cuStreamWaitValue32_v11070 {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+#if CUDART_VERSION >= 12050
+    cudaError_t err = cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &f, 11070,
+                                                       cudaEnableDefault, &found);
+#else
+    cudaError_t err = cudaGetDriverEntryPoint("cuStreamWaitValue32", &f, cudaEnableDefault, &found);
+#endif
+    if (err != cudaSuccess || found != cudaDriverEntryPointSuccess) {
+      (void)cudaGetLastError();
+      return nullptr;
+    }
+    return reinterpret_cast<PFN_cuStreamWaitValue32_v11070>(f);
+  }();
+  return fn;
+}
+
 class CudaDevice final : public Device {
  public:
   explicit CudaDevice(int count) : count_(count) {}
@@ -89,8 +109,8 @@ class CudaDevice final : public Device {
   }
   Result<void*> alloc_pinned(std::size_t bytes) override {
     void* p = nullptr;
-    LOOM_RETURN_IF_ERROR(
-        cuda_status(cudaHostAlloc(&p, bytes, cudaHostAllocPortable), "cudaHostAlloc"));
+    LOOM_RETURN_IF_ERROR(cuda_status(
+        cudaHostAlloc(&p, bytes, cudaHostAllocPortable | cudaHostAllocMapped), "cudaHostAlloc"));
     return p;
   }
   void free_pinned(void* p) override { (void)cudaFreeHost(p); }
@@ -139,6 +159,24 @@ class CudaDevice final : public Device {
         return make_error(ErrorCode::Timeout, "CUDA stream {} still busy at its deadline", s);
       std::this_thread::sleep_for(backoff_nap(Clock::now() - start));
     }
+  }
+
+  Status wait_value(Stream s, const std::uint32_t* word, std::uint32_t value) override {
+    PFN_cuStreamWaitValue32_v11070 wait = stream_wait_value();
+    if (wait == nullptr)
+      return make_error(ErrorCode::InvalidUsage,
+                        "the CUDA driver has no cuStreamWaitValue32 (stream memory operations)");
+    void* dp = nullptr;
+    LOOM_RETURN_IF_ERROR(
+        cuda_status(cudaHostGetDevicePointer(&dp, const_cast<std::uint32_t*>(word), 0),
+                    "cudaHostGetDevicePointer"));
+    const CUresult r = wait(static_cast<CUstream>(s), reinterpret_cast<CUdeviceptr>(dp), value,
+                            CU_STREAM_WAIT_VALUE_GEQ);
+    if (r == CUDA_SUCCESS) return Status::ok();
+    return make_error(
+        r == CUDA_ERROR_NOT_SUPPORTED ? ErrorCode::InvalidUsage : ErrorCode::SystemError,
+        "CUDA cuStreamWaitValue32 failed (CUresult {}{})", static_cast<int>(r),
+        r == CUDA_ERROR_NOT_SUPPORTED ? ": not supported by this device" : "");
   }
 
   Result<bool> is_capturing(Stream s) override {

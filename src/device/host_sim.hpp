@@ -22,6 +22,9 @@ void host_sim_set_capturing(Stream s, bool capturing);
 /// Frees the host simulation saw while a host function held a stream (see host_sim_device.cpp):
 /// on CUDA such a free waits for the whole device and could deadlock. Tests expect 0.
 std::uint64_t host_sim_sync_hazards();
+/// wait_value() waits host-sim's streams have run (tests tell a wait-value stream gate from a
+/// host-function one).
+std::uint64_t host_sim_value_waits();
 /// flush_remote_writes() calls the host simulation has had (tests check the network path
 /// flushes before its reductions read what a NIC wrote).
 std::uint64_t host_sim_remote_write_flushes();

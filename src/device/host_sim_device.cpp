@@ -57,6 +57,41 @@ void run_host_fn(HostFn fn, void* arg) {
   g_host_fn_cv.notify_all();
 }
 
+// A stream waiting for a memory word (cuStreamWaitValue32) holds it like a host function does:
+// counted alike, so a free meanwhile is a hazard too. On CUDA the wait has no end; here it ends
+// after kWaitValuePatience with an error, so that a test that never opens it fails, not hangs.
+constexpr auto kWaitValuePatience = std::chrono::seconds(120);
+std::atomic<std::uint64_t> g_value_waits{0};
+
+void wait_for_value(const std::uint32_t* word, std::uint32_t value) {
+  {
+    std::lock_guard lk(g_host_fn_mu);
+    ++g_host_fns_running;
+  }
+  g_value_waits.fetch_add(1, std::memory_order_relaxed);
+  std::atomic_ref<const std::uint32_t> w(*word);
+  const auto until = std::chrono::steady_clock::now() + kWaitValuePatience;
+  auto reached = [&] {
+    return static_cast<std::int32_t>(w.load(std::memory_order_acquire) - value) >= 0;
+  };
+  for (int spins = 0; !reached(); ++spins) {
+    if (std::chrono::steady_clock::now() >= until) {
+      LOOM_LOG_ERROR(Cuda, "host-sim: a stream waited {} s for a memory word to reach {}; going on",
+                     kWaitValuePatience.count(), value);
+      break;
+    }
+    if (spins < 64)
+      std::this_thread::yield();
+    else
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  {
+    std::lock_guard lk(g_host_fn_mu);
+    --g_host_fns_running;
+  }
+  g_host_fn_cv.notify_all();
+}
+
 void wait_like_a_synchronising_free(std::string_view what) {
   std::unique_lock lk(g_host_fn_mu);
   if (g_host_fn_cv.wait_for(lk, kHostFnPatience, [] { return g_host_fns_running == 0; })) return;
@@ -202,6 +237,12 @@ class HostSimDevice final : public Device {
   void destroy_stream(Stream s) override { delete static_cast<SimStream*>(s); }
   Status copy_async(void* dst, const void* src, std::size_t bytes, Stream s) override {
     if (bytes) stream(s).enqueue([=] { std::memmove(dst, src, bytes); });
+    return Status::ok();
+  }
+  Status wait_value(Stream s, const std::uint32_t* word, std::uint32_t value) override {
+    if (word == nullptr)
+      return make_error(ErrorCode::InvalidArgument, "host-sim: wait_value on null");
+    stream(s).enqueue([=] { wait_for_value(word, value); });
     return Status::ok();
   }
   Status launch_host_fn(Stream s, HostFn fn, void* arg) override {
@@ -364,6 +405,10 @@ void host_sim_set_capturing(Stream s, bool capturing) {
 
 std::uint64_t host_sim_sync_hazards() {
   return g_sync_hazards.load(std::memory_order_relaxed);
+}
+
+std::uint64_t host_sim_value_waits() {
+  return g_value_waits.load(std::memory_order_relaxed);
 }
 
 std::uint64_t host_sim_remote_write_flushes() {

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
 #include <optional>
 #include <thread>
 
@@ -55,9 +56,52 @@ Result<bool> needs_stream_path(Device* dev, const coll::OpDesc& op, int rank, in
 void Gate::open() {
   {
     std::lock_guard lk(mu_);
+    if (open_) return;
     open_ = true;
   }
   cv_.notify_all();
+  if (line_) line_->open(ticket_);
+}
+
+// ---- GateLine ----
+
+Result<std::shared_ptr<GateLine>> GateLine::create(Device& dev, Deadline deadline) {
+  LOOM_ASSIGN_OR_RETURN(void* p, dev.alloc_pinned(sizeof(std::uint32_t)));
+  auto* word = static_cast<std::uint32_t*>(p);
+  std::atomic_ref<std::uint32_t>(*word).store(0, std::memory_order_release);
+  auto line = std::make_shared<GateLine>(dev, word);
+  // One wait that holds nothing (the word is already there), so that a runtime or device
+  // without stream memory operations fails here, at creation, rather than at the first call.
+  LOOM_ASSIGN_OR_RETURN(Stream s, dev.create_stream());
+  Status st = dev.wait_value(s, word, 0);
+  if (st.is_ok()) st = dev.synchronize(s, deadline);
+  dev.destroy_stream(s);
+  if (!st.is_ok())
+    return st.with_context(
+        "LOOM_STREAM_GATE=wait-value (use host-function where the device "
+        "has no stream memory operations)");
+  return line;
+}
+
+GateLine::~GateLine() {
+  dev_.free_pinned(word_);
+}
+
+std::uint64_t GateLine::take() {
+  std::lock_guard lk(mu_);
+  return next_++;
+}
+
+void GateLine::open(std::uint64_t t) {
+  std::lock_guard lk(mu_);
+  if (t <= done_) return;
+  early_.insert(t);
+  while (!early_.empty() && *early_.begin() == done_ + 1) {
+    early_.erase(early_.begin());
+    ++done_;
+  }
+  std::atomic_ref<std::uint32_t>(*word_).store(static_cast<std::uint32_t>(done_),
+                                               std::memory_order_release);
 }
 
 bool Gate::wait() {
@@ -249,7 +293,7 @@ Result<StagedCall> StreamPath::stage(const coll::OpDesc& op, int rank, int nrank
   }
   call.device_recv = recv_bytes > 0 ? op.recv : nullptr;
   call.recv_bytes = recv_bytes;
-  call.gate = std::make_shared<Gate>(deadline);
+  call.gate = make_gate(deadline);
   Status st = Status::ok();
   if (send_bytes)
     st = dev_.copy_async(const_cast<void*>(call.host_op.send), op.send, send_bytes, stream);
@@ -311,7 +355,7 @@ Result<StagedGroup> StreamPath::stage_group(const std::vector<coll::OpDesc>& ops
                     "inputs",
                     rank, ops.size()));
   }
-  g.shared.gate = std::make_shared<Gate>(deadline);
+  g.shared.gate = make_gate(deadline);
   return g;
 }
 
@@ -319,7 +363,7 @@ Result<StagedCall> StreamPath::direct(const coll::OpDesc& op, int rank, Stream s
                                       Deadline deadline) {
   StagedCall call;
   call.host_op = op;
-  call.gate = std::make_shared<Gate>(deadline);
+  call.gate = make_gate(deadline);
   auto ev = dev_.create_event();
   Status st = ev.status();
   if (ev.is_ok()) {
@@ -338,7 +382,13 @@ std::unique_ptr<exec::Task> StreamPath::wrap(std::unique_ptr<exec::Task> inner,
   return std::make_unique<StagedTask>(std::move(inner), dev_, call.inputs_ready, call.gate);
 }
 
+std::shared_ptr<Gate> StreamPath::make_gate(Deadline deadline) const {
+  return line_ ? std::make_shared<Gate>(deadline, line_) : std::make_shared<Gate>(deadline);
+}
+
 Status StreamPath::enqueue_gate(const std::shared_ptr<Gate>& gate, Stream stream) {
+  if (const GateLine* line = gate->line())
+    return dev_.wait_value(stream, line->word(), gate->value());
   auto* holder = new std::shared_ptr<Gate>(gate);
   Status st = dev_.launch_host_fn(stream, &gate_fn, holder);
   if (!st.is_ok()) delete holder;

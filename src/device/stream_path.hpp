@@ -12,6 +12,7 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -27,19 +28,61 @@ namespace loom::device {
 Result<bool> needs_stream_path(Device* dev, const coll::OpDesc& op, int rank, int nranks,
                                void* stream);
 
-/// Opens once: the stream's gate host function waits for it (bounded by its deadline).
+/// The word that wait-value gates (LOOM_STREAM_GATE=wait-value) hold their streams on: gate t
+/// (its ticket) is open once the word has reached t. Gates may open in any order (a call that
+/// fails early), but the word advances only over the contiguous run of open tickets, so that
+/// opening a gate never releases an earlier gate's stream.
+class GateLine {
+ public:
+  /// The word in pinned host memory, checked once on a stream of its own (InvalidUsage where
+  /// the runtime or the device has no stream memory operations).
+  static Result<std::shared_ptr<GateLine>> create(Device& dev, Deadline deadline);
+  GateLine(Device& dev, std::uint32_t* word) : dev_(dev), word_(word) {}
+  ~GateLine();
+  GateLine(const GateLine&) = delete;
+  GateLine& operator=(const GateLine&) = delete;
+
+  /// The next gate's ticket (1, 2, ...).
+  std::uint64_t take();
+  /// Ticket `t` is open; the word moves on when every earlier one is open too.
+  void open(std::uint64_t t);
+  [[nodiscard]] const std::uint32_t* word() const { return word_; }
+
+ private:
+  Device& dev_;
+  std::uint32_t* word_;  // pinned: the host writes it, the streams wait on it
+  std::mutex mu_;
+  std::uint64_t next_ = 1;
+  std::uint64_t done_ = 0;         // every ticket up to here is open
+  std::set<std::uint64_t> early_;  // open tickets after a closed one
+};
+
+/// Opens once (at the latest when destroyed): the stream's gate waits for it, a host function
+/// on the stream (bounded by its deadline), or with a GateLine, the stream itself on the line's
+/// word.
 class Gate {
  public:
   explicit Gate(Deadline deadline) : deadline_(deadline) {}
+  Gate(Deadline deadline, std::shared_ptr<GateLine> line)
+      : deadline_(deadline), line_(std::move(line)), ticket_(line_->take()) {}
+  ~Gate() { open(); }
+  Gate(const Gate&) = delete;
+  Gate& operator=(const Gate&) = delete;
   void open();
   /// Blocks until open() or the deadline; true if opened.
   bool wait();
+  /// Null: a host-function gate.
+  [[nodiscard]] const GateLine* line() const { return line_.get(); }
+  /// The word's value that opens a wait-value gate.
+  [[nodiscard]] std::uint32_t value() const { return static_cast<std::uint32_t>(ticket_); }
 
  private:
   std::mutex mu_;
   std::condition_variable cv_;
   bool open_ = false;
   Deadline deadline_;
+  std::shared_ptr<GateLine> line_;
+  std::uint64_t ticket_ = 0;
 };
 
 /// Pinned host buffers reused across calls; a buffer is free again once the stream has passed
@@ -103,7 +146,10 @@ struct StagedGroup {
 
 class StreamPath {
  public:
-  StreamPath(Device& dev, std::chrono::milliseconds timeout) : dev_(dev), pool_(dev, timeout) {}
+  /// `gate_line`: hold streams with wait-value gates on it; null: with host functions.
+  StreamPath(Device& dev, std::chrono::milliseconds timeout,
+             std::shared_ptr<GateLine> gate_line = nullptr)
+      : dev_(dev), pool_(dev, timeout), line_(std::move(gate_line)) {}
 
   [[nodiscard]] Device& device() const { return dev_; }
   /// Enqueues the input copies and the inputs-ready event on `stream`.
@@ -127,11 +173,14 @@ class StreamPath {
   [[nodiscard]] std::size_t staging_buffers() const { return pool_.buffers(); }
 
  private:
-  /// Holds `stream` until `gate` opens (a host function on the stream).
+  /// A gate of this path's kind, opened at the latest when the call's task is dropped.
+  std::shared_ptr<Gate> make_gate(Deadline deadline) const;
+  /// Holds `stream` until `gate` opens (a host function on the stream, or a wait on the word).
   Status enqueue_gate(const std::shared_ptr<Gate>& gate, Stream stream);
 
   Device& dev_;
   StagingPool pool_;
+  std::shared_ptr<GateLine> line_;  // LOOM_STREAM_GATE=wait-value
 };
 
 }  // namespace loom::device

@@ -76,6 +76,11 @@ class Device {
   virtual Result<bool> query(Event e) = 0;
   /// Blocks until `s` is idle or `deadline` passes (Timeout).
   virtual Status synchronize(Stream s, Deadline deadline) = 0;
+  /// A stream memory operation (cuStreamWaitValue32): work queued on `s` after it waits until
+  /// the 32-bit word `word` (in alloc_pinned memory, which the host writes) reaches `value`,
+  /// cyclically ((int32_t)(*word - value) >= 0). No host thread waits meanwhile. InvalidUsage
+  /// where the runtime or the device has no stream memory operations.
+  virtual Status wait_value(Stream s, const std::uint32_t* word, std::uint32_t value) = 0;
   /// Whether `s` is being captured into a CUDA graph (cudaStreamIsCapturing).
   virtual Result<bool> is_capturing(Stream s) = 0;
 

@@ -361,6 +361,22 @@ TEST_CASE("device collectives (host-sim, staged through host transports): 3 rank
   run_device_matrix(3, {0, 1, 2}, settings);
 }
 
+// LOOM_STREAM_GATE=wait-value: the streams wait for a word loom writes instead of a host
+// function, on the direct path (p2p) and the staged one.
+TEST_CASE("device collectives (host-sim, wait-value stream gates): direct and staged, 2 ranks",
+          "[device]") {
+  auto settings = kSim;
+  settings["LOOM_STREAM_GATE"] = "wait-value";
+  const std::uint64_t waits = device::host_sim_value_waits();
+  run_device_matrix(2, {0, 1}, settings);
+  const std::uint64_t direct = device::host_sim_value_waits() - waits;
+  settings["LOOM_TRANSPORTS"] = "^cuda_ipc";
+  run_device_matrix(2, {0, 1}, settings);
+  const std::uint64_t staged = device::host_sim_value_waits() - waits - direct;
+  CHECK(direct > 100);  // every stream-ordered call of the matrix held its stream so
+  CHECK(staged > 100);
+}
+
 TEST_CASE("device collectives: one host reduces with device kernels, the staged path on the host",
           "[device]") {
   for (bool direct : {true, false}) {

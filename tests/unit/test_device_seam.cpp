@@ -15,6 +15,7 @@
 #include "device/device.hpp"
 #include "device/host_sim.hpp"
 #include "device/ipc_peers.hpp"
+#include "device/stream_path.hpp"
 #include "kernels/host/reduce.hpp"
 
 using namespace loom;
@@ -144,35 +145,82 @@ TEST_CASE("host-sim: kernels launch on a stream of the current device only (as i
   dev.destroy_stream(s);
 }
 
+TEST_CASE("host-sim: a stream waits for a memory word to reach a value, cyclically", "[device]") {
+  device::Device& dev = device::host_sim();
+  device::Stream s = value_or_throw(dev.create_stream());
+  auto* word = static_cast<std::uint32_t*>(value_or_throw(dev.alloc_pinned(sizeof(std::uint32_t))));
+  std::atomic_ref<std::uint32_t> w(*word);
+  w.store(0xfffffffeU);
+  int marker = 0;
+  int one = 1;
+  throw_if_error(dev.wait_value(s, word, 1));  // 2 after 0xfffffffe (wraps)
+  throw_if_error(dev.copy_async(&marker, &one, sizeof one, s));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  w.store(0xffffffffU);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CHECK(std::atomic_ref<int>(marker).load() == 0);  // still before the value
+  w.store(1);
+  throw_if_error(dev.synchronize(s, soon()));
+  CHECK(marker == 1);
+  dev.destroy_stream(s);
+  dev.free_pinned(word);
+}
+
+TEST_CASE("stream gates: a wait-value line opens its word over contiguous tickets only",
+          "[device]") {
+  device::Device& dev = device::host_sim();
+  auto line = value_or_throw(device::GateLine::create(dev, soon()));
+  std::atomic_ref<const std::uint32_t> word(*line->word());
+  auto first = std::make_shared<device::Gate>(soon(), line);
+  auto second = std::make_shared<device::Gate>(soon(), line);
+  auto third = std::make_shared<device::Gate>(soon(), line);
+  CHECK(first->value() == 1);
+  CHECK(third->value() == 3);
+  second->open();
+  CHECK(word.load() == 0);  // the first is still closed: its stream must stay held
+  first->open();
+  CHECK(word.load() == 2);
+  third.reset();  // a gate dropped unopened opens (its call failed or was never enqueued)
+  CHECK(word.load() == 3);
+  first->open();  // opening twice changes nothing
+  CHECK(word.load() == 3);
+}
+
 TEST_CASE("device collectives: the call returns once enqueued, later stream work sees the result",
           "[device]") {
-  loom::test::run_ranks(
-      2,
-      [](Communicator& comm) {
-        device::Device& dev = device::host_sim();
-        device::Stream s = value_or_throw(dev.create_stream());
-        const std::size_t n = 4099;
-        auto* buf = static_cast<std::int32_t*>(value_or_throw(dev.alloc(n * 4)));
-        std::vector<std::int32_t> in(n), out(n, -1);
-        for (std::size_t i = 0; i < n; ++i) in[i] = static_cast<std::int32_t>(i) + comm.rank();
-        Hold hold;  // the stream has not produced the input yet
-        throw_if_error(dev.launch_host_fn(s, &Hold::fn, &hold));
-        throw_if_error(dev.copy_async(buf, in.data(), n * 4, s));
-        CollOptions o;
-        o.stream = s;
-        Work w = comm.allreduce(buf, buf, n, DataType::Int32, RedOp::Sum, o);
-        throw_if_error(dev.copy_async(out.data(), buf, n * 4, s));
-        // Returned although the stream is held: the collective cannot have run yet.
-        CHECK_FALSE(w.test());
-        CHECK(out[0] == -1);
-        hold.release();
-        throw_if_error(dev.synchronize(s, soon()));
-        w.wait();
-        for (std::size_t i = 0; i < n; ++i) REQUIRE(out[i] == 2 * static_cast<std::int32_t>(i) + 1);
-        dev.free(buf);
-        dev.destroy_stream(s);
-      },
-      kSeamSim);
+  auto wait_value = kSeamSim;
+  wait_value["LOOM_STREAM_GATE"] = "wait-value";
+  for (const auto& settings : {kSeamSim, wait_value}) {
+    INFO("LOOM_STREAM_GATE=" << (settings.count("LOOM_STREAM_GATE") ? "wait-value" : "default"));
+    loom::test::run_ranks(
+        2,
+        [](Communicator& comm) {
+          device::Device& dev = device::host_sim();
+          device::Stream s = value_or_throw(dev.create_stream());
+          const std::size_t n = 4099;
+          auto* buf = static_cast<std::int32_t*>(value_or_throw(dev.alloc(n * 4)));
+          std::vector<std::int32_t> in(n), out(n, -1);
+          for (std::size_t i = 0; i < n; ++i) in[i] = static_cast<std::int32_t>(i) + comm.rank();
+          Hold hold;  // the stream has not produced the input yet
+          throw_if_error(dev.launch_host_fn(s, &Hold::fn, &hold));
+          throw_if_error(dev.copy_async(buf, in.data(), n * 4, s));
+          CollOptions o;
+          o.stream = s;
+          Work w = comm.allreduce(buf, buf, n, DataType::Int32, RedOp::Sum, o);
+          throw_if_error(dev.copy_async(out.data(), buf, n * 4, s));
+          // Returned although the stream is held: the collective cannot have run yet.
+          CHECK_FALSE(w.test());
+          CHECK(out[0] == -1);
+          hold.release();
+          throw_if_error(dev.synchronize(s, soon()));
+          w.wait();
+          for (std::size_t i = 0; i < n; ++i)
+            REQUIRE(out[i] == 2 * static_cast<std::int32_t>(i) + 1);
+          dev.free(buf);
+          dev.destroy_stream(s);
+        },
+        settings);
+  }
 }
 
 TEST_CASE("device collectives: many calls in flight on one stream (staging pool reuse)",
