@@ -69,7 +69,7 @@ void wait_for_value(const std::uint32_t* word, std::uint32_t value) {
     ++g_host_fns_running;
   }
   g_value_waits.fetch_add(1, std::memory_order_relaxed);
-  std::atomic_ref<const std::uint32_t> w(*word);
+  std::atomic_ref<std::uint32_t> w(*const_cast<std::uint32_t*>(word));  // read only
   const auto until = std::chrono::steady_clock::now() + kWaitValuePatience;
   auto reached = [&] {
     return static_cast<std::int32_t>(w.load(std::memory_order_acquire) - value) >= 0;
