@@ -20,8 +20,9 @@
 #            copy in the same run, every output checked against the host kernels
 #   ipc      loom-ipc-probe (a real GPU only): copies by one process out of another's memory
 #            through CUDA IPC, next to copies of its own memory, while the other idles, holds
-#            its legacy default stream or a stream of its own with a host function, or runs a
-#            kernel: where the two-process device path's time goes, without loom
+#            its legacy default stream or a stream of its own with a host function, holds one
+#            with cuStreamWaitValue32, or runs a kernel: where the two-process device path's
+#            time goes, without loom
 #   sweeps   allreduce, allgather, reducescatter, broadcast on 1, 2 and 4 ranks sharing the GPU,
 #            up to 256 MiB, device buffers next to host buffers, verified (#wrong 0): first the
 #            targets' 2-rank allreduce (8 B by 2, in and out of place), then the rest (16 B by 4,

@@ -11,9 +11,11 @@
 // events, copies into its own buffer: cudaMemcpyAsync and a copy kernel, from its own memory
 // (the baseline) and from A's. Each while A (idle) waits on the pipe, (legacy-held) holds the
 // legacy default stream with a host function, as loom's stream gate does on torch's default
-// stream, (stream-held) holds a stream of its own likewise, (busy) runs a kernel that spins
-// until told to stop. GB/s: bytes copied per second. Every copy's first and last bytes are
+// stream, (stream-held) holds a stream of its own likewise, (value-held) holds a stream of its
+// own with a stream memory operation (cuStreamWaitValue32, as LOOM_STREAM_GATE=wait-value
+// does), (busy) runs a kernel that spins until told to stop. GB/s: bytes copied per second. Every copy's first and last bytes are
 // checked. Exit status: 0 measured; 1 a CUDA error or a wrong byte.
+#include <cuda.h>  // driver API types only: cuStreamWaitValue32 comes through the runtime
 #include <cuda_runtime.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -77,7 +79,25 @@ void read_all(int fd, void* p, std::size_t n) {
 
 constexpr unsigned char kFillA = 0x5a;
 constexpr unsigned char kFillB = 0x3c;
-const char* const kScenarios[] = {"idle", "legacy-held", "stream-held", "busy"};
+const char* const kScenarios[] = {"idle", "legacy-held", "stream-held", "value-held", "busy"};
+
+// cuStreamWaitValue32 through the runtime's driver entry point (no libcuda link).
+using WaitValueFn = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+WaitValueFn wait_value_fn() {
+  void* f = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+#if CUDART_VERSION >= 12050
+  CHECK_CUDA(
+      cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &f, 11070, cudaEnableDefault, &found));
+#else
+  CHECK_CUDA(cudaGetDriverEntryPoint("cuStreamWaitValue32", &f, cudaEnableDefault, &found));
+#endif
+  if (found != cudaDriverEntryPointSuccess || f == nullptr) {
+    std::fprintf(stderr, "ipc-probe: no cuStreamWaitValue32 in this driver\n");
+    std::exit(1);
+  }
+  return reinterpret_cast<WaitValueFn>(f);
+}
 
 // ---- A: exports its buffer, then does what each scenario says until B says "next".
 std::atomic<int> g_release{0};
@@ -104,6 +124,15 @@ int run_a(int to_b, int from_b, std::size_t max) {
     *stop = 0;
     if (s == "legacy-held") CHECK_CUDA(cudaLaunchHostFunc(cudaStreamLegacy, hold, nullptr));
     if (s == "stream-held") CHECK_CUDA(cudaLaunchHostFunc(own, hold, nullptr));
+    if (s == "value-held") {  // the stream waits until *stop reaches 1 (set at release)
+      void* dp = nullptr;
+      CHECK_CUDA(cudaHostGetDevicePointer(&dp, stop, 0));
+      if (wait_value_fn()(own, reinterpret_cast<CUdeviceptr>(dp), 1, CU_STREAM_WAIT_VALUE_GEQ) !=
+          CUDA_SUCCESS) {
+        std::fprintf(stderr, "ipc-probe: cuStreamWaitValue32 failed\n");
+        return 1;
+      }
+    }
     if (s == "busy") spin_kernel<<<1, 1, 0, own>>>(stop);
     CHECK_CUDA(cudaGetLastError());
     char go = 1;
