@@ -25,45 +25,34 @@ Status cuda_status(cudaError_t err, std::string_view what) {
                     cudaGetErrorString(err), cudaGetErrorName(err));
 }
 
-// cuPointerGetAttribute through the runtime's driver entry point (linking libcuda would make
-// the library unloadable on hosts without a driver).
-PFN_cuPointerGetAttribute_v4000 pointer_get_attribute() {
-  static const PFN_cuPointerGetAttribute_v4000 fn = []() -> PFN_cuPointerGetAttribute_v4000 {
-    void* f = nullptr;
-    cudaDriverEntryPointQueryResult found{};
+// A driver API function through the runtime's driver entry point (linking libcuda would make
+// the library unloadable on hosts without a driver); null when the driver lacks it.
+void* driver_entry(const char* name, int version) {
+  void* f = nullptr;
+  cudaDriverEntryPointQueryResult found{};
 #if CUDART_VERSION >= 12050
-    cudaError_t err = cudaGetDriverEntryPointByVersion("cuPointerGetAttribute", &f, 12000,
-                                                       cudaEnableDefault, &found);
+  cudaError_t err = cudaGetDriverEntryPointByVersion(name, &f, version, cudaEnableDefault, &found);
 #else
-    cudaError_t err =
-        cudaGetDriverEntryPoint("cuPointerGetAttribute", &f, cudaEnableDefault, &found);
+  (void)version;
+  cudaError_t err = cudaGetDriverEntryPoint(name, &f, cudaEnableDefault, &found);
 #endif
-    if (err != cudaSuccess || found != cudaDriverEntryPointSuccess) {
-      (void)cudaGetLastError();
-      return nullptr;
-    }
-    return reinterpret_cast<PFN_cuPointerGetAttribute_v4000>(f);
-  }();
+  if (err != cudaSuccess || found != cudaDriverEntryPointSuccess) {
+    (void)cudaGetLastError();
+    return nullptr;
+  }
+  return f;
+}
+
+PFN_cuPointerGetAttribute_v4000 pointer_get_attribute() {
+  static const auto fn = reinterpret_cast<PFN_cuPointerGetAttribute_v4000>(
+      driver_entry("cuPointerGetAttribute", 12000));
   return fn;
 }
 
-// cuStreamWaitValue32 (v2, the stream memory operations every CUDA 12 device has), likewise.
+// cuStreamWaitValue32 (v2: the stream memory operations every CUDA 12 device has).
 PFN_cuStreamWaitValue32_v11070 stream_wait_value() {
-  static const PFN_cuStreamWaitValue32_v11070 fn = []() -> PFN_cuStreamWaitValue32_v11070 {
-    void* f = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-#if CUDART_VERSION >= 12050
-    cudaError_t err = cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &f, 11070,
-                                                       cudaEnableDefault, &found);
-#else
-    cudaError_t err = cudaGetDriverEntryPoint("cuStreamWaitValue32", &f, cudaEnableDefault, &found);
-#endif
-    if (err != cudaSuccess || found != cudaDriverEntryPointSuccess) {
-      (void)cudaGetLastError();
-      return nullptr;
-    }
-    return reinterpret_cast<PFN_cuStreamWaitValue32_v11070>(f);
-  }();
+  static const auto fn =
+      reinterpret_cast<PFN_cuStreamWaitValue32_v11070>(driver_entry("cuStreamWaitValue32", 11070));
   return fn;
 }
 
