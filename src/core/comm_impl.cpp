@@ -159,14 +159,14 @@ std::shared_ptr<OpState> CommImpl::submit_on_stream(const coll::OpDesc& op, void
                                    note_p2p_completed(op);
                                });
     auto state = engine_->submit(stream_path_->wrap(std::move(inner), call));
-    throw_if_error(stream_path_->finish(call, stream));
+    throw_if_error(stream_path_->finish(call, rank_, stream));
     return state;
   }
   device::StagedCall call =
       value_or_throw(stream_path_->stage(op, rank_, nranks_, stream, deadline));
   auto inner = std::make_unique<CollectiveTask>(*this, call.host_op, std::move(plan), deadline);
   auto state = engine_->submit(stream_path_->wrap(std::move(inner), call));
-  throw_if_error(stream_path_->finish(call, stream));
+  throw_if_error(stream_path_->finish(call, rank_, stream));
   return state;
 }
 

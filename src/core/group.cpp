@@ -199,7 +199,7 @@ void CommImpl::launch_p2p_batch(std::vector<GroupMember>& group,
       for (std::size_t j = 0; j < staged.size(); ++j) calls[staged_at[j]] = sg.host_ops[j];
       state = engine_->submit(stream_path_->wrap(
           std::make_unique<P2PBatchTask>(*this, std::move(calls), deadline), sg.shared));
-      throw_if_error(stream_path_->finish_group(sg, stream));
+      throw_if_error(stream_path_->finish_group(sg, rank_, stream));
     }
     for (std::size_t k = at; k < end; ++k) group[members[k]].proxy->forward = state;
   }

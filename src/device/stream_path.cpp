@@ -395,19 +395,28 @@ Status StreamPath::enqueue_gate(const std::shared_ptr<Gate>& gate, Stream stream
   return st;
 }
 
-Status StreamPath::finish(const StagedCall& call, Stream stream) {
-  LOOM_RETURN_IF_ERROR(enqueue_gate(call.gate, stream));
-  if (call.recv_bytes)
-    LOOM_RETURN_IF_ERROR(
-        dev_.copy_async(call.device_recv, call.host_op.recv, call.recv_bytes, stream));
-  return call.staging ? pool_.release(call.staging, stream) : Status::ok();
+Status StreamPath::finish(const StagedCall& call, int rank, Stream stream) {
+  Status st = enqueue_gate(call.gate, stream);
+  if (st.is_ok() && call.recv_bytes)
+    st = dev_.copy_async(call.device_recv, call.host_op.recv, call.recv_bytes, stream);
+  if (st.is_ok() && call.staging) st = pool_.release(call.staging, stream);
+  if (st.is_ok()) return st;
+  return st.with_context(fmt::format("rank {}: {}: ordering the call on stream {}", rank,
+                                     coll::describe(call.host_op), stream));
 }
 
-Status StreamPath::finish_group(const StagedGroup& group, Stream stream) {
-  LOOM_RETURN_IF_ERROR(enqueue_gate(group.shared.gate, stream));
-  for (const StagedGroup::ResultCopy& r : group.results)
-    LOOM_RETURN_IF_ERROR(dev_.copy_async(r.device, r.host, r.bytes, stream));
-  return pool_.release(group.shared.staging, stream);
+Status StreamPath::finish_group(const StagedGroup& group, int rank, Stream stream) {
+  Status st = enqueue_gate(group.shared.gate, stream);
+  for (std::size_t i = 0; st.is_ok() && i < group.results.size(); ++i) {
+    const StagedGroup::ResultCopy& r = group.results[i];
+    st = dev_.copy_async(r.device, r.host, r.bytes, stream);
+  }
+  if (st.is_ok()) st = pool_.release(group.shared.staging, stream);
+  if (st.is_ok()) return st;
+  return st.with_context(
+      fmt::format("rank {}: a group of {} sends and receives: ordering it on "
+                  "stream {}",
+                  rank, group.host_ops.size(), stream));
 }
 
 }  // namespace loom::device

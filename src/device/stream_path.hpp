@@ -166,10 +166,10 @@ class StreamPath {
   /// and opens the gate when it ends (successfully or not, or when it is dropped).
   std::unique_ptr<exec::Task> wrap(std::unique_ptr<exec::Task> inner, const StagedCall& call);
   /// Enqueues the gate, the result copy and the staging release on `stream` (only the gate for
-  /// a direct call).
-  Status finish(const StagedCall& call, Stream stream);
+  /// a direct call); an error names `rank` and the call.
+  Status finish(const StagedCall& call, int rank, Stream stream);
   /// finish() for a staged group: the gate, every result copy, the staging release.
-  Status finish_group(const StagedGroup& group, Stream stream);
+  Status finish_group(const StagedGroup& group, int rank, Stream stream);
   [[nodiscard]] std::size_t staging_buffers() const { return pool_.buffers(); }
 
  private:

@@ -54,6 +54,16 @@ std::string last_algorithm(const Communicator& comm) {
   return calls.empty() ? "" : calls.back().at("algorithm").get<std::string>();
 }
 
+// Records `what` on rank `comm.rank()` of `n` as wrong when its result is not `ok`, or when it
+// went through the arena and should not have, or the other way round (`arena`).
+void check_call(loom::test::Findings& f, const Communicator& comm, int n, bool ok, bool arena,
+                const std::string& what) {
+  const std::string algo = last_algorithm(comm);
+  if (!ok) f.add(fmt::format("rank {} of {}: {} ({})", comm.rank(), n, what, algo));
+  if (arena != (algo == "oneshot"))
+    f.add(fmt::format("rank {} of {}: {}: arena used wrongly ({})", comm.rank(), n, what, algo));
+}
+
 }  // namespace
 
 TEST_CASE("arena: small allreduces are the rank-order fold on every rank", "[arena][shm]") {
@@ -155,9 +165,7 @@ TEST_CASE("arena: reduce, reduce_scatter, allgather, broadcast and barrier", "[a
           const int r = comm.rank();
           const auto un = static_cast<std::size_t>(n);
           auto check = [&](bool ok, const std::string& what) {
-            if (!ok) f.add(fmt::format("rank {} of {}: {} ({})", r, n, what, last_algorithm(comm)));
-            if (last_algorithm(comm) != "oneshot")
-              f.add(fmt::format("rank {} of {}: {} not through the arena", r, n, what));
+            check_call(f, comm, n, ok, true, what);
           };
           for (std::size_t count : {1, 5, 64}) {
             for (int root = 0; root < n; ++root) {
@@ -234,10 +242,7 @@ TEST_CASE("arena: alltoall through it; gather and scatter beside it, every root,
           // 4K of input per rank: alltoall and scatter's root send n x count elements.
           const std::size_t cap = 4096 / sizeof(std::int32_t) / un;
           auto check = [&](bool ok, bool arena, const std::string& what) {
-            const std::string algo = last_algorithm(comm);
-            if (!ok) f.add(fmt::format("rank {} of {}: {} ({})", r, n, what, algo));
-            if (arena != (algo == "oneshot"))
-              f.add(fmt::format("rank {} of {}: {}: arena used wrongly ({})", r, n, what, algo));
+            check_call(f, comm, n, ok, arena, what);
           };
           // Element i of the block from rank s to rank d.
           auto val = [](int s, int d, std::size_t i) {
