@@ -14,8 +14,13 @@ namespace loom::detail {
 Status CommImpl::init_arena(const JobLayout& layout, const std::string& prefix, Deadline deadline) {
   LOOM_ASSIGN_OR_RETURN(settings_.oneshot_max,
                         select::oneshot_max_from(settings_.oneshot, nranks_));
-  if (nranks_ < 2 || settings_.oneshot_max == 0 || layout.ranks_on_my_host(rank_) != nranks_)
+  LOOM_ASSIGN_OR_RETURN(settings_.twoshot_piece,
+                        select::twoshot_piece_from(settings_.twoshot, nranks_));
+  const std::size_t capacity = std::max(settings_.oneshot_max, settings_.twoshot_piece);
+  if (nranks_ < 2 || capacity == 0 || layout.ranks_on_my_host(rank_) != nranks_) {
+    settings_.twoshot_piece = 0;
     return Status::ok();
+  }
   const TransportKind kind = transports_->kind((rank_ + 1) % nranks_);
   bool can = true;
   for (int p = 0; p < nranks_; ++p) can = can && (p == rank_ || transports_->kind(p) == kind);
@@ -30,24 +35,37 @@ Status CommImpl::init_arena(const JobLayout& layout, const std::string& prefix, 
     can = vote.size() == 1 && vote[0] == '1';
   }
   if (!can) {
+    settings_.twoshot_piece = 0;
     LOOM_LOG_INFO(Coll,
                   "rank {}: no shared-memory arena: not every rank is served by one "
                   "transport",
                   rank_);
     return Status::ok();
   }
-  LOOM_ASSIGN_OR_RETURN(arena_,
-                        transports_->transport(kind)->make_arena(settings_.oneshot_max, deadline));
-  if (arena_)
-    LOOM_LOG_INFO(
-        Coll, "rank {}: collectives of up to {} bytes per rank go through a shared-memory arena",
-        rank_, settings_.oneshot_max);
+  LOOM_ASSIGN_OR_RETURN(arena_, transports_->transport(kind)->make_arena(capacity, deadline));
+  if (!arena_) {
+    settings_.twoshot_piece = 0;
+    return Status::ok();
+  }
+  LOOM_LOG_INFO(Coll,
+                "rank {}: collectives of up to {} bytes per rank go through a shared-memory "
+                "arena; larger allreduces {}",
+                rank_, settings_.oneshot_max,
+                settings_.twoshot_piece > 0
+                    ? fmt::format("too, in pieces of {} bytes per rank", settings_.twoshot_piece)
+                    : std::string("take messages"));
   return Status::ok();
 }
 
 bool CommImpl::uses_arena(const coll::OpDesc& op, const CollOptions& opts) const {
   return arena_ && arena_serves(op.kind) && op.send_bytes(nranks_) <= settings_.oneshot_max &&
          opts.algorithm == Algorithm::Auto && !settings_.plan.policy.for_coll(op.kind);
+}
+
+bool CommImpl::uses_twoshot(const coll::OpDesc& op, const CollOptions& opts) const {
+  return arena_ && settings_.twoshot_piece > 0 && op.kind == coll::CollKind::AllReduce &&
+         op.send_bytes(nranks_) > settings_.oneshot_max && opts.algorithm == Algorithm::Auto &&
+         !settings_.plan.policy.for_coll(op.kind);
 }
 
 }  // namespace loom::detail
