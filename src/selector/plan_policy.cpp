@@ -42,7 +42,7 @@ Result<std::size_t> twoshot_piece_from(const std::string& text, int nranks) {
   } else {
     auto parsed = config::parse_size(text);
     if (!parsed || (*parsed != 0 && (*parsed < kTwoshotMinPieceBytes ||
-                                     *parsed > std::uint64_t{kTwoshotPieceBytes})))
+                                     *parsed > std::uint64_t{kTwoshotMaxPieceBytes})))
       return make_error(ErrorCode::InvalidUsage,
                         "LOOM_SHM_TWOSHOT_PIECE='{}' is not auto, 0 or a size from 4K to 1M", text);
     bytes = static_cast<std::size_t>(*parsed);

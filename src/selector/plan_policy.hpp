@@ -44,10 +44,12 @@ inline constexpr std::size_t kOneshotReadBytes = std::size_t{256} * 1024;
 Result<std::size_t> oneshot_max_from(const std::string& text, int nranks);
 
 /// LOOM_SHM_TWOSHOT_PIECE=auto: allreduces above the one-step size take the arena in pieces of
-/// 1 MiB per rank, at most 8 MiB over all ranks (the arena then holds at most 16 MiB), on
-/// communicators of at least kTwoshotMinRanks ranks (docs/algorithms.md, "Large allreduces
-/// through the arena"). At 2 ranks a ring moves fewer bytes through memory than the two steps.
-inline constexpr std::size_t kTwoshotPieceBytes = std::size_t{1} << 20;
+/// 256 KiB per rank (a piece and the blocks folded from it stay in a core's L2 cache), at most
+/// 8 MiB over all ranks (the arena then holds at most 16 MiB), on communicators of at least
+/// kTwoshotMinRanks ranks (docs/algorithms.md, "Large allreduces through the arena"). At 2
+/// ranks a ring moves fewer bytes through memory than the two steps.
+inline constexpr std::size_t kTwoshotPieceBytes = std::size_t{256} << 10;
+inline constexpr std::size_t kTwoshotMaxPieceBytes = std::size_t{1} << 20;
 inline constexpr std::size_t kTwoshotAllRanksBytes = std::size_t{8} << 20;
 inline constexpr std::size_t kTwoshotMinPieceBytes = std::size_t{4} << 10;
 inline constexpr int kTwoshotMinRanks = 3;

@@ -318,9 +318,9 @@ TEST_CASE("twoshot: LOOM_SHM_TWOSHOT_PIECE's sizes", "[twoshot][config]") {
     return r.is_ok() ? *r : ~std::size_t{0};
   };
   CHECK(piece_of("auto", 2) == 0);  // 2 ranks: rings
-  CHECK(piece_of("auto", 3) == std::size_t{1} << 20);
-  CHECK(piece_of("auto", 8) == std::size_t{1} << 20);
-  CHECK(piece_of("auto", 16) == std::size_t{512} << 10);
+  CHECK(piece_of("auto", 3) == std::size_t{256} << 10);
+  CHECK(piece_of("auto", 32) == std::size_t{256} << 10);
+  CHECK(piece_of("auto", 64) == std::size_t{128} << 10);
   CHECK(piece_of("auto", 3000) == 4096);  // never below 4 KiB
   CHECK(piece_of("0", 4) == 0);
   CHECK(piece_of("4K", 4) == 4096);
