@@ -2,6 +2,7 @@
 // (core/arena_task.*, transports/arena.hpp).
 #include <algorithm>
 
+#include "core/arena_pieces_task.hpp"
 #include "core/arena_task.hpp"
 #include "core/comm_impl.hpp"
 #include "core/job_layout.hpp"
@@ -14,11 +15,11 @@ namespace loom::detail {
 Status CommImpl::init_arena(const JobLayout& layout, const std::string& prefix, Deadline deadline) {
   LOOM_ASSIGN_OR_RETURN(settings_.oneshot_max,
                         select::oneshot_max_from(settings_.oneshot, nranks_));
-  LOOM_ASSIGN_OR_RETURN(settings_.twoshot_piece,
-                        select::twoshot_piece_from(settings_.twoshot, nranks_));
-  const std::size_t capacity = std::max(settings_.oneshot_max, settings_.twoshot_piece);
+  LOOM_ASSIGN_OR_RETURN(settings_.arena_piece_bytes,
+                        select::arena_piece_from(settings_.arena_piece, nranks_));
+  const std::size_t capacity = std::max(settings_.oneshot_max, settings_.arena_piece_bytes);
   if (nranks_ < 2 || capacity == 0 || layout.ranks_on_my_host(rank_) != nranks_) {
-    settings_.twoshot_piece = 0;
+    settings_.arena_piece_bytes = 0;
     return Status::ok();
   }
   const TransportKind kind = transports_->kind((rank_ + 1) % nranks_);
@@ -35,7 +36,7 @@ Status CommImpl::init_arena(const JobLayout& layout, const std::string& prefix, 
     can = vote.size() == 1 && vote[0] == '1';
   }
   if (!can) {
-    settings_.twoshot_piece = 0;
+    settings_.arena_piece_bytes = 0;
     LOOM_LOG_INFO(Coll,
                   "rank {}: no shared-memory arena: not every rank is served by one "
                   "transport",
@@ -44,16 +45,16 @@ Status CommImpl::init_arena(const JobLayout& layout, const std::string& prefix, 
   }
   LOOM_ASSIGN_OR_RETURN(arena_, transports_->transport(kind)->make_arena(capacity, deadline));
   if (!arena_) {
-    settings_.twoshot_piece = 0;
+    settings_.arena_piece_bytes = 0;
     return Status::ok();
   }
   LOOM_LOG_INFO(Coll,
                 "rank {}: collectives of up to {} bytes per rank go through a shared-memory "
-                "arena; larger allreduces {}",
+                "arena; larger allreduces, allgathers and reduce_scatters {}",
                 rank_, settings_.oneshot_max,
-                settings_.twoshot_piece > 0
-                    ? fmt::format("too, in pieces of {} bytes per rank", settings_.twoshot_piece)
-                    : std::string("take messages"));
+                settings_.arena_piece_bytes > 0 ? fmt::format("too, in pieces of {} bytes per rank",
+                                                              settings_.arena_piece_bytes)
+                                                : std::string("take messages"));
   return Status::ok();
 }
 
@@ -62,10 +63,12 @@ bool CommImpl::uses_arena(const coll::OpDesc& op, const CollOptions& opts) const
          opts.algorithm == Algorithm::Auto && !settings_.plan.policy.for_coll(op.kind);
 }
 
-bool CommImpl::uses_twoshot(const coll::OpDesc& op, const CollOptions& opts) const {
-  return arena_ && settings_.twoshot_piece > 0 && op.kind == coll::CollKind::AllReduce &&
-         op.send_bytes(nranks_) > settings_.oneshot_max && opts.algorithm == Algorithm::Auto &&
-         !settings_.plan.policy.for_coll(op.kind);
+std::size_t CommImpl::arena_piece_elems(const coll::OpDesc& op, const CollOptions& opts) const {
+  if (!arena_ || settings_.arena_piece_bytes == 0 || op.count == 0 ||
+      op.send_bytes(nranks_) <= settings_.oneshot_max || opts.algorithm != Algorithm::Auto ||
+      settings_.plan.policy.for_coll(op.kind))
+    return 0;
+  return ArenaPiecesTask::piece_elems(op, nranks_, settings_.arena_piece_bytes);
 }
 
 }  // namespace loom::detail

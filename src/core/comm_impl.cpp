@@ -1,9 +1,9 @@
 #include "core/comm_impl.hpp"
 
 #include "core/any_source_task.hpp"
+#include "core/arena_pieces_task.hpp"
 #include "core/arena_task.hpp"
 #include "core/collective_task.hpp"
-#include "core/twoshot_task.hpp"
 #include "log/log.hpp"
 #include "selector/plan_policy.hpp"
 #include "transports/registry.hpp"
@@ -24,8 +24,8 @@ Result<CommSettings> CommSettings::from(const config::Config& cfg) {
   s.wait_value_gates = cfg.get_string("LOOM_STREAM_GATE") == "wait-value";
   s.oneshot = cfg.get_string("LOOM_SHM_ONESHOT_MAX");
   LOOM_RETURN_IF_ERROR(select::oneshot_max_from(s.oneshot, 1).status());
-  s.twoshot = cfg.get_string("LOOM_SHM_TWOSHOT_PIECE");
-  LOOM_RETURN_IF_ERROR(select::twoshot_piece_from(s.twoshot, 1).status());
+  s.arena_piece = cfg.get_string("LOOM_SHM_ARENA_PIECE");
+  LOOM_RETURN_IF_ERROR(select::arena_piece_from(s.arena_piece, 1).status());
   s.flight_calls = static_cast<std::size_t>(cfg.get_int("LOOM_FLIGHT_RECORDER"));
   s.flight_dir = cfg.get_string("LOOM_FLIGHT_DIR");
   LOOM_ASSIGN_OR_RETURN(s.ofi_hmem, parse_ofi_hmem(cfg.get_string("LOOM_OFI_HMEM")));
@@ -115,12 +115,12 @@ std::shared_ptr<OpState> CommImpl::launch(coll::OpDesc op, const CollOptions& op
                                     settings_.arena_yield),
         std::min<Clock::duration>(settings_.spin, kInlineSpin));
   }
-  if (!make && !on_stream && uses_twoshot(op, opts)) {
+  if (const std::size_t piece = make || on_stream ? 0 : arena_piece_elems(op, opts); piece > 0) {
     const Clock::time_point now = Clock::now();
-    calls_.submitted(op, TwoShotTask::kAlgorithm, now);
-    return engine_->submit(std::make_unique<TwoShotTask>(
-        *this, *arena_, op, settings_.twoshot_piece,
-        Deadline::after(opts.timeout.value_or(settings_.timeout), now), settings_.arena_yield));
+    calls_.submitted(op, ArenaPiecesTask::algorithm(op.kind), now);
+    return engine_->submit(std::make_unique<ArenaPiecesTask>(
+        *this, *arena_, op, piece, Deadline::after(opts.timeout.value_or(settings_.timeout), now),
+        settings_.arena_yield));
   }
   std::shared_ptr<const algo::Plan> plan = planner_->plan(op, opts);
   if (plan->steps.empty()) return nothing_to_do();

@@ -62,10 +62,10 @@ struct CommSettings {
   std::string device = "auto";    // LOOM_DEVICE
   bool wait_value_gates = false;  // LOOM_STREAM_GATE=wait-value
   OfiHmemMode ofi_hmem = OfiHmemMode::Auto;
-  std::string oneshot = "auto";   // LOOM_SHM_ONESHOT_MAX (as set)
-  std::size_t oneshot_max = 0;    // its bytes for this communicator's size (init_arena)
-  std::string twoshot = "auto";   // LOOM_SHM_TWOSHOT_PIECE (as set)
-  std::size_t twoshot_piece = 0;  // its bytes per rank for this communicator (init_arena)
+  std::string oneshot = "auto";       // LOOM_SHM_ONESHOT_MAX (as set)
+  std::size_t oneshot_max = 0;        // its bytes for this communicator's size (init_arena)
+  std::string arena_piece = "auto";   // LOOM_SHM_ARENA_PIECE (as set)
+  std::size_t arena_piece_bytes = 0;  // its bytes per rank for this communicator (init_arena)
   std::size_t flight_calls = CallLedger::kDefaultHistory;  // LOOM_FLIGHT_RECORDER
   std::string flight_dir;                                  // LOOM_FLIGHT_DIR ("": no files)
 
@@ -170,13 +170,15 @@ class CommImpl final : public TaskHost {
   Status init_direct_path(device::Device* dev, const JobLayout& layout, const std::string& prefix,
                           Deadline deadline);
   /// The arena, when every rank is on this host and served by a transport that makes one, and
-  /// LOOM_SHM_ONESHOT_MAX or LOOM_SHM_TWOSHOT_PIECE is not 0 (comm_arena.cpp). Collective: every
+  /// LOOM_SHM_ONESHOT_MAX or LOOM_SHM_ARENA_PIECE is not 0 (comm_arena.cpp). Collective: every
   /// rank says whether it can.
   Status init_arena(const JobLayout& layout, const std::string& prefix, Deadline deadline);
   /// Whether `op` runs through the arena (a host allreduce small enough, no algorithm forced).
   [[nodiscard]] bool uses_arena(const coll::OpDesc& op, const CollOptions& opts) const;
-  /// An allreduce above the one-step size that takes the arena in pieces (TwoShotTask).
-  [[nodiscard]] bool uses_twoshot(const coll::OpDesc& op, const CollOptions& opts) const;
+  /// The elements per piece when `op` (above the one-step size) takes the arena in pieces
+  /// (ArenaPiecesTask), else 0.
+  [[nodiscard]] std::size_t arena_piece_elems(const coll::OpDesc& op,
+                                              const CollOptions& opts) const;
   /// The communicator `d` describes (over this one's store unless `d` names another).
   Result<std::unique_ptr<CommImpl>> derive(Derivation d);
   /// Fails when a rank of `members` (this communicator's ranks) is known to have failed.

@@ -304,7 +304,7 @@ Status CommImpl::agree_on_plan_settings(const std::string& prefix, const device:
       fmt::format("LOOM_CHUNK_SIZE={}", settings_.plan.chunk_bytes),
       fmt::format("LOOM_PIPELINE_DEPTH={}", settings_.plan.depth),
       fmt::format("LOOM_SHM_ONESHOT_MAX={}", settings_.oneshot),
-      fmt::format("LOOM_SHM_TWOSHOT_PIECE={}", settings_.twoshot),
+      fmt::format("LOOM_SHM_ARENA_PIECE={}", settings_.arena_piece),
       fmt::format("LOOM_TUNING={}", settings_.plan.tuning.to_string())};
   std::string text;
   for (const auto& m : mine) text += m + "\n";

@@ -32,22 +32,22 @@ Result<std::size_t> oneshot_max_from(const std::string& text, int nranks) {
   return static_cast<std::size_t>(*bytes);
 }
 
-Result<std::size_t> twoshot_piece_from(const std::string& text, int nranks) {
+Result<std::size_t> arena_piece_from(const std::string& text, int nranks) {
   constexpr std::size_t kLine = 64;
   std::size_t bytes = 0;
   if (text == "auto") {
     const std::size_t per_rank =
-        kTwoshotAllRanksBytes / static_cast<std::size_t>(std::max(nranks, 1));
-    bytes = std::max(kTwoshotMinPieceBytes, std::min(kTwoshotPieceBytes, per_rank));
+        kArenaPieceAllRanksBytes / static_cast<std::size_t>(std::max(nranks, 1));
+    bytes = std::max(kArenaMinPieceBytes, std::min(kArenaPieceBytes, per_rank));
   } else {
     auto parsed = config::parse_size(text);
-    if (!parsed || (*parsed != 0 && (*parsed < kTwoshotMinPieceBytes ||
-                                     *parsed > std::uint64_t{kTwoshotMaxPieceBytes})))
+    if (!parsed || (*parsed != 0 && (*parsed < kArenaMinPieceBytes ||
+                                     *parsed > std::uint64_t{kArenaMaxPieceBytes})))
       return make_error(ErrorCode::InvalidUsage,
-                        "LOOM_SHM_TWOSHOT_PIECE='{}' is not auto, 0 or a size from 4K to 1M", text);
+                        "LOOM_SHM_ARENA_PIECE='{}' is not auto, 0 or a size from 4K to 1M", text);
     bytes = static_cast<std::size_t>(*parsed);
   }
-  if (nranks < kTwoshotMinRanks) return std::size_t{0};
+  if (nranks < kArenaPieceMinRanks) return std::size_t{0};
   return bytes / kLine * kLine;
 }
 

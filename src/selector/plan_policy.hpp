@@ -43,20 +43,20 @@ inline constexpr std::size_t kOneshotReadBytes = std::size_t{256} * 1024;
 /// LOOM_SHM_ONESHOT_MAX (`text`: auto, or a size up to 1 MiB; 0: never), in multiples of 64.
 Result<std::size_t> oneshot_max_from(const std::string& text, int nranks);
 
-/// LOOM_SHM_TWOSHOT_PIECE=auto: allreduces above the one-step size take the arena in pieces of
-/// 256 KiB per rank (a piece and the blocks folded from it stay in a core's L2 cache), at most
-/// 8 MiB over all ranks (the arena then holds at most 16 MiB), on communicators of at least
-/// kTwoshotMinRanks ranks (docs/algorithms.md, "Large allreduces through the arena"). At 2
-/// ranks a ring moves fewer bytes through memory than the two steps.
-inline constexpr std::size_t kTwoshotPieceBytes = std::size_t{256} << 10;
-inline constexpr std::size_t kTwoshotMaxPieceBytes = std::size_t{1} << 20;
-inline constexpr std::size_t kTwoshotAllRanksBytes = std::size_t{8} << 20;
-inline constexpr std::size_t kTwoshotMinPieceBytes = std::size_t{4} << 10;
-inline constexpr int kTwoshotMinRanks = 3;
-/// The bytes per rank of a two-step allreduce piece for `nranks` ranks, from
-/// LOOM_SHM_TWOSHOT_PIECE (`text`: auto, or a size from 4 KiB to 1 MiB; 0: never), a multiple
-/// of 64; 0 where the communicator has fewer than kTwoshotMinRanks ranks.
-Result<std::size_t> twoshot_piece_from(const std::string& text, int nranks);
+/// LOOM_SHM_ARENA_PIECE=auto: allreduces, allgathers and reduce_scatters above the one-step size
+/// take the arena in pieces of 256 KiB per rank (a piece and the blocks folded from it stay in a
+/// core's L2 cache), at most 8 MiB over all ranks (the arena then holds at most 16 MiB), on
+/// communicators of at least kArenaPieceMinRanks ranks (docs/algorithms.md, "Large calls through
+/// the arena"). At 2 ranks a ring moves fewer bytes through memory than the allreduce's steps.
+inline constexpr std::size_t kArenaPieceBytes = std::size_t{256} << 10;
+inline constexpr std::size_t kArenaMaxPieceBytes = std::size_t{1} << 20;
+inline constexpr std::size_t kArenaPieceAllRanksBytes = std::size_t{8} << 20;
+inline constexpr std::size_t kArenaMinPieceBytes = std::size_t{4} << 10;
+inline constexpr int kArenaPieceMinRanks = 3;
+/// The bytes per rank and step of a large call through the arena for `nranks` ranks, from
+/// LOOM_SHM_ARENA_PIECE (`text`: auto, or a size from 4 KiB to 1 MiB; 0: never), a multiple of
+/// 64; 0 where the communicator has fewer than kArenaPieceMinRanks ranks.
+Result<std::size_t> arena_piece_from(const std::string& text, int nranks);
 
 /// LOOM_CHUNK_SIZE: a size in [64, 1G], or 0 for auto (see auto_chunk_bytes).
 Result<std::size_t> chunk_from(const config::Config& cfg);

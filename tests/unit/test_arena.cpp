@@ -14,45 +14,19 @@
 #include <random>
 #include <thread>
 
+#include "arena_helpers.hpp"
 #include "comm_harness.hpp"
 #include "kernels/host/reduce.hpp"
 #include "selector/plan_policy.hpp"
 
 using namespace loom;
+using loom::test::last_algorithm;
+using loom::test::random_floats;
+using loom::test::rank_order_sum;
 using loom::test::run_ranks;
+using loom::test::same_bits;
 
 namespace {
-
-// Values over many binades: the order of a sum changes its rounding.
-std::vector<float> random_floats(int rank, std::size_t count, unsigned salt = 0) {
-  std::mt19937 gen(99u + static_cast<unsigned>(rank) * 7919u + salt);
-  std::uniform_real_distribution<float> mant(-1.0f, 1.0f);
-  std::uniform_int_distribution<int> expo(-12, 12);
-  std::vector<float> v(count);
-  for (auto& x : v) x = std::ldexp(mant(gen), expo(gen));
-  return v;
-}
-
-// ((x0 + x1) + x2) + ...
-std::vector<float> rank_order_sum(int n, std::size_t count, unsigned salt = 0) {
-  std::vector<float> acc = random_floats(0, count, salt);
-  for (int r = 1; r < n; ++r) {
-    auto x = random_floats(r, count, salt);
-    for (std::size_t i = 0; i < count; ++i) acc[i] += x[i];
-  }
-  return acc;
-}
-
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
-// The algorithm of the communicator's last call, as its flight record gives it.
-std::string last_algorithm(const Communicator& comm) {
-  const auto doc = nlohmann::json::parse(comm.flight_record());
-  const auto& calls = doc.at("calls");
-  return calls.empty() ? "" : calls.back().at("algorithm").get<std::string>();
-}
 
 // Records `what` on rank `comm.rank()` of `n` as wrong when its result is not `ok`, or when it
 // went through the arena and should not have, or the other way round (`arena`).

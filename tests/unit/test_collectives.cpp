@@ -186,15 +186,16 @@ TEST_CASE("collectives: full matrix over shm with 7 ranks", "[collectives][shm]"
 TEST_CASE("collectives: full matrix over shm with 8 ranks", "[collectives][shm]") {
   run_matrix(8, {{"LOOM_TRANSPORTS", "shm"}});
 }
-TEST_CASE("collectives: shm with every allreduce above 64 B through twoshot's small pieces",
-          "[collectives][shm][twoshot]") {
-  // One-step calls up to 64 bytes per rank; above, pieces of 4 KiB per rank: the matrix's counts
-  // span several pieces and leave blocks shorter than one element per rank.
+TEST_CASE("collectives: shm with large calls through the arena in small pieces",
+          "[collectives][shm][arena_pieces]") {
+  // One-step calls up to 64 bytes per rank; above, allreduce, allgather and reduce_scatter in
+  // pieces of 4 KiB per rank: the matrix's counts span several pieces and leave blocks shorter
+  // than one element per rank.
   for (int n : {3, 5, 8}) {
     INFO(n << " ranks");
     run_matrix(n, {{"LOOM_TRANSPORTS", "shm"},
                    {"LOOM_SHM_ONESHOT_MAX", "64"},
-                   {"LOOM_SHM_TWOSHOT_PIECE", "4K"}});
+                   {"LOOM_SHM_ARENA_PIECE", "4K"}});
   }
 }
 TEST_CASE("collectives: shm with tiny slots splits every message into many fragments",

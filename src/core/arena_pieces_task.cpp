@@ -1,0 +1,235 @@
+#include "core/arena_pieces_task.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "collective/tag.hpp"
+#include "core/arena_task.hpp"
+#include "kernels/host/reduce.hpp"
+
+namespace loom::detail {
+
+using coll::CollKind;
+
+const char* ArenaPiecesTask::algorithm(CollKind kind) {
+  return kind == CollKind::AllReduce ? kTwoShot : kPieces;
+}
+
+std::size_t ArenaPiecesTask::piece_elems(const coll::OpDesc& op, int nranks,
+                                         std::size_t piece_bytes) {
+  const std::size_t esize = dtype_size(op.dtype);
+  if (esize == 0) return 0;
+  switch (op.kind) {
+    case CollKind::AllReduce:
+    case CollKind::AllGather: return piece_bytes / esize;
+    case CollKind::ReduceScatter: return piece_bytes / (static_cast<std::size_t>(nranks) * esize);
+    default: return 0;
+  }
+}
+
+std::uint64_t ArenaPiecesTask::steps(const coll::OpDesc& op, std::size_t piece_elems) {
+  const std::uint64_t pieces = (op.count + piece_elems - 1) / piece_elems;
+  return op.kind == CollKind::AllReduce ? 2 * pieces : pieces;
+}
+
+ArenaPiecesTask::Block ArenaPiecesTask::block_of(std::size_t elems, int rank, int nranks) {
+  const auto n = static_cast<std::size_t>(nranks);
+  const auto r = static_cast<std::size_t>(rank);
+  const std::size_t first = elems * r / n;
+  return {first, elems * (r + 1) / n - first};
+}
+
+ArenaPiecesTask::ArenaPiecesTask(TaskHost& comm, transport::Arena& arena, coll::OpDesc op,
+                                 std::size_t piece_elems, Deadline deadline,
+                                 std::chrono::microseconds yield)
+    : comm_(comm),
+      arena_(arena),
+      op_(std::move(op)),
+      esize_(dtype_size(op_.dtype)),
+      piece_elems_(piece_elems),
+      steps_(steps(op_, piece_elems_)),
+      deadline_(deadline),
+      yield_(yield),
+      slots_(static_cast<std::size_t>(comm.size()), nullptr),
+      parts_(slots_.size(), nullptr) {}
+
+Status ArenaPiecesTask::start(Deadline /*deadline*/) {
+  comm_.note_started(op_.seq);
+  return Status::ok();
+}
+
+ArenaPiecesTask::Step ArenaPiecesTask::step() const {
+  switch (op_.kind) {
+    case CollKind::AllReduce: return step_ % 2 == 0 ? Step::Reduce : Step::Gather;
+    case CollKind::AllGather: return Step::Copy;
+    default: return Step::Fold;
+  }
+}
+
+ArenaPiecesTask::Block ArenaPiecesTask::piece() const {
+  const std::uint64_t index = op_.kind == CollKind::AllReduce ? step_ / 2 : step_;
+  const std::size_t first = static_cast<std::size_t>(index) * piece_elems_;
+  return {first, std::min(piece_elems_, op_.count - first)};
+}
+
+std::size_t ArenaPiecesTask::slot_bytes(int rank) const {
+  const std::size_t elems = piece().elems;
+  switch (step()) {
+    case Step::Gather: return block_of(elems, rank, comm_.size()).elems * esize_;
+    case Step::Fold: return static_cast<std::size_t>(comm_.size()) * elems * esize_;
+    default: return elems * esize_;
+  }
+}
+
+const std::uint8_t* ArenaPiecesTask::send_at(std::size_t element) const {
+  return static_cast<const std::uint8_t*>(op_.send) + element * esize_;
+}
+
+std::uint8_t* ArenaPiecesTask::recv_at(std::size_t element) const {
+  return static_cast<std::uint8_t*>(op_.recv) + element * esize_;
+}
+
+void ArenaPiecesTask::fill(std::uint8_t* slot) const {
+  const Block p = piece();
+  auto put = [&](std::uint8_t* dst, const std::uint8_t* src, std::size_t elems) {
+    if (op_.premultiplies())
+      kernels::scale(op_.dtype, dst, src, elems, op_.scalar);
+    else
+      std::memcpy(dst, src, elems * esize_);
+  };
+  switch (step()) {
+    case Step::Reduce: put(slot, send_at(p.first), p.elems); return;
+    case Step::Copy: std::memcpy(slot, send_at(p.first), p.elems * esize_); return;
+    case Step::Gather: {  // this rank's reduced block, from its output
+      const Block b = block_of(p.elems, comm_.rank(), comm_.size());
+      std::memcpy(slot, recv_at(p.first + b.first), b.elems * esize_);
+      return;
+    }
+    case Step::Fold:  // the piece of every rank's block, in rank order
+      for (std::size_t q = 0; q < slots_.size(); ++q)
+        put(slot + q * p.elems * esize_, send_at(q * op_.count + p.first), p.elems);
+      return;
+  }
+}
+
+Result<bool> ArenaPiecesTask::publish_when_free() {
+  const int n = comm_.size();
+  const int rank = comm_.rank();
+  coll::Tag tag;
+  std::size_t len = 0;
+  if (arena_.previous_slot(rank, tag, len) != nullptr) {  // not the arena's first step
+    for (; next_ < n; ++next_)
+      if (next_ != rank && arena_.previous_slot(next_, tag, len) == nullptr) return false;
+    LOOM_RETURN_IF_ERROR(check_previous_arena_call(arena_, rank, n));
+  }
+  std::uint8_t* mine = arena_.own_slot();
+  fill(mine);
+  slots_[static_cast<std::size_t>(rank)] = mine;
+  arena_.publish(coll::make_tag(op_, static_cast<std::uint32_t>(step_)), slot_bytes(rank));
+  published_ = true;
+  next_ = 0;
+  return true;
+}
+
+Result<bool> ArenaPiecesTask::gather_slots() {
+  const int n = comm_.size();
+  const coll::Tag expected = coll::make_tag(op_, static_cast<std::uint32_t>(step_));
+  for (; next_ < n; ++next_) {
+    if (next_ == comm_.rank()) continue;
+    coll::Tag tag;
+    std::size_t len = 0;
+    const std::uint8_t* slot = arena_.peer_slot(next_, tag, len);
+    if (slot == nullptr) return false;
+    const std::size_t want = slot_bytes(next_);
+    if (!(tag == expected) || len != want)
+      return coll::mismatched_message(comm_.rank(), next_, expected, want, tag, len);
+    slots_[static_cast<std::size_t>(next_)] = slot;
+  }
+  return true;
+}
+
+void ArenaPiecesTask::fold(std::uint8_t* dst, std::size_t offset, std::size_t elems) {
+  if (elems == 0) return;
+  for (std::size_t q = 0; q < slots_.size(); ++q)
+    parts_[q] = static_cast<const std::uint8_t*>(slots_[q]) + offset;
+  kernels::reduce_n(op_.dtype, op_.redop, dst, parts_.data(), comm_.size(), elems);
+  if (op_.divides_for_avg(comm_.rank())) kernels::finalize_avg(op_.dtype, dst, elems, comm_.size());
+}
+
+void ArenaPiecesTask::compute() {
+  const int n = comm_.size();
+  const int rank = comm_.rank();
+  const Block p = piece();
+  auto slot = [&](int q) {
+    return static_cast<const std::uint8_t*>(slots_[static_cast<std::size_t>(q)]);
+  };
+  switch (step()) {
+    case Step::Reduce: {
+      const Block b = block_of(p.elems, rank, n);
+      fold(recv_at(p.first + b.first), b.first * esize_, b.elems);
+      return;
+    }
+    case Step::Gather:  // the others' reduced blocks to their places
+      for (int q = 0; q < n; ++q) {
+        const Block b = block_of(p.elems, q, n);
+        if (q != rank && b.elems > 0)
+          std::memcpy(recv_at(p.first + b.first), slot(q), b.elems * esize_);
+      }
+      return;
+    case Step::Copy:  // every rank's piece (this rank's too: out of place it is not there yet)
+      for (int q = 0; q < n; ++q)
+        std::memcpy(recv_at(static_cast<std::size_t>(q) * op_.count + p.first), slot(q),
+                    p.elems * esize_);
+      return;
+    case Step::Fold:
+      fold(recv_at(p.first), static_cast<std::size_t>(rank) * p.elems * esize_, p.elems);
+      return;
+  }
+}
+
+Result<exec::Progress> ArenaPiecesTask::progress() {
+  if (!published_) {
+    auto free = publish_when_free();
+    if (!free.is_ok()) return free.status().with_context(describe());
+    if (!*free) return exec::Progress::Idle;
+  }
+  auto all = gather_slots();
+  if (!all.is_ok()) return all.status().with_context(describe());
+  if (!*all) return exec::Progress::Idle;
+  compute();
+  arena_.finish();
+  published_ = false;
+  next_ = 0;
+  if (++step_ < steps_) return exec::Progress::Advanced;
+  comm_.note_completed(op_.seq);
+  return exec::Progress::Done;
+}
+
+bool ArenaPiecesTask::prepare_wait(std::vector<pollfd>& fds) {
+  return next_ < comm_.size() && arena_.prepare_wait(next_, !published_, fds);
+}
+
+std::string ArenaPiecesTask::describe() const {
+  return fmt::format("rank {}: {} [{}]", comm_.rank(), coll::describe(op_), algorithm(op_.kind));
+}
+
+std::string ArenaPiecesTask::pending() const {
+  const std::uint64_t per_piece = op_.kind == CollKind::AllReduce ? 2 : 1;
+  const char* what = step() == Step::Reduce   ? "reduce step"
+                     : step() == Step::Gather ? "gather step"
+                                              : "step";
+  const std::string where =
+      fmt::format("{} of piece {} of {}", what, step_ / per_piece + 1, steps_ / per_piece);
+  if (next_ >= comm_.size()) return fmt::format("nothing ({}: computing)", where);
+  if (!published_)
+    return fmt::format(
+        "rank {} waits for rank {} to finish the step before the {} in the shared-memory arena "
+        "(its slot is needed again)",
+        comm_.rank(), next_, where);
+  return fmt::format(
+      "rank {} waits for rank {}'s {} in the shared-memory arena (ranks below {} have written "
+      "theirs)",
+      comm_.rank(), next_, where, next_);
+}
+
+}  // namespace loom::detail
