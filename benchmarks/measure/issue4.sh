@@ -28,6 +28,9 @@ ROUNDS=${ROUNDS:-3}
 PARTS=" ${PARTS:-0 1 2 3 4} "
 part() { [[ $PARTS == *" $1 "* ]]; }
 MEDIAN="python3 $(dirname "$0")/median_table.py"
+# The selector chooses among message schedules: on one host the arena would take every call
+# (one step up to LOOM_SHM_ONESHOT_MAX, pieces above), in auto and deterministic mode alike.
+export LOOM_SHM_ONESHOT_MAX=0 LOOM_SHM_ARENA_PIECE=0
 
 # A --compare-algos table (size count type time... fastest auto/fastest #wrong) as markdown: the
 # forced algorithms' times side by side, auto's, and the model's pick (loom-sim's "algo" column

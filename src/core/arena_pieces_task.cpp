@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "collective/tag.hpp"
 #include "core/arena_task.hpp"
@@ -15,16 +16,22 @@ const char* ArenaPiecesTask::algorithm(CollKind kind) {
   return kind == CollKind::AllReduce ? kTwoShot : kPieces;
 }
 
+int ArenaPiecesTask::min_ranks(CollKind kind) {
+  switch (kind) {
+    case CollKind::AllReduce:  // 5 + 1/n bytes through memory per byte against 9 (n - 1) / n
+    case CollKind::AllGather: return 3;      // 2 against 4 (n - 1) / n
+    case CollKind::ReduceScatter: return 4;  // 3 + 1/n against 5 (n - 1) / n: equal at 3
+    default: return std::numeric_limits<int>::max();
+  }
+}
+
 std::size_t ArenaPiecesTask::piece_elems(const coll::OpDesc& op, int nranks,
                                          std::size_t piece_bytes) {
   const std::size_t esize = dtype_size(op.dtype);
-  if (esize == 0) return 0;
-  switch (op.kind) {
-    case CollKind::AllReduce:
-    case CollKind::AllGather: return piece_bytes / esize;
-    case CollKind::ReduceScatter: return piece_bytes / (static_cast<std::size_t>(nranks) * esize);
-    default: return 0;
-  }
+  if (esize == 0 || nranks < min_ranks(op.kind)) return 0;
+  if (op.kind == CollKind::ReduceScatter)
+    return piece_bytes / (static_cast<std::size_t>(nranks) * esize);
+  return piece_bytes / esize;
 }
 
 std::uint64_t ArenaPiecesTask::steps(const coll::OpDesc& op, std::size_t piece_elems) {

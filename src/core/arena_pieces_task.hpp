@@ -36,9 +36,13 @@ class ArenaPiecesTask final : public exec::Task {
   static constexpr const char* kPieces = "pieces";    // allgather, reduce_scatter
   [[nodiscard]] static const char* algorithm(coll::CollKind kind);
 
+  /// The fewest ranks at which `kind` moves fewer bytes through memory in pieces than a ring
+  /// through the shared-memory channels does (allreduce and allgather 3, reduce_scatter 4).
+  [[nodiscard]] static int min_ranks(coll::CollKind kind);
   /// The elements of each piece for `op` on `nranks` ranks with `piece_bytes` per rank and
-  /// step (for reduce_scatter, of each of the nranks blocks); 0 when `op` is not served or a
-  /// piece cannot hold one element (reduce_scatter on very many ranks).
+  /// step (for reduce_scatter, of each of the nranks blocks); 0 when `op` is not served (another
+  /// collective, fewer than min_ranks) or a piece cannot hold one element (reduce_scatter on
+  /// very many ranks).
   [[nodiscard]] static std::size_t piece_elems(const coll::OpDesc& op, int nranks,
                                                std::size_t piece_bytes);
   /// The steps of `op` (count > 0) in pieces of `piece_elems`: two per piece for allreduce.

@@ -63,7 +63,10 @@ TEST_CASE("arena pieces: pieces and blocks split every element once", "[arena_pi
   CHECK(T::piece_elems(ag, 4, 4096) == 1024);
   coll::OpDesc rs = ar;
   rs.kind = coll::CollKind::ReduceScatter;
-  CHECK(T::piece_elems(rs, 4, 4096) == 256);   // a piece of each of the 4 blocks
+  CHECK(T::piece_elems(rs, 4, 4096) == 256);  // a piece of each of the 4 blocks
+  CHECK(T::piece_elems(rs, 3, 4096) == 0);    // as many bytes as the ring at 3 ranks
+  CHECK(T::piece_elems(ag, 3, 4096) == 1024);
+  CHECK(T::piece_elems(ar, 2, 4096) == 0);     // 2 ranks: rings
   CHECK(T::piece_elems(rs, 2000, 4096) == 0);  // not one float per block
   coll::OpDesc bc = ar;
   bc.kind = coll::CollKind::Broadcast;
@@ -141,7 +144,7 @@ TEST_CASE("arena pieces: the same bits as deterministic mode's messages",
 
 TEST_CASE("arena pieces: every dtype and op, averages and pre-multiplied sums",
           "[arena_pieces][shm][redops]") {
-  const int n = 3;
+  const int n = 4;  // reduce_scatter takes pieces from 4 ranks
   loom::test::Findings f;
   run_ranks(
       n,
@@ -150,7 +153,7 @@ TEST_CASE("arena pieces: every dtype and op, averages and pre-multiplied sums",
         for (DataType t : test::kAllTypes) {
           const std::size_t es = dtype_size(t);
           // Above the one-step size in every type (1 KiB), over three pieces of 4 KiB (of
-          // 4 KiB / 3 per block for reduce_scatter).
+          // 1 KiB per block for reduce_scatter: about nine).
           const std::size_t count = std::size_t{2} * 4096 / es + 5;
           for (RedOp op : test::kAllOps) {
             if (!supports(t, op)) continue;
@@ -182,16 +185,16 @@ TEST_CASE("arena pieces: every dtype and op, averages and pre-multiplied sums",
               f.add(what + ": reduce_scatter in place wrong");
           }
         }
-        // Each rank scales its own input: 0.5 (r + 1) x 4 summed over 3 ranks is 12.
+        // Each rank scales its own input: 0.5 (r + 1) x 4 summed over 4 ranks is 20.
         CollOptions scaled;
         scaled.scalar = 0.5 * (r + 1);
         std::vector<float> y(3000, 4.0f);
         comm.allreduce(std::span<float>(y), RedOp::PreMulSum, scaled).wait();
-        if (y.front() != 12.0f || y.back() != 12.0f)
+        if (y.front() != 20.0f || y.back() != 20.0f)
           f.add(fmt::format("rank {}: premulsum {}", r, y.back()));
         std::vector<double> x(3000, 2.0 * (r + 1)), avg(3000);
         comm.allreduce(std::span<const double>(x), std::span<double>(avg), RedOp::Avg).wait();
-        if (avg.front() != 4.0 || avg.back() != 4.0)
+        if (avg.front() != 5.0 || avg.back() != 5.0)  // (2 + 4 + 6 + 8) / 4
           f.add(fmt::format("rank {}: avg {}", r, avg[0]));
       },
       kSmallPieces);
@@ -208,10 +211,11 @@ TEST_CASE("arena pieces: allgather and reduce_scatter exact in place and out of 
         [&](Communicator& comm) {
           const int r = comm.rank();
           const auto un = static_cast<std::size_t>(n);
-          auto check = [&](bool ok, const std::string& what) {
+          // allgather takes pieces from 3 ranks, reduce_scatter from 4
+          auto check = [&](bool ok, const std::string& what, int from) {
             const std::string algo = last_algorithm(comm);
             if (!ok) f.add(fmt::format("rank {} of {}: {} ({})", r, n, what, algo));
-            if ((n >= 3) != (algo == "pieces"))
+            if ((n >= from) != (algo == "pieces"))
               f.add(fmt::format("rank {} of {}: {}: took {}", r, n, what, algo));
           };
           // Pieces of 1024 int32 for allgather, of 4096 / (4 n) per block for reduce_scatter:
@@ -228,7 +232,7 @@ TEST_CASE("arena pieces: allgather and reduce_scatter exact in place and out of 
             bool ok = true;
             for (std::size_t q = 0; q < un; ++q)
               for (std::size_t i = 0; i < count; ++i) ok = ok && all[q * count + i] == val(q, i);
-            check(ok, "allgather" + c);
+            check(ok, "allgather" + c, 3);
             std::vector<std::int32_t> inplace(un * count, -1);
             std::copy(
                 mine.begin(), mine.end(),
@@ -236,7 +240,7 @@ TEST_CASE("arena pieces: allgather and reduce_scatter exact in place and out of 
             comm.allgather(inplace.data() + static_cast<std::size_t>(r) * count, inplace.data(),
                            count, DataType::Int32)
                 .wait();
-            check(inplace == all, "allgather in place" + c);
+            check(inplace == all, "allgather in place" + c, 3);
             // reduce_scatter: element i of block b from rank q is q * 1000 + b * 7 + i
             const std::size_t rc = count / 3 + 1;  // 101 .. 1001 per block
             std::vector<std::int64_t> in(un * rc), out(rc, -1);
@@ -249,7 +253,7 @@ TEST_CASE("arena pieces: allgather and reduce_scatter exact in place and out of 
               ok = ok &&
                    out[i] == 1000 * n * (n - 1) / 2 +
                                  n * static_cast<std::int64_t>(static_cast<std::size_t>(r) * 7 + i);
-            check(ok, fmt::format("reduce_scatter of {}", rc));
+            check(ok, fmt::format("reduce_scatter of {}", rc), 4);
             comm.reduce_scatter(in.data(), in.data() + static_cast<std::size_t>(r) * rc, rc,
                                 DataType::Int64, RedOp::Max)
                 .wait();
@@ -258,7 +262,7 @@ TEST_CASE("arena pieces: allgather and reduce_scatter exact in place and out of 
               ok = ok && in[static_cast<std::size_t>(r) * rc + i] ==
                              std::int64_t{n - 1} * 1000 +
                                  static_cast<std::int64_t>(static_cast<std::size_t>(r) * 7 + i);
-            check(ok, fmt::format("reduce_scatter in place of {}", rc));
+            check(ok, fmt::format("reduce_scatter in place of {}", rc), 4);
           }
         },
         kSmallPieces);
