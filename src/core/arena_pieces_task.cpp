@@ -104,17 +104,29 @@ void ArenaPiecesTask::fill(std::uint8_t* slot) const {
     else
       std::memcpy(dst, src, elems * esize_);
   };
+  const bool own_in_place = !op_.premultiplies();  // the fold reads this rank's part from send
   switch (step()) {
-    case Step::Reduce: put(slot, send_at(p.first), p.elems); return;
+    case Step::Reduce: {  // the piece; its own block only when it must be scaled
+      const Block b = block_of(p.elems, comm_.rank(), comm_.size());
+      if (!own_in_place) {
+        put(slot, send_at(p.first), p.elems);
+        return;
+      }
+      std::memcpy(slot, send_at(p.first), b.first * esize_);
+      const std::size_t after = b.first + b.elems;
+      std::memcpy(slot + after * esize_, send_at(p.first + after), (p.elems - after) * esize_);
+      return;
+    }
     case Step::Copy: std::memcpy(slot, send_at(p.first), p.elems * esize_); return;
     case Step::Gather: {  // this rank's reduced block, from its output
       const Block b = block_of(p.elems, comm_.rank(), comm_.size());
       std::memcpy(slot, recv_at(p.first + b.first), b.elems * esize_);
       return;
     }
-    case Step::Fold:  // the piece of every rank's block, in rank order
+    case Step::Fold:  // the piece of every rank's block, in rank order (its own if scaled)
       for (std::size_t q = 0; q < slots_.size(); ++q)
-        put(slot + q * p.elems * esize_, send_at(q * op_.count + p.first), p.elems);
+        if (!own_in_place || q != static_cast<std::size_t>(comm_.rank()))
+          put(slot + q * p.elems * esize_, send_at(q * op_.count + p.first), p.elems);
       return;
   }
 }
@@ -155,10 +167,14 @@ Result<bool> ArenaPiecesTask::gather_slots() {
   return true;
 }
 
-void ArenaPiecesTask::fold(std::uint8_t* dst, std::size_t offset, std::size_t elems) {
+void ArenaPiecesTask::fold(std::uint8_t* dst, std::size_t offset, const std::uint8_t* own,
+                           std::size_t elems) {
   if (elems == 0) return;
   for (std::size_t q = 0; q < slots_.size(); ++q)
     parts_[q] = static_cast<const std::uint8_t*>(slots_[q]) + offset;
+  // This rank's part straight from its input, unless scaled into its slot. In place it is
+  // `dst` itself, which reduce_n allows (it reads each tile of every source before writing it).
+  if (!op_.premultiplies()) parts_[static_cast<std::size_t>(comm_.rank())] = own;
   kernels::reduce_n(op_.dtype, op_.redop, dst, parts_.data(), comm_.size(), elems);
   if (op_.divides_for_avg(comm_.rank())) kernels::finalize_avg(op_.dtype, dst, elems, comm_.size());
 }
@@ -173,7 +189,7 @@ void ArenaPiecesTask::compute() {
   switch (step()) {
     case Step::Reduce: {
       const Block b = block_of(p.elems, rank, n);
-      fold(recv_at(p.first + b.first), b.first * esize_, b.elems);
+      fold(recv_at(p.first + b.first), b.first * esize_, send_at(p.first + b.first), b.elems);
       return;
     }
     case Step::Gather:  // the others' reduced blocks to their places
@@ -189,7 +205,8 @@ void ArenaPiecesTask::compute() {
                     p.elems * esize_);
       return;
     case Step::Fold:
-      fold(recv_at(p.first), static_cast<std::size_t>(rank) * p.elems * esize_, p.elems);
+      fold(recv_at(p.first), static_cast<std::size_t>(rank) * p.elems * esize_,
+           send_at(static_cast<std::size_t>(rank) * op_.count + p.first), p.elems);
       return;
   }
 }

@@ -13,7 +13,8 @@
 // has published the step before): slots are reused without acknowledgements, and a slot holding
 // another step or call is a Mismatch naming both ranks and both calls. Where a ring through the
 // shared-memory channels copies every byte into a slot and out again at each of its steps,
-// these copy each rank's input in once and every result out once (docs/algorithms.md). The fold
+// these copy each rank's input in once (less its own block, folded from its input) and every
+// result out once (docs/algorithms.md). The fold
 // order is LOOM_DETERMINISTIC's: every rank computes the same bits, those of the one-step arena
 // and of deterministic mode's messages.
 #pragma once
@@ -84,8 +85,9 @@ class ArenaPiecesTask final : public exec::Task {
   Result<bool> gather_slots();
   /// Every slot is there: this rank's part of the result.
   void compute();
-  /// Folds the `elems` elements at `offset` bytes into every rank's slot, in rank order.
-  void fold(std::uint8_t* dst, std::size_t offset, std::size_t elems);
+  /// Folds the `elems` elements at `offset` bytes into every rank's slot, in rank order, this
+  /// rank's from `own` (its input) unless its input is scaled first (then from its slot).
+  void fold(std::uint8_t* dst, std::size_t offset, const std::uint8_t* own, std::size_t elems);
 
   TaskHost& comm_;
   transport::Arena& arena_;
