@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # kill -9 one rank of 4 in the middle of a stream of shared-memory allreduces: every survivor
 # fails (exits non-zero with an error naming a peer) well before LOOM_TIMEOUT instead of hanging,
-# and /dev/shm holds no loom segment afterwards (segments are unlinked once mapped). With
-# `arena`, the allreduces are of 8 bytes, which go through the shared-memory arena
-# (LOOM_SHM_ONESHOT_MAX) instead of messages (arena_rank_killed.sh).
-# Usage: bash shm_rank_killed.sh BIN_DIR [arena]
+# and /dev/shm holds no loom segment afterwards (segments are unlinked once mapped). By default
+# the allreduces (1 MiB and up) take messages (LOOM_SHM_ARENA_PIECE=0); with `pieces` they go
+# through the shared-memory arena in pieces (arena_pieces_rank_killed.sh), with `arena` they are
+# of 8 bytes, which take the arena in one step (LOOM_SHM_ONESHOT_MAX; arena_rank_killed.sh).
+# Usage: bash shm_rank_killed.sh BIN_DIR [arena|pieces]
 set -u
-BIN=${1:?usage: shm_rank_killed.sh BIN_DIR [arena]}
+BIN=${1:?usage: shm_rank_killed.sh BIN_DIR [arena|pieces]}
 mode=${2:-messages}
+piece=0  # messages: rings through the shared-memory channels
+[[ $mode == messages ]] || piece=auto
 # shellcheck source=lib/shm_job.sh
 source "$(dirname "$0")/lib/shm_job.sh"
 
@@ -23,7 +26,7 @@ sizes=(-b 1M -e 256M -f 256 -n 2000 -w 1)
 [[ $mode == arena ]] && sizes=(-b 8 -e 8 -n 100000000 -w 1)
 for ((r = 0; r < n; r++)); do
   env LOOM_RANK=$r LOOM_WORLD_SIZE=$n LOOM_ROOT=127.0.0.1:$port LOOM_TIMEOUT=300s \
-    LOOM_TRANSPORTS=shm LOOM_DEBUG=INFO LOOM_DEBUG_SUBSYS=SHM,INIT,COLL \
+    LOOM_SHM_ARENA_PIECE=$piece LOOM_TRANSPORTS=shm LOOM_DEBUG=INFO LOOM_DEBUG_SUBSYS=SHM,INIT,COLL \
     "$BIN/loom-perf" allreduce "${sizes[@]}" >"$TMP/out.$r" 2>&1 &
   pids+=($!)
 done
