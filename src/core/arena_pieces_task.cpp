@@ -132,15 +132,9 @@ void ArenaPiecesTask::fill(std::uint8_t* slot) const {
 }
 
 Result<bool> ArenaPiecesTask::publish_when_free() {
-  const int n = comm_.size();
   const int rank = comm_.rank();
-  coll::Tag tag;
-  std::size_t len = 0;
-  if (arena_.previous_slot(rank, tag, len) != nullptr) {  // not the arena's first step
-    for (; next_ < n; ++next_)
-      if (next_ != rank && arena_.previous_slot(next_, tag, len) == nullptr) return false;
-    LOOM_RETURN_IF_ERROR(check_previous_arena_call(arena_, rank, n));
-  }
+  LOOM_ASSIGN_OR_RETURN(const bool free, arena_previous_done(arena_, rank, comm_.size(), next_));
+  if (!free) return false;
   std::uint8_t* mine = arena_.own_slot();
   fill(mine);
   slots_[static_cast<std::size_t>(rank)] = mine;
@@ -155,13 +149,9 @@ Result<bool> ArenaPiecesTask::gather_slots() {
   const coll::Tag expected = coll::make_tag(op_, static_cast<std::uint32_t>(step_));
   for (; next_ < n; ++next_) {
     if (next_ == comm_.rank()) continue;
-    coll::Tag tag;
-    std::size_t len = 0;
-    const std::uint8_t* slot = arena_.peer_slot(next_, tag, len);
+    LOOM_ASSIGN_OR_RETURN(const std::uint8_t* slot, arena_peer_slot(arena_, comm_.rank(), next_,
+                                                                    expected, slot_bytes(next_)));
     if (slot == nullptr) return false;
-    const std::size_t want = slot_bytes(next_);
-    if (!(tag == expected) || len != want)
-      return coll::mismatched_message(comm_.rank(), next_, expected, want, tag, len);
     slots_[static_cast<std::size_t>(next_)] = slot;
   }
   return true;

@@ -42,6 +42,26 @@ Status check_previous_arena_call(const transport::Arena& arena, int rank, int nr
   return Status::ok();
 }
 
+Result<bool> arena_previous_done(const transport::Arena& arena, int rank, int nranks, int& next) {
+  coll::Tag tag;
+  std::size_t len = 0;
+  if (arena.previous_slot(rank, tag, len) == nullptr) return true;  // the first call
+  for (; next < nranks; ++next)
+    if (next != rank && arena.previous_slot(next, tag, len) == nullptr) return false;
+  LOOM_RETURN_IF_ERROR(check_previous_arena_call(arena, rank, nranks));
+  return true;
+}
+
+Result<const std::uint8_t*> arena_peer_slot(const transport::Arena& arena, int rank, int peer,
+                                            const coll::Tag& expected, std::size_t want) {
+  coll::Tag tag;
+  std::size_t len = 0;
+  const std::uint8_t* slot = arena.peer_slot(peer, tag, len);
+  if (slot != nullptr && (!(tag == expected) || len != want))
+    return coll::mismatched_message(rank, peer, expected, want, tag, len);
+  return slot;
+}
+
 ArenaTask::ArenaTask(TaskHost& comm, transport::Arena& arena, coll::OpDesc op, Deadline deadline,
                      std::chrono::microseconds yield)
     : comm_(comm),
@@ -58,13 +78,8 @@ Status ArenaTask::start(Deadline /*deadline*/) {
 
 Result<bool> ArenaTask::publish_when_free() {
   const int n = comm_.size();
-  coll::Tag tag;
-  std::size_t len = 0;
-  if (arena_.previous_slot(comm_.rank(), tag, len) != nullptr) {  // not the first call
-    for (; next_ < n; ++next_)
-      if (next_ != comm_.rank() && arena_.previous_slot(next_, tag, len) == nullptr) return false;
-    LOOM_RETURN_IF_ERROR(check_previous_arena_call(arena_, comm_.rank(), n));
-  }
+  LOOM_ASSIGN_OR_RETURN(const bool free, arena_previous_done(arena_, comm_.rank(), n, next_));
+  if (!free) return false;
   const std::size_t bytes = arena_slot_bytes(op_, comm_.rank(), n);
   std::uint8_t* mine = arena_.own_slot();
   if (op_.premultiplies())
@@ -95,15 +110,11 @@ Result<exec::Progress> ArenaTask::progress() {
   const coll::Tag expected = coll::make_tag(op_, 0);
   for (; next_ < n; ++next_) {
     if (next_ == comm_.rank() || !needs(next_)) continue;
-    coll::Tag tag;
-    std::size_t len = 0;
-    const std::uint8_t* slot = arena_.peer_slot(next_, tag, len);
-    if (slot == nullptr) return exec::Progress::Idle;
-    const std::size_t want = arena_slot_bytes(op_, next_, n);
-    if (!(tag == expected) || len != want)
-      return coll::mismatched_message(comm_.rank(), next_, expected, want, tag, len)
-          .with_context(describe());
-    slots_[static_cast<std::size_t>(next_)] = slot;
+    auto slot =
+        arena_peer_slot(arena_, comm_.rank(), next_, expected, arena_slot_bytes(op_, next_, n));
+    if (!slot.is_ok()) return slot.status().with_context(describe());
+    if (*slot == nullptr) return exec::Progress::Idle;
+    slots_[static_cast<std::size_t>(next_)] = *slot;
   }
   compute();
   arena_.finish();

@@ -31,6 +31,15 @@ std::size_t arena_slot_bytes(const coll::OpDesc& op, int rank, int nranks);
 /// this rank's (Mismatch naming both ranks and both calls). Non-blocking; a rank that has not
 /// published it yet is skipped.
 Status check_previous_arena_call(const transport::Arena& arena, int rank, int nranks);
+/// Whether every rank has published the arena call before the current one, so this rank's slot
+/// is free again (true before the first call); then checks them (check_previous_arena_call).
+/// Non-blocking: resumes from and advances `next` (the ranks below have published it).
+Result<bool> arena_previous_done(const transport::Arena& arena, int rank, int nranks, int& next);
+/// Rank `peer`'s slot of the current call once it has published it (null before); Mismatch
+/// naming both ranks and both calls when the slot holds another call than `expected` or other
+/// than `want` bytes.
+Result<const std::uint8_t*> arena_peer_slot(const transport::Arena& arena, int rank, int peer,
+                                            const coll::Tag& expected, std::size_t want);
 
 class ArenaTask final : public exec::Task {
  public:

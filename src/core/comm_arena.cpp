@@ -58,15 +58,18 @@ Status CommImpl::init_arena(const JobLayout& layout, const std::string& prefix, 
   return Status::ok();
 }
 
+bool CommImpl::arena_may_serve(const coll::OpDesc& op, const CollOptions& opts) const {
+  return arena_ && opts.algorithm == Algorithm::Auto && !settings_.plan.policy.for_coll(op.kind);
+}
+
 bool CommImpl::uses_arena(const coll::OpDesc& op, const CollOptions& opts) const {
-  return arena_ && arena_serves(op.kind) && op.send_bytes(nranks_) <= settings_.oneshot_max &&
-         opts.algorithm == Algorithm::Auto && !settings_.plan.policy.for_coll(op.kind);
+  return arena_may_serve(op, opts) && arena_serves(op.kind) &&
+         op.send_bytes(nranks_) <= settings_.oneshot_max;
 }
 
 std::size_t CommImpl::arena_piece_elems(const coll::OpDesc& op, const CollOptions& opts) const {
-  if (!arena_ || settings_.arena_piece_bytes == 0 || op.count == 0 ||
-      op.send_bytes(nranks_) <= settings_.oneshot_max || opts.algorithm != Algorithm::Auto ||
-      settings_.plan.policy.for_coll(op.kind))
+  if (!arena_may_serve(op, opts) || settings_.arena_piece_bytes == 0 || op.count == 0 ||
+      op.send_bytes(nranks_) <= settings_.oneshot_max)
     return 0;
   return ArenaPiecesTask::piece_elems(op, nranks_, settings_.arena_piece_bytes);
 }

@@ -173,6 +173,8 @@ class CommImpl final : public TaskHost {
   /// LOOM_SHM_ONESHOT_MAX or LOOM_SHM_ARENA_PIECE is not 0 (comm_arena.cpp). Collective: every
   /// rank says whether it can.
   Status init_arena(const JobLayout& layout, const std::string& prefix, Deadline deadline);
+  /// Whether the arena may take `op` at all: it exists, and no algorithm is forced for `op`.
+  [[nodiscard]] bool arena_may_serve(const coll::OpDesc& op, const CollOptions& opts) const;
   /// Whether `op` runs through the arena (a host allreduce small enough, no algorithm forced).
   [[nodiscard]] bool uses_arena(const coll::OpDesc& op, const CollOptions& opts) const;
   /// The elements per piece when `op` (above the one-step size) takes the arena in pieces
