@@ -189,10 +189,11 @@ void ArenaPiecesTask::compute() {
           std::memcpy(recv_at(p.first + b.first), slot(q), b.elems * esize_);
       }
       return;
-    case Step::Copy:  // every rank's piece (this rank's too: out of place it is not there yet)
-      for (int q = 0; q < n; ++q)
-        std::memcpy(recv_at(static_cast<std::size_t>(q) * op_.count + p.first), slot(q),
-                    p.elems * esize_);
+    case Step::Copy:  // every rank's piece (this rank's too, unless in place: it is there)
+      for (int q = 0; q < n; ++q) {
+        std::uint8_t* to = recv_at(static_cast<std::size_t>(q) * op_.count + p.first);
+        if (q != rank || to != send_at(p.first)) std::memcpy(to, slot(q), p.elems * esize_);
+      }
       return;
     case Step::Fold:
       fold(recv_at(p.first), static_cast<std::size_t>(rank) * p.elems * esize_,

@@ -14,9 +14,8 @@
 // another step or call is a Mismatch naming both ranks and both calls. Where a ring through the
 // shared-memory channels copies every byte into a slot and out again at each of its steps,
 // these copy each rank's input in once (less its own block, folded from its input) and every
-// result out once (docs/algorithms.md). The fold
-// order is LOOM_DETERMINISTIC's: every rank computes the same bits, those of the one-step arena
-// and of deterministic mode's messages.
+// result out once (docs/algorithms.md). The fold order is LOOM_DETERMINISTIC's: every rank
+// computes the same bits, those of the one-step arena and of deterministic mode's messages.
 #pragma once
 
 #include <cstdint>

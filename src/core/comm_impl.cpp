@@ -113,7 +113,7 @@ std::shared_ptr<OpState> CommImpl::launch(coll::OpDesc op, const CollOptions& op
         std::make_unique<ArenaTask>(*this, *arena_, op,
                                     Deadline::after(opts.timeout.value_or(settings_.timeout), now),
                                     settings_.arena_yield),
-        std::min<Clock::duration>(settings_.spin, kInlineSpin));
+        std::min<Clock::duration>(settings_.spin, kInlineSpin), now);
   }
   if (const std::size_t piece = make || on_stream ? 0 : arena_piece_elems(op, opts); piece > 0) {
     const Clock::time_point now = Clock::now();

@@ -49,7 +49,8 @@ std::shared_ptr<OpState> EngineCore::make_done_state() {
 
 std::shared_ptr<OpState> EngineCore::submit_inline(std::unique_ptr<Task> task,
                                                    Clock::duration budget,
-                                                   const std::shared_ptr<EngineCore>& self) {
+                                                   const std::shared_ptr<EngineCore>& self,
+                                                   Clock::time_point submitted) {
   {
     Lock lk(mu_);
     if (!queue_.empty() || driving_ || stop_ || !failure_.is_ok()) {
@@ -61,12 +62,13 @@ std::shared_ptr<OpState> EngineCore::submit_inline(std::unique_ptr<Task> task,
   std::optional<Status> ended = run_inline(*task, budget);
   Lock lk(mu_);
   driving_ = false;
-  last_activity_ = Clock::now();
+  last_activity_ = std::max(last_activity_, submitted);  // microseconds ago: within the budget
   done_cv_.notify_all();  // abort() and check_idle() wait for no thread to drive
   if (ended && ended->is_ok()) {
     note_success();
     return done_inline_;
   }
+  last_activity_ = Clock::now();  // queued from now on
   auto op = std::make_shared<OpState>();
   op->started = true;
   op->task = std::move(task);

@@ -85,9 +85,12 @@ class EngineCore {
   /// returns the engine's completed state (shared by every call done so, never queued: a small
   /// call skips the queue, the handoff and a state of its own); failed there, a failed state (the
   /// engine's failure, as if queued); otherwise the task goes first in the queue with the
-  /// progress it made, as submit() would have queued it. Otherwise it is submit().
+  /// progress it made, as submit() would have queued it. Otherwise it is submit(). `submitted`:
+  /// when the caller made the call (the engine's last activity when it finishes here, so the
+  /// small call's path reads the clock once).
   std::shared_ptr<detail::OpState> submit_inline(std::unique_ptr<Task> task, Clock::duration budget,
-                                                 const std::shared_ptr<EngineCore>& self);
+                                                 const std::shared_ptr<EngineCore>& self,
+                                                 Clock::time_point submitted);
   /// Blocks until `op` is done or `until` passes (then Timeout); drives if nobody else is.
   Status wait(detail::OpState& op, Deadline until);
   /// Non-blocking check; makes one round of progress if nobody else is driving.
@@ -171,9 +174,9 @@ class Engine {
   /// Queues `task`; returns its state (already failed if the engine has failed).
   std::shared_ptr<detail::OpState> submit(std::unique_ptr<Task> task);
   /// See EngineCore::submit_inline.
-  std::shared_ptr<detail::OpState> submit_inline(std::unique_ptr<Task> task,
-                                                 Clock::duration budget) {
-    return core_->submit_inline(std::move(task), budget, core_);
+  std::shared_ptr<detail::OpState> submit_inline(std::unique_ptr<Task> task, Clock::duration budget,
+                                                 Clock::time_point submitted = Clock::now()) {
+    return core_->submit_inline(std::move(task), budget, core_, submitted);
   }
   /// The first failure, if any: every later operation fails with it.
   [[nodiscard]] Status failure() const;
