@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <vector>
 
 namespace loom::coll {
 
@@ -93,7 +94,20 @@ std::string describe(const OpDesc& op) {
       fmt::format("{} #{} ({} x {}", to_string(op.kind), op.seq, op.count, to_string(op.dtype));
   if (op.has_redop()) s += fmt::format(", {}", to_string(op.redop));
   if (op.has_root()) s += fmt::format(", root {}", op.root);
+  if (op.fused != 0)
+    s += fmt::format("; {} calls fused, split {:06x}", op.fused & 0xff, op.fused >> 8);
   return s + ")";
+}
+
+std::uint32_t fused_split(const std::vector<std::size_t>& counts) {
+  std::uint32_t h = 2166136261u;  // FNV-1a over the counts' bytes
+  for (std::size_t c : counts)
+    for (int b = 0; b < 8; ++b) {
+      h ^= static_cast<std::uint32_t>((c >> (8 * b)) & 0xff);
+      h *= 16777619u;
+    }
+  const auto calls = static_cast<std::uint32_t>(std::min<std::size_t>(counts.size(), 255));
+  return (h & 0xffffff00u) | (calls == 0 ? 1u : calls);
 }
 
 namespace {
@@ -154,6 +168,21 @@ Status check_v_layout(const OpDesc& op, int nranks, Fail&& fail) {
     return fail(
         "in place (send == recv) needs the same counts and displacements for sending and "
         "receiving");
+  // Received blocks that overlap would leave whichever arrived last.
+  std::vector<std::size_t> order;
+  for (std::size_t p = 0; p < n; ++p)
+    if (l.recv_counts[p] > 0) order.push_back(p);
+  std::sort(order.begin(), order.end(),
+            [&](std::size_t a, std::size_t b) { return l.recv_displs[a] < l.recv_displs[b]; });
+  for (std::size_t i = 1; i < order.size(); ++i) {
+    const std::size_t a = order[i - 1], b = order[i];
+    if (l.recv_displs[a] + l.recv_counts[a] > l.recv_displs[b])
+      return fail(fmt::format(
+          "the receive blocks from ranks {} and {} overlap (elements [{}, {}) and [{}, {})): each "
+          "block needs its own place",
+          a, b, l.recv_displs[a], l.recv_displs[a] + l.recv_counts[a], l.recv_displs[b],
+          l.recv_displs[b] + l.recv_counts[b]));
+  }
   return Status::ok();
 }
 

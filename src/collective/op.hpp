@@ -36,6 +36,10 @@ struct P2PDesc {
   /// A receive from whichever rank's next message to this rank first has `tag` (`from` is -1
   /// until that rank is known).
   bool any_source = false;
+  /// The collectives this rank had issued when the call was started (its place among them):
+  /// a send and its receive must agree, or the pair issued sends, receives and collectives in
+  /// different orders. Calls in a group run after the group's collectives.
+  std::uint64_t epoch = 0;
   /// The call's p2p record in the call ledger (CallLedger::p2p_submitted); ~0: none.
   std::uint64_t record = ~std::uint64_t{0};
   [[nodiscard]] bool receives() const { return from >= 0 || any_source; }
@@ -54,6 +58,10 @@ struct OpDesc {
   std::shared_ptr<const VLayout> v;  // AllToAllV only (count is 0: totals differ by rank)
   P2PDesc p2p;                       // P2P only (seq is unused: not a collective call)
   double scalar = 1.0;               // PreMulSum only: this rank's input multiplier
+  /// An allreduce that carries a group's allreduces packed (fused_split()): how many calls and
+  /// how their counts split the total, so that ranks that split a group differently are told so
+  /// even when the totals agree. 0: one call.
+  std::uint32_t fused = 0;
 
   [[nodiscard]] bool has_redop() const {
     return kind == CollKind::AllReduce || kind == CollKind::Reduce ||
@@ -95,5 +103,9 @@ Status validate(const OpDesc& op, int rank, int nranks);
 
 /// "allreduce #42 (1024 x float, sum)".
 std::string describe(const OpDesc& op);
+
+/// OpDesc::fused of a group's allreduces with these element counts, in call order: the number of
+/// calls (up to 255) in the low byte, a hash of the counts above (never 0).
+std::uint32_t fused_split(const std::vector<std::size_t>& counts);
 
 }  // namespace loom::coll

@@ -20,10 +20,15 @@ struct Tag {
   std::uint8_t redop = 0;
   std::uint8_t pad = 0;
   std::int32_t root = -1;
+  /// What else both sides must agree on: a send's or receive's collective epoch (the collectives
+  /// its rank had issued before it, mod 2^32: OpDesc::P2PDesc::epoch); a fused allreduce's split
+  /// of its group (OpDesc::fused); 0 otherwise.
+  std::uint32_t context = 0;
   std::uint64_t count = 0;  // the collective's element count argument
 
   friend bool operator==(const Tag&, const Tag&) = default;
 };
+static_assert(sizeof(Tag) == 32, "Tag is part of every transport's wire header");
 
 /// The tag of message `index` of a collective `op` on one (peer, direction).
 inline Tag make_tag(const OpDesc& op, std::uint32_t index) {
@@ -34,6 +39,7 @@ inline Tag make_tag(const OpDesc& op, std::uint32_t index) {
   t.dtype = static_cast<std::uint8_t>(op.dtype);
   t.redop = op.has_redop() ? static_cast<std::uint8_t>(op.redop) : 0;
   t.root = op.has_root() ? op.root : -1;
+  t.context = op.fused;
   t.count = op.count;
   return t;
 }
@@ -49,6 +55,7 @@ inline Tag message_tag(const OpDesc& op, bool is_send, std::uint32_t index) {
   t.kind = static_cast<std::uint8_t>(CollKind::P2P);
   t.dtype = static_cast<std::uint8_t>(op.dtype);
   t.root = op.p2p.tag;
+  t.context = static_cast<std::uint32_t>(op.p2p.epoch);
   t.count = is_send ? op.count : op.p2p.recv_count;
   return t;
 }

@@ -1,8 +1,10 @@
 #include "common/shared_buffers.hpp"
 
 #include <sys/mman.h>
+#include <sys/sysinfo.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <map>
@@ -16,6 +18,8 @@ struct Entry {
   int fd;
   std::uint64_t gen;
   std::size_t size;
+  int holds = 0;          // operations in flight that use the buffer (hold())
+  bool released = false;  // freed while held: unmapped when the last hold goes
 };
 
 // By base address. Lookups (one per large shared-memory send) take the shared lock.
@@ -23,7 +27,13 @@ struct Registry {
   std::shared_mutex mu;
   std::map<std::uintptr_t, Entry> buffers;
   std::atomic<std::uint64_t> next_gen{1};
+  std::atomic<std::size_t> count{0};  // buffers.size(), read without the lock
 };
+
+void unmap(void* p, const Entry& e) noexcept {
+  ::munmap(p, e.size);
+  ::close(e.fd);
+}
 
 Registry& registry() {
   static Registry* r = new Registry;  // never destroyed: buffers may be freed at exit
@@ -34,6 +44,19 @@ Registry& registry() {
 
 Result<void*> allocate(std::size_t bytes) {
   if (bytes == 0) return make_error(ErrorCode::InvalidArgument, "host_alloc of 0 bytes");
+  // The pages are backed when first touched: a size the host can never back fails here, not
+  // at a later write (a size within its memory may still fail there if others take it first).
+  struct sysinfo si {};
+  if (::sysinfo(&si) == 0) {
+    const std::uint64_t unit = si.mem_unit == 0 ? 1 : si.mem_unit;
+    const std::uint64_t ram = std::uint64_t{si.totalram} * unit;
+    const std::uint64_t swap = std::uint64_t{si.totalswap} * unit;
+    if (bytes > ram + swap)
+      return make_error(ErrorCode::SystemError,
+                        "host_alloc of {} bytes: more than this host's memory ({} bytes of RAM and "
+                        "{} of swap)",
+                        bytes, ram, swap);
+  }
   const int fd = ::memfd_create("loom-buffer", MFD_CLOEXEC);
   if (fd < 0) return system_error(errno, "host_alloc: memfd_create");
   if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
@@ -50,22 +73,55 @@ Result<void*> allocate(std::size_t bytes) {
   Registry& r = registry();
   std::unique_lock lk(r.mu);
   r.buffers[reinterpret_cast<std::uintptr_t>(p)] = {fd, r.next_gen++, bytes};
+  r.count.store(r.buffers.size(), std::memory_order_relaxed);
   return p;
 }
 
-bool release(void* p) noexcept {
+Released release(void* p) noexcept {
   Registry& r = registry();
   Entry e{};
   {
     std::unique_lock lk(r.mu);
     auto it = r.buffers.find(reinterpret_cast<std::uintptr_t>(p));
-    if (it == r.buffers.end()) return false;
+    if (it == r.buffers.end() || it->second.released) return Released::Unknown;
+    if (it->second.holds > 0) {
+      it->second.released = true;
+      return Released::Deferred;
+    }
     e = it->second;
     r.buffers.erase(it);
+    r.count.store(r.buffers.size(), std::memory_order_relaxed);
   }
-  ::munmap(p, e.size);
-  ::close(e.fd);
-  return true;
+  unmap(p, e);
+  return Released::Now;
+}
+
+std::shared_ptr<void> hold(const void* p, std::size_t len) {
+  Registry& r = registry();
+  if (p == nullptr || r.count.load(std::memory_order_relaxed) == 0) return nullptr;
+  const auto at = reinterpret_cast<std::uintptr_t>(p);
+  std::unique_lock lk(r.mu);
+  auto it = r.buffers.upper_bound(at);
+  if (it == r.buffers.begin()) return nullptr;
+  --it;
+  if (at - it->first >= std::max<std::size_t>(it->second.size, 1) || it->second.released ||
+      len > it->second.size - (at - it->first))
+    return nullptr;
+  ++it->second.holds;
+  auto* base = reinterpret_cast<void*>(it->first);
+  return std::shared_ptr<void>(base, [](void* b) {
+    Registry& reg = registry();
+    Entry e{};
+    {
+      std::unique_lock l(reg.mu);
+      auto held = reg.buffers.find(reinterpret_cast<std::uintptr_t>(b));
+      if (held == reg.buffers.end() || --held->second.holds > 0 || !held->second.released) return;
+      e = held->second;
+      reg.buffers.erase(held);
+      reg.count.store(reg.buffers.size(), std::memory_order_relaxed);
+    }
+    unmap(b, e);
+  });
 }
 
 std::optional<Location> find(const void* p, std::size_t len) {

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 
 #include "common/status.hpp"
@@ -23,8 +24,17 @@ struct Location {
 
 /// A new buffer of `bytes` (> 0), page aligned, zeroed.
 Result<void*> allocate(std::size_t bytes);
-/// Frees a buffer allocate() returned; false when `p` is not one.
-bool release(void* p) noexcept;
+enum class Released {
+  Now,       // unmapped
+  Deferred,  // an operation in flight holds it (hold()): unmapped when the last hold goes
+  Unknown,   // not a buffer allocate() returned (or released already)
+};
+/// Frees a buffer allocate() returned.
+Released release(void* p) noexcept;
+/// Keeps the buffer that holds [p, p + len), if any, mapped while the handle lives (an operation
+/// in flight that reads or writes it): release() then waits for the last hold. Null when no
+/// buffer holds the range (one relaxed load when there are no buffers).
+std::shared_ptr<void> hold(const void* p, std::size_t len);
 /// The buffer that holds [p, p + len) entirely, if any.
 std::optional<Location> find(const void* p, std::size_t len);
 

@@ -121,7 +121,10 @@ Result<exec::Progress> ArenaTask::progress() {
   // Every rank has finished its earlier calls: a message of one of them still unread was sent
   // by a mismatched call.
   if (op_.kind == CollKind::Barrier && op_.seq > 0)
-    LOOM_RETURN_IF_ERROR(comm_.find_unread_messages(op_.seq - 1));
+    LOOM_RETURN_IF_ERROR(comm_
+                             .find_unread_messages(static_cast<std::int64_t>(op_.seq) - 1,
+                                                   static_cast<std::int64_t>(op_.seq))
+                             .with_context(describe()));
   comm_.note_completed(op_.seq);
   return exec::Progress::Done;
 }

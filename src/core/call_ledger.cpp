@@ -11,7 +11,23 @@ namespace loom::detail {
 
 void CallLedger::number_collective(coll::OpDesc& op) {
   op.seq = next_seq_++;
-  throw_if_error(coll::validate(op, rank_, nranks_));
+  Status valid = coll::validate(op, rank_, nranks_);
+  if (!valid.is_ok()) refused(op, valid);
+  throw_if_error(valid);
+}
+
+// The number stays taken (the other ranks' call of that number waits for this one): remembered
+// with why, so that comparing calls names it.
+void CallLedger::refused(const coll::OpDesc& op, const Status& why) {
+  std::lock_guard lk(mu_);
+  CallRecord& r = slot(op.seq);
+  r.seq = op.seq;
+  r.op = op;
+  r.algorithm.fill('\0');
+  std::memcpy(r.algorithm.data(), kRefused.data(), kRefused.size());
+  r.submitted_ns = r.started_ns = r.completed_ns = 0;
+  refusals_[op.seq] = std::string(why.message());
+  while (refusals_.size() > 16) refusals_.erase(refusals_.begin());
 }
 
 void CallLedger::number_p2p(coll::OpDesc& op) {
@@ -72,6 +88,7 @@ void CallLedger::submitted(const coll::OpDesc& op, std::string_view algorithm,
 }
 
 void CallLedger::started(std::uint64_t seq) {
+  last_started_.store(static_cast<std::int64_t>(seq), std::memory_order_relaxed);
   if (!timed_) return;
   const std::int64_t now = now_ns();
   std::lock_guard lk(mu_);
@@ -190,6 +207,9 @@ std::optional<std::string> CallLedger::describe(std::uint64_t seq) const {
 std::optional<std::string> CallLedger::describe_locked(std::uint64_t seq) const {
   const CallRecord& c = slot(seq);
   if (c.seq != seq) return std::nullopt;
+  if (std::string_view(c.algorithm.data()) == kRefused)
+    if (auto it = refusals_.find(seq); it != refusals_.end())
+      return fmt::format("{}, refused at the call ({})", coll::describe(c.op), it->second);
   return coll::describe(c.op);
 }
 

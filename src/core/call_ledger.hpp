@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -84,6 +85,11 @@ class CallLedger {
                  std::chrono::steady_clock::time_point now);
   /// Collective call `seq` started running (its turn came on the driving thread).
   void started(std::uint64_t seq);
+  /// The last collective call that started running or completed (-1: none): every call issued
+  /// before it has finished (operations run one at a time, in call order).
+  [[nodiscard]] std::int64_t last_reached() const {
+    return std::max(last_started_.load(std::memory_order_relaxed), last_completed());
+  }
   /// A numbered collective call that needed no operation (zero bytes): remembered, finished.
   void remember(const coll::OpDesc& op);
   /// Collective call `seq` (and every one before it) completed.
@@ -119,6 +125,7 @@ class CallLedger {
   std::vector<std::uint64_t> p2p_sent_, p2p_received_;  // per peer
   std::size_t unnumbered_ = 0;  // receives submitted, to be numbered when they start
   std::atomic<std::int64_t> last_completed_{-1};
+  std::atomic<std::int64_t> last_started_{-1};
   mutable std::mutex mu_;
   // Submitted, not completed: their numbers, described from calls_ only when asked (formatting
   // every call's description costs more than the rest of a small collective's path).
@@ -126,6 +133,11 @@ class CallLedger {
   std::vector<CallRecord> calls_;  // call #s at s % calls_.size() (mu_)
   std::vector<P2PRecord> p2p_;     // p2p call #i at i % p2p_.size() (mu_)
   std::uint64_t next_p2p_ = 0;     // (mu_)
+
+  /// A collective call that failed validation: it keeps its number, and is described with why.
+  void refused(const coll::OpDesc& op, const Status& why);
+  static constexpr std::string_view kRefused = "refused";  // its CallRecord::algorithm
+  std::map<std::uint64_t, std::string> refusals_;          // why each was refused (mu_)
 
   [[nodiscard]] std::optional<std::string> describe_locked(std::uint64_t seq) const;
   [[nodiscard]] std::int64_t now_ns() const;

@@ -1,14 +1,39 @@
 #include "core/comm_impl.hpp"
 
+#include "common/shared_buffers.hpp"
 #include "core/any_source_task.hpp"
 #include "core/arena_pieces_task.hpp"
 #include "core/arena_task.hpp"
 #include "core/collective_task.hpp"
+#include "core/group_tasks.hpp"
 #include "log/log.hpp"
 #include "selector/plan_policy.hpp"
 #include "transports/registry.hpp"
 
 namespace loom::detail {
+
+namespace {
+
+// The loom::host_alloc buffers a call uses stay mapped until it is done (host_free defers).
+template <typename T>
+std::unique_ptr<T> keeping_buffers(std::unique_ptr<T> task, const coll::OpDesc& op, int nranks,
+                                   const std::vector<FusedPiece>* fused = nullptr) {
+  const auto keep = [&](const void* p, std::size_t len) {
+    if (auto h = shared_buffers::hold(p, len)) task->keep(std::move(h));
+  };
+  if (fused != nullptr) {
+    for (const FusedPiece& f : *fused) {
+      keep(f.send, f.bytes);
+      keep(f.recv, f.bytes);
+    }
+  } else {
+    keep(op.send, op.send_bytes(nranks));
+    keep(op.recv, op.recv_bytes(nranks));
+  }
+  return task;
+}
+
+}  // namespace
 
 Result<CommSettings> CommSettings::from(const config::Config& cfg) {
   CommSettings s;
@@ -80,19 +105,22 @@ Work CommImpl::receive_any(coll::OpDesc op, int* source, const CollOptions& opts
                             "stream",
                             rank_, coll::describe(op)));
   calls_.number_p2p(op);  // validates; numbered when it finds its sender
+  op.p2p.epoch = calls_.next_seq();
   const Clock::time_point now = Clock::now();
   op.p2p.record = calls_.p2p_submitted(op, now);
   Deadline deadline = Deadline::after(opts.timeout.value_or(settings_.timeout), now);
-  return Work(engine_->submit(std::make_unique<AnySourceRecvTask>(*this, op, source, deadline)));
+  return Work(engine_->submit(keeping_buffers(
+      std::make_unique<AnySourceRecvTask>(*this, op, source, deadline), op, nranks_)));
 }
 
 std::shared_ptr<OpState> CommImpl::launch(coll::OpDesc op, const CollOptions& opts,
-                                          const TaskFactory& make, bool numbered) {
+                                          const std::vector<FusedPiece>* fused, bool numbered) {
   const bool p2p = op.kind == coll::CollKind::P2P;
   if (!p2p)
     calls_.number_collective(op);
   else if (!numbered)
     calls_.number_p2p(op);
+  if (p2p) op.p2p.epoch = calls_.next_seq();
   const bool on_stream = value_or_throw(device::needs_stream_path(
       stream_path_ ? &stream_path_->device() : nullptr, op, rank_, nranks_, opts.stream));
   auto nothing_to_do = [&] {
@@ -104,28 +132,41 @@ std::shared_ptr<OpState> CommImpl::launch(coll::OpDesc op, const CollOptions& op
   if (op.count == 0 && op.kind != coll::CollKind::Barrier && op.kind != coll::CollKind::AllToAllV &&
       !p2p)
     return nothing_to_do();
-  if (!make && !on_stream && uses_arena(op, opts)) {
-    const Clock::time_point now = Clock::now();
+  // A fused group's allreduce takes the route a single call of its total would take, so that a
+  // rank whose group was split differently meets the same route and is told (OpDesc::fused).
+  const Clock::time_point now = Clock::now();
+  const Deadline deadline = Deadline::after(opts.timeout.value_or(settings_.timeout), now);
+  const auto fuse = [&](TaskMaker make, std::string algorithm) {
+    return engine_->submit(
+        keeping_buffers(std::make_unique<FusedAllreduceTask>(*this, op, *fused, std::move(make),
+                                                             std::move(algorithm), deadline),
+                        op, nranks_, fused));
+  };
+  if (!on_stream && uses_arena(op, opts)) {
     calls_.submitted(op, ArenaTask::kAlgorithm, now);
+    TaskMaker make = [this, deadline](const coll::OpDesc& o) -> std::unique_ptr<exec::Task> {
+      return std::make_unique<ArenaTask>(*this, *arena_, o, deadline, settings_.arena_yield);
+    };
+    if (fused) return fuse(std::move(make), ArenaTask::kAlgorithm);
     // Run where it was called while the engine is idle: a small call whose peers are in step
     // ends within the budget, without the queue (spinning only where this rank has a CPU).
     return engine_->submit_inline(
-        std::make_unique<ArenaTask>(*this, *arena_, op,
-                                    Deadline::after(opts.timeout.value_or(settings_.timeout), now),
-                                    settings_.arena_yield),
+        keeping_buffers(
+            std::make_unique<ArenaTask>(*this, *arena_, op, deadline, settings_.arena_yield), op,
+            nranks_),
         std::min<Clock::duration>(settings_.spin, kInlineSpin), now);
   }
-  if (const std::size_t piece = make || on_stream ? 0 : arena_piece_elems(op, opts); piece > 0) {
-    const Clock::time_point now = Clock::now();
+  if (const std::size_t piece = on_stream ? 0 : arena_piece_elems(op, opts); piece > 0) {
     calls_.submitted(op, ArenaPiecesTask::algorithm(op.kind), now);
-    return engine_->submit(std::make_unique<ArenaPiecesTask>(
-        *this, *arena_, op, piece, Deadline::after(opts.timeout.value_or(settings_.timeout), now),
-        settings_.arena_yield));
+    TaskMaker make = [this, piece, deadline](const coll::OpDesc& o) -> std::unique_ptr<exec::Task> {
+      return std::make_unique<ArenaPiecesTask>(*this, *arena_, o, piece, deadline,
+                                               settings_.arena_yield);
+    };
+    return fused ? fuse(std::move(make), ArenaPiecesTask::algorithm(op.kind))
+                 : engine_->submit(keeping_buffers(make(op), op, nranks_));
   }
   std::shared_ptr<const algo::Plan> plan = planner_->plan(op, opts);
   if (plan->steps.empty()) return nothing_to_do();
-  const Clock::time_point now = Clock::now();
-  Deadline deadline = Deadline::after(opts.timeout.value_or(settings_.timeout), now);
   LOOM_LOG_DEBUG(Coll, "rank {}: {} as {} ({} steps)", rank_, coll::describe(op), plan->algorithm,
                  plan->steps.size());
   // Collectives are compared between ranks; sends are not.
@@ -133,9 +174,17 @@ std::shared_ptr<OpState> CommImpl::launch(coll::OpDesc op, const CollOptions& op
     calls_.submitted(op, plan->algorithm, now);
   else
     op.p2p.record = calls_.p2p_submitted(op, now);
-  if (make) return engine_->submit(make(op, std::move(plan), deadline));
   if (on_stream) return submit_on_stream(op, opts.stream, std::move(plan), deadline);
-  return engine_->submit(std::make_unique<CollectiveTask>(*this, op, std::move(plan), deadline));
+  if (!fused)
+    return engine_->submit(keeping_buffers(
+        std::make_unique<CollectiveTask>(*this, op, std::move(plan), deadline), op, nranks_));
+  std::string algorithm = plan->algorithm;
+  return fuse(
+      [this, plan = std::move(plan),
+       deadline](const coll::OpDesc& o) -> std::unique_ptr<exec::Task> {
+        return std::make_unique<CollectiveTask>(*this, o, plan, deadline);
+      },
+      std::move(algorithm));
 }
 
 std::unique_ptr<exec::PlanRun> CommImpl::reuse_run() {

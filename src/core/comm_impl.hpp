@@ -20,6 +20,7 @@
 #include "core/call_ledger.hpp"
 #include "core/device_network.hpp"
 #include "core/failure_monitor.hpp"
+#include "core/group_tasks.hpp"
 #include "core/peer_transports.hpp"
 #include "core/planner.hpp"
 #include "core/reliability.hpp"
@@ -127,7 +128,7 @@ class CommImpl final : public TaskHost {
   /// ranks and both calls when a connection holds a message of a call up to #upto, which this rank
   /// has finished: no call will ever receive it. Run as the driving thread (a barrier's task, the
   /// engine's idle check).
-  Status find_unread_messages(std::uint64_t upto) override;
+  Status find_unread_messages(std::int64_t finished, std::int64_t reached) override;
   [[nodiscard]] std::uint64_t next_receive(int peer) const override {
     return calls_.next_receive(peer);
   }
@@ -191,6 +192,11 @@ class CommImpl final : public TaskHost {
   void leave();
   /// The engine's idle check: messages of finished calls left unread.
   Status check_unread_messages();
+  /// The engine's stall check: messages no call will take while a call waits.
+  Status check_stalled_call();
+  /// An operation's failure as reported: a peer that left because it had found a mismatched
+  /// call is that Mismatch (its record, looked for briefly), not its closed connection.
+  Status explain_failure(const Status& why);
   /// Also checks that every rank has the same device runtime (`dev`, may be null).
   Status agree_on_plan_settings(const std::string& prefix, const device::Device* dev,
                                 Deadline deadline);
@@ -200,16 +206,17 @@ class CommImpl final : public TaskHost {
                                             Deadline deadline);
   /// Throws when no call may be made (aborted, failed, a bad per-call timeout).
   void check_usable(const CollOptions& opts) const;
-  /// Builds the task that runs a planned call (null: a CollectiveTask).
-  using TaskFactory = std::function<std::unique_ptr<exec::Task>(
-      const coll::OpDesc&, std::shared_ptr<const algo::Plan>, Deadline)>;
-  /// Numbers, validates, plans and queues one call. `numbered`: a send / receive already
-  /// numbered (when its group was recorded).
+  /// Numbers, validates, plans and queues one call. `fused`: the allreduce carries these calls
+  /// of a group, packed (FusedAllreduceTask); `numbered`: a send / receive already numbered
+  /// (when its group was recorded).
   std::shared_ptr<OpState> launch(coll::OpDesc op, const CollOptions& opts,
-                                  const TaskFactory& make = nullptr, bool numbered = false);
+                                  const std::vector<FusedPiece>* fused = nullptr,
+                                  bool numbered = false);
 
   // Grouped calls (group.cpp).
   Work record(coll::OpDesc op, const CollOptions& opts);
+  /// At destruction inside an open group: its calls never run (logged; their Work fails).
+  void drop_open_group();
   /// Runs the allreduces at `members` (indices into `group`) as one, packed.
   void launch_fused(std::vector<GroupMember>& group, const std::vector<std::size_t>& members);
   /// Runs the sends and receives at `members` side by side in one operation (per

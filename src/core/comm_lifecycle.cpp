@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <limits>
 #include <thread>
 
 #include "core/comm_impl.hpp"
@@ -164,6 +165,8 @@ Status CommImpl::init(std::vector<std::unique_ptr<transport::Transport>> prepare
     return named;
   };
   eo.idle_check = [this] { return check_unread_messages(); };
+  eo.stall_check = [this] { return check_stalled_call(); };
+  eo.explain_failure = [this](const Status& why) { return explain_failure(why); };
   engine_ = std::make_unique<exec::Engine>(eo);
   LOOM_RETURN_IF_ERROR(start_reliability(layout, deadline));
   liveness_ = nullptr;  // the failure monitor watches the ranks from now on
@@ -331,6 +334,7 @@ Status CommImpl::agree_on_plan_settings(const std::string& prefix, const device:
 
 CommImpl::~CommImpl() {
   unregister_for_status(this);  // first: the SIGUSR1 report may be reading this communicator
+  drop_open_group();
   // Drain first (a peer's failure, reported by the monitor, still fails what hangs), then stop
   // the monitor (it finishes a pending hang report), then the engine.
   if (engine_) engine_->drain();
@@ -352,14 +356,26 @@ void CommImpl::leave() {
 }
 
 void CommImpl::linger_for_peers() {
-  if (!server_ || nranks_ == 1 || !async_error().is_ok()) return;
-  const RankProgress mine = progress();
+  if (!server_ || nranks_ == 1) return;
+  // After a failure the others still need the store to learn its cause (a mismatch this rank
+  // found is theirs too): wait, briefly, until they have failed, left or dropped the store.
+  constexpr auto kFailedLinger = std::chrono::seconds(2);
+  const bool failed = !async_error().is_ok();
+  RankProgress mine = progress();
+  if (failed) mine.completed = std::numeric_limits<std::int64_t>::max();
   const auto started = Clock::now();
   const std::vector<int> missing = reliability_->monitor().wait_for_peers(
-      mine, [this] { return server_->clients(); }, Deadline::after(settings_.timeout));
+      mine, [this] { return server_->clients(); },
+      Deadline::after(failed ? std::min<std::chrono::milliseconds>(settings_.timeout, kFailedLinger)
+                             : settings_.timeout));
   const auto waited =
       std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count();
-  if (!missing.empty()) {
+  if (!missing.empty() && failed) {
+    LOOM_LOG_INFO(Init,
+                  "rank {}: leaving after {} ms, after a failure, while ranks {} still use "
+                  "the rendezvous store this process serves",
+                  rank_, waited, format_rank_ranges(missing));
+  } else if (!missing.empty()) {
     LOOM_LOG_WARN(Init,
                   "rank {}: leaving after {} ms although ranks {} may still need the rendezvous "
                   "store this process serves (they neither finished operation #{} nor left)",

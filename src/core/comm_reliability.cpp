@@ -145,6 +145,16 @@ Result<std::unique_ptr<CommImpl>> CommImpl::derive(Derivation d) {
 
 Result<std::unique_ptr<CommImpl>> CommImpl::split(int color, int key) {
   if (aborted_.load()) return Status{ErrorCode::Aborted, "split on an aborted communicator"};
+  // Every rank takes part in a split: after a failure it could only wait for the failed ones.
+  Status failed = engine_->failure();
+  if (failed.is_ok()) failed = reliability_->monitor().first_failure();
+  if (!failed.is_ok())
+    return Status(
+               failed.code(),
+               fmt::format("rank {}: split({}, {}): the communicator failed earlier, and a split "
+                           "needs every rank (shrink() makes one without the failed ranks): {}",
+                           rank_, color, key, failed.message()))
+        .with_peer(failed.peer());
   Result<Derivation> d = reliability_->split(color, key);
   Result<std::unique_ptr<CommImpl>> child = std::unique_ptr<CommImpl>{};  // not a member
   if (!d.is_ok())

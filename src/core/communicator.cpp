@@ -28,6 +28,17 @@ config::Config load_config(const CommOptions& options) {
   return value_or_throw(config::Config::load(settings));
 }
 
+// send() and recv() name one peer: -1 (sendrecv's "none") is as out of range as any other.
+void check_one_peer(const Communicator& comm, const char* what, int peer, std::size_t count,
+                    DataType dtype, int tag) {
+  if (peer >= 0) return;
+  throw Error(
+      ErrorCode::InvalidArgument,
+      fmt::format("rank {}: {} rank {} ({} x {}, tag {}): peer {} is out of range [0, {}){}",
+                  comm.rank(), what, peer, count, to_string(dtype), tag, peer, comm.size(),
+                  what[0] == 'r' ? " (recv_any receives from any source)" : ""));
+}
+
 }  // namespace
 
 Communicator::Communicator(const UniqueId& id, int rank, int nranks, const CommOptions& options)
@@ -187,11 +198,13 @@ Work Communicator::scatter(const void* send, void* recv, std::size_t count, Data
 
 Work Communicator::send(const void* buf, std::size_t count, DataType dtype, int peer, int tag,
                         const CollOptions& opts) {
+  check_one_peer(*this, "send to", peer, count, dtype, tag);
   return sendrecv(buf, count, peer, nullptr, 0, -1, dtype, tag, opts);
 }
 
 Work Communicator::recv(void* buf, std::size_t count, DataType dtype, int peer, int tag,
                         const CollOptions& opts) {
+  check_one_peer(*this, "recv from", peer, count, dtype, tag);
   return sendrecv(nullptr, 0, -1, buf, count, peer, dtype, tag, opts);
 }
 

@@ -128,6 +128,18 @@ std::vector<int> FailureMonitor::failed_ranks() const {
   return {failed_.begin(), failed_.end()};
 }
 
+std::optional<Status> FailureMonitor::mismatch_cause(Deadline until) {
+  std::unique_lock lk(mu_);
+  const std::uint64_t need = looks_started_ + 1;  // the next look starts after this call
+  look_now_ = true;
+  cv_.notify_all();
+  while (!mismatch_) {
+    if (looks_ended_ >= need || stop_ || stop_now_ || until.expired()) return std::nullopt;
+    cv_.wait_for(lk, until.left(kPollInterval));
+  }
+  return mismatch_;
+}
+
 Status FailureMonitor::first_failure() const {
   if (!has_first_.load(std::memory_order_acquire)) return Status::ok();  // every call asks
   std::lock_guard lk(mu_);
@@ -151,6 +163,7 @@ void FailureMonitor::loop() {
     {
       std::unique_lock lk(mu_);
       if (stop_now_) return;
+      ++looks_started_;
       work.swap(queue_);
       if (stop_ && work.empty()) return;
     }
@@ -167,7 +180,10 @@ void FailureMonitor::loop() {
     // Sleep here, not in a waiting store get: the store connection is shared with the
     // communicator's own setup traffic (lazy shm/tcp handshakes), which a 100 ms get would stall.
     std::unique_lock lk(mu_);
-    cv_.wait_for(lk, kPollInterval, [&] { return stop_ || !queue_.empty(); });
+    looks_ended_ = looks_started_;
+    cv_.notify_all();  // departure_cause() waits for a look
+    cv_.wait_for(lk, kPollInterval, [&] { return stop_ || !queue_.empty() || look_now_; });
+    look_now_ = false;
   }
 }
 
@@ -261,9 +277,15 @@ void FailureMonitor::apply(const FailureRecord& r) {
   {
     std::lock_guard lk(mu_);
     if (r.code == ErrorCode::PeerFailed && r.rank != rank_) failed_.insert(r.rank);
-    if (!first_.is_ok()) return;
     std::string by = r.reporter == rank_ ? "detected by this rank"
                                          : fmt::format("reported by rank {}", r.reporter);
+    if (r.code == ErrorCode::Mismatch && r.reporter != rank_ && !mismatch_) {
+      mismatch_ = make_error(ErrorCode::Mismatch, "rank {}: mismatched calls ({}): {}", rank_, by,
+                             r.message)
+                      .with_peer(r.rank == rank_ ? r.reporter : r.rank);
+      cv_.notify_all();
+    }
+    if (!first_.is_ok()) return;
     if (r.code == ErrorCode::Mismatch)
       st = make_error(ErrorCode::Mismatch, "rank {}: mismatched collective calls ({}): {}", rank_,
                       by, r.message);

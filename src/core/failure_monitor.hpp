@@ -120,6 +120,12 @@ class FailureMonitor {
   /// Stops at once, dropping queued work (abort()).
   void stop_now();
 
+  /// The first mismatched call any rank reported, as this rank states it: why a peer closed its
+  /// connections (a rank that found one, or failed on another's report, leaves; its record
+  /// reaches this rank around when its connections close). Looks at the store now and waits
+  /// until `until` for the look to end; nullopt when no rank reported one.
+  std::optional<Status> mismatch_cause(Deadline until);
+
   [[nodiscard]] std::vector<int> failed_ranks() const;
   [[nodiscard]] Status first_failure() const;
   /// The last hang report ("" if none).
@@ -171,6 +177,10 @@ class FailureMonitor {
   Status first_;
   std::atomic<bool> has_first_{false};  // !first_.is_ok(), read without the lock
   std::set<int> failed_;
+  std::optional<Status> mismatch_;   // the first Mismatch another rank reported, stated here
+  bool look_now_ = false;            // departure_cause() waits for a look at the store
+  std::uint64_t looks_started_ = 0;  // the monitor's rounds of looks begun and ended
+  std::uint64_t looks_ended_ = 0;
   std::string report_;
 
   // Owned by the thread.

@@ -11,6 +11,7 @@
 #include <map>
 #include <utility>
 
+#include "common/shared_buffers.hpp"
 #include "core/comm_impl.hpp"
 #include "core/group_tasks.hpp"
 #include "log/log.hpp"
@@ -60,6 +61,23 @@ std::shared_ptr<OpState> failed(const Status& why) {
 }
 
 }  // namespace
+
+void CommImpl::drop_open_group() {
+  if (group_depth_ == 0) return;
+  if (!group_.empty()) {
+    LOOM_LOG_WARN(Coll,
+                  "rank {}: the communicator was destroyed inside an open group: its {} call(s) "
+                  "never ran (group_end() was not called), the first {}",
+                  rank_, group_.size(), coll::describe(group_.front().op));
+    const Status why(
+        ErrorCode::InvalidUsage,
+        fmt::format("rank {}: the communicator was destroyed before group_end()", rank_));
+    for (GroupMember& m : group_)
+      m.proxy->forward = failed(why.with_context(m.proxy->grouped_call));
+  }
+  group_.clear();
+  group_depth_ = 0;
+}
 
 void CommImpl::group_start() {
   ++group_depth_;
@@ -129,7 +147,7 @@ void CommImpl::group_end() {
       launch_p2p_batch(group, p2p);
     } else {
       for (std::size_t i : p2p)
-        group[i].proxy->forward = launch(group[i].op, group[i].opts, {}, true);
+        group[i].proxy->forward = launch(group[i].op, group[i].opts, nullptr, true);
     }
   } catch (const Error& e) {
     // The calls not started fail with the cause (a Work never left waiting for a group).
@@ -144,10 +162,12 @@ void CommImpl::launch_fused(std::vector<GroupMember>& group,
   const GroupMember& first = group[members.front()];
   const std::size_t es = dtype_size(first.op.dtype);
   std::vector<FusedPiece> pieces;
+  std::vector<std::size_t> counts;
   std::size_t total = 0;
   for (std::size_t i : members) {
     const coll::OpDesc& op = group[i].op;
     pieces.push_back({op.send, op.recv, total * es, op.count * es});
+    counts.push_back(op.count);
     total += op.count;
   }
   // The packed buffer is made when the fused call starts (FusedAllreduceTask): until then the
@@ -157,11 +177,8 @@ void CommImpl::launch_fused(std::vector<GroupMember>& group,
   op.send = &stand_in;
   op.recv = &stand_in;
   op.count = total;
-  TaskFactory make = [this, pieces](const coll::OpDesc& o, std::shared_ptr<const algo::Plan> plan,
-                                    Deadline deadline) -> std::unique_ptr<exec::Task> {
-    return std::make_unique<FusedAllreduceTask>(*this, o, std::move(plan), deadline, pieces);
-  };
-  std::shared_ptr<OpState> state = launch(op, first.opts, make);
+  op.fused = coll::fused_split(counts);
+  std::shared_ptr<OpState> state = launch(op, first.opts, &pieces);
   for (std::size_t i : members) group[i].proxy->forward = state;
 }
 
@@ -178,6 +195,7 @@ void CommImpl::launch_p2p_batch(std::vector<GroupMember>& group,
     for (std::size_t k = at; k < end; ++k) {
       const GroupMember& m = group[members[k]];
       coll::OpDesc op = m.op;
+      op.p2p.epoch = calls_.next_seq();  // after the group's collectives
       op.p2p.record = calls_.p2p_submitted(op, Clock::now());
       if (m.on_stream) {
         staged_at.push_back(calls.size());
@@ -192,7 +210,14 @@ void CommImpl::launch_p2p_batch(std::vector<GroupMember>& group,
     const Deadline deadline = Deadline::after(timeout);
     std::shared_ptr<OpState> state;
     if (staged.empty()) {
-      state = engine_->submit(std::make_unique<P2PBatchTask>(*this, std::move(calls), deadline));
+      std::vector<std::shared_ptr<void>> holds;  // host_alloc buffers stay until it is done
+      for (const coll::OpDesc& c : calls)
+        for (auto h : {shared_buffers::hold(c.send, c.send_bytes(nranks_)),
+                       shared_buffers::hold(c.recv, c.recv_bytes(nranks_))})
+          if (h) holds.push_back(std::move(h));
+      auto task = std::make_unique<P2PBatchTask>(*this, std::move(calls), deadline);
+      for (auto& h : holds) task->keep(std::move(h));
+      state = engine_->submit(std::move(task));
     } else {
       device::StagedGroup sg =
           value_or_throw(stream_path_->stage_group(staged, rank_, nranks_, stream, deadline));

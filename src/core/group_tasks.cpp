@@ -9,13 +9,14 @@
 namespace loom::detail {
 
 FusedAllreduceTask::FusedAllreduceTask(TaskHost& comm, const coll::OpDesc& op,
-                                       std::shared_ptr<const algo::Plan> plan, Deadline deadline,
-                                       std::vector<FusedPiece> pieces)
+                                       std::vector<FusedPiece> pieces, TaskMaker make,
+                                       std::string algorithm, Deadline deadline)
     : comm_(comm),
       op_(op),
-      plan_(std::move(plan)),
-      deadline_(deadline),
-      pieces_(std::move(pieces)) {}
+      pieces_(std::move(pieces)),
+      make_(std::move(make)),
+      algorithm_(std::move(algorithm)),
+      deadline_(deadline) {}
 
 Status FusedAllreduceTask::start(Deadline deadline) {
   const std::size_t bytes = op_.count * dtype_size(op_.dtype);
@@ -23,7 +24,7 @@ Status FusedAllreduceTask::start(Deadline deadline) {
   op_.send = packed_.get();
   op_.recv = packed_.get();
   for (const FusedPiece& p : pieces_) std::memcpy(packed_.get() + p.offset, p.send, p.bytes);
-  inner_.emplace(comm_, op_, plan_, deadline_);
+  inner_ = make_(op_);
   return inner_->start(deadline);
 }
 
@@ -42,9 +43,22 @@ bool FusedAllreduceTask::prepare_wait(std::vector<pollfd>& fds) {
   return inner_ ? inner_->prepare_wait(fds) : false;
 }
 
+Deadline FusedAllreduceTask::deadline() const {
+  return deadline_;
+}
+
+std::optional<std::chrono::microseconds> FusedAllreduceTask::yield() const {
+  return inner_ ? inner_->yield() : std::nullopt;
+}
+
 std::string FusedAllreduceTask::describe() const {
-  return fmt::format("rank {}: {} [{}] (a group of {} allreduce calls, fused)", comm_.rank(),
-                     coll::describe(op_), plan_->algorithm, pieces_.size());
+  std::string counts;
+  const std::size_t es = dtype_size(op_.dtype);
+  for (std::size_t i = 0; i < pieces_.size() && i < 8; ++i)
+    counts += fmt::format("{}{}", i ? " + " : "", pieces_[i].bytes / es);
+  if (pieces_.size() > 8) counts += " + ...";
+  return fmt::format("rank {}: {} [{}] (a group of {} allreduce calls fused: {} elements)",
+                     comm_.rank(), coll::describe(op_), algorithm_, pieces_.size(), counts);
 }
 
 std::string FusedAllreduceTask::pending() const {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -25,30 +26,36 @@ struct FusedPiece {
   std::size_t bytes = 0;
 };
 
-/// Copies every member's input into a packed buffer, runs one allreduce over it, and copies
-/// each member's part of the result out. The packed buffer lives from the start of the task to
-/// its end only (operations run one at a time, so calls queued ahead hold none), and `op`'s
-/// buffers are replaced by it at the start.
+/// Makes the task that runs a call (its route chosen already) for the call's buffers.
+using TaskMaker = std::function<std::unique_ptr<exec::Task>(const coll::OpDesc&)>;
+
+/// Copies every member's input into a packed buffer, runs one allreduce over it on the route a
+/// single call of that size takes (`make`: the arena in one step or in pieces, or a plan's
+/// messages), and copies each member's part of the result out. The packed buffer lives from the
+/// start of the task to its end only (operations run one at a time, so calls queued ahead hold
+/// none), and `op`'s buffers are replaced by it at the start.
 class FusedAllreduceTask final : public exec::Task {
  public:
-  FusedAllreduceTask(TaskHost& comm, const coll::OpDesc& op, std::shared_ptr<const algo::Plan> plan,
-                     Deadline deadline, std::vector<FusedPiece> pieces);
+  FusedAllreduceTask(TaskHost& comm, const coll::OpDesc& op, std::vector<FusedPiece> pieces,
+                     TaskMaker make, std::string algorithm, Deadline deadline);
 
   Status start(Deadline deadline) override;
   Result<exec::Progress> progress() override;
   bool prepare_wait(std::vector<pollfd>& fds) override;
   [[nodiscard]] std::string describe() const override;
   [[nodiscard]] std::string pending() const override;
-  [[nodiscard]] Deadline deadline() const override { return deadline_; }
+  [[nodiscard]] Deadline deadline() const override;
+  [[nodiscard]] std::optional<std::chrono::microseconds> yield() const override;
 
  private:
   TaskHost& comm_;
   coll::OpDesc op_;
-  std::shared_ptr<const algo::Plan> plan_;
-  Deadline deadline_;
   std::vector<FusedPiece> pieces_;
+  TaskMaker make_;
+  std::string algorithm_;
+  Deadline deadline_;
   std::unique_ptr<std::uint8_t[]> packed_;
-  std::optional<CollectiveTask> inner_;
+  std::unique_ptr<exec::Task> inner_;
   bool finished_ = false;
 };
 

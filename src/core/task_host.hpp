@@ -37,8 +37,10 @@ class TaskHost {
   virtual void note_p2p_completed(const coll::OpDesc& op) = 0;
   /// A PeerFailed naming a peer, with the peer's host and pid added (else unchanged).
   [[nodiscard]] virtual Status name_failed_peer(const Status& why) const = 0;
-  /// Mismatch when a connection holds a message of a call up to #upto that this rank finished.
-  virtual Status find_unread_messages(std::uint64_t upto) = 0;
+  /// Mismatch when a connection holds a message no call will take: one of a collective up to
+  /// #finished that this rank finished, or a send its sender issued before its collective
+  /// #reached, this rank having finished every call it issued before its own (-1: none).
+  virtual Status find_unread_messages(std::int64_t finished, std::int64_t reached) = 0;
   /// Receives numbered as they start (a receive from any source, and those submitted while one
   /// was unnumbered: CallLedger::number_p2p): the number the next receive from `peer` takes,
   /// and taking it.

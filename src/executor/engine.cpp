@@ -298,6 +298,7 @@ void EngineCore::run(OpState& op, Lock& lk, Deadline until, bool by_worker) {
   // Idle polls since the clock was last read: the clock costs as much as a poll, so the spin
   // phase reads it once every kPollsPerClock polls (a few hundred ns at most).
   unsigned idle_polls = 0;
+  Clock::duration next_stall_check = options_.stall_check_every;  // idle time of the next check
   while (!finished) {
     if (aborted_.load(std::memory_order_acquire)) {
       st = abort_status_.with_context(op.task->describe());
@@ -318,6 +319,7 @@ void EngineCore::run(OpState& op, Lock& lk, Deadline until, bool by_worker) {
       last_progress = now;
       blocked = false;
       idle_polls = 0;
+      next_stall_check = options_.stall_check_every;
       continue;
     }
     if (++idle_polls < kPollsPerClock) continue;
@@ -331,9 +333,19 @@ void EngineCore::run(OpState& op, Lock& lk, Deadline until, bool by_worker) {
       break;
     }
     if (until.expired()) break;
+    if (options_.stall_check && idle >= next_stall_check) {
+      next_stall_check = idle + options_.stall_check_every;
+      st = options_.stall_check();
+      if (!st.is_ok()) {
+        st = st.with_context(op.task->describe());
+        finished = true;
+        break;
+      }
+    }
     st = idle_wait(*op.task, idle, until, blocked);
     finished = !st.is_ok();
   }
+  if (finished && !st.is_ok() && options_.explain_failure) st = options_.explain_failure(st);
   lk.lock();
   if (finished) finish(op, st);
 }

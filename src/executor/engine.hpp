@@ -70,6 +70,15 @@ struct EngineOptions {
   /// that a mismatched call left unread). Null: none.
   std::function<Status()> idle_check;
   std::chrono::milliseconds idle_check_after{20};
+  /// Run by the driving thread while an operation waits: once it has made no progress for
+  /// `stall_check_every`, then again each time as long: a failure it returns fails the
+  /// operation (a message no call will receive while this one waits). Null: none.
+  std::function<Status()> stall_check;
+  std::chrono::milliseconds stall_check_every{100};
+  /// Run by the driving thread (not under the lock, may wait briefly) when an operation fails,
+  /// before the failure is recorded: returns the failure to report (a peer that closed its
+  /// connection because it had found a mismatched call: that mismatch). Null: as it is.
+  std::function<Status(const Status&)> explain_failure;
 };
 
 /// The queue and the driving protocol, shared with Work handles (which may outlive the Engine).

@@ -4,6 +4,7 @@
 #include <poll.h>
 
 #include <chrono>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -37,6 +38,12 @@ class Task {
   [[nodiscard]] virtual std::optional<std::chrono::microseconds> yield() const {
     return std::nullopt;
   }
+  /// Keeps `what` alive as long as the task (a hold on the loom::host_alloc buffers its call
+  /// uses, which host_free then frees only when the task is done).
+  void keep(std::shared_ptr<void> what) { kept_.push_back(std::move(what)); }
+
+ private:
+  std::vector<std::shared_ptr<void>> kept_;
 };
 
 }  // namespace loom::exec

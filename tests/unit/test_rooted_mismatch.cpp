@@ -20,10 +20,12 @@
 #include "comm_harness.hpp"
 #include "core/failure_monitor.hpp"
 #include "end_together.hpp"
+#include "mismatch_helpers.hpp"
 
 using namespace loom;
 using Catch::Matchers::Contains;
 using Clock = std::chrono::steady_clock;
+using loom::test::seconds_since;
 
 namespace {
 
@@ -36,35 +38,12 @@ std::map<std::string, std::string> settings_for(const std::string& transports) {
   return {{"LOOM_TRANSPORTS", transports}, {"LOOM_TIMEOUT", "30s"}, {"LOOM_SHM_ONESHOT_MAX", "0"}};
 }
 
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-// The failure that `call` ends with on this rank: its own error, or (it completed) the
-// communicator's asynchronous error, waited for up to kFast.
 std::optional<Error> failure_after(Communicator& comm, const std::function<void()>& call) {
-  try {
-    call();
-  } catch (const Error& e) {
-    return e;
-  }
-  const auto until = Clock::now() + kFast;
-  while (Clock::now() < until) {
-    if (auto e = comm.async_error()) return e;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return std::nullopt;
+  return loom::test::failure_after(comm, call, kFast);
 }
 
-// Every rank must end with Mismatch naming both `a` and `b`, quickly.
 void expect_mismatch(const std::optional<Error>& e, int a, int b, Clock::time_point t0, int rank) {
-  INFO("rank " << rank);
-  CHECK(e.has_value());
-  if (!e) return;  // (REQUIRE would throw out of the rank's thread)
-  CHECK(e->code() == ErrorCode::Mismatch);
-  CHECK_THAT(e->what(),
-             Contains("rank " + std::to_string(a)) && Contains("rank " + std::to_string(b)));
-  CHECK(seconds_since(t0) < std::chrono::duration<double>(kFast).count());
+  loom::test::expect_mismatch(e, a, b, t0, rank, kFast);
 }
 
 }  // namespace
