@@ -48,7 +48,8 @@ ArenaPiecesTask::Block ArenaPiecesTask::block_of(std::size_t elems, int rank, in
 
 ArenaPiecesTask::ArenaPiecesTask(TaskHost& comm, transport::Arena& arena, coll::OpDesc op,
                                  std::size_t piece_elems, Deadline deadline,
-                                 std::chrono::microseconds yield)
+                                 std::chrono::microseconds yield,
+                                 const std::vector<FusedPiece>* fused)
     : comm_(comm),
       arena_(arena),
       op_(std::move(op)),
@@ -58,7 +59,33 @@ ArenaPiecesTask::ArenaPiecesTask(TaskHost& comm, transport::Arena& arena, coll::
       deadline_(deadline),
       yield_(yield),
       slots_(static_cast<std::size_t>(comm.size()), nullptr),
-      parts_(slots_.size(), nullptr) {}
+      parts_(slots_.size(), nullptr) {
+  if (fused == nullptr) {
+    segments_.push_back({0, op_.count, static_cast<const std::uint8_t*>(op_.send),
+                         static_cast<std::uint8_t*>(op_.recv)});
+    return;
+  }
+  for (const FusedPiece& f : *fused)
+    if (f.bytes > 0)
+      segments_.push_back({f.offset / esize_, f.bytes / esize_,
+                           static_cast<const std::uint8_t*>(f.send),
+                           static_cast<std::uint8_t*>(f.recv)});
+}
+
+template <typename F>
+void ArenaPiecesTask::each_part(std::size_t first, std::size_t elems, F&& f) const {
+  const std::size_t end = first + elems;
+  auto s = std::upper_bound(segments_.begin(), segments_.end(), first,
+                            [](std::size_t e, const Segment& seg) { return e < seg.first; });
+  if (s != segments_.begin()) --s;
+  for (; s != segments_.end() && s->first < end; ++s) {
+    const std::size_t from = std::max(first, s->first);
+    const std::size_t to = std::min(end, s->first + s->elems);
+    if (from >= to) continue;
+    const std::size_t skip = (from - s->first) * esize_;
+    f(s->send + skip, s->recv + skip, from - first, to - from);
+  }
+}
 
 Status ArenaPiecesTask::start(Deadline /*deadline*/) {
   comm_.note_started(op_.seq);
@@ -108,19 +135,28 @@ void ArenaPiecesTask::fill(std::uint8_t* slot) const {
   switch (step()) {
     case Step::Reduce: {  // the piece; its own block only when it must be scaled
       const Block b = block_of(p.elems, comm_.rank(), comm_.size());
-      if (!own_in_place) {
+      if (!own_in_place) {  // pre-multiplied sums are not fused: one segment
         put(slot, send_at(p.first), p.elems);
         return;
       }
-      std::memcpy(slot, send_at(p.first), b.first * esize_);
+      const auto copy_in = [&](std::size_t from, std::size_t elems) {
+        each_part(p.first + from, elems,
+                  [&](const std::uint8_t* src, std::uint8_t*, std::size_t at, std::size_t n) {
+                    std::memcpy(slot + (from + at) * esize_, src, n * esize_);
+                  });
+      };
+      copy_in(0, b.first);
       const std::size_t after = b.first + b.elems;
-      std::memcpy(slot + after * esize_, send_at(p.first + after), (p.elems - after) * esize_);
+      copy_in(after, p.elems - after);
       return;
     }
     case Step::Copy: std::memcpy(slot, send_at(p.first), p.elems * esize_); return;
     case Step::Gather: {  // this rank's reduced block, from its output
       const Block b = block_of(p.elems, comm_.rank(), comm_.size());
-      std::memcpy(slot, recv_at(p.first + b.first), b.elems * esize_);
+      each_part(p.first + b.first, b.elems,
+                [&](const std::uint8_t*, const std::uint8_t* src, std::size_t at, std::size_t n) {
+                  std::memcpy(slot + at * esize_, src, n * esize_);
+                });
       return;
     }
     case Step::Fold:  // the piece of every rank's block, in rank order (its own if scaled)
@@ -179,14 +215,20 @@ void ArenaPiecesTask::compute() {
   switch (step()) {
     case Step::Reduce: {
       const Block b = block_of(p.elems, rank, n);
-      fold(recv_at(p.first + b.first), b.first * esize_, send_at(p.first + b.first), b.elems);
+      each_part(p.first + b.first, b.elems,
+                [&](const std::uint8_t* own, std::uint8_t* dst, std::size_t at, std::size_t k) {
+                  fold(dst, (b.first + at) * esize_, own, k);
+                });
       return;
     }
     case Step::Gather:  // the others' reduced blocks to their places
       for (int q = 0; q < n; ++q) {
         const Block b = block_of(p.elems, q, n);
-        if (q != rank && b.elems > 0)
-          std::memcpy(recv_at(p.first + b.first), slot(q), b.elems * esize_);
+        if (q == rank || b.elems == 0) continue;
+        each_part(p.first + b.first, b.elems,
+                  [&](const std::uint8_t*, std::uint8_t* dst, std::size_t at, std::size_t k) {
+                    std::memcpy(dst, slot(q) + at * esize_, k * esize_);
+                  });
       }
       return;
     case Step::Copy:  // every rank's piece (this rank's too, unless in place: it is there)

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "collective/op.hpp"
+#include "core/group_tasks.hpp"
 #include "core/task_host.hpp"
 #include "executor/task.hpp"
 #include "transports/arena.hpp"
@@ -54,9 +55,12 @@ class ArenaPiecesTask final : public exec::Task {
   };
   [[nodiscard]] static Block block_of(std::size_t elems, int rank, int nranks);
 
-  /// `op` is served (piece_elems > 0, count > 0); `yield`: the engine's yield phase.
+  /// `op` is served (piece_elems > 0, count > 0); `yield`: the engine's yield phase. `fused`:
+  /// an allreduce that carries a group's calls, read from and written to their own buffers
+  /// (op's buffers are then unused): no packing.
   ArenaPiecesTask(TaskHost& comm, transport::Arena& arena, coll::OpDesc op, std::size_t piece_elems,
-                  Deadline deadline, std::chrono::microseconds yield);
+                  Deadline deadline, std::chrono::microseconds yield,
+                  const std::vector<FusedPiece>* fused = nullptr);
 
   Status start(Deadline deadline) override;
   Result<exec::Progress> progress() override;
@@ -88,6 +92,20 @@ class ArenaPiecesTask final : public exec::Task {
   /// rank's from `own` (its input) unless its input is scaled first (then from its slot).
   void fold(std::uint8_t* dst, std::size_t offset, const std::uint8_t* own, std::size_t elems);
 
+  /// Where an allreduce's elements live: the call's buffers as one segment, or a fused group's
+  /// calls, one each, in element order.
+  struct Segment {
+    std::size_t first = 0;  // element of the call
+    std::size_t elems = 0;
+    const std::uint8_t* send = nullptr;
+    std::uint8_t* recv = nullptr;
+  };
+  /// Calls f(send, recv, at, n) for the parts of elements [first, first + elems) in each
+  /// segment: `send`/`recv` point at the part's first element, `at` is its element offset from
+  /// `first`, `n` its length.
+  template <typename F>
+  void each_part(std::size_t first, std::size_t elems, F&& f) const;
+
   TaskHost& comm_;
   transport::Arena& arena_;
   coll::OpDesc op_;
@@ -101,6 +119,7 @@ class ArenaPiecesTask final : public exec::Task {
   int next_ = 0;            // ranks below have published the step awaited (previous, then this)
   std::vector<const void*> slots_;  // by rank: the current step's slots (its own too)
   std::vector<const void*> parts_;  // by rank: what a fold reads
+  std::vector<Segment> segments_;   // allreduce: by first element
 };
 
 }  // namespace loom::detail

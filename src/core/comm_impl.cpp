@@ -158,12 +158,11 @@ std::shared_ptr<OpState> CommImpl::launch(coll::OpDesc op, const CollOptions& op
   }
   if (const std::size_t piece = on_stream ? 0 : arena_piece_elems(op, opts); piece > 0) {
     calls_.submitted(op, ArenaPiecesTask::algorithm(op.kind), now);
-    TaskMaker make = [this, piece, deadline](const coll::OpDesc& o) -> std::unique_ptr<exec::Task> {
-      return std::make_unique<ArenaPiecesTask>(*this, *arena_, o, piece, deadline,
-                                               settings_.arena_yield);
-    };
-    return fused ? fuse(std::move(make), ArenaPiecesTask::algorithm(op.kind))
-                 : engine_->submit(keeping_buffers(make(op), op, nranks_));
+    // A fused group's calls are read and written in place, piece by piece: no packing.
+    return engine_->submit(
+        keeping_buffers(std::make_unique<ArenaPiecesTask>(*this, *arena_, op, piece, deadline,
+                                                          settings_.arena_yield, fused),
+                        op, nranks_, fused));
   }
   std::shared_ptr<const algo::Plan> plan = planner_->plan(op, opts);
   if (plan->steps.empty()) return nothing_to_do();

@@ -73,7 +73,7 @@ void CommImpl::drop_open_group() {
         ErrorCode::InvalidUsage,
         fmt::format("rank {}: the communicator was destroyed before group_end()", rank_));
     for (GroupMember& m : group_)
-      m.proxy->forward = failed(why.with_context(m.proxy->grouped_call));
+      m.proxy->forward = failed(why.with_context(m.proxy->grouped_call()));
   }
   group_.clear();
   group_depth_ = 0;
@@ -98,7 +98,9 @@ Work CommImpl::record(coll::OpDesc op, const CollOptions& opts) {
   m.opts = opts;
   m.proxy = std::make_shared<OpState>();
   m.proxy->grouped = true;
-  m.proxy->grouped_call = fmt::format("rank {}: {}", rank_, coll::describe(m.op));
+  m.proxy->grouped_call = [rank = rank_, op = m.op] {
+    return fmt::format("rank {}: {}", rank, coll::describe(op));
+  };
   group_.push_back(std::move(m));
   return Work(group_.back().proxy);
 }

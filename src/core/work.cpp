@@ -16,7 +16,7 @@ detail::OpState& resolve(const std::shared_ptr<detail::OpState>& state, const ch
       throw Error(ErrorCode::InvalidUsage,
                   fmt::format("{}: {}: the call is inside a group that has not ended (call "
                               "group_end() first)",
-                              what, s->grouped_call));
+                              what, s->grouped_call ? s->grouped_call() : "a grouped call"));
     s = s->forward.get();
   }
   return *s;

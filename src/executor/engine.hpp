@@ -41,8 +41,9 @@ class OpState {
   /// A call made inside a group: the state of the operation that carries it once the group has
   /// ended (set by the issuing thread at group_end, before the caller can wait; null before).
   std::shared_ptr<OpState> forward;
-  bool grouped = false;      // made inside a group (forward is set when the group ends)
-  std::string grouped_call;  // grouped: "rank 1: allreduce #3 (...)", for errors before then
+  bool grouped = false;  // made inside a group (forward is set when the group ends)
+  /// Grouped: "rank 1: allreduce #3 (...)", for errors before then (made only when needed).
+  std::function<std::string()> grouped_call;
 };
 
 }  // namespace loom::detail

@@ -28,7 +28,7 @@ constexpr auto kWithin = std::chrono::milliseconds(4000);  // about a second, on
 
 // The routes a call can take: shm with the arena (one step, and in pieces from 3 ranks), shm
 // messages only, tcp.
-const std::vector<std::map<std::string, std::string>>& routes() {
+std::vector<std::map<std::string, std::string>> routes() {
   static const std::vector<std::map<std::string, std::string>> r = {
       {{"LOOM_TRANSPORTS", "shm"}, {"LOOM_TIMEOUT", "30s"}},
       {{"LOOM_TRANSPORTS", "shm"},
@@ -94,24 +94,55 @@ TEST_CASE("call order: a group split differently on two ranks is a Mismatch on b
       }
 }
 
+// Fused calls through the arena's pieces are read and written in their own buffers: members
+// in and out of place, pieces that start and end inside members (4 KiB pieces), sum and avg.
 TEST_CASE("call order: groups split alike are fused and exact", "[groups]") {
-  for (const auto& settings : routes()) DYNAMIC_SECTION(name(settings)) {
-      loom::test::run_ranks(
-          3,
-          [&](Communicator& comm) {
-            const std::vector<std::size_t> counts = {7, 30000, 1, 5000};
-            std::vector<float> buf(35008);
-            for (std::size_t i = 0; i < buf.size(); ++i)
-              buf[i] = float(comm.rank() + 1) * float(i % 13);
-            grouped_allreduces(comm, buf, counts);
-            for (std::size_t i = 0; i < buf.size(); ++i)
-              if (buf[i] != 6.0f * float(i % 13)) {
-                FAIL_CHECK("element " << i << ": " << buf[i]);
-                break;
-              }
-          },
-          settings);
-    }
+  auto pieces = routes();
+  pieces.push_back(
+      {{"LOOM_TRANSPORTS", "shm"}, {"LOOM_TIMEOUT", "30s"}, {"LOOM_SHM_ARENA_PIECE", "4K"}});
+  for (const auto& settings : pieces)
+    for (int n : {3, 4})
+      for (RedOp op : {RedOp::Sum, RedOp::Avg}) {
+        DYNAMIC_SECTION(name(settings) << (settings.count("LOOM_SHM_ARENA_PIECE") ? " 4K" : "")
+                                       << ", " << n << " ranks, " << to_string(op)) {
+          loom::test::run_ranks(
+              n,
+              [&](Communicator& comm) {
+                const std::vector<std::size_t> counts = {7, 30000, 1, 5000, 333, 4096};
+                std::vector<std::vector<float>> in(counts.size()), out(counts.size());
+                std::vector<Work> works;
+                comm.group_start();
+                for (std::size_t m = 0; m < counts.size(); ++m) {
+                  in[m].resize(counts[m]);
+                  for (std::size_t i = 0; i < counts[m]; ++i)
+                    in[m][i] = float(comm.rank() + 1) * float((i + m) % 13);
+                  const bool in_place = m % 2 == 1;
+                  out[m].assign(counts[m], -1.0f);
+                  float* dst = in_place ? in[m].data() : out[m].data();
+                  works.push_back(
+                      comm.allreduce(in[m].data(), dst, counts[m], DataType::Float32, op));
+                }
+                comm.group_end();
+                for (Work& w : works) w.wait();
+                const float ranks_sum = float(n * (n + 1) / 2);
+                std::size_t exact = 0;
+                for (std::size_t m = 0; m < counts.size(); ++m, ++exact) {
+                  const std::vector<float>& got = m % 2 == 1 ? in[m] : out[m];
+                  for (std::size_t i = 0; i < counts[m]; ++i) {
+                    float want = ranks_sum * float((i + m) % 13);
+                    if (op == RedOp::Avg) want /= float(n);
+                    if (got[i] != want) {
+                      FAIL_CHECK("member " << m << " element " << i << ": " << got[i] << " want "
+                                           << want);
+                      return;
+                    }
+                  }
+                }
+                CHECK(exact == counts.size());
+              },
+              settings);
+        }
+      }
 }
 
 // Rank 0 sends, then joins a collective; rank 1 joins the collective first and receives after:
