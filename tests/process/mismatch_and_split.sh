@@ -13,14 +13,8 @@ BIN=${1:?usage: mismatch_and_split.sh BIN_DIR}
 # shellcheck source=lib/require.sh
 source "$(dirname "$0")/lib/require.sh"
 need_bins "$BIN" loomrun loom-tests
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-failures=0
-fail() {
-  echo "FAIL: $*" >&2
-  grep -v CONFIG "$TMP/out" | tail -20 | sed 's/^/  /' >&2
-  failures=$((failures + 1))
-}
+# shellcheck source=lib/job_output.sh
+source "$(dirname "$0")/lib/job_output.sh"
 
 # job N TAG: runs the hidden test case TAG on N ranks into $TMP/out.
 job() {
@@ -56,8 +50,4 @@ job 3 split_after_failure
 expect 0 split PeerFailed 2000 "rank 2"
 expect 1 split PeerFailed 2000 "rank 2"
 
-if ((failures > 0)); then
-  echo "mismatch_and_split: $failures failure(s)" >&2
-  exit 1
-fi
-echo "mismatch_and_split: OK"
+finish mismatch_and_split

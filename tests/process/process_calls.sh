@@ -9,14 +9,8 @@ BIN=${1:?usage: process_calls.sh BIN_DIR}
 # shellcheck source=lib/require.sh
 source "$(dirname "$0")/lib/require.sh"
 need_bins "$BIN" loomrun loom-tests
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-failures=0
-fail() {
-  echo "FAIL: $*" >&2
-  sed 's/^/  /' "$TMP/out" | grep -v CONFIG | tail -30 >&2
-  failures=$((failures + 1))
-}
+# shellcheck source=lib/job_output.sh
+source "$(dirname "$0")/lib/job_output.sh"
 
 for transports in shm tcp; do
   for n in 3 5; do
@@ -45,8 +39,4 @@ else
   ((ms <= 10000)) || fail "death: took $ms ms"
 fi
 
-if ((failures > 0)); then
-  echo "process_calls: $failures failure(s)" >&2
-  exit 1
-fi
-echo "process_calls: OK"
+finish process_calls

@@ -12,14 +12,8 @@ BIN=${1:?usage: rooted_mismatch.sh BIN_DIR}
 source "$(dirname "$0")/lib/require.sh"
 need_tools "" timeout
 need_bins "$BIN" loomrun loom-tests
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-failures=0
-fail() {
-  echo "FAIL: $*" >&2
-  sed 's/^/  /' "$TMP/out" | tail -40 >&2
-  failures=$((failures + 1))
-}
+# shellcheck source=lib/job_output.sh
+source "$(dirname "$0")/lib/job_output.sh"
 
 run_job() {
   local transports=$1 n=8 rc=0
@@ -46,8 +40,4 @@ run_job() {
 
 run_job shm
 run_job tcp
-if ((failures > 0)); then
-  echo "rooted_mismatch: $failures failure(s)" >&2
-  exit 1
-fi
-echo "rooted_mismatch: OK"
+finish rooted_mismatch
