@@ -1,9 +1,9 @@
 #include "core/comm_impl.hpp"
 
-#include "common/shared_buffers.hpp"
 #include "core/any_source_task.hpp"
 #include "core/arena_pieces_task.hpp"
 #include "core/arena_task.hpp"
+#include "core/buffer_holds.hpp"
 #include "core/collective_task.hpp"
 #include "core/group_tasks.hpp"
 #include "log/log.hpp"
@@ -11,29 +11,6 @@
 #include "transports/registry.hpp"
 
 namespace loom::detail {
-
-namespace {
-
-// The loom::host_alloc buffers a call uses stay mapped until it is done (host_free defers).
-template <typename T>
-std::unique_ptr<T> keeping_buffers(std::unique_ptr<T> task, const coll::OpDesc& op, int nranks,
-                                   const std::vector<FusedPiece>* fused = nullptr) {
-  const auto keep = [&](const void* p, std::size_t len) {
-    if (auto h = shared_buffers::hold(p, len)) task->keep(std::move(h));
-  };
-  if (fused != nullptr) {
-    for (const FusedPiece& f : *fused) {
-      keep(f.send, f.bytes);
-      keep(f.recv, f.bytes);
-    }
-  } else {
-    keep(op.send, op.send_bytes(nranks));
-    keep(op.recv, op.recv_bytes(nranks));
-  }
-  return task;
-}
-
-}  // namespace
 
 Result<CommSettings> CommSettings::from(const config::Config& cfg) {
   CommSettings s;
@@ -109,7 +86,7 @@ Work CommImpl::receive_any(coll::OpDesc op, int* source, const CollOptions& opts
   const Clock::time_point now = Clock::now();
   op.p2p.record = calls_.p2p_submitted(op, now);
   Deadline deadline = Deadline::after(opts.timeout.value_or(settings_.timeout), now);
-  return Work(engine_->submit(keeping_buffers(
+  return Work(engine_->submit(holding_buffers(
       std::make_unique<AnySourceRecvTask>(*this, op, source, deadline), op, nranks_)));
 }
 
@@ -138,7 +115,7 @@ std::shared_ptr<OpState> CommImpl::launch(coll::OpDesc op, const CollOptions& op
   const Deadline deadline = Deadline::after(opts.timeout.value_or(settings_.timeout), now);
   const auto fuse = [&](TaskMaker make, std::string algorithm) {
     return engine_->submit(
-        keeping_buffers(std::make_unique<FusedAllreduceTask>(*this, op, *fused, std::move(make),
+        holding_buffers(std::make_unique<FusedAllreduceTask>(*this, op, *fused, std::move(make),
                                                              std::move(algorithm), deadline),
                         op, nranks_, fused));
   };
@@ -151,7 +128,7 @@ std::shared_ptr<OpState> CommImpl::launch(coll::OpDesc op, const CollOptions& op
     // Run where it was called while the engine is idle: a small call whose peers are in step
     // ends within the budget, without the queue (spinning only where this rank has a CPU).
     return engine_->submit_inline(
-        keeping_buffers(
+        holding_buffers(
             std::make_unique<ArenaTask>(*this, *arena_, op, deadline, settings_.arena_yield), op,
             nranks_),
         std::min<Clock::duration>(settings_.spin, kInlineSpin), now);
@@ -160,7 +137,7 @@ std::shared_ptr<OpState> CommImpl::launch(coll::OpDesc op, const CollOptions& op
     calls_.submitted(op, ArenaPiecesTask::algorithm(op.kind), now);
     // A fused group's calls are read and written in place, piece by piece: no packing.
     return engine_->submit(
-        keeping_buffers(std::make_unique<ArenaPiecesTask>(*this, *arena_, op, piece, deadline,
+        holding_buffers(std::make_unique<ArenaPiecesTask>(*this, *arena_, op, piece, deadline,
                                                           settings_.arena_yield, fused),
                         op, nranks_, fused));
   }
@@ -175,7 +152,7 @@ std::shared_ptr<OpState> CommImpl::launch(coll::OpDesc op, const CollOptions& op
     op.p2p.record = calls_.p2p_submitted(op, now);
   if (on_stream) return submit_on_stream(op, opts.stream, std::move(plan), deadline);
   if (!fused)
-    return engine_->submit(keeping_buffers(
+    return engine_->submit(holding_buffers(
         std::make_unique<CollectiveTask>(*this, op, std::move(plan), deadline), op, nranks_));
   std::string algorithm = plan->algorithm;
   return fuse(

@@ -11,7 +11,7 @@
 #include <map>
 #include <utility>
 
-#include "common/shared_buffers.hpp"
+#include "core/buffer_holds.hpp"
 #include "core/comm_impl.hpp"
 #include "core/group_tasks.hpp"
 #include "log/log.hpp"
@@ -172,8 +172,9 @@ void CommImpl::launch_fused(std::vector<GroupMember>& group,
     counts.push_back(op.count);
     total += op.count;
   }
-  // The packed buffer is made when the fused call starts (FusedAllreduceTask): until then the
-  // call names a stand-in, the same for send and receive (in place), never read or written.
+  // The call names a stand-in buffer, the same for send and receive (in place), never read or
+  // written: the arena's pieces read and write the calls' own buffers; other routes pack them
+  // into a buffer made when the fused call starts (FusedAllreduceTask).
   static std::uint8_t stand_in;
   coll::OpDesc op = first.op;
   op.send = &stand_in;
@@ -212,13 +213,8 @@ void CommImpl::launch_p2p_batch(std::vector<GroupMember>& group,
     const Deadline deadline = Deadline::after(timeout);
     std::shared_ptr<OpState> state;
     if (staged.empty()) {
-      std::vector<std::shared_ptr<void>> holds;  // host_alloc buffers stay until it is done
-      for (const coll::OpDesc& c : calls)
-        for (auto h : {shared_buffers::hold(c.send, c.send_bytes(nranks_)),
-                       shared_buffers::hold(c.recv, c.recv_bytes(nranks_))})
-          if (h) holds.push_back(std::move(h));
-      auto task = std::make_unique<P2PBatchTask>(*this, std::move(calls), deadline);
-      for (auto& h : holds) task->keep(std::move(h));
+      auto task = std::make_unique<P2PBatchTask>(*this, calls, deadline);
+      for (const coll::OpDesc& c : calls) hold_buffers(*task, c, nranks_);
       state = engine_->submit(std::move(task));
     } else {
       device::StagedGroup sg =
