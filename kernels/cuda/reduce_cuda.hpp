@@ -4,10 +4,33 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "loom/types.hpp"
 
 namespace loom::kernels::cuda {
+
+/// The most sources and destinations of one multi-buffer launch (reduce_multi_async): the ranks
+/// of a host whose buffers one launch reads or writes.
+inline constexpr int kMaxMultiPointers = 16;
+
+/// One launch of the multi-buffer kernel (passed by value as its parameters): every destination
+/// gets src[0] OP src[1] OP ... OP src[nsrc-1] (rank order, rounded after each operation as the
+/// two-input kernel does), divided by `divide_by` when it is positive (Avg: as the divide kernel
+/// after the sum). One source is a copy to every destination. A destination may be exactly a
+/// source (in place); otherwise they must not overlap. When `skip_word` is set (a device pointer
+/// of host-mapped memory) and holds a ticket at or before `ticket` (cyclically, non-zero), the
+/// launch does nothing: the calls from that ticket on were abandoned.
+struct MultiArgs {
+  const void* src[kMaxMultiPointers] = {};
+  void* dst[kMaxMultiPointers] = {};
+  int nsrc = 0;
+  int ndst = 0;
+  std::size_t count = 0;  // elements
+  int divide_by = 0;
+  const volatile std::uint32_t* skip_word = nullptr;
+  std::uint32_t ticket = 0;
+};
 
 /// Enqueues dst[i] = a[i] OP b[i] (i < count) on `stream`. dst may be exactly a or b. Every
 /// pointer must be aligned to the element size. RedOp::Avg reduces as Sum (see divide_async), as
@@ -26,6 +49,15 @@ int divide_async(DataType dtype, void* x, std::size_t count, int n, int sm_count
 /// aligned to the element size. Every dtype; an invalid one returns cudaErrorInvalidValue.
 int scale_async(DataType dtype, void* dst, const void* src, std::size_t count, double scalar,
                 int sm_count, void* stream);
+
+/// Enqueues the multi-buffer kernel (MultiArgs) for `dtype` and `op` on `stream`. An invalid
+/// pair, no source or no destination, or more than kMaxMultiPointers returns
+/// cudaErrorInvalidValue.
+int reduce_multi_async(DataType dtype, RedOp op, const MultiArgs& args, int sm_count, void* stream);
+
+/// Loads the multi-buffer kernels (reduce_multi_async) onto the current device now; part of
+/// load_kernels. Returns a cudaError_t.
+int load_multi_kernels();
 
 /// Loads every kernel above onto the current device now. CUDA loads a kernel lazily, at its
 /// first launch, and a lazy load waits for the device's streams: one that a caller's stream

@@ -388,7 +388,7 @@ int load_kernels() {
         load_codec<HalfCodec>(), load_codec<BFloat16Codec>(), load_codec<NativeCodec<float>>(),
         load_codec<NativeCodec<double>>(), load_codec<Fp8E4M3Codec>(), load_codec<Fp8E5M2Codec>()})
     if (err != cudaSuccess) return err;
-  return cudaSuccess;
+  return load_multi_kernels();
 }
 
 int reduce_async(DataType dtype, RedOp op, void* dst, const void* a, const void* b,

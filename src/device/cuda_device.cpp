@@ -56,6 +56,38 @@ PFN_cuStreamWaitValue32_v11070 stream_wait_value() {
   return fn;
 }
 
+// cuStreamWriteValue32 (v2, as cuStreamWaitValue32).
+PFN_cuStreamWriteValue32_v11070 stream_write_value() {
+  static const auto fn = reinterpret_cast<PFN_cuStreamWriteValue32_v11070>(
+      driver_entry("cuStreamWriteValue32", 11070));
+  return fn;
+}
+
+PFN_cuMemGetAddressRange_v3020 mem_get_address_range() {
+  static const auto fn =
+      reinterpret_cast<PFN_cuMemGetAddressRange_v3020>(driver_entry("cuMemGetAddressRange", 3020));
+  return fn;
+}
+
+Status driver_status(CUresult r, std::string_view what) {
+  if (r == CUDA_SUCCESS) return Status::ok();
+  return make_error(
+      r == CUDA_ERROR_NOT_SUPPORTED ? ErrorCode::InvalidUsage : ErrorCode::SystemError,
+      "CUDA {} failed (CUresult {}{})", what, static_cast<int>(r),
+      r == CUDA_ERROR_NOT_SUPPORTED ? ": not supported by this device" : "");
+}
+
+// The device address of pinned or registered host memory (stream memory operations and kernels
+// take it; with unified addressing it is often the host address itself).
+Result<void*> mapped(const void* host) {
+  void* dp = nullptr;
+  LOOM_RETURN_IF_ERROR(cuda_status(cudaHostGetDevicePointer(&dp, const_cast<void*>(host), 0),
+                                   "cudaHostGetDevicePointer"));
+  return dp;
+}
+
+static_assert(kMaxMultiBuffers == kernels::cuda::kMaxMultiPointers);
+
 class CudaDevice final : public Device {
  public:
   explicit CudaDevice(int count) : count_(count) {}
@@ -95,6 +127,23 @@ class CudaDevice final : public Device {
         get(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, reinterpret_cast<CUdeviceptr>(p)) != CUDA_SUCCESS)
       return 0;
     return id;
+  }
+  Result<Allocation> allocation(const void* p) override {
+    PFN_cuMemGetAddressRange_v3020 range = mem_get_address_range();
+    if (range == nullptr)
+      return make_error(ErrorCode::InvalidUsage, "the CUDA driver has no cuMemGetAddressRange");
+    CUdeviceptr base = 0;
+    std::size_t bytes = 0;
+    const CUresult r = range(&base, &bytes, reinterpret_cast<CUdeviceptr>(p));
+    if (r != CUDA_SUCCESS)
+      return make_error(ErrorCode::InvalidArgument,
+                        "{} is not in a device allocation (cuMemGetAddressRange: CUresult {})", p,
+                        static_cast<int>(r));
+    Allocation a;
+    a.base = reinterpret_cast<void*>(base);  // NOLINT(performance-no-int-to-ptr)
+    a.bytes = bytes;
+    a.id = allocation_id(p);
+    return a;
   }
   Result<void*> alloc_pinned(std::size_t bytes) override {
     void* p = nullptr;
@@ -168,6 +217,21 @@ class CudaDevice final : public Device {
         r == CUDA_ERROR_NOT_SUPPORTED ? ": not supported by this device" : "");
   }
 
+  Status write_value(Stream s, std::uint32_t* word, std::uint32_t value) override {
+    PFN_cuStreamWriteValue32_v11070 write = stream_write_value();
+    if (write == nullptr)
+      return make_error(ErrorCode::InvalidUsage,
+                        "the CUDA driver has no cuStreamWriteValue32 (stream memory operations)");
+    LOOM_ASSIGN_OR_RETURN(void* dp, mapped(word));
+    return driver_status(write(static_cast<CUstream>(s), reinterpret_cast<CUdeviceptr>(dp), value,
+                               CU_STREAM_WRITE_VALUE_DEFAULT),
+                         "cuStreamWriteValue32");
+  }
+  Status wait_event(Stream s, Event e) override {
+    return cuda_status(cudaStreamWaitEvent(as_stream(s), static_cast<cudaEvent_t>(e), 0),
+                       "cudaStreamWaitEvent");
+  }
+
   Result<bool> is_capturing(Stream s) override {
     cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
     LOOM_RETURN_IF_ERROR(
@@ -187,6 +251,29 @@ class CudaDevice final : public Device {
     return cuda_status(
         static_cast<cudaError_t>(kernels::cuda::divide_async(dtype, x, count, n, sms, s)),
         "average kernel launch");
+  }
+
+  Status reduce_multi_async(const MultiReduce& m, Stream s) override {
+    kernels::cuda::MultiArgs a;
+    if (m.nsrc < 1 || m.nsrc > kMaxMultiBuffers || m.ndst < 1 || m.ndst > kMaxMultiBuffers)
+      return make_error(ErrorCode::InvalidArgument,
+                        "multi-buffer kernel: {} sources and {} destinations (1..{} each)", m.nsrc,
+                        m.ndst, kMaxMultiBuffers);
+    for (int k = 0; k < m.nsrc; ++k) a.src[k] = m.src[static_cast<std::size_t>(k)];
+    for (int k = 0; k < m.ndst; ++k) a.dst[k] = m.dst[static_cast<std::size_t>(k)];
+    a.nsrc = m.nsrc;
+    a.ndst = m.ndst;
+    a.count = m.count;
+    a.divide_by = m.divide_by;
+    a.ticket = m.ticket;
+    if (m.skip_word != nullptr) {
+      LOOM_ASSIGN_OR_RETURN(void* dp, mapped(m.skip_word));
+      a.skip_word = static_cast<const volatile std::uint32_t*>(dp);
+    }
+    LOOM_ASSIGN_OR_RETURN(int sms, sm_count());
+    return cuda_status(
+        static_cast<cudaError_t>(kernels::cuda::reduce_multi_async(m.dtype, m.op, a, sms, s)),
+        "multi-buffer kernel launch");
   }
 
   Result<IpcHandle> ipc_handle(void* p) override {

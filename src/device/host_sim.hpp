@@ -32,6 +32,21 @@ std::uint64_t host_sim_remote_write_flushes();
 /// as CUDA_VISIBLE_DEVICES does a process's: ordinal i is then physical[i]; empty shows all.
 /// Lets tests run ranks that each see only "their" GPU as device 0.
 void host_sim_set_visible_devices(std::vector<int> physical);
+/// Multi-buffer kernels (reduce_multi_async) launched so far: tests tell the peer-read route
+/// from the others by them.
+std::uint64_t host_sim_multi_launches();
+/// IPC handles opened (ipc_open) and closed (ipc_close) so far: tests watch the peer-read
+/// route's handle cache through them.
+std::uint64_t host_sim_ipc_opens();
+std::uint64_t host_sim_ipc_closes();
+/// While on, a freed device allocation is kept and the next allocation of the same (rounded)
+/// size gets its address back, with a new allocation id: a caching allocator's reuse, made
+/// certain for tests of "an address freed and reallocated".
+void host_sim_reuse_addresses(bool on);
+/// ipc_handle() refuses the allocation holding `p` from now on, as cudaIpcGetMemHandle refuses
+/// memory of a stream-ordered pool (cudaMallocAsync) or of cuMemCreate without an IPC handle
+/// type.
+void host_sim_refuse_ipc(const void* p);
 
 }  // namespace loom::device
 

@@ -34,6 +34,10 @@ constexpr std::uint32_t kIpcMagic = 0x4c4d5349;   // "LMSI"
 std::atomic<std::uint64_t> g_reduce_launches{0};  // diagnostics for tests (see host_sim.hpp)
 std::atomic<std::uint64_t> g_flushes{0};
 std::atomic<std::uint64_t> g_sync_hazards{0};
+std::atomic<std::uint64_t> g_multi_launches{0};
+std::atomic<std::uint64_t> g_ipc_opens{0};
+std::atomic<std::uint64_t> g_ipc_closes{0};
+std::atomic<bool> g_reuse_addresses{false};
 
 // CUDA's cudaFree and cudaFreeHost wait for the whole device, so one called while a host
 // function holds a stream (loom's stream gate, which waits for a collective) waits for that
@@ -63,8 +67,11 @@ void run_host_fn(HostFn fn, void* arg) {
 constexpr auto kWaitValuePatience = std::chrono::seconds(120);
 std::atomic<std::uint64_t> g_value_waits{0};
 
-void wait_for_value(const std::uint32_t* word, std::uint32_t value) {
-  {
+// `holds`: the word is one this process's host writes (pinned memory: a stream gate), so the
+// wait counts as holding the stream; a word that peers write (registered shared memory: the
+// peer-read route's flags) does not: a free meanwhile waits only for the peers' streams.
+void wait_for_value(const std::uint32_t* word, std::uint32_t value, bool holds) {
+  if (holds) {
     std::lock_guard lk(g_host_fn_mu);
     ++g_host_fns_running;
   }
@@ -85,6 +92,7 @@ void wait_for_value(const std::uint32_t* word, std::uint32_t value) {
     else
       std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
+  if (!holds) return;
   {
     std::lock_guard lk(g_host_fn_mu);
     --g_host_fns_running;
@@ -180,6 +188,7 @@ class SimStream {
 
 struct SimEvent {
   std::mutex mu;
+  std::condition_variable cv;  // reached moved
   std::uint64_t recorded = 0;
   std::uint64_t reached = 0;
 };
@@ -202,11 +211,38 @@ class HostSimDevice final : public Device {
     return find(p) != nullptr ? MemoryKind::Device : MemoryKind::Host;
   }
   Result<void*> alloc(std::size_t bytes) override {
-    void* p = std::aligned_alloc(256, round_up(bytes));
+    void* p = reused(round_up(bytes));
+    if (!p) p = std::aligned_alloc(256, round_up(bytes));
     if (!p) return make_error(ErrorCode::SystemError, "host-sim: cannot allocate {} bytes", bytes);
     std::lock_guard lk(mu_);
     allocations_[reinterpret_cast<std::uintptr_t>(p)] = Allocation{bytes, ++next_id_};
     return p;
+  }
+  Result<device::Allocation> allocation(const void* p) override {
+    std::lock_guard lk(mu_);
+    const auto addr = reinterpret_cast<std::uintptr_t>(p);
+    auto it = allocations_.upper_bound(addr);
+    if (it == allocations_.begin() || addr >= std::prev(it)->first + std::prev(it)->second.bytes)
+      return make_error(ErrorCode::InvalidArgument, "host-sim: {} is not in a device allocation",
+                        p);
+    --it;
+    device::Allocation a;
+    a.base = reinterpret_cast<void*>(it->first);  // NOLINT(performance-no-int-to-ptr)
+    a.bytes = it->second.bytes;
+    a.id = it->second.id;
+    return a;
+  }
+  void drop_stash() {
+    std::lock_guard lk(mu_);
+    for (auto& [thread, blocks] : stash_)
+      for (auto& [bytes, p] : blocks) std::free(p);
+    stash_.clear();
+  }
+  void refuse_ipc(const void* p) {
+    std::lock_guard lk(mu_);
+    const auto addr = reinterpret_cast<std::uintptr_t>(p);
+    auto it = allocations_.upper_bound(addr);
+    if (it != allocations_.begin()) std::prev(it)->second.ipc_refused = true;
   }
   std::uint64_t allocation_id(const void* p) override {
     std::lock_guard lk(mu_);
@@ -216,20 +252,31 @@ class HostSimDevice final : public Device {
   void free(void* p) override {
     if (!p) return;
     wait_like_a_synchronising_free("free (cudaFree)");
-    {
-      std::lock_guard lk(mu_);
-      allocations_.erase(reinterpret_cast<std::uintptr_t>(p));
+    std::lock_guard lk(mu_);
+    auto it = allocations_.find(reinterpret_cast<std::uintptr_t>(p));
+    const std::size_t bytes = it != allocations_.end() ? round_up(it->second.bytes) : 0;
+    if (it != allocations_.end()) allocations_.erase(it);
+    if (g_reuse_addresses.load() && bytes > 0) {
+      stash_[std::this_thread::get_id()].emplace_back(bytes, p);  // the next of this size
+      return;
     }
     std::free(p);
   }
   Result<void*> alloc_pinned(std::size_t bytes) override {
-    void* p = std::aligned_alloc(4096, (bytes + 4095) & ~std::size_t{4095});
+    const std::size_t rounded = (bytes + 4095) & ~std::size_t{4095};
+    void* p = std::aligned_alloc(4096, rounded);
     if (!p) return make_error(ErrorCode::SystemError, "host-sim: cannot pin {} bytes", bytes);
+    std::lock_guard lk(mu_);
+    pinned_[reinterpret_cast<std::uintptr_t>(p)] = rounded;
     return p;
   }
   void free_pinned(void* p) override {
     if (!p) return;
     wait_like_a_synchronising_free("free_pinned (cudaFreeHost)");
+    {
+      std::lock_guard lk(mu_);
+      pinned_.erase(reinterpret_cast<std::uintptr_t>(p));
+    }
     std::free(p);
   }
 
@@ -242,7 +289,15 @@ class HostSimDevice final : public Device {
   Status wait_value(Stream s, const std::uint32_t* word, std::uint32_t value) override {
     if (word == nullptr)
       return make_error(ErrorCode::InvalidArgument, "host-sim: wait_value on null");
-    stream(s).enqueue([=] { wait_for_value(word, value); });
+    const bool holds = pinned(word);
+    stream(s).enqueue([=] { wait_for_value(word, value, holds); });
+    return Status::ok();
+  }
+  Status write_value(Stream s, std::uint32_t* word, std::uint32_t value) override {
+    if (word == nullptr)
+      return make_error(ErrorCode::InvalidArgument, "host-sim: write_value to null");
+    stream(s).enqueue(
+        [=] { std::atomic_ref<std::uint32_t>(*word).store(value, std::memory_order_release); });
     return Status::ok();
   }
   Status launch_host_fn(Stream s, HostFn fn, void* arg) override {
@@ -263,8 +318,28 @@ class HostSimDevice final : public Device {
       mark = ++ev->recorded;
     }
     stream(s).enqueue([ev, mark] {
+      {
+        std::lock_guard lk(ev->mu);
+        if (ev->reached < mark) ev->reached = mark;
+      }
+      ev->cv.notify_all();
+    });
+    return Status::ok();
+  }
+  // Like cudaStreamWaitEvent: waits for the record() made before this call (as wait_value, it
+  // gives up after kWaitValuePatience with an error, so that a test fails rather than hangs).
+  Status wait_event(Stream s, Event e) override {
+    std::shared_ptr<SimEvent> ev = *static_cast<std::shared_ptr<SimEvent>*>(e);
+    std::uint64_t mark = 0;
+    {
       std::lock_guard lk(ev->mu);
-      if (ev->reached < mark) ev->reached = mark;
+      mark = ev->recorded;
+    }
+    stream(s).enqueue([ev, mark] {
+      std::unique_lock lk(ev->mu);
+      if (!ev->cv.wait_for(lk, kWaitValuePatience, [&] { return ev->reached >= mark; }))
+        LOOM_LOG_ERROR(Cuda, "host-sim: a stream waited {} s for an event; going on",
+                       kWaitValuePatience.count());
     });
     return Status::ok();
   }
@@ -292,11 +367,35 @@ class HostSimDevice final : public Device {
     stream(s).enqueue([=] { sim::divide(dtype, x, count, n, kSimSms); });
     return Status::ok();
   }
+  Status reduce_multi_async(const MultiReduce& m, Stream s) override {
+    if (m.nsrc < 1 || m.nsrc > kMaxMultiBuffers || m.ndst < 1 || m.ndst > kMaxMultiBuffers)
+      return make_error(ErrorCode::InvalidArgument,
+                        "host-sim: multi-buffer kernel with {} sources and {} destinations", m.nsrc,
+                        m.ndst);
+    LOOM_RETURN_IF_ERROR(check_launch(s));
+    kernels::cuda::MultiArgs a;
+    for (int k = 0; k < m.nsrc; ++k) a.src[k] = m.src[static_cast<std::size_t>(k)];
+    for (int k = 0; k < m.ndst; ++k) a.dst[k] = m.dst[static_cast<std::size_t>(k)];
+    a.nsrc = m.nsrc;
+    a.ndst = m.ndst;
+    a.count = m.count;
+    a.divide_by = m.divide_by;
+    a.skip_word = m.skip_word;
+    a.ticket = m.ticket;
+    g_multi_launches.fetch_add(1, std::memory_order_relaxed);
+    const DataType dtype = m.dtype;
+    const RedOp op = m.op;
+    stream(s).enqueue([=] { sim::reduce_multi(dtype, op, a, kSimSms); });
+    return Status::ok();
+  }
 
   Result<IpcHandle> ipc_handle(void* p) override {
     LOOM_ASSIGN_OR_RETURN(MemoryKind kind, pointer_kind(p));
     if (kind != MemoryKind::Device)
       return make_error(ErrorCode::InvalidArgument, "host-sim: {} is not device memory", p);
+    if (ipc_refused(p))  // host_sim_refuse_ipc: as CUDA refuses a stream-ordered pool's memory
+      return make_error(ErrorCode::InvalidUsage,
+                        "host-sim: {} cannot be exported (host_sim_refuse_ipc)", p);
     IpcHandle h;
     const std::uint32_t pid = static_cast<std::uint32_t>(::getpid());
     const auto addr = reinterpret_cast<std::uintptr_t>(p);
@@ -323,9 +422,10 @@ class HostSimDevice final : public Device {
     LOOM_ASSIGN_OR_RETURN(MemoryKind kind, pointer_kind(p));
     if (kind != MemoryKind::Device)
       return make_error(ErrorCode::InvalidArgument, "host-sim: IPC handle of freed memory {}", p);
+    g_ipc_opens.fetch_add(1, std::memory_order_relaxed);
     return p;
   }
-  void ipc_close(void*) override {}
+  void ipc_close(void*) override { g_ipc_closes.fetch_add(1, std::memory_order_relaxed); }
   bool ipc_opens(bool same_process) const override { return same_process; }
   Result<bool> can_access_peer(int dev, int peer) override {
     if (dev < 0 || dev >= visible_count() || peer < 0 || peer >= visible_count())
@@ -359,7 +459,31 @@ class HostSimDevice final : public Device {
   struct Allocation {
     std::size_t bytes = 0;
     std::uint64_t id = 0;
+    bool ipc_refused = false;
   };
+  bool ipc_refused(const void* p) {
+    std::lock_guard lk(mu_);
+    const Allocation* a = find(p);
+    return a != nullptr && a->ipc_refused;
+  }
+  // host_sim_reuse_addresses: the most recently freed block of `bytes`, or null.
+  void* reused(std::size_t bytes) {
+    std::lock_guard lk(mu_);
+    auto& mine = stash_[std::this_thread::get_id()];
+    for (auto it = mine.rbegin(); it != mine.rend(); ++it)
+      if (it->first == bytes) {
+        void* p = it->second;
+        mine.erase(std::next(it).base());
+        return p;
+      }
+    return nullptr;
+  }
+  bool pinned(const void* p) {
+    std::lock_guard lk(mu_);
+    const auto addr = reinterpret_cast<std::uintptr_t>(p);
+    auto it = pinned_.upper_bound(addr);
+    return it != pinned_.begin() && addr < std::prev(it)->first + std::prev(it)->second;
+  }
   // The allocation holding `p` (mu_ held), or null.
   const Allocation* find(const void* p) const {
     const auto addr = reinterpret_cast<std::uintptr_t>(p);
@@ -386,6 +510,10 @@ class HostSimDevice final : public Device {
   static thread_local int current_;
   std::mutex mu_;
   std::map<std::uintptr_t, Allocation> allocations_;  // by base address
+  std::map<std::uintptr_t, std::size_t> pinned_;      // alloc_pinned blocks: base -> bytes
+  // Freed blocks kept for reuse (host_sim_reuse_addresses), per thread: each rank gets its own
+  // addresses back, as each process's caching allocator would. Freed when reuse ends.
+  std::map<std::thread::id, std::vector<std::pair<std::size_t, void*>>> stash_;
   std::uint64_t next_id_ = 0;
   std::once_flag default_once_;
   std::unique_ptr<SimStream> default_stream_;
@@ -417,6 +545,27 @@ std::uint64_t host_sim_remote_write_flushes() {
 
 void host_sim_set_visible_devices(std::vector<int> physical) {
   t_visible = std::move(physical);
+}
+
+std::uint64_t host_sim_multi_launches() {
+  return g_multi_launches.load(std::memory_order_relaxed);
+}
+
+std::uint64_t host_sim_ipc_opens() {
+  return g_ipc_opens.load(std::memory_order_relaxed);
+}
+
+std::uint64_t host_sim_ipc_closes() {
+  return g_ipc_closes.load(std::memory_order_relaxed);
+}
+
+void host_sim_reuse_addresses(bool on) {
+  g_reuse_addresses.store(on);
+  if (!on) static_cast<HostSimDevice&>(host_sim()).drop_stash();
+}
+
+void host_sim_refuse_ipc(const void* p) {
+  static_cast<HostSimDevice&>(host_sim()).refuse_ipc(p);
 }
 
 Device& host_sim() {

@@ -4,6 +4,7 @@
 #include <type_traits>
 
 #include "kernels/cuda/reduce_logic.hpp"
+#include "kernels/cuda/reduce_multi_logic.hpp"
 
 namespace loom::device::sim {
 namespace {
@@ -58,7 +59,55 @@ void emulate_divide(void* x, std::size_t count, int n, int sms) {
     kc::divide_thread<E, kc::HostMemory>(static_cast<S*>(x), n, s, t, nthreads);
 }
 
+template <typename E, typename Op>
+void emulate_multi(const kc::MultiArgs& a, int sms) {
+  const kc::Split s = kc::split_multi(a, sizeof(typename E::S));
+  const kc::GridShape g = kc::grid_for(kc::work_items(s), sms, kThreads);
+  const std::size_t nthreads = std::size_t{g.blocks} * g.threads;
+  for (std::size_t t = 0; t < nthreads; ++t)
+    kc::reduce_multi_thread<E, Op, kc::HostMemory>(a, s, t, nthreads);
+}
+
+template <typename E>
+void emulate_multi_op(RedOp op, const kc::MultiArgs& a, int sms) {
+  switch (op) {
+    case RedOp::Sum:
+    case RedOp::Avg:
+    case RedOp::PreMulSum: return emulate_multi<E, kc::SumOp>(a, sms);
+    case RedOp::Prod: return emulate_multi<E, kc::ProdOp>(a, sms);
+    case RedOp::Min: return emulate_multi<E, kc::MinOp>(a, sms);
+    case RedOp::Max: return emulate_multi<E, kc::MaxOp>(a, sms);
+    case RedOp::BitAnd:
+    case RedOp::BitOr:
+    case RedOp::BitXor:
+      if constexpr (std::is_integral_v<typename E::C>) {
+        if (op == RedOp::BitAnd) return emulate_multi<E, kc::BitAndOp>(a, sms);
+        if (op == RedOp::BitOr) return emulate_multi<E, kc::BitOrOp>(a, sms);
+        return emulate_multi<E, kc::BitXorOp>(a, sms);
+      }
+      return;
+  }
+}
+
 }  // namespace
+
+void reduce_multi(DataType dtype, RedOp op, const kc::MultiArgs& a, int sms) {
+  if (a.count == 0 || !kc::multi_valid(a) || kc::multi_skipped(a)) return;
+  switch (dtype) {
+    case DataType::Int8: return emulate_multi_op<kc::NativeCodec<std::int8_t>>(op, a, sms);
+    case DataType::Uint8: return emulate_multi_op<kc::NativeCodec<std::uint8_t>>(op, a, sms);
+    case DataType::Int32: return emulate_multi_op<kc::NativeCodec<std::int32_t>>(op, a, sms);
+    case DataType::Uint32: return emulate_multi_op<kc::NativeCodec<std::uint32_t>>(op, a, sms);
+    case DataType::Int64: return emulate_multi_op<kc::NativeCodec<std::int64_t>>(op, a, sms);
+    case DataType::Uint64: return emulate_multi_op<kc::NativeCodec<std::uint64_t>>(op, a, sms);
+    case DataType::Float16: return emulate_multi_op<kc::HalfCodec>(op, a, sms);
+    case DataType::BFloat16: return emulate_multi_op<kc::BFloat16Codec>(op, a, sms);
+    case DataType::Float32: return emulate_multi_op<kc::NativeCodec<float>>(op, a, sms);
+    case DataType::Float64: return emulate_multi_op<kc::NativeCodec<double>>(op, a, sms);
+    case DataType::Float8E4M3: return emulate_multi_op<kc::Fp8E4M3Codec>(op, a, sms);
+    case DataType::Float8E5M2: return emulate_multi_op<kc::Fp8E5M2Codec>(op, a, sms);
+  }
+}
 
 void reduce(DataType dtype, RedOp op, void* dst, const void* a, const void* b, std::size_t count,
             int sms) {

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 
+#include "kernels/cuda/reduce_cuda.hpp"
 #include "loom/types.hpp"
 
 namespace loom::device::sim {
@@ -12,5 +13,7 @@ namespace loom::device::sim {
 void reduce(DataType dtype, RedOp op, void* dst, const void* a, const void* b, std::size_t count,
             int sm_count);
 void divide(DataType dtype, void* x, std::size_t count, int n, int sm_count);
+/// The multi-buffer kernel (kernels/cuda/reduce_multi_logic.hpp), skip word included.
+void reduce_multi(DataType dtype, RedOp op, const kernels::cuda::MultiArgs& args, int sm_count);
 
 }  // namespace loom::device::sim

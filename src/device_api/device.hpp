@@ -36,6 +36,38 @@ struct IpcHandle {
 
 using Stream = void*;
 using Event = void*;
+
+/// A device allocation as the runtime sees it (cuMemGetAddressRange,
+/// CU_POINTER_ATTRIBUTE_BUFFER_ID).
+struct Allocation {
+  void* base = nullptr;
+  std::size_t bytes = 0;
+  std::uint64_t id = 0;  // as allocation_id(); 0 when the runtime cannot tell
+};
+
+/// The most buffers one multi-buffer launch reads or writes (reduce_multi_async).
+inline constexpr int kMaxMultiBuffers = 16;
+
+/// One launch of the multi-buffer kernel (kernels/cuda/reduce_multi_logic.hpp): every dst[j]
+/// gets src[0] OP src[1] OP ... OP src[nsrc-1] (in that order, rounded after each operation, as
+/// nsrc - 1 reduce_async launches would give), divided by `divide_by` when positive (Avg, as
+/// divide_async after them). One source is a copy. A destination may be exactly a source; other
+/// overlaps are not allowed.
+struct MultiReduce {
+  DataType dtype = DataType::Uint8;
+  RedOp op = RedOp::Sum;
+  std::array<const void*, kMaxMultiBuffers> src{};
+  int nsrc = 0;
+  std::array<void*, kMaxMultiBuffers> dst{};
+  int ndst = 0;
+  std::size_t count = 0;  // elements
+  int divide_by = 0;
+  /// Abandoned calls: when the word at `skip_word` (pinned or registered host memory, which the
+  /// host writes) holds a non-zero ticket at or before `ticket` (cyclically) as the launch runs,
+  /// it does nothing. Null: never skipped.
+  const std::uint32_t* skip_word = nullptr;
+  std::uint32_t ticket = 0;
+};
 /// A host function enqueued on a stream (runs when the stream reaches it; must not call the
 /// device runtime).
 using HostFn = void (*)(void* arg);
@@ -60,6 +92,9 @@ class Device {
   /// new one, so a registration cache never hands out a stale registration. 0 when the runtime
   /// cannot tell (then nothing may be cached for it).
   virtual std::uint64_t allocation_id(const void* p) = 0;
+  /// The device allocation holding `p`: its base, size and id (InvalidArgument when `p` is not
+  /// in device memory the runtime allocated).
+  virtual Result<Allocation> allocation(const void* p) = 0;
   virtual Result<void*> alloc_pinned(std::size_t bytes) = 0;  // page-locked host memory
   virtual void free_pinned(void* p) = 0;
 
@@ -81,6 +116,13 @@ class Device {
   /// cyclically ((int32_t)(*word - value) >= 0). No host thread waits meanwhile. InvalidUsage
   /// where the runtime or the device has no stream memory operations.
   virtual Status wait_value(Stream s, const std::uint32_t* word, std::uint32_t value) = 0;
+  /// A stream memory operation (cuStreamWriteValue32): once `s` reaches it, and after every
+  /// write of the work before it (a memory fence), the 32-bit word `word` (pinned or registered
+  /// host memory) becomes `value`. InvalidUsage where the runtime or device has none.
+  virtual Status write_value(Stream s, std::uint32_t* word, std::uint32_t value) = 0;
+  /// Work queued on `s` after this waits for the work before the last record() of `e` (an event
+  /// of this process; cudaStreamWaitEvent). No host thread waits.
+  virtual Status wait_event(Stream s, Event e) = 0;
   /// Whether `s` is being captured into a CUDA graph (cudaStreamIsCapturing).
   virtual Result<bool> is_capturing(Stream s) = 0;
 
@@ -88,6 +130,10 @@ class Device {
   virtual Status reduce_async(DataType dtype, RedOp op, void* dst, const void* a, const void* b,
                               std::size_t count, Stream s) = 0;
   virtual Status divide_async(DataType dtype, void* x, std::size_t count, int n, Stream s) = 0;
+  /// The multi-buffer kernel (MultiReduce), for the peer-read route: one launch reduces the
+  /// ranks' inputs and writes every output. InvalidArgument for 0 or more than kMaxMultiBuffers
+  /// sources or destinations.
+  virtual Status reduce_multi_async(const MultiReduce& m, Stream s) = 0;
 
   // IPC and peers.
   virtual Result<IpcHandle> ipc_handle(void* device_ptr) = 0;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/cuda/reduce_logic.hpp"
+#include "kernels/cuda/reduce_multi_logic.hpp"
 #include "kernels/host/reduce.hpp"
 
 namespace kc = loom::kernels::cuda;
@@ -169,6 +170,62 @@ void check_scale(DataType dt) {
   }
 }
 
+/// The multi-buffer kernel's logic against a chain of host kernels (src[0] OP src[1], then OP
+/// src[2], ...; then finalize_avg when dividing): 1 to 5 sources, 1 to 3 destinations, every
+/// size, shared and mismatched alignments, a destination that is exactly a source, and a
+/// skipped launch that writes nothing.
+template <typename E, typename Op>
+void check_multi(DataType dt, RedOp op) {
+  using S = typename E::S;
+  constexpr std::size_t kN = kc::Pack<S>::kN;
+  std::mt19937_64 rng(991 + static_cast<std::uint64_t>(dt) * 17 + static_cast<std::uint64_t>(op));
+  for (std::size_t count : kSizes)
+    for (int nsrc = 1; nsrc <= 5; nsrc += 2)
+      for (int ndst : {1, 3})
+        for (int layout = 0; layout < 4;
+             ++layout) {  // 0 aligned, 1 shifted, 2 mismatched, 3 in place
+          const int divide_by = (op == RedOp::Sum && layout == 1) ? nsrc : 0;
+          std::vector<std::vector<kc::Pack<S>>> store(static_cast<std::size_t>(nsrc + ndst),
+                                                      std::vector<kc::Pack<S>>(count / kN + 3));
+          kc::MultiArgs a;
+          a.nsrc = nsrc;
+          a.ndst = ndst;
+          a.count = count;
+          a.divide_by = divide_by;
+          std::vector<std::vector<S>> in;
+          for (int k = 0; k < nsrc; ++k) {
+            const std::size_t off = layout == 0 ? 0 : layout == 2 ? (k % 2) % kN : 1 % kN;
+            S* p = reinterpret_cast<S*>(store[static_cast<std::size_t>(k)].data()) + off;
+            in.push_back(random_elems<E>(count, rng));
+            if (count) std::memcpy(p, in.back().data(), count * sizeof(S));
+            a.src[k] = p;
+          }
+          for (int j = 0; j < ndst; ++j) {
+            const std::size_t off = layout == 0 ? 0 : 1 % kN;
+            S* d = reinterpret_cast<S*>(store[static_cast<std::size_t>(nsrc + j)].data()) + off;
+            if (layout == 3 && j < nsrc) d = const_cast<S*>(static_cast<const S*>(a.src[j]));
+            d[count] = static_cast<S>(0x5a);
+            a.dst[j] = d;
+          }
+          std::vector<S> expect = in[0];
+          for (int k = 1; k < nsrc; ++k)
+            loom::kernels::reduce(dt, op, expect.data(), expect.data(), in[k].data(), count);
+          if (divide_by) loom::kernels::finalize_avg(dt, expect.data(), count, divide_by);
+          const kc::Split sp = kc::split_multi(a, sizeof(S));
+          for (std::size_t t = 0; t < 7; ++t)
+            kc::reduce_multi_thread<E, Op, kc::HostMemory>(a, sp, t, 7);
+          INFO("dtype " << loom::to_string(dt) << " op " << loom::to_string(op) << " count "
+                        << count << " sources " << nsrc << " destinations " << ndst << " layout "
+                        << layout);
+          for (int j = 0; j < ndst; ++j) {
+            const S* d = static_cast<const S*>(a.dst[j]);
+            REQUIRE(std::memcmp(d, expect.data(), count * sizeof(S)) == 0);
+            const S sentinel = static_cast<S>(0x5a);
+            REQUIRE(std::memcmp(&d[count], &sentinel, sizeof(S)) == 0);
+          }
+        }
+}
+
 template <typename E>
 void check_dtype(DataType dt) {
   check_op<E, kc::SumOp>(dt, RedOp::Sum);
@@ -182,6 +239,11 @@ void check_dtype(DataType dt) {
   }
   check_divide<E>(dt);
   check_scale<E>(dt);
+  check_multi<E, kc::SumOp>(dt, RedOp::Sum);
+  check_multi<E, kc::MaxOp>(dt, RedOp::Max);
+  check_multi<E, kc::ProdOp>(dt, RedOp::Prod);
+  check_multi<E, kc::MinOp>(dt, RedOp::Min);
+  if constexpr (std::is_integral_v<typename E::C>) check_multi<E, kc::BitXorOp>(dt, RedOp::BitXor);
 }
 
 }  // namespace
@@ -293,4 +355,37 @@ TEST_CASE("cuda kernel logic: float min/max propagate NaN like the host kernels"
   CHECK(kc::SumOp::apply(std::int32_t{2147483647}, std::int32_t{1}) == -2147483647 - 1);
   CHECK(kc::combine<kc::HalfCodec, kc::SumOp>(0x3c00, 0x3c00) == 0x4000);       // 1 + 1 = 2
   CHECK(kc::combine<kc::BFloat16Codec, kc::ProdOp>(0x4000, 0x4040) == 0x40c0);  // 2 * 3 = 6
+}
+
+TEST_CASE("cuda kernel logic: the multi-buffer split and the abandon word", "[cuda][kernels]") {
+  alignas(16) static std::uint8_t mem[4096];
+  kc::MultiArgs a;
+  a.nsrc = 3;
+  a.ndst = 2;
+  a.count = 1000;
+  a.src[0] = mem + 16;
+  a.src[1] = mem + 32;
+  a.src[2] = mem + 48;
+  a.dst[0] = mem + 1024;
+  a.dst[1] = mem + 2048;
+  CHECK(kc::split_multi(a, 4).nvec == 250);  // every pointer 16-byte aligned: all vectors
+  a.dst[1] = mem + 2052;                     // one destination shifted by an element
+  CHECK(kc::split_multi(a, 4).nvec == 0);
+  CHECK(kc::split_multi(a, 4).scalars() == 1000);
+  CHECK(kc::multi_valid(a));
+  a.nsrc = 0;
+  CHECK_FALSE(kc::multi_valid(a));
+  a.nsrc = kc::kMaxMultiPointers + 1;
+  CHECK_FALSE(kc::multi_valid(a));
+  // Abandoned from ticket 7 on (cyclically); 0 abandons nothing.
+  std::uint32_t word = 0;
+  a.skip_word = &word;
+  a.ticket = 7;
+  CHECK_FALSE(kc::multi_skipped(a));
+  word = 8;
+  CHECK_FALSE(kc::multi_skipped(a));
+  word = 7;
+  CHECK(kc::multi_skipped(a));
+  word = 0xfffffff0u;  // before ticket 7 after the counter wrapped
+  CHECK(kc::multi_skipped(a));
 }

@@ -126,6 +126,74 @@ TEST_CASE("host-sim: allocation ids tell a reallocation at the same address apar
   dev.free(b);
 }
 
+TEST_CASE("host-sim: allocation() gives an interior pointer's base, size and id", "[device]") {
+  device::Device& dev = device::host_sim();
+  auto* a = static_cast<std::uint8_t*>(value_or_throw(dev.alloc(5000)));
+  const device::Allocation got = value_or_throw(dev.allocation(a + 4321));
+  CHECK(got.base == a);
+  CHECK(got.bytes == 5000);
+  CHECK(got.id == dev.allocation_id(a));
+  std::vector<int> host(4);
+  CHECK(dev.allocation(host.data()).status().code() == ErrorCode::InvalidArgument);
+  dev.free(a);
+}
+
+// The peer-read route's stream operations: a written word follows the work before it; a wait
+// for another stream's event holds only the work after it; the multi-buffer kernel reduces in
+// rank order, writes every destination, and skips once its ticket is abandoned.
+TEST_CASE("host-sim: write_value, wait_event and the multi-buffer kernel, in stream order",
+          "[device]") {
+  device::Device& dev = device::host_sim();
+  device::Stream s = value_or_throw(dev.create_stream());
+  device::Stream t = value_or_throw(dev.create_stream());
+  auto* word = static_cast<std::uint32_t*>(value_or_throw(dev.alloc_pinned(64)));
+  std::atomic_ref<std::uint32_t> w(*word);
+  w.store(0);
+  Hold hold;
+  std::vector<std::int32_t> a(1000, 3), b(1000, 4), c(1000, 5), d1(1000, 0), d2(1000, 0);
+  throw_if_error(dev.launch_host_fn(s, &Hold::fn, &hold));
+  throw_if_error(dev.write_value(s, word, 7));  // after the held work
+  device::Event e = value_or_throw(dev.create_event());
+  throw_if_error(dev.record(e, s));
+  throw_if_error(dev.wait_event(t, e));  // t's next work waits for s
+  device::MultiReduce m;
+  m.dtype = DataType::Int32;
+  m.op = RedOp::Avg;  // (3 + 4 + 5) / 3
+  m.src = {a.data(), b.data(), c.data()};
+  m.nsrc = 3;
+  m.dst = {d1.data(), d2.data()};
+  m.ndst = 2;
+  m.count = 1000;
+  m.divide_by = 3;
+  throw_if_error(dev.reduce_multi_async(m, t));
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  CHECK(w.load() == 0);
+  CHECK(std::atomic_ref<std::int32_t>(d1[0]).load() == 0);
+  hold.release();
+  throw_if_error(dev.synchronize(t, soon()));
+  CHECK(w.load() == 7);
+  CHECK((d1 == std::vector<std::int32_t>(1000, 4) && d2 == d1));
+  // Abandoned from ticket 5 on: a launch of ticket 6 does nothing, one of ticket 4 runs.
+  w.store(5);
+  m.skip_word = word;
+  m.ticket = 6;
+  m.op = RedOp::Max;
+  m.divide_by = 0;
+  throw_if_error(dev.reduce_multi_async(m, t));
+  throw_if_error(dev.synchronize(t, soon()));
+  CHECK(d1[0] == 4);
+  m.ticket = 4;
+  throw_if_error(dev.reduce_multi_async(m, t));
+  throw_if_error(dev.synchronize(t, soon()));
+  CHECK(d1[0] == 5);
+  m.nsrc = 0;
+  CHECK(dev.reduce_multi_async(m, t).code() == ErrorCode::InvalidArgument);
+  dev.destroy_event(e);
+  dev.destroy_stream(s);
+  dev.destroy_stream(t);
+  dev.free_pinned(word);
+}
+
 TEST_CASE("host-sim: kernels launch on a stream of the current device only (as in CUDA)",
           "[device]") {
   device::Device& dev = device::host_sim();
