@@ -178,6 +178,12 @@ void CommImpl::recycle_run(std::unique_ptr<exec::PlanRun> run) {
 std::shared_ptr<OpState> CommImpl::submit_on_stream(const coll::OpDesc& op, void* stream,
                                                     std::shared_ptr<const algo::Plan> plan,
                                                     Deadline deadline) {
+  if (direct_ && direct_->reads_in_place(op)) {  // peers' buffers read in place (peer_read.hpp)
+    auto task = value_or_throw(
+        direct_->read_in_place(op, stream, std::move(plan), nranks_, 2 * settings_.plan.depth,
+                               deadline, [this, seq = op.seq] { note_completed(seq); }));
+    return engine_->submit_inline(std::move(task), Clock::duration::zero());
+  }
   // The direct path has no pre-multiplying step: such calls go through host staging.
   if (direct_ && !op.premultiplies()) {  // the plan runs on the device buffers (cuda_ipc)
     throw_if_error(

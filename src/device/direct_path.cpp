@@ -6,6 +6,7 @@
 #include <optional>
 #include <utility>
 
+#include "config/config.hpp"
 #include "executor/plan_run.hpp"
 
 namespace loom::device {
@@ -187,8 +188,30 @@ Result<std::unique_ptr<DirectPath>> DirectPath::create(const transport::CreateCo
     return make_error(ErrorCode::Internal, "rank {}: the {} transport carries no device buffers",
                       ctx.rank, (*t)->name());
   (void)t->release();
+  std::unique_ptr<PeerReadRoute> route;
+  if (transport::PeerBoard* board = device->peer_board()) {
+    const auto limit = static_cast<std::size_t>(
+        ctx.config != nullptr ? ctx.config->get_int("LOOM_CUDA_IPC_PEER_CACHE") : 64);
+    auto made = PeerReadRoute::create(*device, *board, ctx.nranks, limit);
+    if (!made.is_ok())
+      return made.status().with_context(fmt::format("rank {}: the peer-read route", ctx.rank));
+    route = std::move(*made);
+  }
   return std::make_unique<DirectPath>(std::move(device), one_host ? nullptr : network,
-                                      std::move(local));
+                                      std::move(local), std::move(route));
+}
+
+Result<std::unique_ptr<exec::Task>> DirectPath::read_in_place(
+    const coll::OpDesc& op, Stream stream, std::shared_ptr<const algo::Plan> plan, int nranks,
+    std::size_t window, Deadline deadline, std::function<void()> on_done) {
+  // The fallback's scratch now, before the stream waits for the call (as submit_on_stream does).
+  LOOM_RETURN_IF_ERROR(reserve_scratch(plan->scratch_bytes)
+                           .with_context(fmt::format("rank {}: {}: device scratch",
+                                                     transport_->rank(), coll::describe(op))));
+  auto fallback = [this, op, plan = std::move(plan), nranks, window, deadline] {
+    return task(op, plan, nranks, window, deadline, nullptr);
+  };
+  return route_->submit(op, stream, deadline, std::move(fallback), std::move(on_done));
 }
 
 Result<std::vector<transport::Connection*>> DirectPath::connect(const std::vector<int>& peers,
@@ -204,6 +227,7 @@ Result<std::vector<transport::Connection*>> DirectPath::connect(const std::vecto
 }
 
 DirectPath::~DirectPath() {
+  route_.reset();  // its calls leave the stream first
   if (!scratch_) return;
   // A failed collective may have left work on the stream that still uses the scratch.
   Device& dev = transport_->device();

@@ -7,6 +7,9 @@
 // transport's one device stream; the network reads and writes device memory itself, so the
 // executor fences it against that stream (exec::LocalOps). The caller's stream is joined by the
 // same inputs-ready event and gate as the staged path (stream_path.hpp).
+// Where every rank agreed on it (cuda_ipc's board), allreduce, allgather, reduce_scatter,
+// broadcast and reduce take the peer-read route instead (peer_read.hpp): every rank reads the
+// others' buffers in place, ordered on the GPU, with the plan's FIFO task as its fallback.
 #pragma once
 
 #include <functional>
@@ -16,6 +19,7 @@
 
 #include "algorithms/plan.hpp"
 #include "collective/op.hpp"
+#include "device/peer_read.hpp"
 #include "executor/task.hpp"
 #include "transports/device_transport.hpp"
 #include "transports/registry.hpp"
@@ -33,8 +37,12 @@ class DirectPath {
       const transport::CreateContext& ctx, transport::ConnectionSet* network,
       const transport::Registry& registry = transport::builtin_transports());
   DirectPath(std::unique_ptr<transport::DeviceTransport> transport,
-             transport::ConnectionSet* network, std::vector<bool> local)
-      : transport_(std::move(transport)), network_(network), local_(std::move(local)) {}
+             transport::ConnectionSet* network, std::vector<bool> local,
+             std::unique_ptr<PeerReadRoute> route = nullptr)
+      : transport_(std::move(transport)),
+        network_(network),
+        local_(std::move(local)),
+        route_(std::move(route)) {}
   ~DirectPath();
   DirectPath(const DirectPath&) = delete;
   DirectPath& operator=(const DirectPath&) = delete;
@@ -51,6 +59,17 @@ class DirectPath {
   std::unique_ptr<exec::Task> task(const coll::OpDesc& op, std::shared_ptr<const algo::Plan> plan,
                                    int nranks, std::size_t window, Deadline deadline,
                                    std::function<void()> on_done);
+  /// Whether `op` takes the peer-read route (every rank decides alike).
+  [[nodiscard]] bool reads_in_place(const coll::OpDesc& op) const {
+    return route_ && peer_read_serves(op);
+  }
+  /// `op` on the peer-read route: enqueues its part on `stream` and returns its task
+  /// (PeerReadRoute::submit); `plan` and `window` make the FIFO task it falls back to.
+  Result<std::unique_ptr<exec::Task>> read_in_place(const coll::OpDesc& op, Stream stream,
+                                                    std::shared_ptr<const algo::Plan> plan,
+                                                    int nranks, std::size_t window,
+                                                    Deadline deadline,
+                                                    std::function<void()> on_done);
   /// Device scratch of at least `bytes` (one at a time: the engine runs one task at a time).
   /// It grows by powers of two; a buffer it outgrows is freed only with the path: a free
   /// (cudaFree) waits for the whole device, and a caller's stream may be held by this very
@@ -69,7 +88,8 @@ class DirectPath {
   std::vector<bool> local_;            // by rank: on this host
   void* scratch_ = nullptr;
   std::size_t scratch_bytes_ = 0;
-  std::vector<void*> outgrown_;  // earlier scratch buffers, freed with the path
+  std::vector<void*> outgrown_;           // earlier scratch buffers, freed with the path
+  std::unique_ptr<PeerReadRoute> route_;  // null: the FIFOs carry every call
 };
 
 }  // namespace loom::device

@@ -22,7 +22,10 @@ using namespace loom;
 
 namespace {
 
-const std::map<std::string, std::string> kSeamSim = {{"LOOM_DEVICE", "host-sim"}};
+// The cuda_ipc FIFO route (whose Work completes with the collective); test_peer_read.cpp has the
+// peer-read route's stream semantics.
+const std::map<std::string, std::string> kSeamSim = {{"LOOM_DEVICE", "host-sim"},
+                                                     {"LOOM_CUDA_IPC_PEER_READ", "off"}};
 Deadline soon() {
   return Deadline::after(std::chrono::seconds(30));
 }

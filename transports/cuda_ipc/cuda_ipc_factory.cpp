@@ -31,7 +31,14 @@ Result<std::unique_ptr<Transport>> make_transport(const CreateContext& ctx) {
     s.nvml_library = ctx.config->get_string("LOOM_NVML_LIBRARY");
     s.slot_bytes = static_cast<std::size_t>(ctx.config->get_size("LOOM_CUDA_IPC_SLOT_SIZE"));
     s.stages = ctx.config->get_string("LOOM_CUDA_IPC_ROUTE") == "staged";
+    LOOM_ASSIGN_OR_RETURN(s.peer_read,
+                          parse_peer_read_mode(ctx.config->get_string("LOOM_CUDA_IPC_PEER_READ")));
   }
+  if (!one_host && s.peer_read == PeerReadMode::On)
+    return make_error(ErrorCode::InvalidUsage,
+                      "rank {}: LOOM_CUDA_IPC_PEER_READ=on, but the ranks span hosts (the "
+                      "peer-read route serves the ranks of one host)",
+                      ctx.rank);
   LOOM_ASSIGN_OR_RETURN(auto t, CudaIpcTransport::create(s, ctx.deadline));
   return std::unique_ptr<Transport>(std::move(t));
 }

@@ -81,6 +81,11 @@ Result<std::unique_ptr<CudaIpcTransport>> CudaIpcTransport::create(const CudaIpc
                                         deadline, setup.allowed, setup.stages));
   for (int r = 0; r < setup.nranks; ++r) {
     if (peers.peer(r).allows_direct) continue;
+    if (setup.peer_read == PeerReadMode::On)
+      return make_error(ErrorCode::InvalidUsage,
+                        "rank {}: LOOM_CUDA_IPC_PEER_READ=on, but rank {} excludes cuda_ipc "
+                        "(LOOM_TRANSPORTS)",
+                        setup.rank, r);
     LOOM_LOG_INFO(Cuda,
                   "rank {}: rank {} excludes cuda_ipc (LOOM_TRANSPORTS): device buffers stage "
                   "through pinned host memory and the host transports",
@@ -97,6 +102,17 @@ Result<std::unique_ptr<CudaIpcTransport>> CudaIpcTransport::create(const CudaIpc
     LOOM_LOG_INFO(Cuda, "{}", describe_route(setup.rank, r, p, my_device, link));
   }
   t->ipc_.emplace(std::move(peers));
+  BoardSetup b;
+  b.dev = &dev;
+  b.store = setup.store.get();
+  b.prefix = setup.prefix;
+  b.comm_id = setup.comm_id;
+  b.rank = setup.rank;
+  b.nranks = setup.nranks;
+  b.mode = setup.peer_read;
+  b.peers = setup.host_ids.empty() ? &*t->ipc_ : nullptr;  // one host only
+  b.deadline = deadline;
+  LOOM_ASSIGN_OR_RETURN(t->board_, ShmPeerBoard::agree(b));
   return t;
 }
 
@@ -106,6 +122,7 @@ CudaIpcTransport::~CudaIpcTransport() {
     Status st = dev_.synchronize(stream_, Deadline::after(kTeardownTimeout));
     if (!st.is_ok()) LOOM_LOG_ERROR(Cuda, "rank {}: cuda_ipc teardown: {}", rank_, st.message());
   }
+  board_.reset();  // the stream no longer uses its words
   for (Peer& p : peers_) {
     if (p.out_registered) dev_.host_unregister(p.out.mapping.data() + kControlBytes);
     if (p.in_registered) dev_.host_unregister(p.in.data() + kControlBytes);

@@ -17,6 +17,7 @@
 #include "device_api/device.hpp"
 #include "device_api/ipc_peers.hpp"
 #include "transports/cuda_ipc/cuda_ipc_connection.hpp"
+#include "transports/cuda_ipc/peer_board.hpp"
 #include "transports/device_transport.hpp"
 #include "transports/shm/shm_segment.hpp"
 
@@ -37,6 +38,7 @@ struct CudaIpcSetup {
   std::string nvml_library = "libnvidia-ml.so.1";  // LOOM_NVML_LIBRARY: labels the links in logs
   std::size_t slot_bytes = kDefaultSlotBytes;      // LOOM_CUDA_IPC_SLOT_SIZE (alike on every rank)
   bool stages = false;  // LOOM_CUDA_IPC_ROUTE=staged: host staging to every peer (and theirs to us)
+  PeerReadMode peer_read = PeerReadMode::Auto;  // LOOM_CUDA_IPC_PEER_READ
 };
 
 class CudaIpcTransport final : public DeviceTransport {
@@ -65,6 +67,8 @@ class CudaIpcTransport final : public DeviceTransport {
     int none = -1;
     seen_failure_.compare_exchange_strong(none, rank);  // the first one seen is the cause
   }
+  [[nodiscard]] int failed_rank() const override { return seen_failure_.load(); }
+  [[nodiscard]] PeerBoard* peer_board() const override { return board_.get(); }
 
  private:
   struct Peer {
@@ -97,6 +101,7 @@ class CudaIpcTransport final : public DeviceTransport {
   void* fifo_memory_ = nullptr;   // fifo_bytes() per rank of this host: our FIFO to each
   std::optional<device::IpcPeers> ipc_;
   std::vector<Peer> peers_;
+  std::unique_ptr<ShmPeerBoard> board_;  // the peer-read route's, when every rank agreed
 };
 
 /// "device buffers to rank 3 via cuda_ipc (p2p, devices 0 -> 1, link nvlink)": the INFO line
