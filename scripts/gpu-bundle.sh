@@ -176,7 +176,14 @@ PC
   cp -r python/setup.py python/csrc python/loom "$t/python/"
   find "$t/python" -name '__pycache__' -prune -exec rm -rf {} +
   cp tests/torch/test_backend_cuda.py tests/torch/cuda_scenarios.py tests/torch/scenarios.py \
-    tests/torch/ranks.py "$t/tests/"
+    tests/torch/ranks.py tests/torch/run_dist_suite.py tests/torch/ci_subset_cuda.txt "$t/tests/"
+  # PyTorch's test helpers import expecttest (pure Python, from PyPI), which a GPU machine's torch
+  # may lack and cannot fetch there: this machine's copy travels (tests/torch/ci.sh installs it).
+  local expect
+  expect=$(python3 -c 'import expecttest, os; print(os.path.dirname(expecttest.__file__))' 2>/dev/null) &&
+    mkdir -p "$t/tests/pydeps" && cp -r "$expect" "$t/tests/pydeps/" &&
+    find "$t/tests/pydeps" -name '__pycache__' -prune -exec rm -rf {} + ||
+    log "expecttest is not installed here (tests/torch/ci.sh --install-only): the PyTorch suite will need the GPU machine's"
   cp scripts/gpu-run-torch-cuda.sh "$dir/run-torch-cuda.sh"
 }
 

@@ -51,7 +51,8 @@ echo "ok: bundle packed and checked, $((size >> 20)) MiB"
 # and a loom.pc that python/setup.py reads without pkg-config into the flags the link needs.
 for f in run-torch-cuda.sh torch/prefix/include/loom/loom.hpp torch/prefix/lib/libloom.a.gz \
   torch/prefix/lib/dev/libcudart_static.a.gz torch/prefix/lib/dev/LINKS torch/python/setup.py \
-  torch/python/csrc/loom_backend.cpp torch/tests/test_backend_cuda.py torch/tests/ranks.py; do
+  torch/python/csrc/loom_backend.cpp torch/tests/test_backend_cuda.py torch/tests/ranks.py \
+  torch/tests/run_dist_suite.py torch/tests/ci_subset_cuda.txt; do
   [[ -f $B/$f ]] || fail "the bundle lacks $f"
 done
 while read -r so; do
@@ -136,11 +137,11 @@ res=$TMP/out/results.tsv
 if [[ -s $res ]]; then
   bad=$(awk -F'\t' '$2 != "PASS" && !($1 ~ /^graph:/ && $2 == "NOT-SUPPORTED")' "$res")
   [[ -z $bad ]] || fail "runs that did not pass: $bad"
-  for step in bundle device dtypes kernels sweeps stream graph tests; do
+  for step in bundle device kernels routes dtypes sweeps stream graph tests; do
     grep -q "^$step:" "$res" || fail "no $step run in results.tsv"
   done
   runs=$(wc -l <"$res")
-  ((runs >= 46)) || fail "only $runs runs in results.tsv (46 expected)"
+  ((runs >= 50)) || fail "only $runs runs in results.tsv (50 expected)"
   grep -q 'every run passed' "$TMP/light.txt" || fail "first light did not print its verdict"
   tar tzf "$TMP/out/first-light.tar.gz" | grep -q 'kernels.txt' || fail "first-light.tar.gz lacks kernels.txt"
 fi

@@ -32,6 +32,13 @@ def parse_args():
     p.add_argument("--as-gloo", action="store_true",
                    help="backend loom, but the suite's name gates (tests it runs for gloo only) "
                         "are evaluated as for gloo")
+    p.add_argument("--as-nccl", action="store_true",
+                   help="backend loom, but the suite's name gates are evaluated as for nccl (its "
+                        "CUDA tests: *_cuda; with --names ci_subset_cuda.txt)")
+    p.add_argument("--share-gpu", action="store_true",
+                   help="the ranks share the machine's GPUs: the suite sees at least WORLD_SIZE "
+                        "devices, and every device index maps onto the real ones (modulo their "
+                        "count), so that its CUDA tests run on a one-GPU machine")
     p.add_argument("--fork", action="store_true",
                    help="fork each test's ranks from this process (torch imported once) instead of "
                         "spawning fresh interpreters that each import torch, as PyTorch's "
@@ -49,23 +56,57 @@ if ARGS is not None:
     os.environ.setdefault("TEMP_DIR", tempfile.mkdtemp(prefix="loom-dist-suite-"))
     os.environ["DISTRIBUTED_TESTS_DEFAULT_TIMEOUT"] = str(ARGS.test_timeout)
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    if ARGS.as_gloo:
-        if ARGS.backend != "loom":
-            raise SystemExit("--as-gloo is for --backend loom")
-        os.environ["DIST_SUITE_AS_GLOO"] = "1"  # seen by the spawned ranks too
+    if ARGS.as_gloo or ARGS.as_nccl:
+        if ARGS.backend != "loom" or (ARGS.as_gloo and ARGS.as_nccl):
+            raise SystemExit("--as-gloo or --as-nccl (one) is for --backend loom")
+        os.environ["DIST_SUITE_AS"] = "gloo" if ARGS.as_gloo else "nccl"  # the ranks see it too
+    if ARGS.share_gpu:
+        os.environ["DIST_SUITE_SHARE_GPU"] = "1"
     if ARGS.fork:
         os.environ["DIST_SUITE_FORK"] = "1"
-AS_GLOO = os.environ.get("DIST_SUITE_AS_GLOO") == "1"
-if AS_GLOO:
-    os.environ["BACKEND"] = "gloo"  # the decorators read it at import
+AS = os.environ.get("DIST_SUITE_AS", "")
+if AS:
+    os.environ["BACKEND"] = AS  # the decorators read it at import
 
 import torch  # noqa: E402,F401
 import torch.distributed as dist  # noqa: E402
 
+
+def share_gpus():
+    """Device indices 0..WORLD_SIZE-1 onto the real GPUs (modulo their count): the suite gives
+    each rank its own device and skips its CUDA tests with fewer devices than ranks."""
+    real = torch.cuda.device_count()
+    if real == 0:
+        return
+    world = int(os.environ["WORLD_SIZE"])
+    on = lambda d: d % real if isinstance(d, int) else d  # noqa: E731
+
+    def index(d):
+        if isinstance(d, torch.device):
+            return torch.device(d.type, on(d.index)) if d.index is not None else d
+        if isinstance(d, str) and d.startswith("cuda:"):
+            return f"cuda:{on(int(d.split(':')[1]))}"
+        return on(d)
+
+    count = lambda: max(real, world)  # noqa: E731
+    torch.cuda.device_count = count
+    if hasattr(torch, "accelerator"):
+        torch.accelerator.device_count = count
+        set_index = torch.accelerator.set_device_index
+        torch.accelerator.set_device_index = lambda d: set_index(index(d))
+    set_device = torch.cuda.set_device
+    torch.cuda.set_device = lambda d: set_device(index(d))
+    to_cuda = torch.Tensor.cuda
+    torch.Tensor.cuda = lambda self, device=None, *a, **k: to_cuda(self, index(device), *a, **k)
+
+
+if os.environ.get("DIST_SUITE_SHARE_GPU") == "1":
+    share_gpus()
+
 import loom.torch  # noqa: E402,F401  (registers "loom" here and in every spawned rank)
 from torch.testing._internal.common_distributed import DistTestCases  # noqa: E402
 
-if os.environ.get("BACKEND") == "loom" or AS_GLOO:
+if os.environ.get("BACKEND") == "loom" or AS:
     for feature in ("ddp", "subgroup", "plugin"):
         DistTestCases.backend_feature[feature].add("loom")
 
@@ -75,8 +116,8 @@ from torch.testing._internal.distributed.distributed_test import (  # noqa: E402
     TestDistBackend,
 )
 
-if AS_GLOO:
-    # Gates were decided for gloo; the tests themselves run (and branch) as loom.
+if AS:
+    # Gates were decided for gloo or nccl; the tests themselves run (and branch) as loom.
     dt.BACKEND = "loom"
     os.environ["BACKEND"] = "loom"
 
