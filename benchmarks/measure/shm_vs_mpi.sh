@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# loom over shared memory versus Open MPI (run on a quiet machine; about 5 minutes): loom versus
+# loom over shared memory against Open MPI (run on a quiet machine; about 5 minutes): loom and
 # Open MPI's MPI_Allreduce (vader shared-memory BTL) side by side, fp32 sum allreduce from 16 B to
 # 256 MiB at 2 and 4 ranks, with ratios (benchmarks/compare.py); the memory-bandwidth floor
 # (membw-floor); 8 B latency with many iterations; and 8 ranks on this machine's cores
