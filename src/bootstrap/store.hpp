@@ -54,6 +54,11 @@ class Store {
                                       Deadline /*deadline*/) {
     return add(key, delta);
   }
+  /// Waits until the keys `prefix`/0 .. `prefix`/(n-1) all exist and returns their values in
+  /// order; Timeout at `deadline` names the ranks whose key is missing. The TCP store answers it
+  /// with one request parked at its server (an allgather costs the server O(n) requests, not
+  /// O(n^2)); this default asks key by key.
+  virtual Result<std::vector<Bytes>> gather(const std::string& prefix, int n, Deadline deadline);
   /// Removes every key that starts with `prefix` (a finished communicator's keys); returns how
   /// many were removed.
   virtual Result<std::int64_t> erase_prefix(const std::string& prefix) = 0;
@@ -78,9 +83,10 @@ Result<std::vector<Bytes>> store_allgather(Store& store, const std::string& pref
 /// Returns once all `nranks` ranks have entered the barrier named `name` (each name used once).
 Status store_barrier(Store& store, const std::string& name, int rank, int nranks, Deadline deadline,
                      const WaitCheck& check = {});
-/// store.get(key, deadline), asking `check` between slices of the wait (as above).
+/// store.get(key, deadline), asking `check` between slices of the wait (as above); the slices
+/// grow with the number of ranks `waiters` that wait alike.
 Result<Bytes> store_get_checked(Store& store, const std::string& key, Deadline deadline,
-                                const WaitCheck& check);
+                                const WaitCheck& check, int waiters = 1);
 /// Fails barrier `name` for the ranks waiting at it (or arriving later): a rank that will not
 /// reach it posts why, so the others fail at once with its reason instead of at their deadline.
 /// The first failing rank's reason stands. Call only instead of store_barrier, never after it.

@@ -280,11 +280,15 @@ Result<Response> TcpStoreClient::Impl::recv_response(wire::Op op, Deadline deadl
   bool valid = true;
   switch (r.reply) {
     case wire::Reply::Ok:
-      payload = op == wire::Op::Get || op == wire::Op::Gone ? h.arg : 0;
+      payload = op == wire::Op::Get || op == wire::Op::Gone || op == wire::Op::Gather ? h.arg : 0;
       valid = (op != wire::Op::Get || h.arg <= wire::kMaxValueBytes) &&
-              (op != wire::Op::Gone || h.arg <= wire::kMaxGoneBytes);
+              (op != wire::Op::Gone || h.arg <= wire::kMaxGoneBytes) &&
+              (op != wire::Op::Gather || h.arg <= wire::kMaxGatherBytes);
       break;
-    case wire::Reply::Timeout: valid = op == wire::Op::Get; break;
+    case wire::Reply::Timeout:
+      payload = op == wire::Op::Gather ? h.arg : 0;
+      valid = op == wire::Op::Get || (op == wire::Op::Gather && h.arg <= wire::kMaxErrorBytes);
+      break;
     case wire::Reply::Closing: {
       server_left = true;
       std::string why(std::min<std::uint64_t>(h.arg, wire::kMaxErrorBytes), '\0');
@@ -426,6 +430,49 @@ Result<std::int64_t> TcpStoreClient::erase_prefix(const std::string& prefix) {
     return make_error(ErrorCode::InvalidArgument, "{}: {}", what, payload_text(r.payload));
   }
   return static_cast<std::int64_t>(r.arg);
+}
+
+namespace {
+
+// n records of u32 length | value.
+Result<std::vector<Bytes>> split_gathered(const Bytes& payload, int n, const std::string& what) {
+  std::vector<Bytes> out(static_cast<std::size_t>(n));
+  std::size_t at = 0;
+  for (Bytes& v : out) {
+    if (payload.size() - at < 4) break;
+    const std::size_t len = wire::get_u32(payload.data() + at);
+    at += 4;
+    if (payload.size() - at < len) {
+      at = payload.size() + 1;
+      break;
+    }
+    v.assign(payload.begin() + static_cast<std::ptrdiff_t>(at),
+             payload.begin() + static_cast<std::ptrdiff_t>(at + len));
+    at += len;
+  }
+  if (at != payload.size())
+    return make_error(ErrorCode::Internal, "{}: the server's answer is malformed", what);
+  return out;
+}
+
+}  // namespace
+
+Result<std::vector<Bytes>> TcpStoreClient::gather(const std::string& prefix, int n,
+                                                  Deadline deadline) {
+  const std::string what = fmt::format("store gather '{}' of {} ranks", prefix, n);
+  if (n < 1 || n > wire::kMaxGatherRanks)
+    return make_error(ErrorCode::InvalidArgument, "{}: rank count out of range", what);
+  const Deadline reply_deadline = extend(deadline, kServerGrace);
+  LOOM_ASSIGN_OR_RETURN(
+      Response r, impl_->call(wire::Op::Gather, prefix, wire::gather_arg(n, wait_ms(deadline)), {},
+                              reply_deadline, reply_deadline, what));
+  switch (r.reply) {
+    case wire::Reply::Ok: return split_gathered(r.payload, n, what);
+    case wire::Reply::Timeout:
+      return make_error(ErrorCode::Timeout, "gather '{}': timed out waiting for {}: {}", prefix,
+                        "rank(s)", payload_text(r.payload));
+    default: return make_error(ErrorCode::InvalidArgument, "{}: {}", what, payload_text(r.payload));
+  }
 }
 
 Result<std::vector<GoneClient>> TcpStoreClient::gone(Deadline deadline) {

@@ -22,6 +22,7 @@ constexpr std::uint64_t kForeverMs = 10ull * 365 * 24 * 3600 * 1000;
 
 void Loop::dispatch(Conn& c, const wire::RequestHeader& h, std::string key,
                     std::span<const std::uint8_t> value) {
+  ++served_.requests;
   switch (static_cast<wire::Op>(h.op)) {
     case wire::Op::Set: handle_set(c, std::move(key), value); return;
     case wire::Op::Add: handle_add(c, key, static_cast<std::int64_t>(h.arg)); return;
@@ -29,6 +30,7 @@ void Loop::dispatch(Conn& c, const wire::RequestHeader& h, std::string key,
     case wire::Op::Erase: handle_erase(c, key); return;
     case wire::Op::Gone: handle_gone(c); return;
     case wire::Op::Bye: c.said_bye = true; return;
+    case wire::Op::Gather: handle_gather(c, h, std::move(key)); return;
   }
 }
 
@@ -70,6 +72,7 @@ void Loop::store(const std::string& key, Bytes value, int owner) {
   e.value = std::move(value);
   e.owner = owner;
   usage_[owner] += cost(key, e.value.size());
+  note_gathered(key);
 }
 
 void Loop::handle_set(Conn& c, std::string key, std::span<const std::uint8_t> value) {
@@ -117,6 +120,7 @@ void Loop::handle_erase(Conn& c, const std::string& prefix) {
     it = data_.erase(it);
     ++n;
   }
+  if (n > 0) recount_gathers(prefix);
   respond(c, wire::Reply::Ok, n, {});
 }
 
@@ -142,6 +146,11 @@ void Loop::wake_waiters(const std::string& key) {
 
 void Loop::unpark(Conn& c) {
   if (!c.parked) return;
+  if (c.parked_gather) {  // its id stays in the gather's waiters until they are woken or pruned
+    c.parked = c.parked_gather = false;
+    c.parked_key.clear();
+    return;
+  }
   auto it = waiters_.find(c.parked_key);
   if (it != waiters_.end()) {
     std::erase(it->second, c.id);

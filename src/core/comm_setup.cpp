@@ -70,7 +70,9 @@ Result<std::unique_ptr<CommImpl>> join(const UniqueId& id, int rank, int nranks,
     return root.status().with_context(fmt::format("rank {}: rendezvous address", rank));
   std::unique_ptr<bootstrap::TcpStoreServer> server;
   if (id.root_served_by_rank0() && rank == 0) {
-    auto s = bootstrap::TcpStoreServer::start(*root, id.comm_id(), id.secret(), store_options(cfg));
+    bootstrap::ServerOptions options = store_options(cfg);
+    options.members = nranks;
+    auto s = bootstrap::TcpStoreServer::start(*root, id.comm_id(), id.secret(), options);
     if (!s.is_ok())
       return s.status().with_context(
           fmt::format("rank 0: starting the rendezvous server at {}", id.root_address()));
