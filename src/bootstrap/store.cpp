@@ -3,6 +3,9 @@
 #include <charconv>
 #include <chrono>
 #include <string_view>
+#include <thread>
+
+#include "bootstrap/tcp_store_wire.hpp"
 
 namespace loom::bootstrap {
 namespace {
@@ -137,6 +140,24 @@ Result<std::vector<Bytes>> Store::gather(const std::string& prefix, int n, Deadl
     out[static_cast<std::size_t>(r)] = std::move(got).value();
   }
   return out;
+}
+
+std::string gone_key(std::int64_t n) {
+  return wire::kGoneKey + std::to_string(n);
+}
+
+Result<int> Store::watch(const std::vector<std::string>& keys, Deadline deadline) {
+  constexpr std::chrono::milliseconds kLook{50};
+  for (;;) {
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      auto got = get(keys[i], Deadline::after(std::chrono::milliseconds(0)));
+      if (got.is_ok()) return static_cast<int>(i);
+      if (got.status().code() != ErrorCode::Timeout) return got.status();
+    }
+    if (deadline.expired())
+      return make_error(ErrorCode::Timeout, "store watch of {} keys: timed out", keys.size());
+    std::this_thread::sleep_for(deadline.left(kLook));
+  }
 }
 
 Result<std::vector<Bytes>> store_allgather(Store& store, const std::string& prefix, int rank,

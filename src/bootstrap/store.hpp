@@ -59,6 +59,19 @@ class Store {
   /// with one request parked at its server (an allgather costs the server O(n) requests, not
   /// O(n^2)); this default asks key by key.
   virtual Result<std::vector<Bytes>> gather(const std::string& prefix, int n, Deadline deadline);
+  /// Waits until one of `keys` exists and returns its index; Timeout at `deadline`. The TCP store
+  /// parks one request at its server (a push: nothing is asked while nothing changes); this
+  /// default looks every 50 ms.
+  virtual Result<int> watch(const std::vector<std::string>& keys, Deadline deadline);
+  /// A second connection to the same store, for a thread that blocks in watch() while this one
+  /// serves other calls (the TCP client serialises its calls); null: this store does not offer
+  /// one, and its users poll instead.
+  virtual Result<std::shared_ptr<Store>> watch_link(Deadline /*deadline*/) {
+    return std::shared_ptr<Store>{};
+  }
+  /// Ends another thread's blocking call at once (its connection is closed); a store that is
+  /// not used again after.
+  virtual void interrupt() {}
   /// Removes every key that starts with `prefix` (a finished communicator's keys); returns how
   /// many were removed.
   virtual Result<std::int64_t> erase_prefix(const std::string& prefix) = 0;
@@ -71,6 +84,10 @@ class Store {
   /// failure monitor reports the rank that hosted it. Stores without a server never lose it.
   [[nodiscard]] virtual bool server_lost() const { return false; }
 };
+
+/// The key a TCP store's server sets when the `n`-th client (1, 2, ...) vanishes without a
+/// goodbye (watch() it to learn of deaths without polling gone()).
+std::string gone_key(std::int64_t n);
 
 /// Asked every few hundred milliseconds while a rendezvous waits: an error (a rank known to
 /// have died) ends the wait with it.

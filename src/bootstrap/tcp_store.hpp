@@ -116,6 +116,12 @@ class TcpStoreClient final : public Store {
   /// One GATHER request, parked at the server until every key is in.
   Result<std::vector<Bytes>> gather(const std::string& prefix, int n, Deadline deadline) override;
   Result<std::vector<GoneClient>> gone(Deadline deadline) override;
+  /// One WATCH request, parked at the server until a key is set.
+  Result<int> watch(const std::vector<std::string>& keys, Deadline deadline) override;
+  /// Another client of the same server, rank and secret.
+  Result<std::shared_ptr<Store>> watch_link(Deadline deadline) override;
+  /// Shuts the connection down under a blocked call (which fails at once); no goodbye follows.
+  void interrupt() override;
   /// The server closed the connection without its clean-shutdown frame (its process died, or
   /// the connection broke): false while connected and after a clean shutdown.
   [[nodiscard]] bool server_lost() const override;

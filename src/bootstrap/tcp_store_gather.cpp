@@ -171,11 +171,14 @@ StoreLoad Loop::load() const {
 }
 
 void Loop::log_served() const {
+  const auto& op = served_.by_op;
   LOOM_LOG_INFO(Bootstrap,
                 "rendezvous server at {}: served {} requests ({} gathers) and {} hellos, sent {} "
-                "bytes, for a job of {} members",
+                "bytes, for a job of {} members (set {}, get {}, add {}, erase {}, gone {}, "
+                "watch {})",
                 addr_, served_.requests.load(), served_.gathers.load(), served_.hellos.load(),
-                served_.bytes_out.load(), members());
+                served_.bytes_out.load(), members(), op[1].load(), op[2].load(), op[3].load(),
+                op[4].load(), op[5].load(), op[8].load());
 }
 
 }  // namespace loom::bootstrap::server

@@ -430,7 +430,7 @@ void Loop::drop(Conn& c, const std::string& why, bool warn, bool vanished) {
                   "rendezvous server at {}: {} went away without a goodbye (its process died, or "
                   "its connection broke)",
                   addr_, c.who());
-    gone_ += fmt::format("{} {} {}\n", c.rank, c.pid, c.host.empty() ? "?" : c.host);
+    note_gone(c);
   }
   unpark(c);
   forget_pending(c);

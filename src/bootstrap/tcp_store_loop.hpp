@@ -2,6 +2,7 @@
 // input and output buffers, and the key space they share. Internal to tcp_store_*.cpp.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -40,6 +41,7 @@ struct Conn {
   bool parked = false;
   bool parked_gather = false;  // parked on a GATHER of parked_key, not a GET
   std::string parked_key;
+  std::vector<std::string> watch_keys;  // parked on a WATCH of these keys
   Clock::time_point parked_until;
 
   [[nodiscard]] bool wants_input() const;
@@ -70,6 +72,7 @@ struct Served {
   std::atomic<std::uint64_t> gathers{0};
   std::atomic<std::uint64_t> hellos{0};
   std::atomic<std::uint64_t> bytes_out{0};
+  std::array<std::atomic<std::uint64_t>, 9> by_op{};  // indexed by wire::Op
 };
 
 class Loop {
@@ -84,7 +87,7 @@ class Loop {
   /// The authenticated clients connected now (any thread).
   [[nodiscard]] std::vector<StoreClientInfo> clients() const;
   void set_closing_reason(const std::string& why);  // any thread
-  [[nodiscard]] StoreLoad load() const;              // any thread
+  [[nodiscard]] StoreLoad load() const;             // any thread
 
  private:
   // Connections (tcp_store_loop.cpp).
@@ -118,6 +121,8 @@ class Loop {
   void handle_get(Conn& c, const wire::RequestHeader& h, std::string key);
   void handle_erase(Conn& c, const std::string& prefix);
   void handle_gone(Conn& c);
+  void handle_watch(Conn& c, const wire::RequestHeader& h, const std::string& list);
+  void note_gone(const Conn& c);
   void handle_gather(Conn& c, const wire::RequestHeader& h, std::string prefix);
   Gather& gather_of(const std::string& prefix, int n);
   void count_gather(Gather& g, const std::string& prefix);
@@ -144,7 +149,7 @@ class Loop {
   int highest_rank_ = -1;            // the highest rank an authenticated client presented
   Clock::time_point accept_paused_until_{};
   std::unordered_map<std::uint64_t, std::unique_ptr<Conn>> conns_;
-  std::map<std::string, std::vector<std::uint64_t>> waiters_;  // key -> parked client ids
+  std::map<std::string, std::set<std::uint64_t>> waiters_;  // key -> parked client ids
   std::vector<std::uint8_t> read_buf_;   // one read's bytes, before they join a client's input
   std::vector<std::uint64_t> runnable_;  // unparked clients that may have buffered requests
   std::map<std::string, Entry> data_;
@@ -152,6 +157,7 @@ class Loop {
   Served served_;
   std::map<int, std::size_t> usage_;  // bytes held per writing rank
   std::string gone_;                  // "rank pid host\n" per client that vanished
+  std::int64_t gone_count_ = 0;
   mutable std::mutex clients_mu_;
   std::vector<StoreClientInfo> clients_;  // snapshot for clients()
   std::string closing_reason_;            // under clients_mu_

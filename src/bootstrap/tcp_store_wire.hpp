@@ -15,21 +15,22 @@
 //   request  client -> server  Op u8 | key_len u32 | arg u64 | key | value (SET only)
 //            arg: SET value length; GET wait in ms (0: don't wait, kWaitForever); ADD delta
 //            (i64); GATHER (n << 32) | wait in ms (32 bits, 0xffffffff: forever), n >= 1 the
-//            number of ranks; ERASE, GONE, BYE: 0. GATHER waits until the keys `key`/0 ..
-//            `key`/(n-1) all exist (a rank publishes with SET, then gathers). ERASE removes every
-//            key that starts with `key`; GONE (key "-") lists the clients that vanished without a
-//            BYE; BYE (key "-") says this client closes cleanly and gets no answer.
+//            number of ranks; WATCH wait in ms (as GET); ERASE, GONE, BYE: 0. GATHER waits until
+//            the keys `key`/0 .. `key`/(n-1) all exist (a rank publishes with SET, then gathers).
+//            WATCH's key is a list of keys joined by '\n': it waits until one of them exists. ERASE
+//            removes every key that starts with `key`; GONE (key "-") lists the clients that
+//            vanished without a BYE; BYE (key "-") says this client closes cleanly and gets no
+//            answer.
 //   response server -> client  Reply u8 | arg u64 | payload
 //            Ok: GET value (arg = length), SET nothing, ADD new value in arg (i64), ERASE the
 //            number of keys removed in arg, GONE a text payload (arg = length), one line per
 //            client: "rank pid host"; GATHER (arg = length) n records of u32 length | value, in
-//            rank order
-//            Timeout (GET, GATHER only): GET nothing; GATHER the missing ranks as text ("0-3,7";
-//            arg = length); Error: message (arg = length)
-//            Closing (unsolicited, arg = length of an optional reason text that follows): the
-//            server is shutting down cleanly (its owner
-//            finalized); it replaces the answer to any pending request and is the last frame.
-//            A connection that ends without it means the server's process died.
+//            rank order; WATCH the index of the first key that exists in arg
+//            Timeout (GET, GATHER, WATCH only): GET, WATCH nothing; GATHER the missing ranks as
+//            text ("0-3,7"; arg = length); Error: message (arg = length) Closing (unsolicited, arg
+//            = length of an optional reason text that follows): the server is shutting down cleanly
+//            (its owner finalized); it replaces the answer to any pending request and is the last
+//            frame. A connection that ends without it means the server's process died.
 //
 // A client sends one request and waits for its response (no pipelining is needed, though the
 // server answers pipelined requests in order). The server enforces GET timeouts itself, so a
@@ -47,8 +48,11 @@ namespace loom::bootstrap::wire {
 
 constexpr std::uint32_t kMagic = 0x4C4D5354;  // "LMST"
 // 2: authenticated hello; 3: Closing; 4: mutual proof; 5: pid and host in the hello, duplicate
-// ranks refused, ERASE, GONE, BYE; 6: GATHER.
+// ranks refused, ERASE, GONE, BYE; 6: GATHER, WATCH and the gone keys.
 constexpr std::uint16_t kVersion = 6;
+// The server sets kGoneKey + "N" (N = 1, 2, ...: "rank pid host") when the N-th client vanishes
+// without a goodbye, so ranks can WATCH for deaths instead of polling GONE.
+constexpr const char* kGoneKey = "!gone/";
 constexpr std::size_t kChallengeBytes = 24;
 constexpr std::size_t kHostBytes = 64;
 constexpr std::size_t kHelloFieldBytes = 24 + kHostBytes;
@@ -90,6 +94,7 @@ enum class Op : std::uint8_t {
   Gone = 5,
   Bye = 6,
   Gather = 7,
+  Watch = 8,
 };
 enum class Reply : std::uint8_t { Ok = 0, Timeout = 1, Error = 2, Closing = 3 };
 
@@ -190,7 +195,7 @@ inline RequestHeader decode_request(const std::uint8_t* p) {
 
 /// Why `h` is invalid ("" when valid). Checked before the key and value are read.
 inline std::string_view validate_request(const RequestHeader& h) {
-  if (h.op < static_cast<std::uint8_t>(Op::Set) || h.op > static_cast<std::uint8_t>(Op::Gather)) {
+  if (h.op < static_cast<std::uint8_t>(Op::Set) || h.op > static_cast<std::uint8_t>(Op::Watch)) {
     return "unknown opcode";
   }
   if (h.key_len == 0 || h.key_len > kMaxKeyBytes) return "key length out of range";
