@@ -3,6 +3,9 @@
 #include <charconv>
 #include <chrono>
 #include <string_view>
+#include <thread>
+
+#include "bootstrap/tcp_store_wire.hpp"
 
 namespace loom::bootstrap {
 namespace {
@@ -35,13 +38,11 @@ std::string list_ranks(const std::vector<int>& ranks, bool truncated) {
 
 // Called after the get of `first_missing`'s key timed out: finds which ranks have not published
 // yet with non-waiting gets, and builds the Timeout status.
-Status allgather_timeout(Store& store, const std::string& prefix, int rank, int nranks,
-                         int first_missing) {
+Status gather_timeout(Store& store, const std::string& prefix, int n, int first_missing) {
   std::vector<int> missing{first_missing};
   bool truncated = false;
   int probes = 0;
-  for (int r = first_missing + 1; r < nranks; ++r) {
-    if (r == rank) continue;
+  for (int r = first_missing + 1; r < n; ++r) {
     if (++probes > kMaxProbes) {
       truncated = true;
       break;
@@ -54,9 +55,14 @@ Status allgather_timeout(Store& store, const std::string& prefix, int rank, int 
     }
     missing.push_back(r);
   }
-  return make_error(ErrorCode::Timeout,
-                    "allgather '{}' (rank {} of {}): timed out waiting for {} rank(s): {}", prefix,
-                    rank, nranks, missing.size(), list_ranks(missing, truncated));
+  return make_error(ErrorCode::Timeout, "gather '{}': timed out waiting for {} rank(s): {}", prefix,
+                    missing.size(), list_ranks(missing, truncated));
+}
+
+// How long one slice of a checked wait lasts: longer in a big job, so that the re-asked
+// gathers and liveness checks of n waiting ranks stay O(1) per rank per second at the server.
+std::chrono::milliseconds check_slice(int nranks) {
+  return std::chrono::milliseconds(250) + std::chrono::milliseconds(nranks);
 }
 
 // The done value: "1" when every rank arrived, "fail <code> <rank>\n<reason>" when one will not.
@@ -81,15 +87,13 @@ Status failed_barrier(const Bytes& done, const std::string& context, int nranks)
                     context, rank, reason);
 }
 
-constexpr std::chrono::milliseconds kCheckSlice{250};
-
 }  // namespace
 
 Result<Bytes> store_get_checked(Store& store, const std::string& key, Deadline deadline,
-                                const WaitCheck& check) {
+                                const WaitCheck& check, int waiters) {
   if (!check) return store.get(key, deadline);
   for (;;) {
-    auto got = store.get(key, deadline.earliest(Deadline::after(kCheckSlice)));
+    auto got = store.get(key, deadline.earliest(Deadline::after(check_slice(waiters))));
     if (got.is_ok() || got.status().code() != ErrorCode::Timeout || deadline.expired()) return got;
     LOOM_RETURN_IF_ERROR(check());
   }
@@ -125,27 +129,52 @@ Result<std::int64_t> counter_add(const Bytes* current, std::int64_t delta, const
   return sum;
 }
 
-Result<std::vector<Bytes>> store_allgather(Store& store, const std::string& prefix, int rank,
-                                           int nranks, std::span<const std::uint8_t> value,
-                                           Deadline deadline, const WaitCheck& check) {
-  LOOM_RETURN_IF_ERROR(check_rank("allgather", prefix, rank, nranks));
-  LOOM_RETURN_IF_ERROR(
-      store.set(rank_key(prefix, rank), value).with_context("allgather '" + prefix + "'"));
-  std::vector<Bytes> out(static_cast<std::size_t>(nranks));
-  out[static_cast<std::size_t>(rank)].assign(value.begin(), value.end());
-  for (int r = 0; r < nranks; ++r) {
-    if (r == rank) continue;
-    auto got = store_get_checked(store, rank_key(prefix, r), deadline, check);
+Result<std::vector<Bytes>> Store::gather(const std::string& prefix, int n, Deadline deadline) {
+  std::vector<Bytes> out(static_cast<std::size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    auto got = get(rank_key(prefix, r), deadline);
     if (!got.is_ok()) {
-      if (got.status().code() == ErrorCode::Timeout) {
-        return allgather_timeout(store, prefix, rank, nranks, r);
-      }
-      return got.status().with_context(
-          fmt::format("allgather '{}' (rank {} of {})", prefix, rank, nranks));
+      if (got.status().code() == ErrorCode::Timeout) return gather_timeout(*this, prefix, n, r);
+      return got.status();
     }
     out[static_cast<std::size_t>(r)] = std::move(got).value();
   }
   return out;
+}
+
+std::string gone_key(std::int64_t n) {
+  return wire::kGoneKey + std::to_string(n);
+}
+
+Result<int> Store::watch(const std::vector<std::string>& keys, Deadline deadline) {
+  constexpr std::chrono::milliseconds kLook{50};
+  for (;;) {
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      auto got = get(keys[i], Deadline::after(std::chrono::milliseconds(0)));
+      if (got.is_ok()) return static_cast<int>(i);
+      if (got.status().code() != ErrorCode::Timeout) return got.status();
+    }
+    if (deadline.expired())
+      return make_error(ErrorCode::Timeout, "store watch of {} keys: timed out", keys.size());
+    std::this_thread::sleep_for(deadline.left(kLook));
+  }
+}
+
+Result<std::vector<Bytes>> store_allgather(Store& store, const std::string& prefix, int rank,
+                                           int nranks, std::span<const std::uint8_t> value,
+                                           Deadline deadline, const WaitCheck& check) {
+  LOOM_RETURN_IF_ERROR(check_rank("allgather", prefix, rank, nranks));
+  const std::string context = fmt::format("allgather '{}' (rank {} of {})", prefix, rank, nranks);
+  LOOM_RETURN_IF_ERROR(store.set(rank_key(prefix, rank), value).with_context(context));
+  for (;;) {
+    const Deadline slice =
+        check ? deadline.earliest(Deadline::after(check_slice(nranks))) : deadline;
+    auto all = store.gather(prefix, nranks, slice);
+    if (all.is_ok() || all.status().code() != ErrorCode::Timeout || deadline.expired())
+      return all.is_ok() ? std::move(all)
+                         : Result<std::vector<Bytes>>(all.status().with_context(context));
+    LOOM_RETURN_IF_ERROR(check());
+  }
 }
 
 Status store_barrier(Store& store, const std::string& name, int rank, int nranks, Deadline deadline,
@@ -166,7 +195,7 @@ Status store_barrier(Store& store, const std::string& name, int rank, int nranks
     const std::uint8_t one[] = {'1'};
     LOOM_RETURN_IF_ERROR(store.set(done_key, one).with_context(context));
   }
-  auto done = store_get_checked(store, done_key, deadline, check);
+  auto done = store_get_checked(store, done_key, deadline, check, nranks);
   if (done.is_ok()) return failed_barrier(done.value(), context, nranks);
   if (done.status().code() != ErrorCode::Timeout) return done.status().with_context(context);
   std::string how_many = "not all ranks arrived";

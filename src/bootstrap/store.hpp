@@ -54,6 +54,24 @@ class Store {
                                       Deadline /*deadline*/) {
     return add(key, delta);
   }
+  /// Waits until the keys `prefix`/0 .. `prefix`/(n-1) all exist and returns their values in
+  /// order; Timeout at `deadline` names the ranks whose key is missing. The TCP store answers it
+  /// with one request parked at its server (an allgather costs the server O(n) requests, not
+  /// O(n^2)); this default asks key by key.
+  virtual Result<std::vector<Bytes>> gather(const std::string& prefix, int n, Deadline deadline);
+  /// Waits until one of `keys` exists and returns its index; Timeout at `deadline`. The TCP store
+  /// parks one request at its server (a push: nothing is asked while nothing changes); this
+  /// default looks every 50 ms.
+  virtual Result<int> watch(const std::vector<std::string>& keys, Deadline deadline);
+  /// A second connection to the same store, for a thread that blocks in watch() while this one
+  /// serves other calls (the TCP client serialises its calls); null: this store does not offer
+  /// one, and its users poll instead.
+  virtual Result<std::shared_ptr<Store>> watch_link(Deadline /*deadline*/) {
+    return std::shared_ptr<Store>{};
+  }
+  /// Ends another thread's blocking call at once (its connection is closed); a store that is
+  /// not used again after.
+  virtual void interrupt() {}
   /// Removes every key that starts with `prefix` (a finished communicator's keys); returns how
   /// many were removed.
   virtual Result<std::int64_t> erase_prefix(const std::string& prefix) = 0;
@@ -67,6 +85,10 @@ class Store {
   [[nodiscard]] virtual bool server_lost() const { return false; }
 };
 
+/// The key a TCP store's server sets when the `n`-th client (1, 2, ...) vanishes without a
+/// goodbye (watch() it to learn of deaths without polling gone()).
+std::string gone_key(std::int64_t n);
+
 /// Asked every few hundred milliseconds while a rendezvous waits: an error (a rank known to
 /// have died) ends the wait with it.
 using WaitCheck = std::function<Status()>;
@@ -78,9 +100,10 @@ Result<std::vector<Bytes>> store_allgather(Store& store, const std::string& pref
 /// Returns once all `nranks` ranks have entered the barrier named `name` (each name used once).
 Status store_barrier(Store& store, const std::string& name, int rank, int nranks, Deadline deadline,
                      const WaitCheck& check = {});
-/// store.get(key, deadline), asking `check` between slices of the wait (as above).
+/// store.get(key, deadline), asking `check` between slices of the wait (as above); the slices
+/// grow with the number of ranks `waiters` that wait alike.
 Result<Bytes> store_get_checked(Store& store, const std::string& key, Deadline deadline,
-                                const WaitCheck& check);
+                                const WaitCheck& check, int waiters = 1);
 /// Fails barrier `name` for the ranks waiting at it (or arriving later): a rank that will not
 /// reach it posts why, so the others fail at once with its reason instead of at their deadline.
 /// The first failing rank's reason stands. Call only instead of store_barrier, never after it.

@@ -17,15 +17,35 @@ namespace loom::bootstrap {
 
 struct ServerOptions {
   /// A connection that has not proved the secret within this time is dropped (and logged).
+  /// Grows by kHelloPerMember per member, since a big job's ranks answer their challenge late
+  /// on a loaded host.
   std::chrono::milliseconds hello_timeout{5000};
-  /// Connections still in their hello beyond this number: the oldest is dropped.
+  /// Connections still in their hello beyond this number plus the job's members: the oldest is
+  /// dropped. Members can all connect at once; non-members never get more than this many.
   std::size_t max_pending = 256;
+  /// Ranks expected to join (0: unknown). The limits also grow with the highest rank an
+  /// authenticated client presented, so a server started before the job size is known still
+  /// admits the whole job; neither source is under a non-member's control.
+  int members = 0;
   /// Bytes of keys and values one rank may hold in the store (every write counted to the rank
   /// that made it): a client beyond it gets an error instead of growing the server's memory.
   std::size_t client_quota = std::size_t{64} << 20;
 };
 
 /// An authenticated client of a TcpStoreServer, as its hello said.
+/// How much a member raises the hello deadline.
+constexpr std::chrono::milliseconds kHelloPerMember{10};
+/// The listen backlog for a job of `members` ranks (the kernel caps it at somaxconn).
+int listen_backlog(int members);
+
+/// What a server has served so far.
+struct StoreLoad {
+  std::uint64_t requests = 0;  // every request (a parked one counts once)
+  std::uint64_t gathers = 0;   // ... of them GATHERs
+  std::uint64_t hellos = 0;    // authenticated connections
+  std::uint64_t bytes_out = 0;
+};
+
 struct StoreClientInfo {
   int rank = -1;
   std::uint32_t pid = 0;
@@ -55,6 +75,8 @@ class TcpStoreServer {
   [[nodiscard]] const net::SocketAddress& address() const;
   /// The authenticated clients connected now (thread-safe snapshot).
   [[nodiscard]] std::vector<StoreClientInfo> clients() const;
+  /// What it has served so far (thread-safe; logged at shutdown too).
+  [[nodiscard]] StoreLoad load() const;
   /// Why the server will shut down (its owner failed), told to every client with Closing.
   void set_closing_reason(const std::string& why);
 
@@ -91,7 +113,15 @@ class TcpStoreClient final : public Store {
   Result<std::int64_t> add_by(const std::string& key, std::int64_t delta,
                               Deadline deadline) override;
   Result<std::int64_t> erase_prefix(const std::string& prefix) override;
+  /// One GATHER request, parked at the server until every key is in.
+  Result<std::vector<Bytes>> gather(const std::string& prefix, int n, Deadline deadline) override;
   Result<std::vector<GoneClient>> gone(Deadline deadline) override;
+  /// One WATCH request, parked at the server until a key is set.
+  Result<int> watch(const std::vector<std::string>& keys, Deadline deadline) override;
+  /// Another client of the same server, rank and secret.
+  Result<std::shared_ptr<Store>> watch_link(Deadline deadline) override;
+  /// Shuts the connection down under a blocked call (which fails at once); no goodbye follows.
+  void interrupt() override;
   /// The server closed the connection without its clean-shutdown frame (its process died, or
   /// the connection broke): false while connected and after a clean shutdown.
   [[nodiscard]] bool server_lost() const override;

@@ -1,5 +1,6 @@
 // TcpStoreClient: blocking request/response over one socket, serialised by a mutex. See
 // tcp_store.hpp for the behaviour after timeouts and server failure.
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,6 +26,7 @@ using std::chrono::milliseconds;
 // that the server is unresponsive.
 constexpr milliseconds kServerGrace{1000};
 constexpr milliseconds kDefaultOpTimeout{600'000};
+constexpr milliseconds kWatchGrace{30'000};
 
 std::uint64_t wait_ms(Deadline d) {
   if (d.at() == Clock::time_point::max()) return wire::kWaitForever;
@@ -75,12 +77,18 @@ struct TcpStoreClient::Impl {
   std::string closing_reason;  // ... and why, when its owner said
   std::atomic<bool> lost{false};  // ... without saying Closing (read without the mutex)
   std::atomic<milliseconds::rep> op_timeout_ms{kDefaultOpTimeout.count()};
+  std::atomic<int> live_fd{-1};  // fd's number, for interrupt() (read without the mutex)
+  std::atomic<bool> interrupted{false};
 
   [[nodiscard]] Deadline op_deadline() const {
     return Deadline::after(milliseconds(op_timeout_ms.load(std::memory_order_relaxed)));
   }
 
   Status handshake(Deadline deadline);
+  void reset_fd() {
+    live_fd = -1;
+    fd.reset();
+  }
   Result<Response> call(wire::Op op, const std::string& key, std::uint64_t arg,
                         std::span<const std::uint8_t> value, Deadline send_deadline,
                         Deadline reply_deadline, const std::string& what);
@@ -117,7 +125,7 @@ void TcpStoreClient::Impl::say_bye() {
   if (!fd.valid() || !broken.is_ok()) return;
   static const std::string kKey = "-";
   (void)send_request(wire::Op::Bye, kKey, 0, {}, Deadline::after(milliseconds(200)), "goodbye");
-  fd.reset();
+  reset_fd();
 }
 
 // After a DuplicateRank ack: the server says who holds the rank.
@@ -200,6 +208,7 @@ Status TcpStoreClient::Impl::handshake(Deadline deadline) {
     case wire::AckStatus::Ok:
       LOOM_RETURN_IF_ERROR(check_server_proof(sock.get(), mine, fields, deadline, ctx));
       fd = std::move(sock);
+      live_fd = fd.get();
       LOOM_LOG_DEBUG(Bootstrap, "rank {} connected to the rendezvous server at {}", rank,
                      server_name);
       return Status::ok();
@@ -217,8 +226,12 @@ Status TcpStoreClient::Impl::handshake(Deadline deadline) {
 }
 
 Status TcpStoreClient::Impl::fail(const Status& s, const std::string& what) {
+  if (interrupted) {  // interrupt() shut the connection down: neither side failed
+    reset_fd();
+    return make_error(ErrorCode::Aborted, "{}: the store connection was interrupted", what);
+  }
   if (s.code() == ErrorCode::Timeout) say_bye();  // out of sync: a reconnect follows, not a death
-  fd.reset();
+  reset_fd();
   if (s.code() == ErrorCode::PeerFailed) {
     std::string_view detail = s.message();
     if (detail.starts_with(what + ": ")) detail.remove_prefix(what.size() + 2);
@@ -280,11 +293,16 @@ Result<Response> TcpStoreClient::Impl::recv_response(wire::Op op, Deadline deadl
   bool valid = true;
   switch (r.reply) {
     case wire::Reply::Ok:
-      payload = op == wire::Op::Get || op == wire::Op::Gone ? h.arg : 0;
+      payload = op == wire::Op::Get || op == wire::Op::Gone || op == wire::Op::Gather ? h.arg : 0;
       valid = (op != wire::Op::Get || h.arg <= wire::kMaxValueBytes) &&
-              (op != wire::Op::Gone || h.arg <= wire::kMaxGoneBytes);
+              (op != wire::Op::Gone || h.arg <= wire::kMaxGoneBytes) &&
+              (op != wire::Op::Gather || h.arg <= wire::kMaxGatherBytes);
       break;
-    case wire::Reply::Timeout: valid = op == wire::Op::Get; break;
+    case wire::Reply::Timeout:
+      payload = op == wire::Op::Gather ? h.arg : 0;
+      valid = op == wire::Op::Get || op == wire::Op::Watch ||
+              (op == wire::Op::Gather && h.arg <= wire::kMaxErrorBytes);
+      break;
     case wire::Reply::Closing: {
       server_left = true;
       std::string why(std::min<std::uint64_t>(h.arg, wire::kMaxErrorBytes), '\0');
@@ -299,7 +317,7 @@ Result<Response> TcpStoreClient::Impl::recv_response(wire::Op op, Deadline deadl
     default: valid = false;
   }
   if (!valid) {
-    fd.reset();  // out of sync: reconnect on the next call
+    reset_fd();  // out of sync: reconnect on the next call
     return make_error(ErrorCode::Internal,
                       "{}: rendezvous server at {} sent an invalid reply (code {}, arg {})", what,
                       server_name, h.reply, h.arg);
@@ -316,6 +334,8 @@ Result<Response> TcpStoreClient::Impl::call(wire::Op op, const std::string& key,
   LOOM_RETURN_IF_ERROR(check_key(key, value.size()));
   std::lock_guard lock(mu);
   if (!broken.is_ok()) return broken;
+  if (interrupted)
+    return make_error(ErrorCode::Aborted, "{}: the store connection was interrupted", what);
   if (!fd.valid()) {
     Status s = handshake(op_deadline().earliest(send_deadline));
     if (s.code() == ErrorCode::PeerFailed) {
@@ -426,6 +446,85 @@ Result<std::int64_t> TcpStoreClient::erase_prefix(const std::string& prefix) {
     return make_error(ErrorCode::InvalidArgument, "{}: {}", what, payload_text(r.payload));
   }
   return static_cast<std::int64_t>(r.arg);
+}
+
+namespace {
+
+// n records of u32 length | value.
+Result<std::vector<Bytes>> split_gathered(const Bytes& payload, int n, const std::string& what) {
+  std::vector<Bytes> out(static_cast<std::size_t>(n));
+  std::size_t at = 0;
+  for (Bytes& v : out) {
+    if (payload.size() - at < 4) break;
+    const std::size_t len = wire::get_u32(payload.data() + at);
+    at += 4;
+    if (payload.size() - at < len) {
+      at = payload.size() + 1;
+      break;
+    }
+    v.assign(payload.begin() + static_cast<std::ptrdiff_t>(at),
+             payload.begin() + static_cast<std::ptrdiff_t>(at + len));
+    at += len;
+  }
+  if (at != payload.size())
+    return make_error(ErrorCode::Internal, "{}: the server's answer is malformed", what);
+  return out;
+}
+
+}  // namespace
+
+Result<std::vector<Bytes>> TcpStoreClient::gather(const std::string& prefix, int n,
+                                                  Deadline deadline) {
+  const std::string what = fmt::format("store gather '{}' of {} ranks", prefix, n);
+  if (n < 1 || n > wire::kMaxGatherRanks)
+    return make_error(ErrorCode::InvalidArgument, "{}: rank count out of range", what);
+  const Deadline reply_deadline = extend(deadline, kServerGrace);
+  LOOM_ASSIGN_OR_RETURN(
+      Response r, impl_->call(wire::Op::Gather, prefix, wire::gather_arg(n, wait_ms(deadline)), {},
+                              reply_deadline, reply_deadline, what));
+  switch (r.reply) {
+    case wire::Reply::Ok: return split_gathered(r.payload, n, what);
+    case wire::Reply::Timeout:
+      return make_error(ErrorCode::Timeout, "gather '{}': timed out waiting for {}: {}", prefix,
+                        "rank(s)", payload_text(r.payload));
+    default: return make_error(ErrorCode::InvalidArgument, "{}: {}", what, payload_text(r.payload));
+  }
+}
+
+Result<int> TcpStoreClient::watch(const std::vector<std::string>& keys, Deadline deadline) {
+  std::string list;
+  for (const std::string& k : keys) {
+    if (k.find('\n') != std::string::npos)
+      return make_error(ErrorCode::InvalidArgument, "store watch: key '{}' holds a newline", k);
+    if (!list.empty()) list += '\n';
+    list += k;
+  }
+  const std::string what = fmt::format("store watch of {} keys", keys.size());
+  // A watch's answer is no hurry: a busy host delaying it is no reason to resync the link.
+  const Deadline reply_deadline = extend(deadline, kWatchGrace);
+  LOOM_ASSIGN_OR_RETURN(Response r, impl_->call(wire::Op::Watch, list, wait_ms(deadline), {},
+                                                reply_deadline, reply_deadline, what));
+  switch (r.reply) {
+    case wire::Reply::Ok:
+      if (r.arg >= keys.size())
+        return make_error(ErrorCode::Internal, "{}: the server named key #{}", what, r.arg);
+      return static_cast<int>(r.arg);
+    case wire::Reply::Timeout: return make_error(ErrorCode::Timeout, "{}: timed out", what);
+    default: return make_error(ErrorCode::InvalidArgument, "{}: {}", what, payload_text(r.payload));
+  }
+}
+
+Result<std::shared_ptr<Store>> TcpStoreClient::watch_link(Deadline deadline) {
+  LOOM_ASSIGN_OR_RETURN(
+      auto link, connect(impl_->server, impl_->comm_id, impl_->rank, deadline, impl_->secret));
+  link->set_op_timeout(milliseconds(impl_->op_timeout_ms.load()));
+  return std::shared_ptr<Store>(std::move(link));
+}
+
+void TcpStoreClient::interrupt() {
+  impl_->interrupted = true;
+  const int fd = impl_->live_fd.load();
+  if (fd >= 0) (void)::shutdown(fd, SHUT_RDWR);
 }
 
 Result<std::vector<GoneClient>> TcpStoreClient::gone(Deadline deadline) {

@@ -112,8 +112,8 @@ int Loop::poll_timeout_ms() const {
   auto earliest = Clock::time_point::max();
   for (const auto& [id, c] : conns_) {
     if (c->parked && c->parked_until < earliest) earliest = c->parked_until;
-    if (!c->hello_done && c->accepted + options_.hello_timeout < earliest)
-      earliest = c->accepted + options_.hello_timeout;
+    if (!c->hello_done && c->accepted + hello_timeout() < earliest)
+      earliest = c->accepted + hello_timeout();
   }
   if (Clock::now() < accept_paused_until_ && accept_paused_until_ < earliest) {
     earliest = accept_paused_until_;
@@ -151,26 +151,41 @@ void Loop::accept_all() {
     auto challenge = wire::encode_challenge(c->nonce);
     c->out.insert(c->out.end(), challenge.begin(), challenge.end());
     LOOM_LOG_DEBUG(Bootstrap, "rendezvous server at {}: connection from {}", addr_, c->peer);
+    pending_.insert(c->id);
     conns_.emplace(c->id, std::move(c));
     cap_pending();
   }
 }
 
-// Beyond max_pending connections in their hello, the oldest goes: a flood of idle connections
-// cannot exhaust the server's descriptors, and real ranks answer their challenge at once.
+// Beyond max_pending connections in their hello (plus one per member: a whole job may connect
+// at once), the oldest goes: a flood of idle connections cannot exhaust the server's
+// descriptors, and real ranks answer their challenge at once.
 void Loop::cap_pending() {
-  std::size_t pending = 0;
-  Conn* oldest = nullptr;
-  for (auto& [id, c] : conns_) {
-    if (c->dead || c->hello_done) continue;
-    ++pending;
-    if (oldest == nullptr || c->id < oldest->id) oldest = c.get();
+  const std::size_t cap = options_.max_pending + members();
+  while (pending_.size() > cap) {
+    auto it = conns_.find(*pending_.begin());
+    if (it == conns_.end()) {
+      pending_.erase(pending_.begin());
+      continue;
+    }
+    drop(*it->second,
+         fmt::format("dropped: more than {} connections have not authenticated yet", cap), true,
+         false);
   }
-  if (pending > options_.max_pending && oldest != nullptr)
-    drop(*oldest,
-         fmt::format("dropped: more than {} connections have not authenticated yet",
-                     options_.max_pending),
-         true, false);
+}
+
+std::size_t Loop::members() const {
+  constexpr int kMaxMembers = 1 << 20;  // bounds what one member's rank number can raise
+  return static_cast<std::size_t>(
+      std::min(std::max(options_.members, highest_rank_ + 1), kMaxMembers));
+}
+
+milliseconds Loop::hello_timeout() const {
+  return options_.hello_timeout + kHelloPerMember * static_cast<std::int64_t>(members());
+}
+
+void Loop::forget_pending(const Conn& c) {
+  if (!c.hello_done) pending_.erase(c.id);
 }
 
 void Loop::on_ready(Conn& c, short revents) {
@@ -303,7 +318,10 @@ bool Loop::handle_hello(Conn& c) {
   c.pid = h.pid;
   c.host = h.host;
   if (!refuse_duplicate(c)) return false;
+  forget_pending(c);
   c.hello_done = true;
+  ++served_.hellos;
+  highest_rank_ = std::max(highest_rank_, c.rank);
   LOOM_LOG_DEBUG(Bootstrap, "rendezvous server at {}: {} joined", addr_, c.who());
   auto ack = wire::encode_ack(wire::AckStatus::Ok);
   c.out.insert(c.out.end(), ack.begin(), ack.end());
@@ -348,6 +366,7 @@ bool Loop::refuse_duplicate(Conn& c) {
 void Loop::respond(Conn& c, wire::Reply r, std::uint64_t arg,
                    std::span<const std::uint8_t> payload) {
   auto head = wire::encode_response(r, arg);
+  served_.bytes_out += head.size() + payload.size();
   c.out.insert(c.out.end(), head.begin(), head.end());
   c.out.insert(c.out.end(), payload.begin(), payload.end());
   flush(c);
@@ -377,16 +396,22 @@ void Loop::expire() {
   const auto now = Clock::now();
   for (auto& [id, c] : conns_) {
     if (c->dead) continue;
-    if (!c->hello_done && c->accepted + options_.hello_timeout <= now) {
+    if (!c->hello_done && c->accepted + hello_timeout() <= now) {
       drop(*c,
            fmt::format("did not authenticate within {} ms (LOOM_HELLO_TIMEOUT)",
-                       options_.hello_timeout.count()),
+                       hello_timeout().count()),
            true, false);
       continue;
     }
     if (!c->parked || c->parked_until > now) continue;
+    std::string missing;
+    if (c->parked_gather) {
+      auto g = gathers_.find(c->parked_key);
+      if (g != gathers_.end()) missing = gather_missing(g->second);
+    }
     unpark(*c);
-    respond(*c, wire::Reply::Timeout, 0, {});
+    respond(*c, wire::Reply::Timeout, missing.size(),
+            std::span(reinterpret_cast<const std::uint8_t*>(missing.data()), missing.size()));
     runnable_.push_back(id);
   }
 }
@@ -405,9 +430,10 @@ void Loop::drop(Conn& c, const std::string& why, bool warn, bool vanished) {
                   "rendezvous server at {}: {} went away without a goodbye (its process died, or "
                   "its connection broke)",
                   addr_, c.who());
-    gone_ += fmt::format("{} {} {}\n", c.rank, c.pid, c.host.empty() ? "?" : c.host);
+    note_gone(c);
   }
   unpark(c);
+  forget_pending(c);
   c.dead = true;
   c.fd.reset();
   if (c.hello_done) publish_clients();
@@ -430,6 +456,7 @@ void Loop::say_goodbye() {
     std::lock_guard lk(clients_mu_);
     why = closing_reason_;
   }
+  log_served();
   const std::span<const std::uint8_t> reason(reinterpret_cast<const std::uint8_t*>(why.data()),
                                              why.size());
   for (auto& [id, c] : conns_) {

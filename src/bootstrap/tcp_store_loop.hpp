@@ -2,11 +2,14 @@
 // input and output buffers, and the key space they share. Internal to tcp_store_*.cpp.
 #pragma once
 
+#include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -36,7 +39,9 @@ struct Conn {
   std::vector<std::uint8_t> out;
   std::size_t out_pos = 0;
   bool parked = false;
+  bool parked_gather = false;  // parked on a GATHER of parked_key, not a GET
   std::string parked_key;
+  std::vector<std::string> watch_keys;  // parked on a WATCH of these keys
   Clock::time_point parked_until;
 
   [[nodiscard]] bool wants_input() const;
@@ -48,6 +53,26 @@ struct Conn {
 struct Entry {
   Bytes value;
   int owner = -1;
+};
+
+/// The GATHERs of one prefix: which of its n keys exist, who waits for the rest, and the answer
+/// once built (kept for late gatherers until a key under it changes).
+struct Gather {
+  int n = 0;
+  int have = 0;
+  std::vector<bool> present;
+  std::vector<std::uint64_t> waiters;
+  Bytes answer;
+  bool answer_built = false;
+};
+
+/// Requests served, for the log line at shutdown (the busiest process's load at scale).
+struct Served {
+  std::atomic<std::uint64_t> requests{0};  // written by the loop, read by any thread
+  std::atomic<std::uint64_t> gathers{0};
+  std::atomic<std::uint64_t> hellos{0};
+  std::atomic<std::uint64_t> bytes_out{0};
+  std::array<std::atomic<std::uint64_t>, 9> by_op{};  // indexed by wire::Op
 };
 
 class Loop {
@@ -62,12 +87,17 @@ class Loop {
   /// The authenticated clients connected now (any thread).
   [[nodiscard]] std::vector<StoreClientInfo> clients() const;
   void set_closing_reason(const std::string& why);  // any thread
+  [[nodiscard]] StoreLoad load() const;             // any thread
 
  private:
   // Connections (tcp_store_loop.cpp).
   int poll_timeout_ms() const;
   void accept_all();
   void cap_pending();
+  /// The job's size as far as the server knows it (configured, or the highest member's rank).
+  [[nodiscard]] std::size_t members() const;
+  [[nodiscard]] milliseconds hello_timeout() const;
+  void forget_pending(const Conn& c);
   void on_ready(Conn& c, short revents);
   [[nodiscard]] bool tail_is_bye(const Conn& c) const;
   void read_input(Conn& c);
@@ -91,6 +121,16 @@ class Loop {
   void handle_get(Conn& c, const wire::RequestHeader& h, std::string key);
   void handle_erase(Conn& c, const std::string& prefix);
   void handle_gone(Conn& c);
+  void handle_watch(Conn& c, const wire::RequestHeader& h, const std::string& list);
+  void note_gone(const Conn& c);
+  void handle_gather(Conn& c, const wire::RequestHeader& h, std::string prefix);
+  Gather& gather_of(const std::string& prefix, int n);
+  void count_gather(Gather& g, const std::string& prefix);
+  const Bytes& gather_answer(Gather& g, const std::string& prefix);
+  std::string gather_missing(const Gather& g) const;
+  void note_gathered(const std::string& key);
+  void recount_gathers(const std::string& erased_prefix);
+  void log_served() const;
   bool charge(Conn& c, const std::string& key, std::size_t new_size);
   void store(const std::string& key, Bytes value, int owner);
   void refund(int owner, std::size_t bytes);
@@ -105,14 +145,19 @@ class Loop {
   std::string addr_;
   ServerOptions options_;
   std::uint64_t next_id_ = 1;
+  std::set<std::uint64_t> pending_;  // connections in their hello, oldest first
+  int highest_rank_ = -1;            // the highest rank an authenticated client presented
   Clock::time_point accept_paused_until_{};
   std::unordered_map<std::uint64_t, std::unique_ptr<Conn>> conns_;
-  std::map<std::string, std::vector<std::uint64_t>> waiters_;  // key -> parked client ids
+  std::map<std::string, std::set<std::uint64_t>> waiters_;  // key -> parked client ids
   std::vector<std::uint8_t> read_buf_;   // one read's bytes, before they join a client's input
   std::vector<std::uint64_t> runnable_;  // unparked clients that may have buffered requests
   std::map<std::string, Entry> data_;
+  std::unordered_map<std::string, Gather> gathers_;  // prefix -> its gathers
+  Served served_;
   std::map<int, std::size_t> usage_;  // bytes held per writing rank
   std::string gone_;                  // "rank pid host\n" per client that vanished
+  std::int64_t gone_count_ = 0;
   mutable std::mutex clients_mu_;
   std::vector<StoreClientInfo> clients_;  // snapshot for clients()
   std::string closing_reason_;            // under clients_mu_

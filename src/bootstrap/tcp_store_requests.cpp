@@ -1,5 +1,6 @@
 // TcpStoreServer's requests: the key space, parked gets, per-rank quotas, erasing finished
 // communicators' keys and the list of clients that vanished.
+#include <algorithm>
 #include <string>
 
 #include "bootstrap/tcp_store_loop.hpp"
@@ -22,6 +23,8 @@ constexpr std::uint64_t kForeverMs = 10ull * 365 * 24 * 3600 * 1000;
 
 void Loop::dispatch(Conn& c, const wire::RequestHeader& h, std::string key,
                     std::span<const std::uint8_t> value) {
+  ++served_.requests;
+  ++served_.by_op[h.op];  // validated: 1 to 8
   switch (static_cast<wire::Op>(h.op)) {
     case wire::Op::Set: handle_set(c, std::move(key), value); return;
     case wire::Op::Add: handle_add(c, key, static_cast<std::int64_t>(h.arg)); return;
@@ -29,6 +32,8 @@ void Loop::dispatch(Conn& c, const wire::RequestHeader& h, std::string key,
     case wire::Op::Erase: handle_erase(c, key); return;
     case wire::Op::Gone: handle_gone(c); return;
     case wire::Op::Bye: c.said_bye = true; return;
+    case wire::Op::Gather: handle_gather(c, h, std::move(key)); return;
+    case wire::Op::Watch: handle_watch(c, h, key); return;
   }
 }
 
@@ -70,6 +75,7 @@ void Loop::store(const std::string& key, Bytes value, int owner) {
   e.value = std::move(value);
   e.owner = owner;
   usage_[owner] += cost(key, e.value.size());
+  note_gathered(key);
 }
 
 void Loop::handle_set(Conn& c, std::string key, std::span<const std::uint8_t> value) {
@@ -106,7 +112,7 @@ void Loop::handle_get(Conn& c, const wire::RequestHeader& h, std::string key) {
   c.parked_until = h.arg >= kForeverMs
                        ? Clock::time_point::max()
                        : Clock::now() + milliseconds(static_cast<std::int64_t>(h.arg));
-  waiters_[key].push_back(c.id);
+  waiters_[key].insert(c.id);
   c.parked_key = std::move(key);
 }
 
@@ -117,6 +123,7 @@ void Loop::handle_erase(Conn& c, const std::string& prefix) {
     it = data_.erase(it);
     ++n;
   }
+  if (n > 0) recount_gathers(prefix);
   respond(c, wire::Reply::Ok, n, {});
 }
 
@@ -125,14 +132,57 @@ void Loop::handle_gone(Conn& c) {
   respond(c, wire::Reply::Ok, n, std::span(reinterpret_cast<const std::uint8_t*>(gone_.data()), n));
 }
 
+void Loop::handle_watch(Conn& c, const wire::RequestHeader& h, const std::string& list) {
+  std::vector<std::string> keys;
+  for (std::size_t at = 0; at <= list.size();) {
+    std::size_t end = list.find('\n', at);
+    if (end == std::string::npos) end = list.size();
+    keys.push_back(list.substr(at, end - at));
+    at = end + 1;
+  }
+  for (std::size_t i = 0; i < keys.size(); ++i)
+    if (data_.contains(keys[i])) {
+      respond(c, wire::Reply::Ok, i, {});
+      return;
+    }
+  if (h.arg == 0) {
+    respond(c, wire::Reply::Timeout, 0, {});
+    return;
+  }
+  c.parked = true;
+  c.parked_until = h.arg >= kForeverMs
+                       ? Clock::time_point::max()
+                       : Clock::now() + milliseconds(static_cast<std::int64_t>(h.arg));
+  for (const std::string& k : keys) waiters_[k].insert(c.id);
+  c.watch_keys = std::move(keys);
+}
+
+// The N-th client that vanished: listed for GONE, and set as a key that WATCHes wake on.
+void Loop::note_gone(const Conn& c) {
+  const std::string line = fmt::format("{} {} {}", c.rank, c.pid, c.host.empty() ? "?" : c.host);
+  gone_ += line + "\n";
+  const std::string key = fmt::format("{}{}", wire::kGoneKey, ++gone_count_);
+  store(key, Bytes(line.begin(), line.end()), -1);
+  wake_waiters(key);
+}
+
 void Loop::wake_waiters(const std::string& key) {
   auto node = waiters_.extract(key);
   if (node.empty()) return;
   const Bytes& value = data_[key].value;
   for (std::uint64_t id : node.mapped()) {
     auto it = conns_.find(id);
-    if (it == conns_.end() || it->second->dead || !it->second->parked) continue;
+    if (it == conns_.end() || it->second->dead || !it->second->parked || it->second->parked_gather)
+      continue;
     Conn& w = *it->second;
+    if (!w.watch_keys.empty()) {
+      const auto index = static_cast<std::uint64_t>(
+          std::find(w.watch_keys.begin(), w.watch_keys.end(), key) - w.watch_keys.begin());
+      unpark(w);
+      respond(w, wire::Reply::Ok, index, {});
+      runnable_.push_back(id);
+      continue;
+    }
     w.parked = false;
     w.parked_key.clear();
     respond(w, wire::Reply::Ok, value.size(), value);
@@ -142,9 +192,25 @@ void Loop::wake_waiters(const std::string& key) {
 
 void Loop::unpark(Conn& c) {
   if (!c.parked) return;
+  if (c.parked_gather) {  // its id stays in the gather's waiters until they are woken or pruned
+    c.parked = c.parked_gather = false;
+    c.parked_key.clear();
+    return;
+  }
+  if (!c.watch_keys.empty()) {
+    for (const std::string& k : c.watch_keys) {
+      auto it = waiters_.find(k);
+      if (it == waiters_.end()) continue;
+      it->second.erase(c.id);
+      if (it->second.empty()) waiters_.erase(it);
+    }
+    c.watch_keys.clear();
+    c.parked = false;
+    return;
+  }
   auto it = waiters_.find(c.parked_key);
   if (it != waiters_.end()) {
-    std::erase(it->second, c.id);
+    it->second.erase(c.id);
     if (it->second.empty()) waiters_.erase(it);
   }
   c.parked = false;

@@ -2,6 +2,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <system_error>
@@ -13,6 +14,12 @@
 
 namespace loom::bootstrap {
 
+int listen_backlog(int members) {
+  constexpr int kMinBacklog = 1024;
+  constexpr int kMaxBacklog = 65535;
+  return std::clamp(members, kMinBacklog, kMaxBacklog);
+}
+
 struct TcpStoreServer::Impl {
   net::SocketAddress address;
   std::unique_ptr<server::Loop> loop;
@@ -23,7 +30,8 @@ Result<std::unique_ptr<TcpStoreServer>> TcpStoreServer::start(const net::SocketA
                                                               std::uint64_t comm_id,
                                                               const crypto::Secret& secret,
                                                               const ServerOptions& options) {
-  LOOM_ASSIGN_OR_RETURN(net::Fd listen_fd, net::listen_on(bind_addr));
+  LOOM_ASSIGN_OR_RETURN(net::Fd listen_fd,
+                        net::listen_on(bind_addr, listen_backlog(options.members)));
   return start_on(std::move(listen_fd), comm_id, secret, options);
 }
 
@@ -68,6 +76,10 @@ const net::SocketAddress& TcpStoreServer::address() const {
 
 std::vector<StoreClientInfo> TcpStoreServer::clients() const {
   return impl_->loop->clients();
+}
+
+StoreLoad TcpStoreServer::load() const {
+  return impl_->loop->load();
 }
 
 void TcpStoreServer::set_closing_reason(const std::string& why) {

@@ -14,18 +14,23 @@
 //                              after a DuplicateRank ack: length u16 | text (who holds the rank)
 //   request  client -> server  Op u8 | key_len u32 | arg u64 | key | value (SET only)
 //            arg: SET value length; GET wait in ms (0: don't wait, kWaitForever); ADD delta
-//            (i64); ERASE, GONE, BYE: 0. ERASE removes every key that starts with `key`; GONE
-//            (key "-") lists the clients that vanished without a BYE; BYE (key "-") says this
-//            client closes cleanly and gets no answer.
+//            (i64); GATHER (n << 32) | wait in ms (32 bits, 0xffffffff: forever), n >= 1 the
+//            number of ranks; WATCH wait in ms (as GET); ERASE, GONE, BYE: 0. GATHER waits until
+//            the keys `key`/0 .. `key`/(n-1) all exist (a rank publishes with SET, then gathers).
+//            WATCH's key is a list of keys joined by '\n': it waits until one of them exists. ERASE
+//            removes every key that starts with `key`; GONE (key "-") lists the clients that
+//            vanished without a BYE; BYE (key "-") says this client closes cleanly and gets no
+//            answer.
 //   response server -> client  Reply u8 | arg u64 | payload
 //            Ok: GET value (arg = length), SET nothing, ADD new value in arg (i64), ERASE the
 //            number of keys removed in arg, GONE a text payload (arg = length), one line per
-//            client: "rank pid host"
-//            Timeout (GET only): nothing; Error: message (arg = length)
-//            Closing (unsolicited, arg = length of an optional reason text that follows): the
-//            server is shutting down cleanly (its owner
-//            finalized); it replaces the answer to any pending request and is the last frame.
-//            A connection that ends without it means the server's process died.
+//            client: "rank pid host"; GATHER (arg = length) n records of u32 length | value, in
+//            rank order; WATCH the index of the first key that exists in arg
+//            Timeout (GET, GATHER, WATCH only): GET, WATCH nothing; GATHER the missing ranks as
+//            text ("0-3,7"; arg = length); Error: message (arg = length) Closing (unsolicited, arg
+//            = length of an optional reason text that follows): the server is shutting down cleanly
+//            (its owner finalized); it replaces the answer to any pending request and is the last
+//            frame. A connection that ends without it means the server's process died.
 //
 // A client sends one request and waits for its response (no pipelining is needed, though the
 // server answers pipelined requests in order). The server enforces GET timeouts itself, so a
@@ -43,8 +48,11 @@ namespace loom::bootstrap::wire {
 
 constexpr std::uint32_t kMagic = 0x4C4D5354;  // "LMST"
 // 2: authenticated hello; 3: Closing; 4: mutual proof; 5: pid and host in the hello, duplicate
-// ranks refused, ERASE, GONE, BYE.
-constexpr std::uint16_t kVersion = 5;
+// ranks refused, ERASE, GONE, BYE; 6: GATHER, WATCH and the gone keys.
+constexpr std::uint16_t kVersion = 6;
+// The server sets kGoneKey + "N" (N = 1, 2, ...: "rank pid host") when the N-th client vanishes
+// without a goodbye, so ranks can WATCH for deaths instead of polling GONE.
+constexpr const char* kGoneKey = "!gone/";
 constexpr std::size_t kChallengeBytes = 24;
 constexpr std::size_t kHostBytes = 64;
 constexpr std::size_t kHelloFieldBytes = 24 + kHostBytes;
@@ -61,9 +69,33 @@ constexpr std::size_t kMaxErrorBytes = 4096;
 constexpr std::size_t kMaxGoneBytes = std::size_t{1} << 20;
 constexpr std::size_t kMaxRefusalBytes = 1024;
 constexpr std::uint64_t kWaitForever = ~std::uint64_t{0};
+constexpr std::size_t kMaxGatherBytes = std::size_t{1} << 31;
+constexpr std::uint32_t kGatherForever = ~std::uint32_t{0};
+constexpr int kMaxGatherRanks = 1 << 24;
+
+/// A GATHER's arg: `n` ranks, waiting `wait_ms` (kGatherForever: forever).
+inline std::uint64_t gather_arg(int n, std::uint64_t wait_ms) {
+  const std::uint64_t wait = wait_ms >= kGatherForever ? kGatherForever : wait_ms;
+  return (static_cast<std::uint64_t>(n) << 32) | wait;
+}
+inline int gather_ranks(std::uint64_t arg) {
+  return static_cast<int>(arg >> 32);
+}
+inline std::uint32_t gather_wait_ms(std::uint64_t arg) {
+  return static_cast<std::uint32_t>(arg);
+}
 
 enum class AckStatus : std::uint16_t { Ok = 0, WrongCommId = 1, BadVersion = 2, DuplicateRank = 3 };
-enum class Op : std::uint8_t { Set = 1, Get = 2, Add = 3, Erase = 4, Gone = 5, Bye = 6 };
+enum class Op : std::uint8_t {
+  Set = 1,
+  Get = 2,
+  Add = 3,
+  Erase = 4,
+  Gone = 5,
+  Bye = 6,
+  Gather = 7,
+  Watch = 8,
+};
 enum class Reply : std::uint8_t { Ok = 0, Timeout = 1, Error = 2, Closing = 3 };
 
 inline void put_u16(std::uint8_t* p, std::uint16_t v) {
@@ -163,12 +195,16 @@ inline RequestHeader decode_request(const std::uint8_t* p) {
 
 /// Why `h` is invalid ("" when valid). Checked before the key and value are read.
 inline std::string_view validate_request(const RequestHeader& h) {
-  if (h.op < static_cast<std::uint8_t>(Op::Set) || h.op > static_cast<std::uint8_t>(Op::Bye)) {
+  if (h.op < static_cast<std::uint8_t>(Op::Set) || h.op > static_cast<std::uint8_t>(Op::Watch)) {
     return "unknown opcode";
   }
   if (h.key_len == 0 || h.key_len > kMaxKeyBytes) return "key length out of range";
   if (h.op == static_cast<std::uint8_t>(Op::Set) && h.arg > kMaxValueBytes) {
     return "value length out of range";
+  }
+  if (h.op == static_cast<std::uint8_t>(Op::Gather) &&
+      (gather_ranks(h.arg) < 1 || gather_ranks(h.arg) > kMaxGatherRanks)) {
+    return "gather rank count out of range";
   }
   return "";
 }

@@ -59,6 +59,20 @@ std::string gpu_bus_id(device::Device* dev) {
   return bus.is_ok() ? *bus : "";
 }
 
+// Milliseconds between laps, for the start-up phases' log line.
+class PhaseClock {
+ public:
+  long long lap() {
+    const auto now = Clock::now();
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - last_).count();
+    last_ = now;
+    return static_cast<long long>(ms);
+  }
+
+ private:
+  Clock::time_point last_ = Clock::now();
+};
+
 }  // namespace
 
 Result<std::unique_ptr<CommImpl>> CommImpl::create(CommSetup setup) {
@@ -136,13 +150,17 @@ Status CommImpl::init(std::vector<std::unique_ptr<transport::Transport>> prepare
     return make_error(ErrorCode::Internal, "rank {}: no transport gives an address for its card",
                       rank_);
   data_address_ = *card;
+  PhaseClock phases;
   LOOM_ASSIGN_OR_RETURN(JobLayout layout, exchange_layout(*store_, prefix, rank_, nranks_, config_,
                                                           *card, rails, deadline, liveness_));
+  const auto layout_ms = phases.lap();
   if (Status st = connect(std::move(prepared), layout, prefix, deadline); !st.is_ok()) {
     (void)bootstrap::store_barrier_fail(*store_, rendezvous_name(prefix), rank_, st);
     return st;
   }
+  const auto transports_ms = phases.lap();
   LOOM_RETURN_IF_ERROR(finish_rendezvous(*store_, prefix, rank_, nranks_, deadline, liveness_));
+  const auto rendezvous_ms = phases.lap();
   // After the rendezvous: a rank that failed to connect (or disagreed on a setting) has told the
   // others there, and none of them waits for its arena vote.
   LOOM_RETURN_IF_ERROR(init_arena(layout, prefix, deadline));
@@ -170,6 +188,11 @@ Status CommImpl::init(std::vector<std::unique_ptr<transport::Transport>> prepare
   engine_ = std::make_unique<exec::Engine>(eo);
   LOOM_RETURN_IF_ERROR(start_reliability(layout, deadline));
   liveness_ = nullptr;  // the failure monitor watches the ranks from now on
+  // One compact line for start-up measurements (benchmarks/measure/startup.sh reads it).
+  LOOM_LOG_INFO(Bootstrap,
+                "rank {} of {}: start-up phases (ms): layout exchange {}, transports {}, "
+                "closing rendezvous {}, arena and failure monitor {}",
+                rank_, nranks_, layout_ms, transports_ms, rendezvous_ms, phases.lap());
   LOOM_LOG_INFO(Init,
                 "rank {} of {}: communicator {:016x} ready ({} ranks on this host, spin {} us, "
                 "yield {} us, {} us in the shared-memory arena)",

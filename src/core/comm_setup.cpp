@@ -62,6 +62,7 @@ bootstrap::ServerOptions store_options(const config::Config& cfg) {
 
 Result<std::unique_ptr<CommImpl>> join(const UniqueId& id, int rank, int nranks,
                                        config::Config cfg) {
+  const auto joined = Clock::now();
   LOOM_RETURN_IF_ERROR(check_ranks(rank, nranks));
   LOOM_RETURN_IF_ERROR(log::configure(cfg));
   Deadline deadline = Deadline::after(cfg.get_duration("LOOM_TIMEOUT"));
@@ -70,7 +71,9 @@ Result<std::unique_ptr<CommImpl>> join(const UniqueId& id, int rank, int nranks,
     return root.status().with_context(fmt::format("rank {}: rendezvous address", rank));
   std::unique_ptr<bootstrap::TcpStoreServer> server;
   if (id.root_served_by_rank0() && rank == 0) {
-    auto s = bootstrap::TcpStoreServer::start(*root, id.comm_id(), id.secret(), store_options(cfg));
+    bootstrap::ServerOptions options = store_options(cfg);
+    options.members = nranks;
+    auto s = bootstrap::TcpStoreServer::start(*root, id.comm_id(), id.secret(), options);
     if (!s.is_ok())
       return s.status().with_context(
           fmt::format("rank 0: starting the rendezvous server at {}", id.root_address()));
@@ -90,6 +93,10 @@ Result<std::unique_ptr<CommImpl>> join(const UniqueId& id, int rank, int nranks,
     return st;
   }
   client.value()->set_op_timeout(cfg.get_duration("LOOM_TIMEOUT"));
+  LOOM_LOG_INFO(
+      Bootstrap, "rank {} of {}: start-up phases (ms): joined the rendezvous at {} in {}", rank,
+      nranks, target.to_string(),
+      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - joined).count());
   LOOM_ASSIGN_OR_RETURN(net::SocketAddress bind, data_bind_address(cfg, target));
   std::shared_ptr<bootstrap::TcpStoreServer> serving(std::move(server));
   if (!serving) serving = store_served_here(id.comm_id());  // UniqueId::create() in this process

@@ -17,6 +17,11 @@ using std::chrono::milliseconds;
 
 constexpr milliseconds kPollInterval{100};  // monitor loop period (local failures wake it at once)
 constexpr milliseconds kReportWait{2000};   // how long a hang report waits for answers
+// How long one watch lasts before it is renewed: the steady load a rank puts on the store.
+constexpr milliseconds kWatchPeriod{5000};
+constexpr milliseconds kLinkTimeout{10000};  // connecting the watcher's link
+constexpr milliseconds kWakeWait{500};       // stop(): setting the wake key
+constexpr std::size_t kWatchedPeers = 4;     // local peers whose process each rank watches
 
 }  // namespace
 
@@ -37,15 +42,67 @@ FailureMonitor::FailureMonitor(std::shared_ptr<bootstrap::Store> store, std::str
       hooks_(std::move(hooks)),
       store_host_(store_host) {
   const RankIdentity& me = ranks_[static_cast<std::size_t>(rank_)];
-  for (int r = 0; r < nranks_; ++r) {
+  for (int i = 1; i < nranks_ && watched_.size() < kWatchedPeers; ++i) {
+    const int r = (rank_ + i) % nranks_;  // the next ranks on this host, cyclically
     const RankIdentity& id = ranks_[static_cast<std::size_t>(r)];
-    if (r == rank_ || id.host_id != me.host_id || id.pid == ::getpid()) continue;
+    if (id.host_id != me.host_id || id.pid == ::getpid()) continue;
     auto w = std::make_unique<Watched>();
     w->rank = r;
     w->process = proc::PeerProcess::watch(id.pid, id.pid_ns);
     watched_.push_back(std::move(w));
   }
+  auto link = store_->watch_link(Deadline::after(kLinkTimeout));
+  if (!link.is_ok())
+    LOOM_LOG_INFO(Bootstrap, "rank {}: no second store connection ({}): polling the store", rank_,
+                  link.status().message());
+  else if (*link) {
+    link_ = std::move(link).value();
+    watching_ = true;
+    watcher_ = std::thread([this] { watch_store(); });
+  }
   thread_ = std::thread([this] { loop(); });
+}
+
+void FailureMonitor::watch_store() {
+  std::int64_t record = 1;
+  std::int64_t request = 1;
+  std::int64_t gone = 1;
+  const std::string wake = prefix_ + "wake/" + std::to_string(rank_);
+  for (;;) {
+    {
+      std::lock_guard lk(mu_);
+      if (stop_) break;
+    }
+    auto hit = link_->watch(
+        {prefix_ + "failure/" + std::to_string(record),
+         prefix_ + "status/req/" + std::to_string(request), bootstrap::gone_key(gone), wake},
+        Deadline::after(kWatchPeriod));
+    if (!hit.is_ok() && hit.status().code() == ErrorCode::Timeout) continue;
+    if (!hit.is_ok()) {  // the link broke: the loop polls (and finds out about the store)
+      LOOM_LOG_DEBUG(Bootstrap, "rank {}: the store watch ended: {}", rank_,
+                     hit.status().message());
+      watching_ = false;
+      break;
+    }
+    if (*hit == 3) break;
+    (*hit == 0 ? record : *hit == 1 ? request : gone) += 1;
+    std::lock_guard lk(mu_);
+    store_changed_ = true;
+    cv_.notify_all();
+  }
+  std::lock_guard lk(mu_);
+  store_changed_ = true;
+  cv_.notify_all();
+}
+
+// Ends the watcher's parked watch: its wake key, or (a store that does not answer) its link.
+void FailureMonitor::wake_watcher() {
+  if (!watcher_.joinable()) return;
+  const std::uint8_t one[] = {'1'};
+  if (!store_->set_by(prefix_ + "wake/" + std::to_string(rank_), one, Deadline::after(kWakeWait))
+           .is_ok())
+    link_->interrupt();
+  watcher_.join();
 }
 
 FailureMonitor::~FailureMonitor() {
@@ -59,6 +116,7 @@ void FailureMonitor::stop() {
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  wake_watcher();
 }
 
 void FailureMonitor::mark_left() {
@@ -73,6 +131,7 @@ void FailureMonitor::stop_now() {
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  wake_watcher();
 }
 
 bool FailureMonitor::has_work() const {
@@ -160,12 +219,15 @@ std::string FailureMonitor::identify(int rank) const {
 void FailureMonitor::loop() {
   for (;;) {
     std::deque<Status> work;
+    bool look_at_store = false;
     {
       std::unique_lock lk(mu_);
       if (stop_now_) return;
       ++looks_started_;
       work.swap(queue_);
       if (stop_ && work.empty()) return;
+      // With a watcher, the store is looked at only when it saw a change (or when asked).
+      look_at_store = !watching_ || store_changed_.exchange(false) || look_now_;
     }
     for (const Status& s : work) handle_local(s);
     // The routine looks, each skipped when this rank's own failure arrives meanwhile: a store
@@ -175,6 +237,9 @@ void FailureMonitor::loop() {
                       &FailureMonitor::check_gone}) {
       if (has_work()) break;
       if (look != &FailureMonitor::check_local_peers && store_broken_) break;
+      if (!look_at_store && look != &FailureMonitor::check_local_peers &&
+          look != &FailureMonitor::check_calls)
+        continue;
       (this->*look)();
     }
     // Sleep here, not in a waiting store get: the store connection is shared with the
@@ -182,7 +247,8 @@ void FailureMonitor::loop() {
     std::unique_lock lk(mu_);
     looks_ended_ = looks_started_;
     cv_.notify_all();  // departure_cause() waits for a look
-    cv_.wait_for(lk, kPollInterval, [&] { return stop_ || !queue_.empty() || look_now_; });
+    cv_.wait_for(lk, kPollInterval,
+                 [&] { return stop_ || !queue_.empty() || look_now_ || store_changed_; });
     look_now_ = false;
   }
 }

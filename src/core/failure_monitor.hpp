@@ -1,9 +1,12 @@
 // Failure sharing between the ranks of one communicator, out of band through the bootstrap
-// store. A background thread per communicator:
+// store. A background thread per communicator (and a second one that waits on the store for a
+// change: a WATCH parked at the server on its own connection, so while nothing fails the store
+// hears from a rank once per kWatchPeriod instead of several times per loop):
 //  - watches the store for failure records ("rank R failed", posted by whichever rank noticed:
 //    a socket EOF/reset, a shared-memory peer whose process exited, a mismatched header) and
 //    fails this rank's pending operations with the recorded cause;
-//  - checks the processes of the peers on this host (pidfd) and posts a record when one exits;
+//  - checks the processes of a few peers on this host (pidfd: the next kWatchedPeers ranks on
+//    it, so each rank is watched by that many) and posts a record when one exits;
 //  - answers status requests (hang attribution): when a rank times out it asks every rank which
 //    operation it has reached and logs one report naming the ranks that lag behind;
 //  - checks stalled calls: when this rank's operation has waited longer than
@@ -135,6 +138,10 @@ class FailureMonitor {
 
  private:
   void loop();
+  /// The watcher thread: waits on `link_` for a failure record, a status request, a client gone
+  /// or this rank's wake key, and flags a look at the store.
+  void watch_store();
+  void wake_watcher();
   void poll_store();
   void check_local_peers();
   void handle_local(const Status& why);
@@ -194,6 +201,10 @@ class FailureMonitor {
   std::map<std::int64_t, std::int64_t> call_checks_;  // seq -> claim number (0: not claimed yet)
   struct Watched;
   std::vector<std::unique_ptr<Watched>> watched_;
+  std::shared_ptr<bootstrap::Store> link_;  // the watcher's own connection (null: poll)
+  std::atomic<bool> watching_{false};       // false: the loop looks at the store every period
+  std::atomic<bool> store_changed_{true};   // the watcher saw a change: look at the store
+  std::thread watcher_;
   std::thread thread_;
 };
 

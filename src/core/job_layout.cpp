@@ -167,7 +167,8 @@ Status finish_rendezvous(bootstrap::Store& store, const std::string& prefix, int
     if (acked == nranks - 1) LOOM_RETURN_IF_ERROR(store.set(prefix + "acked/all", {}));
   } else if (nranks > 1) {
     LOOM_RETURN_IF_ERROR(
-        bootstrap::store_get_checked(store, prefix + "acked/all", deadline, check).status());
+        bootstrap::store_get_checked(store, prefix + "acked/all", deadline, check, nranks)
+            .status());
   }
   return Status::ok();
 }

@@ -83,6 +83,54 @@ TEST_CASE("bootstrap: the store keeps at most max_pending unauthenticated connec
   for (int i = 0; i < 4; ++i) CHECK(server_drops(idle[static_cast<std::size_t>(i)].get()));
 }
 
+TEST_CASE("bootstrap: the pending cap grows with the job's members, and only with them") {
+  bs::ServerOptions o;
+  o.max_pending = 4;
+  o.members = 12;  // a job of 12 ranks may all be in their hello at once
+  auto server = start_server(kCommId, o);
+  std::vector<net::Fd> idle;
+  for (int i = 0; i < 16; ++i) {
+    auto fd = net::connect_with_retry(server->address(), Deadline::after(2s));
+    REQUIRE(fd.is_ok());
+    idle.push_back(std::move(fd).value());
+  }
+  // 16 = 4 + 12: nobody dropped yet; every one still gets its challenge.
+  for (auto& fd : idle) {
+    std::array<std::uint8_t, wire::kChallengeBytes> challenge{};
+    CHECK(net::recv_all(fd.get(), challenge.data(), challenge.size(), Deadline::after(2s),
+                        "challenge")
+              .is_ok());
+  }
+  CHECK_FALSE(server_drops(idle[0].get(), 200ms));
+  // Two more: the two oldest go, the cap stays at 16.
+  for (int i = 0; i < 2; ++i) {
+    auto fd = net::connect_with_retry(server->address(), Deadline::after(2s));
+    REQUIRE(fd.is_ok());
+    idle.push_back(std::move(fd).value());
+  }
+  CHECK(server_drops(idle[0].get()));
+  CHECK(server_drops(idle[1].get()));
+  CHECK_FALSE(server_drops(idle[2].get(), 200ms));
+}
+
+TEST_CASE("bootstrap: an authenticated member's rank raises the caps of a server sized for none") {
+  bs::ServerOptions o;
+  o.max_pending = 2;
+  auto server = start_server(kCommId, o);
+  auto member = connect_client(*server, 9);  // rank 9: the job has at least 10 members
+  std::vector<net::Fd> idle;
+  for (int i = 0; i < 12; ++i) {
+    auto fd = net::connect_with_retry(server->address(), Deadline::after(2s));
+    REQUIRE(fd.is_ok());
+    idle.push_back(std::move(fd).value());
+  }
+  CHECK_FALSE(server_drops(idle[0].get(), 200ms));  // 12 = 2 + 10 pending: all kept
+  auto fd = net::connect_with_retry(server->address(), Deadline::after(2s));
+  REQUIRE(fd.is_ok());
+  CHECK(server_drops(idle[0].get()));  // the 13th: the oldest goes
+  check_still_works(*member, "member unaffected");
+}
+
 TEST_CASE("bootstrap: a rank's store usage is bounded by its quota") {
   bs::ServerOptions o;
   o.client_quota = 64 * 1024;

@@ -1,0 +1,96 @@
+// The store's watch (one request parked at the TCP server until one of several keys is set: how
+// the failure monitor learns of records, status requests and vanished clients without polling),
+// its second connection, and interrupting a blocked watch.
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bootstrap/memory_store.hpp"
+#include "bootstrap/store.hpp"
+#include "bootstrap/tcp_store.hpp"
+#include "store_harness.hpp"
+
+using namespace store_test;
+
+TEST_CASE("bootstrap: a tcp watch parks until one of its keys is set and names it") {
+  auto server = start_server();
+  auto watcher = connect_client(*server, 0);
+  auto writer = connect_client(*server, 1);
+  std::thread later([&] {
+    std::this_thread::sleep_for(100ms);
+    REQUIRE(writer->set("w/b", bytes("x")).is_ok());
+  });
+  const auto start = Clock::now();
+  auto hit = watcher->watch({"w/a", "w/b", "w/c"}, Deadline::after(5s));
+  later.join();
+  REQUIRE(hit.is_ok());
+  CHECK(*hit == 1);
+  CHECK(elapsed_ms(start) >= 90);
+  // A key already there answers at once; none there by the deadline: Timeout, link in sync.
+  CHECK(watcher->watch({"w/z", "w/b"}, Deadline::after(0ms)).value() == 1);
+  auto none = watcher->watch({"w/y", "w/z"}, Deadline::after(100ms));
+  CHECK(none.status().code() == ErrorCode::Timeout);
+  check_still_works(*watcher, "after a watch timed out");
+  // Setting another of its keys after it was answered wakes nothing stale.
+  REQUIRE(writer->set("w/a", bytes("y")).is_ok());
+  check_still_works(*watcher, "after a stale key was set");
+  // One request each, however long they waited.
+  CHECK(server->load().requests <= 12);
+}
+
+TEST_CASE("bootstrap: a client that vanishes sets the next gone key, waking watches") {
+  auto server = start_server();
+  auto watcher = connect_client(*server, 0);
+  net::Fd doomed = raw_hello(*server, {}, fake_hello(5, 4242, "h5"));
+  std::thread killer([&] {
+    std::this_thread::sleep_for(100ms);
+    doomed.reset();  // closes without a goodbye
+  });
+  auto hit = watcher->watch({"nothing", bs::gone_key(1)}, Deadline::after(5s));
+  killer.join();
+  REQUIRE(hit.is_ok());
+  CHECK(*hit == 1);
+  auto line = watcher->get(bs::gone_key(1), Deadline::after(1s));
+  REQUIRE(line.is_ok());
+  CHECK(text(*line) == "5 4242 h5");
+  auto gone = watcher->gone(Deadline::after(1s));
+  REQUIRE(gone.is_ok());
+  REQUIRE(gone->size() == 1);
+  CHECK((*gone)[0].rank == 5);
+}
+
+TEST_CASE("bootstrap: a watch link is a second connection, and interrupt ends its wait at once") {
+  auto server = start_server();
+  auto client = connect_client(*server, 3);
+  auto link = client->watch_link(Deadline::after(5s));
+  REQUIRE(link.is_ok());
+  REQUIRE(*link != nullptr);
+  loom::Result<int> hit = loom::Status::ok();
+  std::thread blocked([&] { hit = (*link)->watch({"never"}, Deadline::after(30s)); });
+  std::this_thread::sleep_for(100ms);
+  check_still_works(*client, "while the link waits");  // the first connection is not held up
+  const auto start = Clock::now();
+  (*link)->interrupt();
+  blocked.join();
+  CHECK(elapsed_ms(start) < 1000);
+  CHECK(hit.status().code() == ErrorCode::Aborted);
+  CHECK_FALSE((*link)->server_lost());
+}
+
+TEST_CASE("bootstrap: the in-memory store's watch looks until a key is set") {
+  bs::InMemoryStore s;
+  std::thread later([&] {
+    std::this_thread::sleep_for(60ms);
+    REQUIRE(s.set("k2", bytes("v")).is_ok());
+  });
+  auto hit = s.watch({"k1", "k2"}, Deadline::after(5s));
+  later.join();
+  REQUIRE(hit.is_ok());
+  CHECK(*hit == 1);
+  CHECK(s.watch({"k1"}, Deadline::after(20ms)).status().code() == ErrorCode::Timeout);
+  auto none = s.watch_link(Deadline::after(1s));
+  REQUIRE(none.is_ok());
+  CHECK(*none == nullptr);
+}
