@@ -54,6 +54,21 @@ select::Shape shape_of(int nranks, const std::vector<std::vector<int>>& hosts,
   return s;
 }
 
+// The slowest host's network as the system states it (topo::HostInfo::nic_gbps, nics); every
+// rank derives the same from the job's topology.
+PlanSettings with_network_tuning(PlanSettings s, const topo::Topology& topology) {
+  double link = 0;
+  int links = 0;
+  for (const topo::HostInfo& h : topology.hosts) {
+    if (h.nic_gbps <= 0 || h.nics <= 0) continue;
+    if (link > 0 && h.nic_gbps * h.nics >= link * links) continue;
+    link = h.nic_gbps;
+    links = h.nics;
+  }
+  s.tuning = select::with_network(s.tuning, link, links);
+  return s;
+}
+
 }  // namespace
 
 Planner::Planner(int rank, int nranks, std::vector<int> ring, const topo::Topology& topology,
@@ -63,7 +78,7 @@ Planner::Planner(int rank, int nranks, std::vector<int> ring, const topo::Topolo
       ring_(std::move(ring)),
       hosts_(hosts_in_ring_order(ring_, topology)),
       shape_(shape_of(nranks, hosts_, topology)),
-      settings_(std::move(settings)),
+      settings_(with_network_tuning(std::move(settings), topology)),
       costs_(select::CostTable::build(shape_, settings_.tuning,
                                       {settings_.chunk_bytes, settings_.depth})) {}
 

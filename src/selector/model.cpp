@@ -76,7 +76,9 @@ double tree_us(Coll c, double S, const Shape& s, const Tuning& t, const Pipeline
   // While the pipeline fills few ranks run: on shared CPUs each has one to itself. An eager
   // chunk's sender serves the other tree while the chunk waits: half the fill overlaps.
   const double load = s.nhosts > 1 ? 1.0 : cpu_load(s);
-  double fill = chain * xfer_us(chunk, l.bw_intra * load) + across * xfer_us(chunk, bw * load);
+  // Across hosts a chunk's hop has its link to itself while the pipeline fills.
+  const double fill_bw = per_host ? std::min(t.inter.gbps, l.bw_intra) : bw;
+  double fill = chain * xfer_us(chunk, l.bw_intra * load) + across * xfer_us(chunk, fill_bw * load);
   if (load > 1 && path == Path::Eager) fill /= 2;
   const double hop_red = xfer_us(chunk, l.red * load) * (chain + across);
   // An interior rank moves 2 S each way (1.5 S for the re-rooted broadcast and reduce); on
@@ -84,6 +86,10 @@ double tree_us(Coll c, double S, const Shape& s, const Tuning& t, const Pipeline
   const double allreduce_bytes = load > 1 ? 2.0 * (s.nranks - 1) / s.nranks * S : 2 * S;
   // Per host, the two leaders' streams share the NIC; each chain rank moves 2 S.
   const double host_bw = t.nic_gbps > 0 ? std::min(t.nic_gbps, 2 * t.inter.gbps) : 2 * t.inter.gbps;
+  // Per host the NICs stream while the chunks fill the trees: the longer of the two.
+  auto pipelined = [&](double fill_us, double stream_us) {
+    return per_host ? std::max(fill_us, stream_us) : fill_us + stream_us;
+  };
   auto stream = [&](double bytes) {
     return per_host ? std::max(xfer_us(bytes, host_bw), xfer_us(bytes, l.bw_intra))
                     : xfer_us(bytes, bw);
@@ -93,9 +99,11 @@ double tree_us(Coll c, double S, const Shape& s, const Tuning& t, const Pipeline
       if (shared_cpu::tree_levels_in_rounds(s, t, path == Path::Eager, S, chunk))
         return 2 * hop_alpha + shared_cpu::tree_rounds_us(s, across, xfer_us(chunk, bw * load)) +
                hop_red + xfer_us(S, l.red);
-      return 2 * hop_alpha + 2 * fill + hop_red + stream(allreduce_bytes) + xfer_us(S, l.red);
-    case Coll::Broadcast: return hop_alpha + fill + stream(1.5 * S);
-    case Coll::Reduce: return hop_alpha + fill + hop_red + stream(1.5 * S) + xfer_us(S, l.red);
+      return 2 * hop_alpha + pipelined(2 * fill, stream(allreduce_bytes)) + hop_red +
+             xfer_us(S, l.red);
+    case Coll::Broadcast: return hop_alpha + pipelined(fill, stream(1.5 * S));
+    case Coll::Reduce:
+      return hop_alpha + pipelined(fill, stream(1.5 * S)) + hop_red + xfer_us(S, l.red);
     default: return kNever;
   }
 }

@@ -33,6 +33,8 @@ struct Args {
   std::size_t min_bytes = 8, max_bytes = std::size_t{32} << 20, factor = 2, elem = 4;
   std::size_t chunk = 0, depth = 0;  // 0: from the settings
   std::string tuning;
+  double nic_gbps = 0;  // --nic-rate: one network link's rate (0: the preset's network)
+  int nics = 1;         // --nics: links per host
   bool replay = false;  // ring and tree columns from a step-level replay of the real plans
 };
 
@@ -47,6 +49,9 @@ std::string usage() {
          "  --per-host N         ranks per host (default: the preset's)\n"
          "  --cores N            CPUs per host (default: the preset's; local: this machine's)\n"
          "  --tuning K=V,...     cost-model constants on top of the preset's\n"
+         "  --nic-rate R         each host's network links at R (500mbit, 1gbit: loomrun's\n"
+         "                       --nic-rate), as a communicator reads them from the system\n"
+         "  --nics K             network links per host (default 1)\n"
          "  -b, -e, -f           min size, max size (K/M/G), factor (default 8, 32M, 2)\n"
          "  --chunk SIZE, --depth N   pipeline (default LOOM_CHUNK_SIZE, LOOM_PIPELINE_DEPTH)\n"
          "  --replay             ring and tree columns from replaying every rank's real plan in\n"
@@ -57,6 +62,18 @@ std::string usage() {
 [[noreturn]] void fail(const std::string& msg) {
   fmt::print(stderr, "loom-sim: {}\n{}", msg, usage());
   std::exit(kUsage);
+}
+
+// A rate as tc writes it (digits, then kbit, mbit or gbit) in GB/s.
+double rate_arg(std::string_view flag, std::string_view v) {
+  std::size_t digits = 0;
+  while (digits < v.size() && v[digits] >= '0' && v[digits] <= '9') ++digits;
+  const std::string_view unit = v.substr(digits);
+  const double scale = unit == "kbit" ? 1e3 : unit == "mbit" ? 1e6 : unit == "gbit" ? 1e9 : 0;
+  auto n = loom::config::parse_int(v.substr(0, digits));
+  if (digits == 0 || scale == 0 || !n.is_ok() || *n <= 0)
+    fail(fmt::format("bad rate '{}' for {} (expected e.g. 500mbit, 1gbit)", v, flag));
+  return static_cast<double>(*n) * scale / 8 / 1e9;
 }
 
 std::size_t size_arg(std::string_view flag, const char* v) {
@@ -96,6 +113,10 @@ Args parse(int argc, char** argv) {
       a.replay = true;
     else if (s == "--tuning")
       a.tuning = value();
+    else if (s == "--nic-rate")
+      a.nic_gbps = rate_arg(s, value());
+    else if (s == "--nics")
+      a.nics = static_cast<int>(int_arg(s, value(), 1, 64));
     else if (s == "-b" || s == "--minbytes")
       a.min_bytes = size_arg(s, value());
     else if (s == "-e" || s == "--maxbytes")
@@ -153,6 +174,10 @@ int run(int argc, char** argv) {
   if (a.per_host > 0) cluster->per_host = a.per_host;
   if (a.cores >= 0) cluster->cores = a.cores;
   if (auto st = cluster->tuning.apply(a.tuning); !st.is_ok()) fail(st.message());
+  if (a.nic_gbps > 0) {  // what the system states replaces the preset's network
+    cluster->tuning.nic_gbps = 0;
+    cluster->tuning = loom::select::with_network(cluster->tuning, a.nic_gbps, a.nics);
+  }
   const loom::select::Shape shape = loom::sim::shape_of(*cluster, a.nranks);
   auto chunk = loom::select::chunk_from(*cfg);
   if (!chunk.is_ok()) fail(chunk.status().message());
