@@ -48,6 +48,7 @@ select::Shape shape_of(int nranks, const std::vector<std::vector<int>>& hosts,
   s.nhosts = static_cast<int>(hosts.size());
   for (std::size_t h = 0; h < hosts.size(); ++h) {
     s.per_host = std::max(s.per_host, static_cast<int>(hosts[h].size()));
+    s.uneven = s.uneven || hosts[h].size() != hosts.front().size();
     const int pus = t.hosts.size() > h ? t.hosts[h].pus : 0;
     if (pus > 0) s.cores = s.cores == 0 ? pus : std::min(s.cores, pus);
   }
@@ -111,7 +112,7 @@ algo::Plan Planner::make(const coll::OpDesc& op, const CollOptions& opts) {
   std::optional<coll::Algo> forced = coll::forced_by(opts.algorithm);
   if (!forced) forced = settings_.policy.for_coll(op.kind);
   const std::size_t bytes = std::max(op.send_bytes(nranks_), op.recv_bytes(nranks_));
-  select::Decision d = select::choose(op.kind, bytes, costs_, forced);
+  select::Decision d = select::choose(op.kind, bytes, costs_, forced, settings_.policy.excluded);
   log_decision(op, d, bytes);
   r.algo = d.algo;
   return algo::make_plan(r);

@@ -101,9 +101,15 @@ TEST_CASE("network model: 4 hosts x 2 ranks on 1 Gbit links predict the link's t
   const double bound = xfer_us(2.0 * 7 / 8 * (4 << 20), kGbit);
   CHECK(ring >= bound);
   CHECK(ring < 1.1 * bound);
-  // The per-host tree's two leaders share the NIC and move 2 S: the ring wins from 1 MiB.
-  for (std::size_t bytes = std::size_t{1} << 20; bytes <= std::size_t{64} << 20; bytes *= 4)
-    CHECK(choose(Coll::AllReduce, bytes, table, std::nullopt).algo == Algo::Ring);
+  // The per-host tree's two leaders share the NIC and move 2 S: the ring beats it from 1 MiB.
+  // The hierarchical allreduce sends 2 (H - 1) / H of the buffer through each NIC: it beats both.
+  for (std::size_t bytes = std::size_t{1} << 20; bytes <= std::size_t{64} << 20; bytes *= 4) {
+    const Decision d = choose(Coll::AllReduce, bytes, table, std::nullopt);
+    CHECK(d.us_of(Algo::Ring) < d.us_of(Algo::Tree));
+    CHECK(d.algo == Algo::Hier);
+    CHECK(d.us_of(Algo::Hier) > xfer_us(2.0 * 3 / 4 * static_cast<double>(bytes), kGbit));
+    CHECK(d.us_of(Algo::Hier) < 0.9 * d.us_of(Algo::Ring));
+  }
 }
 
 TEST_CASE("network model: the planner reads the hosts' links from the topology",
@@ -113,9 +119,14 @@ TEST_CASE("network model: the planner reads the hosts' links from the topology",
   ps.tuning.inter.gbps = 1;
   ps.tuning.intra.gbps = 4;
   const auto bytes = std::size_t{4} << 20;
-  // Unknown links: the default network (1 GB/s per stream) makes the per-host tree look faster.
+  // Unknown links: the default network (1 GB/s per stream), where the per-host tree beats the
+  // ring; on 1 Gbit links the ring beats the tree (hier, which beats both, left out).
+  ps.policy = select::Policy::parse("^hier").value();
   detail::Planner unknown(0, 8, identity(8), cluster(4, 2, 0, 0), ps);
   CHECK(planned(unknown, bytes) == "tree/host");
   detail::Planner slow(0, 8, identity(8), cluster(4, 2, kGbit, 1), ps);
   CHECK(planned(slow, bytes) == "ring");
+  ps.policy = {};
+  detail::Planner any(0, 8, identity(8), cluster(4, 2, kGbit, 1), ps);
+  CHECK(planned(any, bytes) == "hier");
 }

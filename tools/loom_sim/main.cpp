@@ -197,18 +197,18 @@ int run(int argc, char** argv) {
              cluster->description, cluster->tuning.to_string(),
              shape.cores ? std::to_string(shape.cores) : std::string("unlimited"), pipe.chunk_bytes,
              pipe.depth, shape.tree_depth);
-  fmt::print("# {:>10}  {:>12}  {:^27}  {:^27}  {:^39}  {:>9}\n", "", "", "ring", "tree",
-             "selector", "determ.");
+  fmt::print("# {:>10}  {:>12}  {:^27}  {:^27}  {:^39}  {:>9}  {:>9}\n", "", "", "ring", "tree",
+             "selector", "determ.", "hier");
   fmt::print(
       "# {:>10}  {:>12}  {:>9}  {:>7}  {:>7}  {:>9}  {:>7}  {:>7}  {:>10}  {:>9}  {:>7}  {:>7}  "
-      "{:>9}\n",
+      "{:>9}  {:>9}\n",
       "size", "count", "time", "algbw", "busbw", "time", "algbw", "busbw", "algo", "time", "algbw",
-      "busbw", "time");
+      "busbw", "time", "time");
   fmt::print(
       "# {:>10}  {:>12}  {:>9}  {:>7}  {:>7}  {:>9}  {:>7}  {:>7}  {:>10}  {:>9}  {:>7}  {:>7}  "
-      "{:>9}\n",
+      "{:>9}  {:>9}\n",
       "(B)", "(elements)", "(us)", "(GB/s)", "(GB/s)", "(us)", "(GB/s)", "(GB/s)", "", "(us)",
-      "(GB/s)", "(GB/s)", "(us)");
+      "(GB/s)", "(GB/s)", "(us)", "(us)");
   const double bf = bus_factor(a.coll, a.nranks);
   for (std::size_t bytes = a.min_bytes; bytes <= a.max_bytes; bytes *= a.factor) {
     auto p = loom::sim::predict(a.coll, bytes, table);
@@ -224,19 +224,21 @@ int run(int argc, char** argv) {
         p.tree_us = tree->us;
       }
       p.pick_us = p.pick == loom::select::Algo::Tree ? p.tree_us : p.ring_us;
-      if (p.pick == loom::select::Algo::Rd) {
-        auto rd =
-            loom::sim::replay(a.coll, loom::select::Algo::Rd, bytes, shape, cluster->tuning, pipe);
-        if (!rd.is_ok()) fail(rd.status().message());
-        p.pick_us = rd->us;
+      if (p.pick == loom::select::Algo::Rd || p.pick == loom::select::Algo::Hier) {
+        auto other = loom::sim::replay(a.coll, p.pick, bytes, shape, cluster->tuning, pipe);
+        if (!other.is_ok()) fail(other.status().message());
+        p.pick_us = other->us;
       }
     }
     std::size_t count = bytes / a.elem;
     if (a.coll == Coll::AllGather || a.coll == Coll::ReduceScatter)
       count /= static_cast<std::size_t>(a.nranks);
-    fmt::print("{:>12}  {:>12}{}{}  {:>10}{}  {}\n", bytes, count, cell(p.ring_us, bytes, bf),
+    auto time = [](double us) {
+      return us < 0 ? fmt::format("{:>9}", "N/A") : fmt::format("{:9.1f}", us);
+    };
+    fmt::print("{:>12}  {:>12}{}{}  {:>10}{}  {}  {}\n", bytes, count, cell(p.ring_us, bytes, bf),
                cell(p.tree_us, bytes, bf), to_string(p.pick), cell(p.pick_us, bytes, bf),
-               p.det_us < 0 ? fmt::format("{:>9}", "N/A") : fmt::format("{:9.1f}", p.det_us));
+               time(p.det_us), time(p.hier_us));
     if (bytes == 0) break;
   }
   return 0;
