@@ -8,6 +8,8 @@
 #include <charconv>
 #include <limits>
 
+#include "selector/catalog.hpp"
+
 namespace loom::perf {
 namespace {
 
@@ -207,8 +209,8 @@ void apply_flag(Options& opt, const FlagSpec& spec, std::string_view value) {
         const std::size_t comma = rest.find(',');
         const std::string_view name = rest.substr(0, comma);
         if (!algorithm_from_name(name))
-          throw UsageError(
-              fmt::format("unknown algorithm '{}' for {} (ring, tree, rd, auto)", name, flag));
+          throw UsageError(fmt::format("unknown algorithm '{}' for {} ({}, auto)", name, flag,
+                                       select::algo_names()));
         opt.compare_algos.emplace_back(name);
         rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
       }
@@ -267,11 +269,10 @@ void validate(const Options& opt) {
 }  // namespace
 
 std::optional<Algorithm> algorithm_from_name(std::string_view name) noexcept {
-  if (name == "ring") return Algorithm::Ring;
-  if (name == "tree") return Algorithm::Tree;
-  if (name == "rd") return Algorithm::RecursiveDoubling;
   if (name == "auto") return Algorithm::Auto;
-  return std::nullopt;
+  const select::AlgoRow* row = select::find_row(name);
+  if (row == nullptr || !row->by_cost) return std::nullopt;
+  return coll::hint_for(row->algo);
 }
 
 std::string_view dtype_name(DataType dtype) noexcept {
@@ -375,7 +376,7 @@ std::string usage_text(std::string_view program) {
       "                            issue all timed calls, then wait for them)\n"
       "      --inplace-only        run only the in-place variant\n"
       "      --outofplace-only     run only the out-of-place variant\n"
-      "      --algo NAME           LOOM_ALGO for this run: auto, ring, tree, rd, or per "
+      "      --algo NAME           LOOM_ALGO for this run: auto, ring, tree, rd, hier, or per "
       "collective\n"
       "                            (allreduce:tree,broadcast:ring)\n"
       "      --deterministic       LOOM_DETERMINISTIC=1 for this run\n"
@@ -394,9 +395,10 @@ std::string usage_text(std::string_view program) {
       "                            run the same verified sweep over each transport and print\n"
       "                            one table: busbw per transport and the ratio A/B\n"
       "      --compare-algos A,B[,C...]\n"
-      "                            time the algorithms (ring, tree, rd, auto) in turn at each\n"
-      "                            size, --rounds times, on one communicator; print the median\n"
-      "                            time of each, the fastest, and auto against it (verified)\n"
+      "                            time the algorithms (ring, tree, rd, hier, auto) in turn at\n"
+      "                            each size, --rounds times, on one communicator; print the\n"
+      "                            median time of each, the fastest, and auto against it\n"
+      "                            (verified)\n"
       "      --rounds N            rounds of --compare-algos (default 5)\n"
       "      --json FILE           also write every row (per transport) as JSON to FILE;\n"
       "                            benchmarks/plot_busbw.py FILE OUT.svg draws busbw vs size\n"

@@ -5,6 +5,7 @@
 
 #include "algorithms/deterministic.hpp"
 #include "algorithms/exchange.hpp"
+#include "algorithms/hierarchical.hpp"
 #include "algorithms/recursive_doubling.hpp"
 #include "algorithms/ring.hpp"
 #include "algorithms/tree.hpp"
@@ -106,6 +107,10 @@ Plan make_plan(const PlanRequest& r) {
     return buffered(deterministic_reduce(p));
   }
   if (r.algo == coll::Algo::Rd && k == coll::CollKind::AllReduce) return rd_allreduce(p);
+  if (r.algo == coll::Algo::Hier && k == coll::CollKind::AllReduce &&
+      hierarchical_unfit(r.hosts).empty())
+    return buffered(hierarchical_allreduce(
+        {r.rank, r.hosts, r.op.count, p.elem_size, r.chunk_bytes, r.depth, r.in_place}));
   if (r.algo == coll::Algo::Tree)
     if (std::optional<Plan> plan = tree(r)) return *std::move(plan);
   switch (k) {

@@ -30,7 +30,8 @@ struct PlanRequest {
 /// The plan of `r.op` on `r.rank`. The exchanges (all-to-all(v), gather, scatter, sends and
 /// receives) and the barrier have one schedule each, whatever `r.algo` says; a reduction under
 /// Algo::Deterministic gets the deterministic schedule; Tree covers allreduce, broadcast and
-/// reduce (others fall back to Ring), Rd allreduce.
+/// reduce (others fall back to Ring), Rd allreduce, Hier allreduce where `hosts` are two or more
+/// of equal size (hierarchical_unfit; else Ring).
 Plan make_plan(const PlanRequest& r);
 
 }  // namespace loom::algo

@@ -25,6 +25,7 @@ std::string_view to_string(Algo a) {
     case Algo::Tree: return "tree";
     case Algo::Deterministic: return "deterministic";
     case Algo::Rd: return "rd";
+    case Algo::Hier: return "hier";
   }
   return "?";
 }
@@ -34,8 +35,16 @@ std::optional<Algo> forced_by(Algorithm hint) {
     case Algorithm::Ring: return Algo::Ring;
     case Algorithm::Tree: return Algo::Tree;
     case Algorithm::RecursiveDoubling: return Algo::Rd;
+    case Algorithm::Hierarchical: return Algo::Hier;
     case Algorithm::Auto: break;
   }
+  return std::nullopt;
+}
+
+std::optional<Algorithm> hint_for(Algo a) {
+  for (Algorithm h :
+       {Algorithm::Ring, Algorithm::Tree, Algorithm::RecursiveDoubling, Algorithm::Hierarchical})
+    if (forced_by(h) == a) return h;
   return std::nullopt;
 }
 

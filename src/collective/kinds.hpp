@@ -3,6 +3,7 @@
 // selector, the communicator) names these; none defines its own.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string_view>
@@ -39,12 +40,16 @@ constexpr bool fixed_schedule(CollKind k) {
 std::string_view to_string(CollKind k);
 
 /// A schedule family. The public loom::Algorithm (a call's hint) names the ones a caller may
-/// force; Deterministic is chosen by LOOM_DETERMINISTIC, never by a hint.
-enum class Algo : std::uint8_t { Ring, Tree, Deterministic, Rd };
-/// "ring", "tree", "deterministic", "rd".
+/// force; Deterministic is chosen by LOOM_DETERMINISTIC, never by a hint. The selector's
+/// catalog (selector/catalog.hpp) holds one row per value.
+enum class Algo : std::uint8_t { Ring, Tree, Deterministic, Rd, Hier };
+inline constexpr std::size_t kNumAlgos = 5;
+/// "ring", "tree", "deterministic", "rd", "hier".
 std::string_view to_string(Algo a);
 /// A call's hint: the algorithm it forces, or nullopt for Algorithm::Auto.
 std::optional<Algo> forced_by(Algorithm hint);
+/// The hint that forces `a` (nullopt: none does, Deterministic).
+std::optional<Algorithm> hint_for(Algo a);
 
 /// Where a buffer lives (cudaPointerGetAttributes' two answers; managed memory is Device).
 enum class MemoryKind : std::uint8_t { Host, Device };

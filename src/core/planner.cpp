@@ -48,9 +48,25 @@ select::Shape shape_of(int nranks, const std::vector<std::vector<int>>& hosts,
   s.nhosts = static_cast<int>(hosts.size());
   for (std::size_t h = 0; h < hosts.size(); ++h) {
     s.per_host = std::max(s.per_host, static_cast<int>(hosts[h].size()));
+    s.uneven = s.uneven || hosts[h].size() != hosts.front().size();
     const int pus = t.hosts.size() > h ? t.hosts[h].pus : 0;
     if (pus > 0) s.cores = s.cores == 0 ? pus : std::min(s.cores, pus);
   }
+  return s;
+}
+
+// The slowest host's network as the system states it (topo::HostInfo::nic_gbps, nics); every
+// rank derives the same from the job's topology.
+PlanSettings with_network_tuning(PlanSettings s, const topo::Topology& topology) {
+  double link = 0;
+  int links = 0;
+  for (const topo::HostInfo& h : topology.hosts) {
+    if (h.nic_gbps <= 0 || h.nics <= 0) continue;
+    if (link > 0 && h.nic_gbps * h.nics >= link * links) continue;
+    link = h.nic_gbps;
+    links = h.nics;
+  }
+  s.tuning = select::with_network(s.tuning, link, links);
   return s;
 }
 
@@ -63,7 +79,7 @@ Planner::Planner(int rank, int nranks, std::vector<int> ring, const topo::Topolo
       ring_(std::move(ring)),
       hosts_(hosts_in_ring_order(ring_, topology)),
       shape_(shape_of(nranks, hosts_, topology)),
-      settings_(std::move(settings)),
+      settings_(with_network_tuning(std::move(settings), topology)),
       costs_(select::CostTable::build(shape_, settings_.tuning,
                                       {settings_.chunk_bytes, settings_.depth})) {}
 
@@ -96,7 +112,7 @@ algo::Plan Planner::make(const coll::OpDesc& op, const CollOptions& opts) {
   std::optional<coll::Algo> forced = coll::forced_by(opts.algorithm);
   if (!forced) forced = settings_.policy.for_coll(op.kind);
   const std::size_t bytes = std::max(op.send_bytes(nranks_), op.recv_bytes(nranks_));
-  select::Decision d = select::choose(op.kind, bytes, costs_, forced);
+  select::Decision d = select::choose(op.kind, bytes, costs_, forced, settings_.policy.excluded);
   log_decision(op, d, bytes);
   r.algo = d.algo;
   return algo::make_plan(r);

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <bit>
 
+#include "selector/catalog.hpp"
+
 namespace loom::select {
 
 CostTable CostTable::build(const Shape& s, const Tuning& t, const Pipeline& p) {
@@ -14,10 +16,10 @@ CostTable CostTable::build(const Shape& s, const Tuning& t, const Pipeline& p) {
       const auto c = static_cast<Coll>(ci);
       const auto a = static_cast<Algo>(ai);
       Cell& cell = table.cells_[ci * kAlgos + ai];
-      cell.supported = supports(c, a);
+      cell.supported = supports(c, a) && row(a).unfit(s) == nullptr;
       if (!cell.supported) continue;
       cell.eager_below = eager_below(c, a, s, t, p);
-      if (a == Algo::Rd) cell.max_bytes = t.rd_max_bytes;
+      cell.max_bytes = row(a).max_bytes(t);
       for (Path path : {Path::Eager, Path::Direct})
         for (std::size_t i = 0; i < kPoints; ++i)
           cell.us[static_cast<std::size_t>(path)][i] =

@@ -30,8 +30,8 @@ class CostTable {
   static CostTable build(const Shape& s, const Tuning& t, const Pipeline& p);
 
   /// Predicted microseconds of `a` for `c` on `bytes`, on the path the transport takes for that
-  /// size: -1 when `a` has no schedule for `c`, kNever above the cell's largest size (recursive
-  /// doubling: Tuning::rd_max_bytes).
+  /// size: -1 when `a` has no schedule for `c` or the shape does not fit it, kNever above the
+  /// cell's largest size (recursive doubling: Tuning::rd_max_bytes).
   [[nodiscard]] double time_us(Coll c, Algo a, std::size_t bytes) const;
   /// The path the messages of `a` for `c` take at `bytes`.
   [[nodiscard]] Path path(Coll c, Algo a, std::size_t bytes) const;

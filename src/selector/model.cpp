@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 
+#include "selector/catalog.hpp"
 #include "selector/plan_policy.hpp"
 #include "selector/shared_cpu.hpp"
 
@@ -76,7 +77,9 @@ double tree_us(Coll c, double S, const Shape& s, const Tuning& t, const Pipeline
   // While the pipeline fills few ranks run: on shared CPUs each has one to itself. An eager
   // chunk's sender serves the other tree while the chunk waits: half the fill overlaps.
   const double load = s.nhosts > 1 ? 1.0 : cpu_load(s);
-  double fill = chain * xfer_us(chunk, l.bw_intra * load) + across * xfer_us(chunk, bw * load);
+  // Across hosts a chunk's hop has its link to itself while the pipeline fills.
+  const double fill_bw = per_host ? std::min(t.inter.gbps, l.bw_intra) : bw;
+  double fill = chain * xfer_us(chunk, l.bw_intra * load) + across * xfer_us(chunk, fill_bw * load);
   if (load > 1 && path == Path::Eager) fill /= 2;
   const double hop_red = xfer_us(chunk, l.red * load) * (chain + across);
   // An interior rank moves 2 S each way (1.5 S for the re-rooted broadcast and reduce); on
@@ -84,6 +87,10 @@ double tree_us(Coll c, double S, const Shape& s, const Tuning& t, const Pipeline
   const double allreduce_bytes = load > 1 ? 2.0 * (s.nranks - 1) / s.nranks * S : 2 * S;
   // Per host, the two leaders' streams share the NIC; each chain rank moves 2 S.
   const double host_bw = t.nic_gbps > 0 ? std::min(t.nic_gbps, 2 * t.inter.gbps) : 2 * t.inter.gbps;
+  // Per host the NICs stream while the chunks fill the trees: the longer of the two.
+  auto pipelined = [&](double fill_us, double stream_us) {
+    return per_host ? std::max(fill_us, stream_us) : fill_us + stream_us;
+  };
   auto stream = [&](double bytes) {
     return per_host ? std::max(xfer_us(bytes, host_bw), xfer_us(bytes, l.bw_intra))
                     : xfer_us(bytes, bw);
@@ -93,9 +100,11 @@ double tree_us(Coll c, double S, const Shape& s, const Tuning& t, const Pipeline
       if (shared_cpu::tree_levels_in_rounds(s, t, path == Path::Eager, S, chunk))
         return 2 * hop_alpha + shared_cpu::tree_rounds_us(s, across, xfer_us(chunk, bw * load)) +
                hop_red + xfer_us(S, l.red);
-      return 2 * hop_alpha + 2 * fill + hop_red + stream(allreduce_bytes) + xfer_us(S, l.red);
-    case Coll::Broadcast: return hop_alpha + fill + stream(1.5 * S);
-    case Coll::Reduce: return hop_alpha + fill + hop_red + stream(1.5 * S) + xfer_us(S, l.red);
+      return 2 * hop_alpha + pipelined(2 * fill, stream(allreduce_bytes)) + hop_red +
+             xfer_us(S, l.red);
+    case Coll::Broadcast: return hop_alpha + pipelined(fill, stream(1.5 * S));
+    case Coll::Reduce:
+      return hop_alpha + pipelined(fill, stream(1.5 * S)) + hop_red + xfer_us(S, l.red);
     default: return kNever;
   }
 }
@@ -161,18 +170,43 @@ double deterministic_us(Coll c, double S, const Shape& s, const Tuning& t, const
   }
 }
 
-// The schedule's message size for a buffer of `bytes` is bytes / divisor, at most one chunk.
-double message_divisor(Coll c, Algo a, const Shape& s) {
-  switch (a) {
-    case Algo::Ring: return c == Coll::Broadcast || c == Coll::Reduce ? 1 : s.nranks;
-    case Algo::Tree: return 2;
-    case Algo::Deterministic: return s.nranks;
-    case Algo::Rd: return 1;
-  }
-  return 1;
+// Hierarchical allreduce: a ring reduce-scatter and allgather inside each host around a ring
+// allreduce of each local rank's shard across the hosts, a host's local ranks streaming through
+// its NICs at once.
+double hier_us(Coll c, double S, const Shape& s, const Tuning& t, Path path) {
+  if (c != Coll::AllReduce) return kNever;
+  const double L = s.per_host, H = s.nhosts;
+  const Links l = links(s, t, s.per_host, S, S / s.nranks, 0, path);
+  const double local_frac = (L - 1) / L;
+  const double local = (L - 1) * l.alpha_intra + xfer_us(local_frac * S, l.bw_intra);
+  const double shard = S / L;
+  const double across = 2 * (H - 1) * l.alpha_inter + xfer_us(2 * (H - 1) / H * shard, l.bw_inter) +
+                        xfer_us((H - 1) / H * shard, l.red);
+  return 2 * local + xfer_us(local_frac * S, l.red) + across;
 }
 
 }  // namespace
+
+namespace cost {
+
+double ring(Coll c, Path path, double S, const Shape& s, const Tuning& t, const Pipeline& p) {
+  return ring_us(c, S, s, t, p, path);
+}
+double tree(Coll c, Path path, double S, const Shape& s, const Tuning& t, const Pipeline& p) {
+  return tree_us(c, S, s, t, p, path);
+}
+double rd(Coll c, Path path, double S, const Shape& s, const Tuning& t, const Pipeline&) {
+  return c == Coll::AllReduce ? rd_us(S, s, t, path) : kNever;
+}
+double deterministic(Coll c, Path path, double S, const Shape& s, const Tuning& t,
+                     const Pipeline& p) {
+  return deterministic_us(c, S, s, t, p, path);
+}
+double hier(Coll c, Path path, double S, const Shape& s, const Tuning& t, const Pipeline&) {
+  return hier_us(c, S, s, t, path);
+}
+
+}  // namespace cost
 
 double single_copy_min(const Shape& s, const Tuning& t) {
   if (t.single_copy_bytes > 0) return t.single_copy_bytes;
@@ -186,7 +220,7 @@ double eager_below(Coll c, Algo a, const Shape& s, const Tuning& t, const Pipeli
   // A ring's or tree's messages never exceed a chunk.
   const bool chunked = a == Algo::Ring || a == Algo::Tree;
   if (chunked && static_cast<double>(p.chunk_bytes) < threshold) return kNever;
-  return std::min(kNever, threshold * message_divisor(c, a, s));
+  return std::min(kNever, threshold * row(a).message_divisor(c, s));
 }
 
 double intra_link_gbps(const Shape& s, const Tuning& t, double bytes, double message,
@@ -212,19 +246,13 @@ double model_us(Coll c, Algo a, Path path, double bytes, const Shape& s, const T
                 const Pipeline& p) {
   if (!supports(c, a)) return kNever;
   if (s.nranks <= 1) return xfer_us(bytes, t.intra.gbps * 4);
-  switch (a) {
-    case Algo::Ring: return ring_us(c, bytes, s, t, p, path);
-    case Algo::Tree: return tree_us(c, bytes, s, t, p, path);
-    case Algo::Deterministic: return deterministic_us(c, bytes, s, t, p, path);
-    case Algo::Rd: return rd_us(bytes, s, t, path);
-  }
-  return kNever;
+  return row(a).cost(c, path, bytes, s, t, p);
 }
 
 double predict_us(Coll c, Algo a, std::size_t bytes, const Shape& s, const Tuning& t,
                   const Pipeline& p) {
   const auto S = static_cast<double>(bytes);
-  if (a == Algo::Rd && S > t.rd_max_bytes) return kNever;
+  if (S > row(a).max_bytes(t)) return kNever;
   const Path path = S < eager_below(c, a, s, t, p) ? Path::Eager : Path::Direct;
   return model_us(c, a, path, S, s, t, p);
 }

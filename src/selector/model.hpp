@@ -36,8 +36,8 @@ double eager_below(Coll c, Algo a, const Shape& s, const Tuning& t, const Pipeli
 double model_us(Coll c, Algo a, Path path, double bytes, const Shape& s, const Tuning& t,
                 const Pipeline& p);
 
-/// model_us on the path the transport takes for `bytes`, kNever for recursive doubling above
-/// Tuning::rd_max_bytes.
+/// model_us on the path the transport takes for `bytes`, kNever above the row's largest size
+/// (recursive doubling: Tuning::rd_max_bytes).
 double predict_us(Coll c, Algo a, std::size_t bytes, const Shape& s, const Tuning& t,
                   const Pipeline& p);
 
@@ -47,6 +47,16 @@ double predict_us(Coll c, Algo a, std::size_t bytes, const Shape& s, const Tunin
 /// `touched`: what each rank's schedule touches (0: 2 x bytes, its input and output).
 double intra_link_gbps(const Shape& s, const Tuning& t, double bytes, double message = 0,
                        double touched = 0, Path path = Path::Direct);
+
+/// The cost formulas of the catalog's rows (catalog.hpp), one per schedule family.
+namespace cost {
+double ring(Coll c, Path path, double S, const Shape& s, const Tuning& t, const Pipeline& p);
+double tree(Coll c, Path path, double S, const Shape& s, const Tuning& t, const Pipeline& p);
+double rd(Coll c, Path path, double S, const Shape& s, const Tuning& t, const Pipeline& p);
+double deterministic(Coll c, Path path, double S, const Shape& s, const Tuning& t,
+                     const Pipeline& p);
+double hier(Coll c, Path path, double S, const Shape& s, const Tuning& t, const Pipeline& p);
+}  // namespace cost
 
 /// Microseconds to move `bytes` at `gbps` (0 GB/s: free).
 constexpr double xfer_us(double bytes, double gbps) {

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "selector/catalog.hpp"
+
 namespace loom::select {
 namespace {
 
@@ -17,11 +19,10 @@ std::optional<Coll> parse_coll(std::string_view s) {
 
 Result<std::optional<Algo>> parse_algo(std::string_view s) {
   if (s == "auto") return std::optional<Algo>{};
-  if (s == "ring") return std::optional<Algo>{Algo::Ring};
-  if (s == "tree") return std::optional<Algo>{Algo::Tree};
-  if (s == "rd" || s == "recursive_doubling") return std::optional<Algo>{Algo::Rd};
-  return make_error(ErrorCode::InvalidUsage, "LOOM_ALGO: '{}' is not one of auto, ring, tree, rd",
-                    s);
+  const AlgoRow* r = find_row(s);
+  if (r != nullptr && r->by_cost) return std::optional<Algo>{r->algo};
+  return make_error(ErrorCode::InvalidUsage, "LOOM_ALGO: '{}' is not one of auto, {}", s,
+                    algo_names());
 }
 
 std::string_view trim(std::string_view s) {
@@ -39,6 +40,14 @@ Result<Policy> Policy::parse(std::string_view text) {
     std::string_view item = trim(text.substr(0, comma));
     text = comma == std::string_view::npos ? std::string_view{} : text.substr(comma + 1);
     if (item.empty()) continue;
+    if (item.front() == '^') {
+      const AlgoRow* r = find_row(trim(item.substr(1)));
+      if (r == nullptr || !r->by_cost)
+        return make_error(ErrorCode::InvalidUsage, "LOOM_ALGO: '{}' is not one of {}",
+                          item.substr(1), algo_names());
+      p.excluded[static_cast<std::size_t>(r->algo)] = true;
+      continue;
+    }
     std::size_t colon = item.find(':');
     if (colon == std::string_view::npos) {  // applies to every collective that has it
       LOOM_ASSIGN_OR_RETURN(auto a, parse_algo(item));
@@ -61,32 +70,37 @@ Result<Policy> Policy::parse(std::string_view text) {
   return p;
 }
 
-double Decision::pick_us() const {
-  if (algo == Algo::Tree) return tree_us;
-  if (algo == Algo::Rd) return rd_us;
-  return ring_us;
-}
-
 std::string Decision::describe(Coll c, std::size_t bytes, const Shape& s) const {
-  std::string tree = tree_us < 0 ? "" : fmt::format(", tree {:.1f} us", tree_us);
-  std::string rd = rd_us < 0 || rd_us >= kNever ? "" : fmt::format(", rd {:.1f} us", rd_us);
-  return fmt::format("{} of {} B on {} ranks ({} hosts): ring {:.1f} us{}{} -> {} ({})",
-                     to_string(c), bytes, s.nranks, s.nhosts, ring_us, tree, rd, to_string(algo),
-                     forced ? "forced" : "auto");
+  std::string times;
+  for (const AlgoRow& r : catalog()) {
+    const double t = us_of(r.algo);
+    if (!r.by_cost || t < 0 || t >= kNever) continue;
+    times += fmt::format("{}{} {:.1f} us", times.empty() ? "" : ", ", r.name, t);
+  }
+  std::string why = refused == nullptr ? "" : fmt::format("; forced one refused: {}", refused);
+  return fmt::format("{} of {} B on {} ranks ({} hosts): {} -> {} ({}{})", to_string(c), bytes,
+                     s.nranks, s.nhosts, times, to_string(algo), forced ? "forced" : "auto", why);
 }
 
-Decision choose(Coll c, std::size_t bytes, const CostTable& table, std::optional<Algo> forced) {
+Decision choose(Coll c, std::size_t bytes, const CostTable& table, std::optional<Algo> forced,
+                const AlgoMask& excluded) {
   Decision d;
-  d.ring_us = table.time_us(c, Algo::Ring, bytes);
-  d.tree_us = table.time_us(c, Algo::Tree, bytes);
-  d.rd_us = table.time_us(c, Algo::Rd, bytes);
+  for (const AlgoRow& r : catalog())
+    d.us[static_cast<std::size_t>(r.algo)] = table.time_us(c, r.algo, bytes);
   if (forced && supports(c, *forced)) {
-    d.algo = *forced;
-    d.forced = true;
-    return d;
+    d.refused = row(*forced).unfit(table.shape());
+    if (d.refused == nullptr) {
+      d.algo = *forced;
+      d.forced = true;
+      return d;
+    }
   }
-  d.algo = d.tree_us >= 0 && d.tree_us < d.ring_us ? Algo::Tree : Algo::Ring;
-  if (d.rd_us >= 0 && d.rd_us < d.pick_us()) d.algo = Algo::Rd;
+  d.algo = Algo::Ring;
+  for (const AlgoRow& r : catalog()) {
+    const double t = d.us_of(r.algo);
+    const bool left_out = excluded[static_cast<std::size_t>(r.algo)];
+    if (r.by_cost && !left_out && t >= 0 && t < d.pick_us()) d.algo = r.algo;
+  }
   return d;
 }
 

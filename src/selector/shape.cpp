@@ -1,12 +1,11 @@
 #include "selector/shape.hpp"
 
+#include "selector/catalog.hpp"
+
 namespace loom::select {
 
 bool supports(Coll c, Algo a) {
-  if (a == Algo::Ring) return true;
-  if (a == Algo::Tree) return c == Coll::AllReduce || c == Coll::Broadcast || c == Coll::Reduce;
-  if (a == Algo::Rd) return c == Coll::AllReduce;
-  return c == Coll::AllReduce || c == Coll::Reduce || c == Coll::ReduceScatter;
+  return row(a).serves(c);
 }
 
 int flat_tree_depth(int nranks) {

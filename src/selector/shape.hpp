@@ -14,10 +14,9 @@ namespace loom::select {
 using Coll = coll::CollKind;
 using Algo = coll::Algo;
 inline constexpr std::size_t kColls = coll::kNumDataColls;
-inline constexpr std::size_t kAlgos = 4;
+inline constexpr std::size_t kAlgos = coll::kNumAlgos;
 
-/// True when `a` has a schedule for `c` (tree: allreduce, broadcast, reduce; rd: allreduce;
-/// deterministic: the reductions but broadcast and allgather).
+/// True when `a` has a schedule for `c` (its catalog row serves it).
 bool supports(Coll c, Algo a);
 
 /// Where the ranks are: `nhosts` hosts of `per_host` ranks each (the last may hold fewer), and
@@ -28,7 +27,8 @@ struct Shape {
   int nhosts = 1;
   int per_host = 1;
   int cores = 0;
-  int tree_depth = 0;  // edges from the root to the deepest rank (0: computed from nranks)
+  int tree_depth = 0;   // edges from the root to the deepest rank (0: computed from nranks)
+  bool uneven = false;  // the hosts hold different numbers of ranks
 };
 
 /// The plans' messages: at most `chunk_bytes`, `depth` of them in flight per peer.

@@ -141,6 +141,13 @@ double HostRates::fall(double bytes, double near, double far, double dram) const
   return near + f * (far - near);
 }
 
+Tuning with_network(Tuning t, double link_gbps, int links) {
+  if (t.nic_gbps > 0 || link_gbps <= 0 || links <= 0) return t;
+  t.inter.gbps = std::min(t.inter.gbps, link_gbps);
+  t.nic_gbps = link_gbps * links;
+  return t;
+}
+
 std::vector<std::string_view> tuning_keys() {
   std::vector<std::string_view> keys;
   for (const Field& f : fields()) keys.push_back(f.key);

@@ -104,6 +104,11 @@ struct Tuning {
   Status apply(std::string_view text);
 };
 
+/// `t` with the network a host states (a link's rate `link_gbps` in GB/s, `links` of them; 0:
+/// unknown, `t` unchanged), unless `t.nic_gbps` is set (LOOM_TUNE_NIC_GBPS): one stream between
+/// hosts runs at most at one link's rate, and a host's streams share all its links.
+Tuning with_network(Tuning t, double link_gbps, int links);
+
 /// The tuning keys, in the order Tuning::to_string prints them (each has a LOOM_TUNE_<KEY>
 /// setting).
 std::vector<std::string_view> tuning_keys();

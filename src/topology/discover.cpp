@@ -11,6 +11,7 @@
 
 #include "log/log.hpp"
 #include "topology/hwloc_machine.hpp"
+#include "topology/net_links.hpp"
 #include "topology/topology.hpp"
 
 namespace loom::topo {
@@ -226,6 +227,9 @@ Result<std::pair<RankInfo, HostInfo>> discover_local(int rank, const config::Con
     if (!st.is_ok())
       return st.with_context(fmt::format("rank {}: LOOM_PCI_TOPO_FILE={}", rank, pci_file));
   }
+  const NetRate net = summarize(local_net_links(cfg.get_string("LOOM_SOCKET_IFNAME")));
+  host.nic_gbps = net.link_gbps;
+  host.nics = net.links;
   RankInfo info;
   info.rank = rank;
   info.host_id = host.host_id;
@@ -233,11 +237,11 @@ Result<std::pair<RankInfo, HostInfo>> discover_local(int rank, const config::Con
   info.pid = static_cast<int>(::getpid());
   read_binding(info);
   LOOM_LOG_INFO(Topo,
-                "rank {}: host {} ({}), {} NUMA node(s), {} cores, {} PUs, {} GPU(s), {} NIC(s); "
-                "bound to CPUs {} (NUMA node {})",
+                "rank {}: host {} ({}), {} NUMA node(s), {} cores, {} PUs, {} GPU(s), {} NIC(s), "
+                "{} network link(s) at {:.3f} GB/s; bound to CPUs {} (NUMA node {})",
                 rank, host.host_id, host.hostname, host.numa_nodes, host.cores, host.pus,
-                count_kind(host, "gpu"), count_kind(host, "nic"), format_cpu_list(info.cpus),
-                info.numa_node);
+                count_kind(host, "gpu"), count_kind(host, "nic"), host.nics, host.nic_gbps,
+                format_cpu_list(info.cpus), info.numa_node);
   return std::pair{std::move(info), std::move(host)};
 }
 

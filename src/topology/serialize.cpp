@@ -38,8 +38,9 @@ Json rank_to_json(const RankInfo& r) {
 Json host_to_json(const HostInfo& h) {
   Json devices = Json::array();
   for (const PciDevice& d : h.devices) devices.push_back(device_to_json(d));
-  return Json{{"host_id", h.host_id}, {"hostname", h.hostname}, {"numa_nodes", h.numa_nodes},
-              {"cores", h.cores},     {"pus", h.pus},           {"devices", std::move(devices)}};
+  return Json{{"host_id", h.host_id},   {"hostname", h.hostname}, {"numa_nodes", h.numa_nodes},
+              {"cores", h.cores},       {"pus", h.pus},           {"devices", std::move(devices)},
+              {"nic_gbps", h.nic_gbps}, {"nics", h.nics}};
 }
 
 std::string dump(const Json& j, int indent) {
@@ -174,6 +175,8 @@ Result<HostInfo> parse_host(const Json& j, const std::string& path) {
   LOOM_RETURN_IF_ERROR(in.read("numa_nodes", h.numa_nodes, false));
   LOOM_RETURN_IF_ERROR(in.read("cores", h.cores, false));
   LOOM_RETURN_IF_ERROR(in.read("pus", h.pus, false));
+  LOOM_RETURN_IF_ERROR(in.read("nic_gbps", h.nic_gbps, false));
+  LOOM_RETURN_IF_ERROR(in.read("nics", h.nics, false));
   LOOM_ASSIGN_OR_RETURN(const Json* devices, in.get("devices", false));
   if (devices == nullptr) return h;
   const std::string field = in.field("devices");

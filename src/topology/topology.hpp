@@ -68,6 +68,10 @@ struct HostInfo {
   int cores = 0;
   int pus = 0;  // hardware threads
   std::vector<PciDevice> devices;
+  /// Its network (net_links.hpp): the rate of one interface in GB/s (the slowest known) and how
+  /// many interfaces have a known rate; 0 unknown.
+  double nic_gbps = 0;
+  int nics = 0;
 
   bool operator==(const HostInfo&) const = default;
 };

@@ -8,6 +8,7 @@
 
 #include "comm_harness.hpp"
 #include "core/planner.hpp"
+#include "selector/catalog.hpp"
 #include "selector/selector.hpp"
 #include "tools/loom_sim/cluster.hpp"
 #include "tools/loom_sim/replay.hpp"
@@ -51,8 +52,15 @@ TEST_CASE("selector: LOOM_ALGO forces algorithms, also per collective", "[select
   REQUIRE(rd_long.is_ok());
   REQUIRE(rd_long->for_coll(Coll::AllReduce) == Algo::Rd);
 
-  for (const char* bad :
-       {"bogus", "allgather:tree", "scatter:ring", "allreduce:", "allreduce:x", "broadcast:rd"}) {
+  auto no_hier = Policy::parse("^hier, ^rd");
+  REQUIRE(no_hier.is_ok());
+  REQUIRE(no_hier->excluded[static_cast<std::size_t>(Algo::Hier)]);
+  REQUIRE(no_hier->excluded[static_cast<std::size_t>(Algo::Rd)]);
+  REQUIRE(!no_hier->excluded[static_cast<std::size_t>(Algo::Tree)]);
+  REQUIRE(!no_hier->for_coll(Coll::AllReduce));
+
+  for (const char* bad : {"bogus", "allgather:tree", "scatter:ring", "allreduce:", "allreduce:x",
+                          "broadcast:rd", "^bogus", "^deterministic", "allgather:hier"}) {
     INFO(bad);
     auto r = Policy::parse(bad);
     REQUIRE(!r.is_ok());
@@ -100,23 +108,23 @@ TEST_CASE("selector: small allreduces take recursive doubling (else the tree), l
   auto table = CostTable::build(s, t, p);
   auto tiny = choose(Coll::AllReduce, 8, table, std::nullopt);
   REQUIRE(tiny.algo == Algo::Rd);  // 3 messages on the critical path, against 6 and 14
-  REQUIRE(tiny.rd_us < tiny.tree_us);
-  REQUIRE(tiny.pick_us() == tiny.rd_us);
+  REQUIRE(tiny.us_of(Algo::Rd) < tiny.us_of(Algo::Tree));
+  REQUIRE(tiny.pick_us() == tiny.us_of(Algo::Rd));
   REQUIRE(tiny.describe(Coll::AllReduce, 8, s).find("-> rd (auto)") != std::string::npos);
   auto above_cap = choose(Coll::AllReduce, std::size_t{512} << 10, table, std::nullopt);
   REQUIRE(above_cap.algo != Algo::Rd);
-  REQUIRE(above_cap.rd_us >= 1e29);  // beyond rd_max_bytes (256 KiB): not a candidate
+  REQUIRE(above_cap.us_of(Algo::Rd) >= 1e29);  // beyond rd_max_bytes (256 KiB): not a candidate
   auto forced_rd = choose(Coll::AllReduce, std::size_t{512} << 10, table, Algo::Rd);
   REQUIRE(forced_rd.algo == Algo::Rd);  // forcing ignores the size cap
   auto rd_for_bcast = choose(Coll::Broadcast, 8, table, Algo::Rd);
   REQUIRE(rd_for_bcast.algo != Algo::Rd);
-  REQUIRE(rd_for_bcast.rd_us < 0);
+  REQUIRE(rd_for_bcast.us_of(Algo::Rd) < 0);
 
   t.rd_max_bytes = 0;  // recursive doubling off: the tree takes the small sizes
   table = CostTable::build(s, t, p);
   auto small = choose(Coll::AllReduce, 8, table, std::nullopt);
   REQUIRE(small.algo == Algo::Tree);
-  REQUIRE(small.tree_us < small.ring_us);
+  REQUIRE(small.us_of(Algo::Tree) < small.us_of(Algo::Ring));
   REQUIRE(!small.forced);
   auto large = choose(Coll::AllReduce, std::size_t{64} << 20, table, std::nullopt);
   REQUIRE(large.algo == Algo::Ring);
@@ -126,7 +134,7 @@ TEST_CASE("selector: small allreduces take recursive doubling (else the tree), l
   REQUIRE(forced.forced);
   auto ag = choose(Coll::AllGather, 8, table, Algo::Tree);
   REQUIRE(ag.algo == Algo::Ring);
-  REQUIRE(ag.tree_us < 0);
+  REQUIRE(ag.us_of(Algo::Tree) < 0);
   REQUIRE(small.describe(Coll::AllReduce, 8, s).find("-> tree (auto)") != std::string::npos);
 }
 
@@ -757,7 +765,7 @@ TEST_CASE("selector: the cost table holds the model's times and interpolates bet
       for (std::size_t ai = 0; ai < kAlgos; ++ai) {
         const auto c = static_cast<Coll>(ci);
         const auto a = static_cast<Algo>(ai);
-        if (!select::supports(c, a)) {
+        if (!select::supports(c, a) || select::row(a).unfit(s) != nullptr) {
           CHECK(table.time_us(c, a, 4096) == -1);
           continue;
         }

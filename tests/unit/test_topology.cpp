@@ -124,7 +124,7 @@ HostInfo host_named(const std::string& id) {
 Topology sample_topology() {
   RankInfo r0{0, "a:1234abcd", "alpha", 101, 0, {0, 1, 2, 3}};
   RankInfo r1{1, "b:99", "beta", 202, -1, {}};
-  HostInfo a{"a:1234abcd", "alpha", 2, 32, 64, {}};
+  HostInfo a{"a:1234abcd", "alpha", 2, 32, 64, {}, 0.125, 2};
   a.devices.push_back({"gpu",
                        "cuda0, card1 (10de:2330)",
                        "0000:17:00.0",
@@ -135,7 +135,7 @@ Topology sample_topology() {
   a.devices.push_back(
       {"nic", "mlx5_0, ib0 (15b3:101b)", "0000:3b:00.0", 1, 31.5, {"mlx5_0", "ib0"}, ""});
   a.devices.push_back({"other", "1af4:1042", "0000:00:02.0", -1, 0, {}, ""});
-  HostInfo b{"b:99", "beta", 1, 4, 8, {}};
+  HostInfo b{"b:99", "beta", 1, 4, 8, {}, 0, 0};
   return topo::assemble({{r1, b}, {r0, a}});
 }
 
@@ -203,8 +203,8 @@ TEST_CASE("topology: helpers and assembly", "[topology]") {
   CHECK(t.same_host(1, 1));
   CHECK(topo::validate(t).is_ok());
 
-  HostInfo first{"h", "first", 1, 1, 1, {}};
-  HostInfo second{"h", "second", 2, 2, 2, {}};
+  HostInfo first{"h", "first", 1, 1, 1, {}, 0, 0};
+  HostInfo second{"h", "second", 2, 2, 2, {}, 0, 0};
   const Topology one = topo::assemble(
       {{RankInfo{1, "h", "x", 0, -1, {}}, second}, {RankInfo{0, "h", "x", 0, -1, {}}, first}});
   REQUIRE(one.nhosts() == 1);

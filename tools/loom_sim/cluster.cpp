@@ -47,6 +47,7 @@ Shape shape_of(const Cluster& c, int nranks) {
   s.per_host = c.per_host <= 0 ? nranks : std::min(c.per_host, nranks);
   s.nhosts = (nranks + s.per_host - 1) / s.per_host;
   s.cores = c.cores;
+  s.uneven = nranks % s.per_host != 0;
   // The trees loom builds for this layout (flat, or chains per host below trees of leaders).
   std::vector<std::vector<int>> hosts(static_cast<std::size_t>(s.nhosts));
   for (int r = 0; r < nranks; ++r) hosts[static_cast<std::size_t>(r / s.per_host)].push_back(r);
@@ -60,8 +61,9 @@ Prediction predict(Coll coll, std::size_t bytes, const CostTable& table) {
   Prediction out;
   out.bytes = bytes;
   const select::Decision d = select::choose(coll, bytes, table, std::nullopt);
-  out.ring_us = d.ring_us;
-  out.tree_us = d.tree_us;
+  out.ring_us = d.us_of(Algo::Ring);
+  out.tree_us = d.us_of(Algo::Tree);
+  out.hier_us = d.us_of(Algo::Hier);
   out.pick = d.algo;
   out.pick_us = d.pick_us();
   if (select::supports(coll, Algo::Deterministic))

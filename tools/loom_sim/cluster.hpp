@@ -42,6 +42,7 @@ struct Prediction {
   std::size_t bytes = 0;
   double ring_us = 0;
   double tree_us = -1;  // -1: no tree schedule
+  double hier_us = -1;  // -1: no hierarchical schedule, or the shape does not fit it
   Algo pick = Algo::Ring;
   double pick_us = 0;
   double det_us = -1;  // deterministic mode, -1: not a reduction

@@ -33,6 +33,8 @@ struct Args {
   std::size_t min_bytes = 8, max_bytes = std::size_t{32} << 20, factor = 2, elem = 4;
   std::size_t chunk = 0, depth = 0;  // 0: from the settings
   std::string tuning;
+  double nic_gbps = 0;  // --nic-rate: one network link's rate (0: the preset's network)
+  int nics = 1;         // --nics: links per host
   bool replay = false;  // ring and tree columns from a step-level replay of the real plans
 };
 
@@ -47,6 +49,9 @@ std::string usage() {
          "  --per-host N         ranks per host (default: the preset's)\n"
          "  --cores N            CPUs per host (default: the preset's; local: this machine's)\n"
          "  --tuning K=V,...     cost-model constants on top of the preset's\n"
+         "  --nic-rate R         each host's network links at R (500mbit, 1gbit: loomrun's\n"
+         "                       --nic-rate), as a communicator reads them from the system\n"
+         "  --nics K             network links per host (default 1)\n"
          "  -b, -e, -f           min size, max size (K/M/G), factor (default 8, 32M, 2)\n"
          "  --chunk SIZE, --depth N   pipeline (default LOOM_CHUNK_SIZE, LOOM_PIPELINE_DEPTH)\n"
          "  --replay             ring and tree columns from replaying every rank's real plan in\n"
@@ -57,6 +62,18 @@ std::string usage() {
 [[noreturn]] void fail(const std::string& msg) {
   fmt::print(stderr, "loom-sim: {}\n{}", msg, usage());
   std::exit(kUsage);
+}
+
+// A rate as tc writes it (digits, then kbit, mbit or gbit) in GB/s.
+double rate_arg(std::string_view flag, std::string_view v) {
+  std::size_t digits = 0;
+  while (digits < v.size() && v[digits] >= '0' && v[digits] <= '9') ++digits;
+  const std::string_view unit = v.substr(digits);
+  const double scale = unit == "kbit" ? 1e3 : unit == "mbit" ? 1e6 : unit == "gbit" ? 1e9 : 0;
+  auto n = loom::config::parse_int(v.substr(0, digits));
+  if (digits == 0 || scale == 0 || !n.is_ok() || *n <= 0)
+    fail(fmt::format("bad rate '{}' for {} (expected e.g. 500mbit, 1gbit)", v, flag));
+  return static_cast<double>(*n) * scale / 8 / 1e9;
 }
 
 std::size_t size_arg(std::string_view flag, const char* v) {
@@ -96,6 +113,10 @@ Args parse(int argc, char** argv) {
       a.replay = true;
     else if (s == "--tuning")
       a.tuning = value();
+    else if (s == "--nic-rate")
+      a.nic_gbps = rate_arg(s, value());
+    else if (s == "--nics")
+      a.nics = static_cast<int>(int_arg(s, value(), 1, 64));
     else if (s == "-b" || s == "--minbytes")
       a.min_bytes = size_arg(s, value());
     else if (s == "-e" || s == "--maxbytes")
@@ -153,6 +174,10 @@ int run(int argc, char** argv) {
   if (a.per_host > 0) cluster->per_host = a.per_host;
   if (a.cores >= 0) cluster->cores = a.cores;
   if (auto st = cluster->tuning.apply(a.tuning); !st.is_ok()) fail(st.message());
+  if (a.nic_gbps > 0) {  // what the system states replaces the preset's network
+    cluster->tuning.nic_gbps = 0;
+    cluster->tuning = loom::select::with_network(cluster->tuning, a.nic_gbps, a.nics);
+  }
   const loom::select::Shape shape = loom::sim::shape_of(*cluster, a.nranks);
   auto chunk = loom::select::chunk_from(*cfg);
   if (!chunk.is_ok()) fail(chunk.status().message());
@@ -172,18 +197,18 @@ int run(int argc, char** argv) {
              cluster->description, cluster->tuning.to_string(),
              shape.cores ? std::to_string(shape.cores) : std::string("unlimited"), pipe.chunk_bytes,
              pipe.depth, shape.tree_depth);
-  fmt::print("# {:>10}  {:>12}  {:^27}  {:^27}  {:^39}  {:>9}\n", "", "", "ring", "tree",
-             "selector", "determ.");
+  fmt::print("# {:>10}  {:>12}  {:^27}  {:^27}  {:^39}  {:>9}  {:>9}\n", "", "", "ring", "tree",
+             "selector", "determ.", "hier");
   fmt::print(
       "# {:>10}  {:>12}  {:>9}  {:>7}  {:>7}  {:>9}  {:>7}  {:>7}  {:>10}  {:>9}  {:>7}  {:>7}  "
-      "{:>9}\n",
+      "{:>9}  {:>9}\n",
       "size", "count", "time", "algbw", "busbw", "time", "algbw", "busbw", "algo", "time", "algbw",
-      "busbw", "time");
+      "busbw", "time", "time");
   fmt::print(
       "# {:>10}  {:>12}  {:>9}  {:>7}  {:>7}  {:>9}  {:>7}  {:>7}  {:>10}  {:>9}  {:>7}  {:>7}  "
-      "{:>9}\n",
+      "{:>9}  {:>9}\n",
       "(B)", "(elements)", "(us)", "(GB/s)", "(GB/s)", "(us)", "(GB/s)", "(GB/s)", "", "(us)",
-      "(GB/s)", "(GB/s)", "(us)");
+      "(GB/s)", "(GB/s)", "(us)", "(us)");
   const double bf = bus_factor(a.coll, a.nranks);
   for (std::size_t bytes = a.min_bytes; bytes <= a.max_bytes; bytes *= a.factor) {
     auto p = loom::sim::predict(a.coll, bytes, table);
@@ -199,19 +224,21 @@ int run(int argc, char** argv) {
         p.tree_us = tree->us;
       }
       p.pick_us = p.pick == loom::select::Algo::Tree ? p.tree_us : p.ring_us;
-      if (p.pick == loom::select::Algo::Rd) {
-        auto rd =
-            loom::sim::replay(a.coll, loom::select::Algo::Rd, bytes, shape, cluster->tuning, pipe);
-        if (!rd.is_ok()) fail(rd.status().message());
-        p.pick_us = rd->us;
+      if (p.pick == loom::select::Algo::Rd || p.pick == loom::select::Algo::Hier) {
+        auto other = loom::sim::replay(a.coll, p.pick, bytes, shape, cluster->tuning, pipe);
+        if (!other.is_ok()) fail(other.status().message());
+        p.pick_us = other->us;
       }
     }
     std::size_t count = bytes / a.elem;
     if (a.coll == Coll::AllGather || a.coll == Coll::ReduceScatter)
       count /= static_cast<std::size_t>(a.nranks);
-    fmt::print("{:>12}  {:>12}{}{}  {:>10}{}  {}\n", bytes, count, cell(p.ring_us, bytes, bf),
+    auto time = [](double us) {
+      return us < 0 ? fmt::format("{:>9}", "N/A") : fmt::format("{:9.1f}", us);
+    };
+    fmt::print("{:>12}  {:>12}{}{}  {:>10}{}  {}  {}\n", bytes, count, cell(p.ring_us, bytes, bf),
                cell(p.tree_us, bytes, bf), to_string(p.pick), cell(p.pick_us, bytes, bf),
-               p.det_us < 0 ? fmt::format("{:>9}", "N/A") : fmt::format("{:9.1f}", p.det_us));
+               time(p.det_us), time(p.hier_us));
     if (bytes == 0) break;
   }
   return 0;
