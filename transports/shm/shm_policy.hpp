@@ -32,4 +32,14 @@ constexpr bool auto_reuse_slots(double busiest_cpu_ranks) {
 /// LOOM_SHM_SINGLE_COPY_MIN in bytes, 0 for auto (auto_single_copy_min).
 Result<std::size_t> single_copy_min_from(const config::Config& cfg);
 
+/// LOOM_SHM_SINGLE_COPY_MAX=auto where process_vm_readv is slower than memcpy: one slot. The
+/// slots cannot overlap the two copies of a message that fits in one, so one copy wins even at a
+/// slower rate; larger messages pipeline through the slots (docs/transports.md, "Single copy").
+constexpr std::size_t auto_single_copy_max(std::size_t slot_bytes) {
+  return slot_bytes;
+}
+
+/// LOOM_SHM_SINGLE_COPY_MAX in bytes, 0 for auto (auto_single_copy_max).
+Result<std::size_t> single_copy_max_from(const config::Config& cfg);
+
 }  // namespace loom::transport::shm
