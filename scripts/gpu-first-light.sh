@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# gpu-first-light.sh: first light of loom's CUDA path on one GPU, in one go (issue 26; docs/gpu.md,
+# gpu-first-light.sh: first light of loom's CUDA path on one GPU, in one go (docs/gpu.md,
 # "Running first light"). On the GPU machine it runs from the bundle (run-first-light.sh).
 #
 #   scripts/gpu-first-light.sh OUTDIR [--device cuda|host-sim] [--bin DIR] [--budget SECONDS]

@@ -1,7 +1,7 @@
 // The memory-system floor for host collectives: single-thread memcpy and fused fp32 c = a + b
 // over buffers far larger than the caches (and, for comparison, over a cache-sized working set).
 // A shared-memory allreduce can go no faster than the copies and reductions it must do, so these
-// two numbers bound loom's and Open MPI's busbw (see docs/performance.md, issue 3).
+// two numbers bound loom's and Open MPI's busbw (see docs/performance.md).
 //   membw-floor [-s BYTES] [-n ITERS]    (default 256 MiB, 10 iterations; best of the iterations)
 #include <chrono>
 #include <cstdio>

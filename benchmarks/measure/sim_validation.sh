@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# loom-sim against loom-perf on this machine, 2..8 ranks (issue 4: within 25%).
+# loom-sim against loom-perf on this machine, 2..8 ranks (target: within 25%).
 #   bash benchmarks/measure/sim_validation.sh [BIN_DIR]     (SIM_ROUNDS=7 rounds by default; ~50 s each)
 # This VM's memory rate drifts by up to 5x over minutes (2 ranks, 8 MiB: 0.6 to 2.9 ms in runs of
 # the same code), so a prediction is compared with a measurement taken right after its own

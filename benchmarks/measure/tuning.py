@@ -7,8 +7,8 @@ The 2-rank runs give the link and reduction constants. With 8 ranks on fewer CPU
 runs give the oversubscribed host's copy curve, the extra latency per message (the difference
 of the two calibrations' alpha, per extra rank on the busiest CPU: the model scales it by
 ceil(ranks/cores) - 1) and a rank's turn (a recursive-doubling round at k = 8 / cores ranks per
-CPU takes k^2 - 1 turns more than at one per CPU; docs/algorithms.md). Used by issue4.sh and
-sim_validation.sh.
+CPU takes k^2 - 1 turns more than at one per CPU; docs/algorithms.md). Used by
+algorithms_selector.sh and sim_validation.sh.
 """
 import statistics
 import sys

@@ -12,7 +12,7 @@ gathered output, the scattered input). busbw factors: all_reduce 2(n-1)/n, the o
 A time is the slowest rank's mean over the timed iterations; with --repeat N each size is timed N
 times per backend (the backends alternating round by round) and the median is reported, which
 keeps a moment of CPU contention on a shared machine out of the table. A collective a backend does not
-serve (loom's all_to_all_single before issue 24) is reported as such. --json PREFIX.json
+serve is reported as such. --json PREFIX.json
 also writes PREFIX-<collective>.json in loom-perf's JSON format, one run per backend, which
 benchmarks/plot_busbw.py draws.
 """

@@ -1,5 +1,5 @@
-"""Runs examples/torch/ddp_transformer.py under torchrun in the configurations issue 25 asks
-for and compares them:
+"""Runs examples/torch/ddp_transformer.py under torchrun in several configurations and compares
+them:
 
   1. loom and gloo at 1, 2 and 4 ranks: per-step loss differences (and vs 1 rank);
   2. LOOM_DETERMINISTIC=1 at 4 ranks on three placements (one host over shared memory; two

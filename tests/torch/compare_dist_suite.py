@@ -14,11 +14,11 @@ from pathlib import Path
 
 # First matching pattern names the cause of a loom failure or skip.
 CAUSES = [
-    (r"loom does not support (send|recv|recv \(any source\))", "send/recv (issue 24)"),
-    (r"loom does not support (all_to_all_single|all_to_all)", "all-to-all (issue 24)"),
-    (r"loom does not support (gather|scatter)", "gather/scatter (issue 24)"),
-    (r"loom does not support ReduceOp\.(BAND|BOR|BXOR)", "bitwise ReduceOps (issue 24)"),
-    (r"loom does not support ReduceOp\.PREMUL_SUM", "PREMUL_SUM (issue 24)"),
+    (r"loom does not support (send|recv|recv \(any source\))", "send/recv"),
+    (r"loom does not support (all_to_all_single|all_to_all)", "all-to-all"),
+    (r"loom does not support (gather|scatter)", "gather/scatter"),
+    (r"loom does not support ReduceOp\.(BAND|BOR|BXOR)", "bitwise ReduceOps"),
+    (r"loom does not support ReduceOp\.PREMUL_SUM", "PREMUL_SUM"),
     (r"loom cannot reduce tensors of dtype", "dtype loom cannot reduce"),
     (r"does not support monitoredBarrier", "monitored_barrier (gloo-only in c10d)"),
     (r"Only gloo backend|[Oo]nly (the )?[Gg]loo|requires backend .*gloo|BACKEND != \"gloo\"",

@@ -255,7 +255,7 @@ TEST_CASE("collectives: small chunks and four sockets and deep pipeline", "[coll
                  {"LOOM_PIPELINE_DEPTH", "8"}});
 }
 
-// Issue 4: every collective under each forced algorithm and in deterministic mode.
+// Every collective under each forced algorithm and in deterministic mode.
 TEST_CASE("collectives: full matrix with LOOM_ALGO=tree at 3 ranks", "[collectives][tree]") {
   run_matrix(3, {{"LOOM_ALGO", "tree"}, {"LOOM_CHUNK_SIZE", "256"}});
 }

@@ -1,4 +1,4 @@
-// The network transports' own mechanisms (issue 5, "TCP path quality"): how tcp splits messages
+// The network transports' own mechanisms: how tcp splits messages
 // into parts and reassembles them, the connector's socket count holding for a pair, the
 // automatic socket count, rails (several NICs: LOOM_SOCKET_IFNAME=eth0,eth1), the ofi liveness
 // connection's authentication, and init not probing libfabric when ofi would not be used. (The

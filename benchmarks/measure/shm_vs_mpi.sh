@@ -1,20 +1,20 @@
 #!/usr/bin/env bash
-# Issue 3 measurements (run on a quiet machine; about 5 minutes): loom over shared memory versus
+# loom over shared memory against Open MPI (run on a quiet machine; about 5 minutes): loom and
 # Open MPI's MPI_Allreduce (vader shared-memory BTL) side by side, fp32 sum allreduce from 16 B to
 # 256 MiB at 2 and 4 ranks, with ratios (benchmarks/compare.py); the memory-bandwidth floor
 # (membw-floor); 8 B latency with many iterations; and 8 ranks on this machine's cores
 # (oversubscribed) through a 256 MiB sweep. Every loom and MPI row is verified (#wrong 0).
-#   bash benchmarks/measure/issue3.sh [BUILD_DIR]     (default build/; writes BUILD_DIR/issue3/)
+#   bash benchmarks/measure/shm_vs_mpi.sh [BUILD_DIR]  (default build/; writes BUILD_DIR/shm_vs_mpi/)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${1:-$ROOT/build}
 BIN=$BUILD/bin
-OUT=${ISSUE3_OUT:-$BUILD/issue3}
+OUT=${SHM_VS_MPI_OUT:-$BUILD/shm_vs_mpi}
 mkdir -p "$OUT"
 for tool in loomrun loom-perf mpi-allreduce-perf membw-floor; do
-  [[ -x $BIN/$tool ]] || { echo "issue3.sh: $BIN/$tool is missing (build with scripts/build.sh)" >&2; exit 1; }
+  [[ -x $BIN/$tool ]] || { echo "shm_vs_mpi.sh: $BIN/$tool is missing (build with scripts/build.sh)" >&2; exit 1; }
 done
-echo "# issue 3 measurements, $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# loom over shm vs Open MPI, $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
 
 echo

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Issue 4 measurements (double binary tree, selector, deterministic mode, loom-sim validation).
+# Allreduce algorithms and the selector: double binary tree, ring, recursive doubling and auto,
+# deterministic mode, loom-sim validation.
 # Run on a quiet machine from the repository root after scripts/build.sh:
-#   bash benchmarks/measure/issue4.sh [BIN_DIR]        (about 10 minutes; ROUNDS=3 repeats)
+#   bash benchmarks/measure/algorithms_selector.sh [BIN_DIR]        (about 10 minutes; ROUNDS=3 repeats)
 # PARTS="0 1" runs only those sections (default: all; section 1 needs section 0's calibration).
 # Prints, as markdown tables for docs/performance.md:
 #  1. allreduce at 8 ranks, 8 B..64 KiB and 1..64 MiB: forced ring, tree, rd (small only), auto side by
@@ -15,7 +16,7 @@ set -euo pipefail
 BIN=${1:-build/bin}
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
-echo "# issue4 measurements on $(hostname), $(nproc) CPUs, $(date -u +%FT%TZ), $(git rev-parse --short HEAD 2>/dev/null)"
+echo "# algorithms and selector measurements on $(hostname), $(nproc) CPUs, $(date -u +%FT%TZ), $(git rev-parse --short HEAD 2>/dev/null)"
 
 perf() {  # perf N OUT ARGS...: rank 0's loom-perf table
   local n=$1 out=$2

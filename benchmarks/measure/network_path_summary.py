@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""Summary of benchmarks/measure/issue5.sh: reads the loopback ceilings (per rank count: what N
+"""Summary of benchmarks/measure/network_path.sh: reads the loopback ceilings (per rank count: what N
 loopback streams in a ring carry each, all at once) and the markdown tables benchmarks/compare.py
-wrote for loom over tcp and over ofi, and prints each issue-5 target with the measured value
+wrote for loom over tcp and over ofi, and prints each network-path target with the measured value
 (PASS / MISS) and every busbw from 16 MiB, loom's and Open MPI's, as a fraction of the ceiling.
-Usage: issue5_summary.py CEILING_FILE TCP_MD OFI_MD"""
+Usage: network_path_summary.py CEILING_FILE TCP_MD OFI_MD"""
 import re
 import sys
 

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Issue 8 measurements: loom-train scaling (samples/s at 1, 2, 4 ranks; strong scaling with a
+# loom-train scaling (samples/s at 1, 2, 4 ranks; strong scaling with a
 # fixed global batch, weak scaling with a fixed per-rank batch; overlap on/off) and the loss
 # curves of 1, 2 and 4 ranks at the same global batch. Prints markdown tables for
 # docs/performance.md. Needs an idle machine with >= 4 cores for meaningful numbers.
-# Usage: benchmarks/measure/issue8.sh [BIN_DIR]     (about 3 minutes)
+# Usage: benchmarks/measure/training_scaling.sh [BIN_DIR]     (about 3 minutes)
 set -euo pipefail
 BIN=${1:-$(cd "$(dirname "$0")/../.." && pwd)/build/bin}
 STEPS=${STEPS:-30}

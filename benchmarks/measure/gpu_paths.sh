@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
-# Measurements for issue 6 (GPU buffers). Prints, side by side in one run:
+# Allreduce on GPU buffers over each device path. Prints, side by side in one run:
 #   1. loom-perf allreduce on host buffers (the baseline) and on --device host-sim, over cuda_ipc
 #      and staged (^cuda_ipc): the cost of each path's logic alone (NOT GPU performance);
-#   2. on a machine with GPUs, the loom-perf --device cuda sweep (the issue's targets: kernels at
+#   2. on a machine with GPUs, the loom-perf --device cuda sweep (the targets: kernels at
 #      90% of memory bandwidth at 64 MiB, intra-node busbw within 10% of NCCL, compared with
 #      nccl-tests' all_reduce_perf when it is on PATH).
-# Usage: [ISSUE6_RANKS=4] benchmarks/measure/issue6.sh [BUILD_DIR]   (default build; 1-4 minutes)
+# Usage: [GPU_PATHS_RANKS=4] benchmarks/measure/gpu_paths.sh [BUILD_DIR]   (default build; 1-4 minutes)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 bin=${1:-build}/bin
-ranks=${ISSUE6_RANKS:-4}
+ranks=${GPU_PATHS_RANKS:-4}
 common=(allreduce -d float -b 8 -e 64M -f 4 -n 20 -w 5 -c 1)
 
 echo "### host buffers, $ranks ranks"
