@@ -65,7 +65,12 @@ TEST_CASE("single copy: what a receiver reads in place under auto", "[shm][singl
   CHECK(CopyRates{10.0, 10.0}.auto_reads() == shm::kReadsAll);
   // Slower than memcpy: copies only, of at most the sender's LOOM_SHM_SINGLE_COPY_MAX.
   CHECK(CopyRates{5.0, 13.0}.auto_reads() == shm::kReadsCopies);
-  CHECK(shm::auto_single_copy_max(256 << 10) == std::size_t{256} << 10);
+  const shm::SingleCopyMax own = shm::auto_single_copy_max(256 << 10, 1.0);
+  CHECK(own.any == std::size_t{256} << 10);
+  CHECK(own.exchange == std::size_t{256} << 10);
+  const shm::SingleCopyMax shared = shm::auto_single_copy_max(256 << 10, 2.0);
+  CHECK(shared.any == std::size_t{256} << 10);
+  CHECK(shared.exchange == shm::kNoLimit);
   using coll::CollKind;
   for (CollKind k : {CollKind::AllReduce, CollKind::ReduceScatter, CollKind::Reduce})
     CHECK(shm::message_may_be_reduced(static_cast<std::uint8_t>(k)));
@@ -73,6 +78,11 @@ TEST_CASE("single copy: what a receiver reads in place under auto", "[shm][singl
        {CollKind::AllGather, CollKind::Broadcast, CollKind::Barrier, CollKind::AllToAll,
         CollKind::AllToAllV, CollKind::Gather, CollKind::Scatter, CollKind::P2P})
     CHECK_FALSE(shm::message_may_be_reduced(static_cast<std::uint8_t>(k)));
+  for (CollKind k : {CollKind::AllToAll, CollKind::AllToAllV, CollKind::P2P})
+    CHECK(shm::message_is_exchange(static_cast<std::uint8_t>(k)));
+  for (CollKind k : {CollKind::AllReduce, CollKind::AllGather, CollKind::Broadcast,
+                     CollKind::Gather, CollKind::Scatter})
+    CHECK_FALSE(shm::message_is_exchange(static_cast<std::uint8_t>(k)));
 }
 
 TEST_CASE("single copy: sendrecv from ordinary buffers takes the route, every element size",

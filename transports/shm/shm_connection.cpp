@@ -69,7 +69,9 @@ bool ShmConnection::peer_reads_in_place(std::size_t len, const Tag& tag) const {
   if (message_may_be_reduced(tag.kind) ? (reads & kReadsReductions) == 0
                                        : (reads & kReadsCopies) == 0)
     return false;
-  return (reads & kReadsAnySize) != 0 || len <= single_copy_.max_bytes;
+  if ((reads & kReadsAnySize) != 0) return true;
+  return len <= (message_is_exchange(tag.kind) ? single_copy_.max_bytes.exchange
+                                               : single_copy_.max_bytes.any);
 }
 
 // Every use of the connection ends a wait cycle and withdraws our sleeping flags: we are awake.

@@ -15,6 +15,7 @@
 #include "transports/shm/channel.hpp"
 #include "transports/shm/doorbell.hpp"
 #include "transports/shm/peer_buffers.hpp"
+#include "transports/shm/shm_policy.hpp"
 #include "transports/shm/single_copy.hpp"
 
 namespace loom::transport::shm {
@@ -24,9 +25,9 @@ struct SingleCopyParams {
   bool read_peer = false;                 // we may read the peer's buffers (incoming messages)
   std::uint32_t peer_reads = kReadsNone;  // which of ours the peer reads (SingleCopyReads)
   std::size_t min_bytes = 64 << 10;
-  std::size_t max_bytes = 256 << 10;  // without kReadsAnySize
-  bool map_peer = false;              // we may map the peer's shared (loom::host_alloc) buffers
-  bool peer_maps = false;             // the peer maps ours
+  SingleCopyMax max_bytes{256 << 10, 256 << 10};  // without kReadsAnySize
+  bool map_peer = false;   // we may map the peer's shared (loom::host_alloc) buffers
+  bool peer_maps = false;  // the peer maps ours
 };
 
 /// What connection setup learned about the peer.

@@ -34,9 +34,17 @@ Result<std::size_t> single_copy_min_from(const config::Config& cfg);
 
 /// LOOM_SHM_SINGLE_COPY_MAX=auto where process_vm_readv is slower than memcpy: one slot. The
 /// slots cannot overlap the two copies of a message that fits in one, so one copy wins even at a
-/// slower rate; larger messages pipeline through the slots (docs/transports.md, "Single copy").
-constexpr std::size_t auto_single_copy_max(std::size_t slot_bytes) {
-  return slot_bytes;
+/// slower rate; larger messages pipeline through the slots. Where the rank shares its CPU, an
+/// all-to-all's or a send's message takes single copy at any size: every rank sends and receives
+/// alike there, and CPU time per byte decides, one copy against two (docs/transports.md, "Single
+/// copy").
+struct SingleCopyMax {
+  std::size_t any = 0;       // every message the receiver copies
+  std::size_t exchange = 0;  // all-to-all(v) and send/recv messages
+};
+inline constexpr std::size_t kNoLimit = ~std::size_t{0};
+constexpr SingleCopyMax auto_single_copy_max(std::size_t slot_bytes, double cpu_load) {
+  return {slot_bytes, cpu_load > 1 ? kNoLimit : slot_bytes};
 }
 
 /// LOOM_SHM_SINGLE_COPY_MAX in bytes, 0 for auto (auto_single_copy_max).

@@ -42,6 +42,12 @@ bool message_may_be_reduced(std::uint8_t tag_kind) {
   return k == CollKind::AllReduce || k == CollKind::ReduceScatter || k == CollKind::Reduce;
 }
 
+bool message_is_exchange(std::uint8_t tag_kind) {
+  using coll::CollKind;
+  const auto k = static_cast<CollKind>(tag_kind);
+  return k == CollKind::AllToAll || k == CollKind::AllToAllV || k == CollKind::P2P;
+}
+
 void allow_peer_reads() {
   static std::once_flag once;
   std::call_once(once, [] {

@@ -38,6 +38,9 @@ inline constexpr std::uint32_t kReadsAll = kReadsCopies | kReadsReductions | kRe
 
 /// True for the messages a receiver may reduce on arrival: those of the reducing collectives.
 bool message_may_be_reduced(std::uint8_t tag_kind);
+/// True for the messages of all-to-all(v) and send/recv, where every rank sends and receives
+/// alike.
+bool message_is_exchange(std::uint8_t tag_kind);
 
 /// Under Yama ptrace_scope 1, only ancestors may read a process's memory, which rules out sibling
 /// ranks: declare that any process of ours may (PR_SET_PTRACER_ANY; what ptrace_scope 0 allows
