@@ -2,7 +2,8 @@
 // tcp and ofi: every element lands where the call says for every element size (each data type),
 // odd rank counts, uneven and zero blocks, displacements with gaps (never written), every root,
 // in and out of place; bad arguments are InvalidArgument and counts that disagree between two
-// ranks are Mismatch naming both.
+// ranks are Mismatch naming both. Over shm also with every message read in place from the
+// sender's ordinary buffer (process_vm_readv), and with that route forced off.
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <mutex>
@@ -13,6 +14,7 @@
 #include "end_together.hpp"
 #include "reference.hpp"
 #include "transports/ofi/ofi_fabric.hpp"
+#include "transports/shm/single_copy.hpp"
 
 using namespace loom;
 using loom::test::error_of;
@@ -187,6 +189,30 @@ TEST_CASE("exchange calls: full matrix over shm at 1, 2, 3 and 5 ranks", "[excha
 
 TEST_CASE("exchange calls: full matrix over shm at 8 ranks", "[exchange][shm]") {
   run_exchange_matrix(8, over("shm"));
+}
+
+// LOOM_SHM_SINGLE_COPY_MIN=1: every message of a call that goes through the connections (not
+// the arena) is read in place where single copy is on or auto, none where it is off.
+TEST_CASE("exchange calls: full matrix over shm with single-copy reads on, auto and off",
+          "[exchange][shm][single_copy]") {
+  const bool allowed = transport::shm::measured_copy_rates().single_copy_gbs > 0;
+  if (!allowed) WARN("process_vm_readv is refused here: only the fallback to the slots runs");
+  for (const std::string mode : {"on", "auto", "off"}) {
+    if (mode == "on" && !allowed) continue;  // on is an error where the probe read fails
+    for (int n : {2, 3, 5}) {
+      INFO(n << " ranks, LOOM_SHM_SINGLE_COPY=" << mode);
+      const std::uint64_t before = transport::shm::cma_bytes_received();
+      run_exchange_matrix(n, {{"LOOM_TRANSPORTS", "shm"},
+                              {"LOOM_SHM_SINGLE_COPY", mode},
+                              {"LOOM_SHM_SINGLE_COPY_MIN", "1"},
+                              {"LOOM_SHM_SINGLE_COPY_MAX", "64M"}});
+      const std::uint64_t read = transport::shm::cma_bytes_received() - before;
+      if (mode == "off" || !allowed)
+        CHECK(read == 0);
+      else
+        CHECK(read > 0);
+    }
+  }
 }
 
 TEST_CASE("exchange calls: full matrix over tcp at 2, 3 and 4 ranks", "[exchange][tcp]") {

@@ -4,8 +4,7 @@
 // (whose ring receives reduce straight out of the mapping, where its sends are single-copy: a
 // CPU per rank); a buffer freed and allocated again
 // (the same descriptor number, another buffer) is read afresh, not through a stale mapping;
-// LOOM_SHM_SINGLE_COPY=off and ordinary buffers never take that path; misuse is refused. Auto
-// reads ordinary buffers with process_vm_readv only where that reads at memcpy's rate or faster.
+// LOOM_SHM_SINGLE_COPY=off and ordinary buffers never take that path; misuse is refused.
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <functional>
@@ -174,7 +173,7 @@ TEST_CASE("host buffers: misuse is refused", "[host_buffers][errors]") {
   host_free(nullptr);
 }
 
-TEST_CASE("single copy: auto reads with process_vm_readv only at memcpy's rate or faster",
+TEST_CASE("single copy: process_vm_readv pays for every message only at memcpy's rate",
           "[host_buffers][shm]") {
   using transport::shm::CopyRates;
   // The slot path's two copies overlap on two CPUs: half of memcpy's rate does not pay.

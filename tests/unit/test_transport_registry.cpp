@@ -114,17 +114,25 @@ TEST_CASE("transport registry: shm resolves its automatic policy from the CPU lo
   tp::shm::ShmOptions autos;
   autos.single_copy_min = 0;
   autos.slot_order = tp::shm::SlotOrder::Auto;
+  autos.single_copy_max = {0, 0};
   auto own = tp::shm::resolve_auto(autos, 1.0, 1.0);
   CHECK(own.single_copy_min == std::size_t{64} << 10);
+  CHECK(own.single_copy_max.any == autos.slot_bytes);
+  CHECK(own.single_copy_max.exchange == autos.slot_bytes);
   CHECK(own.slot_order == tp::shm::SlotOrder::Rotate);
   auto shared = tp::shm::resolve_auto(autos, 2.0, 3.0);
   CHECK(shared.single_copy_min == std::size_t{32} << 10);
+  CHECK(shared.single_copy_max.any == autos.slot_bytes);
+  CHECK(shared.single_copy_max.exchange == tp::shm::kNoLimit);
   CHECK(shared.slot_order == tp::shm::SlotOrder::Reuse);
   tp::shm::ShmOptions set;
   set.single_copy_min = 4096;
+  set.single_copy_max = {8192, 8192};
   set.slot_order = tp::shm::SlotOrder::Rotate;
   auto kept = tp::shm::resolve_auto(set, 4.0, 4.0);
   CHECK(kept.single_copy_min == 4096);
+  CHECK(kept.single_copy_max.any == 8192);
+  CHECK(kept.single_copy_max.exchange == 8192);
   CHECK(kept.slot_order == tp::shm::SlotOrder::Rotate);
 }
 

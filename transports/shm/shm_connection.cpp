@@ -62,6 +62,18 @@ Result<ShmConnection::Op*> ShmConnection::allocate(OpKind kind) {
   return op;
 }
 
+// Whether the peer reads a message from a buffer loom did not allocate with process_vm_readv,
+// rather than from the slots (single_copy.hpp: which messages take which path).
+bool ShmConnection::peer_reads_in_place(std::size_t len, const Tag& tag) const {
+  const std::uint32_t reads = single_copy_.peer_reads;
+  if (message_may_be_reduced(tag.kind) ? (reads & kReadsReductions) == 0
+                                       : (reads & kReadsCopies) == 0)
+    return false;
+  if ((reads & kReadsAnySize) != 0) return true;
+  return len <= (message_is_exchange(tag.kind) ? single_copy_.max_bytes.exchange
+                                               : single_copy_.max_bytes.any);
+}
+
 // Every use of the connection ends a wait cycle and withdraws our sleeping flags: we are awake.
 void ShmConnection::touch() {
   bell_->end_wait();
@@ -103,7 +115,7 @@ Result<Request> ShmConnection::post_send(const MemRegion& region, std::size_t of
     // where process_vm_readv is not.
     if (single_copy_.peer_maps)
       op->shared = shared_buffers::find(op->data, len).value_or(shared_buffers::Location{});
-    op->single_copy = op->shared.fd >= 0 || single_copy_.peer_reads;
+    op->single_copy = op->shared.fd >= 0 || peer_reads_in_place(len, tag);
   }
   sendq_.push_back(op);
   if (sendq_.size() == 1) {
@@ -334,6 +346,7 @@ Status ShmConnection::read_peer(Op& op, const SlotDesc& d) {
                         bounce_.data(), n / esize);
     }
   }
+  if (st.is_ok()) count_cma_bytes(d.length);
   return read_outcome(op, st);
 }
 

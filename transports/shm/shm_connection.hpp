@@ -15,14 +15,17 @@
 #include "transports/shm/channel.hpp"
 #include "transports/shm/doorbell.hpp"
 #include "transports/shm/peer_buffers.hpp"
+#include "transports/shm/shm_policy.hpp"
+#include "transports/shm/single_copy.hpp"
 
 namespace loom::transport::shm {
 
 /// Whether single-copy reads are used on a connection (see single_copy.hpp).
 struct SingleCopyParams {
-  bool read_peer = false;   // we may read the peer's buffers (incoming messages)
-  bool peer_reads = false;  // the peer reads ours (outgoing messages)
+  bool read_peer = false;                 // we may read the peer's buffers (incoming messages)
+  std::uint32_t peer_reads = kReadsNone;  // which of ours the peer reads (SingleCopyReads)
   std::size_t min_bytes = 64 << 10;
+  SingleCopyMax max_bytes{256 << 10, 256 << 10};  // without kReadsAnySize
   bool map_peer = false;   // we may map the peer's shared (loom::host_alloc) buffers
   bool peer_maps = false;  // the peer maps ours
 };
@@ -87,6 +90,7 @@ class ShmConnection final : public Connection {
     Tag tag;
   };
 
+  [[nodiscard]] bool peer_reads_in_place(std::size_t len, const Tag& tag) const;
   Result<Op*> allocate(OpKind kind);
   void touch();
   Status progress_send();

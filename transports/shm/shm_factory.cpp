@@ -9,7 +9,9 @@ Result<ShmOptions> options_from(const config::Config& cfg) {
   o.slot_bytes = cfg.get_size("LOOM_SHM_SLOT_SIZE");
   o.nslots = static_cast<std::size_t>(cfg.get_int("LOOM_SHM_SLOTS"));
   LOOM_ASSIGN_OR_RETURN(o.single_copy, parse_single_copy(cfg.get_string("LOOM_SHM_SINGLE_COPY")));
-  LOOM_ASSIGN_OR_RETURN(o.single_copy_min, single_copy_min_from(cfg));  // 0: auto
+  LOOM_ASSIGN_OR_RETURN(o.single_copy_min, single_copy_min_from(cfg));      // 0: auto
+  LOOM_ASSIGN_OR_RETURN(const std::size_t max, single_copy_max_from(cfg));  // 0: auto
+  o.single_copy_max = {max, max};
   LOOM_ASSIGN_OR_RETURN(o.slot_order, parse_slot_order(cfg.get_string("LOOM_SHM_SLOT_ORDER")));
   LOOM_ASSIGN_OR_RETURN(o.segments, parse_segment_kind(cfg.get_string("LOOM_SHM_SEGMENTS")));
   o.test_kill_after_create = cfg.get_bool("LOOM_TEST_SHM_KILL_AFTER_CREATE");
@@ -18,6 +20,7 @@ Result<ShmOptions> options_from(const config::Config& cfg) {
 
 ShmOptions resolve_auto(ShmOptions o, double cpu_load, double host_cpu_load) {
   if (o.single_copy_min == 0) o.single_copy_min = auto_single_copy_min(cpu_load);
+  if (o.single_copy_max.any == 0) o.single_copy_max = auto_single_copy_max(o.slot_bytes, cpu_load);
   // Three or more ranks on a CPU evict each other's channels from its caches: a channel's
   // message is best written where the last one was. With fewer, the slots fit, and writing the
   // slot the receiver has just read costs more (docs/algorithms.md, shared memory).

@@ -32,4 +32,22 @@ constexpr bool auto_reuse_slots(double busiest_cpu_ranks) {
 /// LOOM_SHM_SINGLE_COPY_MIN in bytes, 0 for auto (auto_single_copy_min).
 Result<std::size_t> single_copy_min_from(const config::Config& cfg);
 
+/// LOOM_SHM_SINGLE_COPY_MAX=auto where process_vm_readv is slower than memcpy: one slot. The
+/// slots cannot overlap the two copies of a message that fits in one, so one copy wins even at a
+/// slower rate; larger messages pipeline through the slots. Where the rank shares its CPU, an
+/// all-to-all's or a send's message takes single copy at any size: every rank sends and receives
+/// alike there, and CPU time per byte decides, one copy against two (docs/transports.md, "Single
+/// copy").
+struct SingleCopyMax {
+  std::size_t any = 0;       // every message the receiver copies
+  std::size_t exchange = 0;  // all-to-all(v) and send/recv messages
+};
+inline constexpr std::size_t kNoLimit = ~std::size_t{0};
+constexpr SingleCopyMax auto_single_copy_max(std::size_t slot_bytes, double cpu_load) {
+  return {slot_bytes, cpu_load > 1 ? kNoLimit : slot_bytes};
+}
+
+/// LOOM_SHM_SINGLE_COPY_MAX in bytes, 0 for auto (auto_single_copy_max).
+Result<std::size_t> single_copy_max_from(const config::Config& cfg);
+
 }  // namespace loom::transport::shm

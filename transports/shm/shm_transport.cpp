@@ -40,10 +40,10 @@ struct ShmTransport::Handshake {
   std::string in_id;
   ChannelGeometry in_geometry;
   ShmPeer info;
-  bool single_copy_in = false;   // we may read the peer's buffers (our probe succeeded)
-  bool single_copy_out = false;  // the peer reads ours
-  bool maps_in = false;          // we may map the peer's shared buffers (our probe read succeeded)
-  bool maps_out = false;         // the peer maps ours
+  std::uint32_t single_copy_in = kReadsNone;   // what we read in place (SingleCopyReads)
+  std::uint32_t single_copy_out = kReadsNone;  // what the peer reads in place
+  bool maps_in = false;   // we may map the peer's shared buffers (our probe read succeeded)
+  bool maps_out = false;  // the peer maps ours
   // Both channels acknowledged: the peer's setup is complete, so it may complete the operation it
   // connected for and exit before ours is (its last call), which is no failure.
   bool acked = false;       // we acknowledged the peer's channel
@@ -52,6 +52,12 @@ struct ShmTransport::Handshake {
 };
 
 namespace {
+
+const char* describe_reads(std::uint32_t reads) {
+  if (reads == kReadsNone) return "no";
+  if ((reads & kReadsReductions) == 0) return "copies only";
+  return "yes";
+}
 
 // Anonymous segments need memfd_create and a mailbox; auto falls back to named segments (logged)
 // where either is refused.
@@ -164,11 +170,11 @@ Status ShmTransport::ensure(const std::vector<int>& peers, Deadline deadline) {
                   "copy from {} bytes: reading {}, read by peer {}, shared buffers mapped {}, "
                   "mapped by peer {}; an empty channel's next payload: {} slot)",
                   rank_, h.peer, geometry_.nslots, geometry_.slot_bytes, options_.single_copy_min,
-                  h.single_copy_in ? "yes" : "no", h.single_copy_out ? "yes" : "no",
+                  describe_reads(h.single_copy_in), describe_reads(h.single_copy_out),
                   h.maps_in ? "yes" : "no", h.maps_out ? "yes" : "no",
                   options_.slot_order == SlotOrder::Reuse ? "first" : "next");
-    SingleCopyParams sc{h.single_copy_in, h.single_copy_out, options_.single_copy_min, h.maps_in,
-                        h.maps_out};
+    SingleCopyParams sc{h.single_copy_in != kReadsNone, h.single_copy_out, options_.single_copy_min,
+                        options_.single_copy_max,       h.maps_in,         h.maps_out};
     conns_[static_cast<std::size_t>(h.peer)] = std::make_unique<ShmConnection>(
         rank_, std::move(h.info), Channel(std::move(h.out.mapping), geometry_),
         Channel(std::move(h.in), h.in_geometry), bell_, sc,
@@ -363,7 +369,7 @@ Status ShmTransport::open_incoming(Handshake& h, Deadline deadline) {
   LOOM_RETURN_IF_ERROR(check_peer(h));
   LOOM_RETURN_IF_ERROR(bell_->probe(h.info.doorbell, h.peer));
   LOOM_RETURN_IF_ERROR(probe_single_copy(h));
-  header.single_copy.store(h.single_copy_in ? 1 : 0, std::memory_order_relaxed);
+  header.single_copy.store(h.single_copy_in, std::memory_order_relaxed);
   header.maps_shared.store(h.maps_in ? 1 : 0, std::memory_order_relaxed);
   header.mapped.store(1, std::memory_order_release);
   LOOM_RETURN_IF_ERROR(store_->set(key(h.peer, rank_) + "/mapped", bootstrap::as_bytes(h.in_id)));
@@ -386,8 +392,9 @@ Status ShmTransport::await_mapped(Handshake& h, Deadline deadline) {
                       rank_, h.peer);
   h.out.name.unlink();
   h.peer_acked = true;
-  h.single_copy_out = options_.single_copy != SingleCopy::Off &&
-                      header.single_copy.load(std::memory_order_relaxed) != 0;
+  h.single_copy_out = options_.single_copy == SingleCopy::Off
+                          ? kReadsNone
+                          : header.single_copy.load(std::memory_order_relaxed);
   h.maps_out = options_.single_copy != SingleCopy::Off &&
                header.maps_shared.load(std::memory_order_relaxed) != 0;
   return Status::ok();
@@ -412,16 +419,20 @@ Status ShmTransport::probe_single_copy(Handshake& h) {
   // Reading the peer's memory is allowed: so is mapping its shared buffers (/proc/<pid>/fd needs
   // less than process_vm_readv), which pays wherever memcpy does.
   h.maps_in = st.is_ok();
-  if (st.is_ok() && options_.single_copy == SingleCopy::Auto) {
-    const CopyRates& rates = measured_copy_rates();
-    if (!rates.single_copy_pays())
-      st = make_error(ErrorCode::SystemError,
-                      "process_vm_readv copies {:.1f} GB/s here, memcpy {:.1f} GB/s: the slot "
-                      "rings are faster",
-                      rates.single_copy_gbs, rates.memcpy_gbs);
+  if (st.is_ok()) {
+    h.single_copy_in = kReadsAll;
+    if (options_.single_copy == SingleCopy::Auto) {
+      const CopyRates& rates = measured_copy_rates();
+      h.single_copy_in = rates.auto_reads();
+      if (h.single_copy_in != kReadsAll)
+        LOOM_LOG_DEBUG(Shm,
+                       "rank {}: process_vm_readv copies {:.1f} GB/s here, memcpy {:.1f} GB/s: "
+                       "single-copy reads from rank {} only for messages copied out, up to the "
+                       "sender's LOOM_SHM_SINGLE_COPY_MAX",
+                       rank_, rates.single_copy_gbs, rates.memcpy_gbs, h.peer);
+    }
+    return Status::ok();
   }
-  h.single_copy_in = st.is_ok();
-  if (st.is_ok()) return Status::ok();
   if (options_.single_copy == SingleCopy::On)
     return make_error(ErrorCode::InvalidUsage,
                       "rank {}: LOOM_SHM_SINGLE_COPY=on, but reading rank {}'s memory with "

@@ -22,6 +22,7 @@
 #include "transports/shm/shm_arena.hpp"
 #include "transports/shm/shm_card.hpp"
 #include "transports/shm/shm_connection.hpp"
+#include "transports/shm/shm_policy.hpp"
 #include "transports/shm/single_copy.hpp"
 #include "transports/transport.hpp"
 
@@ -39,9 +40,12 @@ struct ShmOptions {
   std::size_t nslots = 8;
   SingleCopy single_copy = SingleCopy::Auto;  // LOOM_SHM_SINGLE_COPY
   std::size_t single_copy_min = 64 << 10;     // messages this large (and larger) use it
-  SlotOrder slot_order = SlotOrder::Auto;     // LOOM_SHM_SLOT_ORDER (Auto here: Rotate)
-  SegmentKind segments = SegmentKind::Auto;   // LOOM_SHM_SEGMENTS
-  bool test_kill_after_create = false;        // LOOM_TEST_SHM_KILL_AFTER_CREATE (tests only)
+  // LOOM_SHM_SINGLE_COPY_MAX: the largest message that uses it where process_vm_readv is slower
+  // than memcpy (0 as parsed: auto)
+  SingleCopyMax single_copy_max{256 << 10, 256 << 10};
+  SlotOrder slot_order = SlotOrder::Auto;    // LOOM_SHM_SLOT_ORDER (Auto here: Rotate)
+  SegmentKind segments = SegmentKind::Auto;  // LOOM_SHM_SEGMENTS
+  bool test_kill_after_create = false;       // LOOM_TEST_SHM_KILL_AFTER_CREATE (tests only)
 };
 
 /// Parses LOOM_SHM_SLOT_ORDER: auto, reuse or rotate.

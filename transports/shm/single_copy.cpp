@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -12,6 +13,7 @@
 #include <mutex>
 #include <vector>
 
+#include "collective/kinds.hpp"
 #include "common/choice.hpp"
 
 namespace loom::transport::shm {
@@ -20,6 +22,30 @@ Result<SingleCopy> parse_single_copy(std::string_view text) {
   return parse_choice<SingleCopy>(
       "LOOM_SHM_SINGLE_COPY", text,
       {{"auto", SingleCopy::Auto}, {"on", SingleCopy::On}, {"off", SingleCopy::Off}});
+}
+
+namespace {
+std::atomic<std::uint64_t> g_cma_bytes{0};
+}  // namespace
+
+std::uint64_t cma_bytes_received() {
+  return g_cma_bytes.load(std::memory_order_relaxed);
+}
+
+void count_cma_bytes(std::uint64_t n) {
+  g_cma_bytes.fetch_add(n, std::memory_order_relaxed);
+}
+
+bool message_may_be_reduced(std::uint8_t tag_kind) {
+  using coll::CollKind;
+  const auto k = static_cast<CollKind>(tag_kind);
+  return k == CollKind::AllReduce || k == CollKind::ReduceScatter || k == CollKind::Reduce;
+}
+
+bool message_is_exchange(std::uint8_t tag_kind) {
+  using coll::CollKind;
+  const auto k = static_cast<CollKind>(tag_kind);
+  return k == CollKind::AllToAll || k == CollKind::AllToAllV || k == CollKind::P2P;
 }
 
 void allow_peer_reads() {
