@@ -168,14 +168,18 @@ void EngineCore::worker_loop() {
 // a tick passes (false). Parks without a tick once the communicator has been idle for long,
 // waking only for the idle checks still due (EngineOptions::idle_check).
 bool EngineCore::worker_should_drive(Lock& lk) {
+  if (driving_) {  // another thread drives: look again after a tick, the lock released
+    work_cv_.wait_for(lk, options_.max_block);
+    return false;
+  }
   auto now = Clock::now();
-  if (!queue_.empty() && !driving_) {
+  if (!queue_.empty()) {
     auto due = undriven_since_ + options_.grace;
     if (now >= due) return true;
     work_cv_.wait_until(lk, due);
     return false;
   }
-  if (queue_.empty() && idle_checks_left_ > 0 && !driving_) {
+  if (idle_checks_left_ > 0) {
     const auto due = last_activity_ + next_idle_check_;
     if (now >= due) {
       --idle_checks_left_;
@@ -193,7 +197,7 @@ bool EngineCore::worker_should_drive(Lock& lk) {
     }
     return false;
   }
-  if (queue_.empty() && now - last_activity_ >= options_.park_after) {
+  if (now - last_activity_ >= options_.park_after) {
     worker_parked_ = true;
     work_cv_.wait(lk, [&] { return stop_ || !queue_.empty() || idle_checks_left_ > 0; });
     worker_parked_ = false;

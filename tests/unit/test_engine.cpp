@@ -7,6 +7,7 @@
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <cstdlib>
 #include <ctime>
 #include <thread>
 
@@ -349,4 +350,36 @@ TEST_CASE("engine: an operation that fails inline fails the engine like a queued
   auto after = engine.submit_inline(std::make_unique<FakeTask>(rec, 1, Deadline::after(30s)), 0us);
   CHECK(wait(after, 5s).code() == ErrorCode::Mismatch);  // failed earlier: not run
   CHECK_FALSE(rec.finished);
+}
+
+// An inline call that runs past park_after while idle checks are still due: the worker must
+// keep off the lock's way (it once waited on a predicate that was already true, holding the lock
+// for good, so the caller could never take it back to finish its call).
+TEST_CASE("engine: a long inline call while idle checks are due finishes", "[engine]") {
+  ex::EngineOptions o = options(100us);
+  o.park_after = 5ms;
+  o.idle_check_after = 20ms;
+  o.idle_check = [] { return Status::ok(); };
+  ex::Engine engine(o);
+  Record first;
+  REQUIRE(wait(engine.submit(std::make_unique<FakeTask>(first, 1, Deadline::after(30s))), 30s)
+              .is_ok());  // idle checks are due from now on
+  std::atomic<bool> ready{false};
+  std::atomic<bool> returned{false};
+  Record rec;
+  std::thread caller([&] {
+    auto op =
+        engine.submit_inline(std::make_unique<FakeTask>(rec, 1, Deadline::after(30s), &ready), 10s);
+    returned = true;
+  });
+  std::this_thread::sleep_for(200ms);  // past park_after and the first idle check's time
+  ready = true;
+  auto until = Clock::now() + 10s;
+  while (!returned && Clock::now() < until) std::this_thread::sleep_for(5ms);
+  if (!returned) {  // the caller is stuck on the engine's lock: nothing else can end this test
+    FAIL_CHECK("submit_inline did not return within 10 s of its operation finishing");
+    std::_Exit(1);
+  }
+  caller.join();
+  CHECK(rec.finished);
 }
