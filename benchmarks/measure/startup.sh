@@ -7,7 +7,8 @@
 # the peak RSS of the largest process.
 #
 #   benchmarks/measure/startup.sh [BIN_DIR] [N...]      (default: build/bin 32 64 128 256 512)
-#   RUNS=3 (runs per N and launcher), TIMEOUT=600 (seconds per run), MPI=0 skips Open MPI.
+#   RUNS=3 (runs per N and launcher), TIMEOUT=600 (seconds per run), MPI=0 skips Open MPI,
+#   LOGS=DIR keeps the output of loom's failed runs there.
 # Takes /tmp/loom-bench.lock around each run (big jobs load the whole machine).
 set -u
 BIN=${1:-build/bin}
@@ -68,6 +69,8 @@ for n in "${SIZES[@]}"; do
     loom_times+=("$s")
     if [[ $rc == 0 ]] && grep -q "Out of bounds values : 0 OK" "$TMP/loom.$n.$i"; then
       loom_ok=$((loom_ok + 1))
+    elif [[ -n ${LOGS:-} ]]; then
+      mkdir -p "$LOGS" && cp "$TMP/loom.$n.$i" "$LOGS/"
     fi
     ((kib > rss)) && rss=$kib
     if [[ $MPI == 1 ]]; then
@@ -84,7 +87,8 @@ $(slowest "arena and failure monitor" "$log")"
   first=$(awk '$2 == 8 && $3 == 2 {print $7; exit}' "$log")
   served=$(grep -o "served [0-9]* requests" "$log" | head -1 | awk '{print $2}')
   lt=$(printf "%s\n" "${loom_times[@]}" | median)
-  mt=$([[ $MPI == 1 ]] && printf "%s\n" "${mpi_times[@]}" | median || echo "-")
+  mt="-"
+  [[ $MPI == 1 ]] && mt=$(printf "%s\n" "${mpi_times[@]}" | median | xargs printf "%.2f")
   printf "%6s | %7.2f (%d/%d), %4d MiB %10s | %7s (%d/%d) %15s | %s; %s; %s\n" "$n" "$lt" "$loom_ok" \
     "$RUNS" $((rss / 1024)) "" "$mt" "$mpi_ok" "$RUNS" "" "$phases" "${first:--}" "${served:--}"
   grep -ho "served .*" "$log" | head -1 | sed 's/^/         server: /'

@@ -100,6 +100,10 @@ struct TcpStoreClient::Impl {
   /// Sends BYE (best effort, bounded) so the server does not list this client as gone. Called
   /// with `mu` held.
   void say_bye();
+  /// The goodbye frame written straight to the socket, for a client whose call holds `mu` at
+  /// process exit: blocked waiting for an answer, it sends nothing meanwhile, and the server
+  /// finds the goodbye at the end of its unread input when the connection closes.
+  void say_bye_unlocked();
   Status read_refusal(int sock, const std::string& ctx) const;
   Status check_server_proof(int sock, const crypto::Nonce& mine,
                             std::span<const std::uint8_t> fields, Deadline deadline,
@@ -126,6 +130,18 @@ void TcpStoreClient::Impl::say_bye() {
   static const std::string kKey = "-";
   (void)send_request(wire::Op::Bye, kKey, 0, {}, Deadline::after(milliseconds(200)), "goodbye");
   reset_fd();
+}
+
+void TcpStoreClient::Impl::say_bye_unlocked() {
+  const int sock = live_fd.load();
+  if (sock < 0) return;
+  static const auto frame = [] {
+    auto h = wire::encode_request({static_cast<std::uint8_t>(wire::Op::Bye), 1, 0});
+    std::vector<std::uint8_t> b(h.begin(), h.end());
+    b.push_back('-');
+    return b;
+  }();
+  (void)::send(sock, frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
 // After a DuplicateRank ack: the server says who holds the rank.
@@ -158,7 +174,10 @@ LiveClients& live_clients() {
       for (TcpStoreClient::Impl* c : live_clients().all) {
         std::unique_lock held(c->mu, std::defer_lock);
         for (int i = 0; i < 20 && !held.try_lock(); ++i) ::usleep(5000);
-        if (held.owns_lock()) c->say_bye();
+        if (held.owns_lock())
+          c->say_bye();
+        else  // blocked in a call (a parked watch): the goodbye goes behind its request
+          c->say_bye_unlocked();
       }
     });
     return l;
@@ -338,6 +357,12 @@ Result<Response> TcpStoreClient::Impl::call(wire::Op op, const std::string& key,
     return make_error(ErrorCode::Aborted, "{}: the store connection was interrupted", what);
   if (!fd.valid()) {
     Status s = handshake(op_deadline().earliest(send_deadline));
+    // A server that proved itself before and now closes a reconnection during its hello is
+    // shedding load (its pending-hello cap): busy, not gone. The next call tries again.
+    if (s.code() == ErrorCode::PeerFailed &&
+        s.message().find("during the hello") != std::string::npos)
+      return make_error(ErrorCode::Timeout, "{}: {} (reconnecting; the server is busy)", what,
+                        s.message());
     if (s.code() == ErrorCode::PeerFailed) {
       broken = s;
       lost = true;
