@@ -118,6 +118,7 @@ class Loop {
                 std::span<const std::uint8_t> value);
   void handle_set(Conn& c, std::string key, std::span<const std::uint8_t> value);
   void handle_add(Conn& c, const std::string& key, std::int64_t delta);
+  bool park_or_timeout(Conn& c, std::uint64_t wait_ms);
   void handle_get(Conn& c, const wire::RequestHeader& h, std::string key);
   void handle_erase(Conn& c, const std::string& prefix);
   void handle_gone(Conn& c);

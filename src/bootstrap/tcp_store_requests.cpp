@@ -99,19 +99,26 @@ void Loop::handle_add(Conn& c, const std::string& key, std::int64_t delta) {
   wake_waiters(key);
 }
 
+// A request that may wait and found nothing: answered Timeout at once when it asked not to wait
+// (false), else its connection parks for wait_ms (kForeverMs and above: for good).
+bool Loop::park_or_timeout(Conn& c, std::uint64_t wait_ms) {
+  if (wait_ms == 0) {
+    respond(c, wire::Reply::Timeout, 0, {});
+    return false;
+  }
+  c.parked = true;
+  c.parked_until = wait_ms >= kForeverMs
+                       ? Clock::time_point::max()
+                       : Clock::now() + milliseconds(static_cast<std::int64_t>(wait_ms));
+  return true;
+}
+
 void Loop::handle_get(Conn& c, const wire::RequestHeader& h, std::string key) {
   if (auto it = data_.find(key); it != data_.end()) {
     respond(c, wire::Reply::Ok, it->second.value.size(), it->second.value);
     return;
   }
-  if (h.arg == 0) {
-    respond(c, wire::Reply::Timeout, 0, {});
-    return;
-  }
-  c.parked = true;
-  c.parked_until = h.arg >= kForeverMs
-                       ? Clock::time_point::max()
-                       : Clock::now() + milliseconds(static_cast<std::int64_t>(h.arg));
+  if (!park_or_timeout(c, h.arg)) return;
   waiters_[key].insert(c.id);
   c.parked_key = std::move(key);
 }
@@ -145,14 +152,7 @@ void Loop::handle_watch(Conn& c, const wire::RequestHeader& h, const std::string
       respond(c, wire::Reply::Ok, i, {});
       return;
     }
-  if (h.arg == 0) {
-    respond(c, wire::Reply::Timeout, 0, {});
-    return;
-  }
-  c.parked = true;
-  c.parked_until = h.arg >= kForeverMs
-                       ? Clock::time_point::max()
-                       : Clock::now() + milliseconds(static_cast<std::int64_t>(h.arg));
+  if (!park_or_timeout(c, h.arg)) return;
   for (const std::string& k : keys) waiters_[k].insert(c.id);
   c.watch_keys = std::move(keys);
 }
