@@ -35,6 +35,19 @@ constexpr milliseconds kWatchGrace{30'000};
 constexpr milliseconds kMinBackoff{50};
 constexpr milliseconds kMaxBackoff{2000};
 
+// A server that closes a connection during its hello is shedding load (its pending-hello cap or
+// hello deadline on an overloaded host): busy, not gone.
+bool busy_hello(const Status& s) {
+  return s.code() == ErrorCode::PeerFailed &&
+         s.message().find("during the hello") != std::string::npos;
+}
+
+milliseconds jittered(milliseconds backoff) {
+  thread_local std::minstd_rand jitter(std::random_device{}());
+  const auto half = backoff.count() / 2;
+  return milliseconds(half + static_cast<long>(jitter() % (half + 1)));
+}
+
 // Waits until `fd` has input (or an error/hangup to read) or `d` passes. False on timeout.
 bool wait_input(int fd, Deadline d) {
   for (;;) {
@@ -117,9 +130,7 @@ struct TcpStoreClient::Impl {
   /// slow server do not all hello again at once.
   void delay_reconnect() {
     backoff = std::clamp(backoff * 2, kMinBackoff, kMaxBackoff);
-    thread_local std::minstd_rand jitter(std::random_device{}());
-    const auto half = backoff.count() / 2;
-    reconnect_at = Clock::now() + milliseconds(half + static_cast<long>(jitter() % (half + 1)));
+    reconnect_at = Clock::now() + jittered(backoff);
   }
   Status reconnect(Deadline deadline, const std::string& what);
   Result<Response> answer(Deadline deadline, const std::string& what);
@@ -410,10 +421,9 @@ Status TcpStoreClient::Impl::reconnect(Deadline deadline, const std::string& wha
     backoff = milliseconds(0);
     return s;
   }
-  // A server that proved itself before and now closes a reconnection during its hello is
-  // shedding load (its pending-hello cap): busy, not gone. A later call tries again.
-  if (s.code() == ErrorCode::PeerFailed &&
-      s.message().find("during the hello") != std::string::npos) {
+  // A server that proved itself before and now closes a reconnection during its hello is busy,
+  // not gone: a later call tries again.
+  if (busy_hello(s)) {
     delay_reconnect();
     return make_error(ErrorCode::Timeout, "{}: {} (reconnecting; the server is busy)", what,
                       s.message());
@@ -479,7 +489,15 @@ Result<std::unique_ptr<TcpStoreClient>> TcpStoreClient::connect(const net::Socke
   impl->comm_id = comm_id;
   impl->rank = rank;
   impl->secret = secret;
-  LOOM_RETURN_IF_ERROR(impl->handshake(deadline));
+  // A busy server's dropped hellos are retried, backing off, until the deadline.
+  for (milliseconds backoff = kMinBackoff;; backoff = std::min(backoff * 2, kMaxBackoff)) {
+    Status s = impl->handshake(deadline);
+    if (s.is_ok()) break;
+    const Deadline retry = Deadline::after(jittered(backoff));
+    if (!busy_hello(s) || deadline.at() < retry.at()) return s;
+    LOOM_LOG_DEBUG(Bootstrap, "rank {}: {}; trying again", rank, s.message());
+    std::this_thread::sleep_until(retry.at());
+  }
   return std::unique_ptr<TcpStoreClient>(new TcpStoreClient(std::move(impl)));
 }
 

@@ -450,6 +450,42 @@ TEST_CASE("bootstrap: a slow tcp server keeps the connection; its late answer is
   CHECK(later_connections == 0);
 }
 
+TEST_CASE("bootstrap: a tcp client joins a server that dropped its first hello (busy)") {
+  auto l = net::listen_on(loopback_any_port());
+  REQUIRE(l.is_ok());
+  auto addr = net::bound_address(l.value().get());
+  REQUIRE(addr.is_ok());
+  std::thread busy([&l] {
+    const Deadline d = Deadline::after(5s);
+    {  // the first connection: its hello is read, then dropped unanswered
+      auto first = net::accept_until(l.value().get(), d);
+      if (!first.is_ok()) return;
+      auto challenge = wire::encode_challenge(loom::crypto::Nonce{});
+      std::vector<std::uint8_t> hello(wire::kHelloBytes);
+      (void)net::send_all(first.value().get(), challenge.data(), challenge.size(), d, "challenge");
+      (void)net::recv_all(first.value().get(), hello.data(), hello.size(), d, "hello");
+    }
+    auto second = net::accept_until(l.value().get(), d);
+    if (!second.is_ok()) return;
+    const int fd = second.value().get();
+    auto hello = accept_hello(fd, d);
+    if (hello.empty()) return;
+    loom::crypto::Nonce theirs{};
+    std::copy_n(hello.data() + wire::kHelloFieldBytes + 32, theirs.size(), theirs.begin());
+    auto proof =
+        loom::crypto::prove({}, wire::kServerDomain, theirs,
+                            std::span<const std::uint8_t>(hello.data(), wire::kHelloFieldBytes));
+    (void)net::send_all(fd, proof.data(), proof.size(), d, "proof");
+    std::uint8_t bye[wire::kRequestHeaderBytes + 1];
+    (void)net::recv_all(fd, bye, sizeof bye, d, "goodbye");
+  });
+  {
+    auto client = bs::TcpStoreClient::connect(addr.value(), kCommId, 1, Deadline::after(5s));
+    CHECK(client.is_ok());
+  }  // its goodbye ends the fake
+  busy.join();
+}
+
 TEST_CASE("bootstrap: a tcp server that cannot prove the secret is refused") {
   // An impostor at the store's address: it answers the hello with an Ok ack but a forged proof.
   FakeServer impostor([](int fd) {
