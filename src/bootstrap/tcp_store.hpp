@@ -91,12 +91,16 @@ class TcpStoreServer {
 ///
 /// GET timeouts are enforced by the server, so a timed-out get() leaves the connection usable.
 /// If the server does not answer at all (a get() 1 s past its deadline, or set()/add() past the
-/// operation timeout), the call fails with Timeout, the connection is closed as out of sync,
-/// and the next call reconnects (with a new hello). When the server closes the connection
-/// (server gone, or it rejected this client) the client is broken for good: every later call
-/// fails at once with PeerFailed. A server shutting down cleanly says so first (a Closing
-/// frame), so server_lost() tells a finalized server from a dead one. A client destroyed (or
-/// left behind at a normal process exit) says goodbye, so its server does not list it as gone.
+/// operation timeout), the call fails with Timeout but the connection stays: a slow server is
+/// not a dead one, and the late answer is read and skipped by a later call (requests are
+/// answered in order). Only a connection left out of sync (an answer cut off part-way) is
+/// closed; the next call then reconnects (with a new hello) after a backoff of 50 ms doubling
+/// to 2 s, with jitter, so the clients of a busy server do not all hello again at once. When the
+/// server closes the connection (server gone, or it rejected this client) the client is broken for
+/// good: every later call fails at once with PeerFailed. A server shutting down cleanly says so
+/// first (a Closing frame), so server_lost() tells a finalized server from a dead one. A client
+/// destroyed (or left behind at a normal process exit) says goodbye, so its server does not list it
+/// as gone.
 class TcpStoreClient final : public Store {
  public:
   /// Connects (retrying until `deadline`, so ranks may start before the server) and says hello.

@@ -1,5 +1,6 @@
 // TcpStoreClient: blocking request/response over one socket, serialised by a mutex. See
 // tcp_store.hpp for the behaviour after timeouts and server failure.
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -8,10 +9,13 @@
 #include <charconv>
 #include <chrono>
 #include <cstdlib>
+#include <deque>
 #include <mutex>
+#include <random>
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "bootstrap/tcp_store.hpp"
 #include "bootstrap/tcp_store_wire.hpp"
@@ -27,6 +31,33 @@ using std::chrono::milliseconds;
 constexpr milliseconds kServerGrace{1000};
 constexpr milliseconds kDefaultOpTimeout{600'000};
 constexpr milliseconds kWatchGrace{30'000};
+// Reconnections after a lost sync or a busy server: backoff doubling within these bounds.
+constexpr milliseconds kMinBackoff{50};
+constexpr milliseconds kMaxBackoff{2000};
+
+// A server that closes a connection during its hello is shedding load (its pending-hello cap or
+// hello deadline on an overloaded host): busy, not gone.
+bool busy_hello(const Status& s) {
+  return s.code() == ErrorCode::PeerFailed &&
+         s.message().find("during the hello") != std::string::npos;
+}
+
+milliseconds jittered(milliseconds backoff) {
+  thread_local std::minstd_rand jitter(std::random_device{}());
+  const auto half = backoff.count() / 2;
+  return milliseconds(half + static_cast<long>(jitter() % (half + 1)));
+}
+
+// Waits until `fd` has input (or an error/hangup to read) or `d` passes. False on timeout.
+bool wait_input(int fd, Deadline d) {
+  for (;;) {
+    pollfd p{fd, POLLIN, 0};
+    const int rc = ::poll(&p, 1, d.poll_timeout_ms(100));
+    if (rc > 0) return true;
+    if (rc < 0 && errno != EINTR) return true;  // the read that follows reports the error
+    if (rc == 0 && d.expired()) return false;
+  }
+}
 
 std::uint64_t wait_ms(Deadline d) {
   if (d.at() == Clock::time_point::max()) return wire::kWaitForever;
@@ -71,7 +102,11 @@ struct TcpStoreClient::Impl {
   int rank = 0;
   crypto::Secret secret{};
   std::mutex mu;
-  net::Fd fd;                  // invalid after an out-of-sync timeout: the next call reconnects
+  net::Fd fd;                 // invalid after an out-of-sync timeout: the next call reconnects
+  std::deque<wire::Op> owed;  // requests sent on fd whose late answers are still to be skipped
+  milliseconds backoff{0};    // before the next reconnection (0: none failed since the last)
+  Clock::time_point reconnect_at{};
+  std::atomic<std::uint64_t> reconnects{0};
   Status broken;               // the server closed the connection: every later call fails with this
   bool server_left = false;    // ... after saying Closing (a clean shutdown)
   std::string closing_reason;  // ... and why, when its owner said
@@ -88,7 +123,17 @@ struct TcpStoreClient::Impl {
   void reset_fd() {
     live_fd = -1;
     fd.reset();
+    owed.clear();
+    delay_reconnect();
   }
+  /// The next reconnection waits a backoff (doubling, with jitter), so that many clients of a
+  /// slow server do not all hello again at once.
+  void delay_reconnect() {
+    backoff = std::clamp(backoff * 2, kMinBackoff, kMaxBackoff);
+    reconnect_at = Clock::now() + jittered(backoff);
+  }
+  Status reconnect(Deadline deadline, const std::string& what);
+  Result<Response> answer(Deadline deadline, const std::string& what);
   Result<Response> call(wire::Op op, const std::string& key, std::uint64_t arg,
                         std::span<const std::uint8_t> value, Deadline send_deadline,
                         Deadline reply_deadline, const std::string& what);
@@ -355,28 +400,67 @@ Result<Response> TcpStoreClient::Impl::call(wire::Op op, const std::string& key,
   if (!broken.is_ok()) return broken;
   if (interrupted)
     return make_error(ErrorCode::Aborted, "{}: the store connection was interrupted", what);
-  if (!fd.valid()) {
-    Status s = handshake(op_deadline().earliest(send_deadline));
-    // A server that proved itself before and now closes a reconnection during its hello is
-    // shedding load (its pending-hello cap): busy, not gone. The next call tries again.
-    if (s.code() == ErrorCode::PeerFailed &&
-        s.message().find("during the hello") != std::string::npos)
-      return make_error(ErrorCode::Timeout, "{}: {} (reconnecting; the server is busy)", what,
-                        s.message());
-    if (s.code() == ErrorCode::PeerFailed) {
-      broken = s;
-      lost = true;
-    }
-    LOOM_RETURN_IF_ERROR(s.with_context(what));
-  }
+  if (!fd.valid()) LOOM_RETURN_IF_ERROR(reconnect(send_deadline, what));
   Status sent = send_request(op, key, arg, value, send_deadline, what);
   if (!sent.is_ok()) return fail(sent, what);
-  auto r = recv_response(op, reply_deadline, what);
-  if (!r.is_ok()) {
-    if (r.status().code() == ErrorCode::Internal) return r.status();
-    return fail(r.status(), what);
+  owed.push_back(op);
+  return answer(reply_deadline, what);
+}
+
+Status TcpStoreClient::Impl::reconnect(Deadline deadline, const std::string& what) {
+  if (Clock::now() < reconnect_at) {
+    if (deadline.at() < reconnect_at)
+      return make_error(
+          ErrorCode::Timeout, "{}: rendezvous server at {} is busy (reconnecting in {} ms)", what,
+          server_name, std::chrono::ceil<milliseconds>(reconnect_at - Clock::now()).count());
+    std::this_thread::sleep_until(reconnect_at);
   }
-  return r;
+  reconnects.fetch_add(1, std::memory_order_relaxed);
+  Status s = handshake(op_deadline().earliest(deadline));
+  if (s.is_ok()) {
+    backoff = milliseconds(0);
+    return s;
+  }
+  // A server that proved itself before and now closes a reconnection during its hello is busy,
+  // not gone: a later call tries again.
+  if (busy_hello(s)) {
+    delay_reconnect();
+    return make_error(ErrorCode::Timeout, "{}: {} (reconnecting; the server is busy)", what,
+                      s.message());
+  }
+  if (s.code() == ErrorCode::PeerFailed) {
+    broken = s;
+    lost = true;
+  } else {
+    delay_reconnect();
+  }
+  return s.with_context(what);
+}
+
+// Reads the answers owed on the connection, in order, skipping the late ones of earlier calls
+// that timed out, up to this call's own (the last owed). A server that has sent nothing by
+// `deadline` is slow, not out of sync: the connection stays, and this answer joins the owed.
+Result<Response> TcpStoreClient::Impl::answer(Deadline deadline, const std::string& what) {
+  while (!owed.empty()) {
+    if (!wait_input(fd.get(), deadline)) {
+      LOOM_LOG_INFO(Bootstrap,
+                    "rank {}: rendezvous server at {} has not answered {} in time ({} answer(s) "
+                    "pending); the connection is kept",
+                    rank, server_name, what, owed.size());
+      return make_error(ErrorCode::Timeout,
+                        "{}: rendezvous server at {} did not answer in time (busy)", what,
+                        server_name);
+    }
+    const wire::Op next = owed.front();
+    auto r = recv_response(next, deadline, what);
+    if (!r.is_ok()) {
+      if (r.status().code() == ErrorCode::Internal) return r.status();
+      return fail(r.status(), what);
+    }
+    owed.pop_front();
+    if (owed.empty()) return r;  // this call's own answer
+  }
+  return make_error(ErrorCode::Internal, "{}: no answer owed", what);
 }
 
 TcpStoreClient::TcpStoreClient(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {
@@ -405,7 +489,15 @@ Result<std::unique_ptr<TcpStoreClient>> TcpStoreClient::connect(const net::Socke
   impl->comm_id = comm_id;
   impl->rank = rank;
   impl->secret = secret;
-  LOOM_RETURN_IF_ERROR(impl->handshake(deadline));
+  // A busy server's dropped hellos are retried, backing off, until the deadline.
+  for (milliseconds backoff = kMinBackoff;; backoff = std::min(backoff * 2, kMaxBackoff)) {
+    Status s = impl->handshake(deadline);
+    if (s.is_ok()) break;
+    const Deadline retry = Deadline::after(jittered(backoff));
+    if (!busy_hello(s) || deadline.at() < retry.at()) return s;
+    LOOM_LOG_DEBUG(Bootstrap, "rank {}: {}; trying again", rank, s.message());
+    std::this_thread::sleep_until(retry.at());
+  }
   return std::unique_ptr<TcpStoreClient>(new TcpStoreClient(std::move(impl)));
 }
 

@@ -2,6 +2,7 @@
 // with threads as ranks.
 #include <sys/socket.h>
 
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <latch>
@@ -403,6 +404,86 @@ TEST_CASE("bootstrap: a tcp server that dies without a shutdown is reported lost
   CHECK(got.status().code() == ErrorCode::PeerFailed);
   CHECK_THAT(got.status().message(), Catch::Contains("without a shutdown"));
   CHECK(client.value()->server_lost());
+}
+
+// A fake server that serves two gets on one connection, holding the first answer back 2.5 s:
+// longer than a get's grace past its deadline, far shorter than a failure deadline.
+TEST_CASE("bootstrap: a slow tcp server keeps the connection; its late answer is skipped") {
+  std::atomic<int> later_connections{0};
+  FakeServer slow([&later_connections](int fd) {
+    const Deadline d = Deadline::after(10s);
+    auto hello = accept_hello(fd, d);
+    if (hello.empty()) return;
+    loom::crypto::Nonce theirs{};
+    std::copy_n(hello.data() + wire::kHelloFieldBytes + 32, theirs.size(), theirs.begin());
+    auto proof =
+        loom::crypto::prove({}, wire::kServerDomain, theirs,
+                            std::span<const std::uint8_t>(hello.data(), wire::kHelloFieldBytes));
+    if (!net::send_all(fd, proof.data(), proof.size(), d, "proof").is_ok()) return;
+    for (int i = 0; i < 2; ++i) {
+      std::array<std::uint8_t, wire::kRequestHeaderBytes> head{};
+      if (!net::recv_all(fd, head.data(), head.size(), d, "request").is_ok()) return;
+      std::string key(wire::decode_request(head.data()).key_len, '\0');
+      if (!net::recv_all(fd, key.data(), key.size(), d, "key").is_ok()) return;
+      if (i == 0) std::this_thread::sleep_for(2500ms);
+      const std::string value = "value of " + key;
+      auto reply = wire::encode_response(wire::Reply::Ok, value.size());
+      if (!net::send_all(fd, reply.data(), reply.size(), d, "reply").is_ok() ||
+          !net::send_all(fd, value.data(), value.size(), d, "value").is_ok())
+        return;
+    }
+  });
+  auto client = bs::TcpStoreClient::connect(slow.addr, kCommId, 1, Deadline::after(5s));
+  REQUIRE(client.is_ok());
+  const auto start = Clock::now();
+  auto first = client.value()->get("a", Deadline::after(0ms));
+  CHECK(first.status().code() == ErrorCode::Timeout);
+  CHECK(elapsed_ms(start) < 2400);
+  auto second = client.value()->get("b", Deadline::after(5s));
+  REQUIRE(second.is_ok());
+  CHECK(text(second.value()) == "value of b");
+  CHECK(elapsed_ms(start) < 5000);
+  CHECK_FALSE(client.value()->server_lost());
+  slow.thread.join();
+  // No reconnection was attempted: nobody else knocks on the fake's listener.
+  if (net::accept_until(slow.listener.get(), Deadline::after(300ms)).is_ok()) ++later_connections;
+  CHECK(later_connections == 0);
+}
+
+TEST_CASE("bootstrap: a tcp client joins a server that dropped its first hello (busy)") {
+  auto l = net::listen_on(loopback_any_port());
+  REQUIRE(l.is_ok());
+  auto addr = net::bound_address(l.value().get());
+  REQUIRE(addr.is_ok());
+  std::thread busy([&l] {
+    const Deadline d = Deadline::after(5s);
+    {  // the first connection: its hello is read, then dropped unanswered
+      auto first = net::accept_until(l.value().get(), d);
+      if (!first.is_ok()) return;
+      auto challenge = wire::encode_challenge(loom::crypto::Nonce{});
+      std::vector<std::uint8_t> hello(wire::kHelloBytes);
+      (void)net::send_all(first.value().get(), challenge.data(), challenge.size(), d, "challenge");
+      (void)net::recv_all(first.value().get(), hello.data(), hello.size(), d, "hello");
+    }
+    auto second = net::accept_until(l.value().get(), d);
+    if (!second.is_ok()) return;
+    const int fd = second.value().get();
+    auto hello = accept_hello(fd, d);
+    if (hello.empty()) return;
+    loom::crypto::Nonce theirs{};
+    std::copy_n(hello.data() + wire::kHelloFieldBytes + 32, theirs.size(), theirs.begin());
+    auto proof =
+        loom::crypto::prove({}, wire::kServerDomain, theirs,
+                            std::span<const std::uint8_t>(hello.data(), wire::kHelloFieldBytes));
+    (void)net::send_all(fd, proof.data(), proof.size(), d, "proof");
+    std::uint8_t bye[wire::kRequestHeaderBytes + 1];
+    (void)net::recv_all(fd, bye, sizeof bye, d, "goodbye");
+  });
+  {
+    auto client = bs::TcpStoreClient::connect(addr.value(), kCommId, 1, Deadline::after(5s));
+    CHECK(client.is_ok());
+  }  // its goodbye ends the fake
+  busy.join();
 }
 
 TEST_CASE("bootstrap: a tcp server that cannot prove the secret is refused") {
