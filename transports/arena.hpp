@@ -40,7 +40,12 @@ class Arena {
   [[nodiscard]] virtual const std::uint8_t* previous_slot(int rank, coll::Tag& tag,
                                                           std::size_t& len) const = 0;
   /// The current call has read every slot it needs: the next call uses the other slot.
-  virtual void finish() = 0;
+  /// `read_every_slot`: it read every rank's slot, having compared each one's call with its own.
+  virtual void finish(bool read_every_slot) = 0;
+  /// Whether the call before the current one read every rank's slot (finish(true)): every rank
+  /// had published it, with the same call, so the current call need neither wait for nor compare
+  /// those slots again (false before the first call).
+  [[nodiscard]] virtual bool previous_read_every_slot() const = 0;
   /// Before the driving thread blocks waiting for `rank`'s slot of the current call (or, with
   /// `previous`, of the one before): asks to be woken when a rank publishes (adds the descriptor
   /// to poll); false when `rank` has published it meanwhile.

@@ -254,7 +254,7 @@ Result<exec::Progress> ArenaPiecesTask::progress() {
   if (!all.is_ok()) return all.status().with_context(describe());
   if (!*all) return exec::Progress::Idle;
   compute();
-  arena_.finish();
+  arena_.finish(true);  // every step reads every rank's slot
   published_ = false;
   next_ = 0;
   if (++step_ < steps_) return exec::Progress::Advanced;

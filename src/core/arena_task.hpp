@@ -5,8 +5,9 @@
 // other ranks need none), and computes its own result from them: reductions fold them in rank
 // order, ((x0 op x1) op x2) ..., the order LOOM_DETERMINISTIC uses, so every rank computes the
 // same bits; allgather, alltoall and broadcast copy. A slot holding another call is a Mismatch
-// naming both ranks and both calls: the slots a call reads are checked at once, every other rank's
-// slot of the previous call when the next one starts (or when the communicator is idle).
+// naming both ranks and both calls: the slots a call reads are checked at once; when a call did not
+// read every rank's slot (a broadcast's root, a reduce's other ranks), the others' slots of it are
+// checked when the next call starts (or when the communicator is idle).
 #pragma once
 
 #include <cstdint>
@@ -64,6 +65,8 @@ class ArenaTask final : public exec::Task {
   Result<bool> publish_when_free();
   /// Whether this rank reads `peer`'s slot of this call.
   [[nodiscard]] bool needs(int peer) const;
+  /// Whether it reads every other rank's slot (then the next call need not check them).
+  [[nodiscard]] bool reads_every_slot() const;
   /// Every slot needed is there: this rank's result.
   void compute();
 

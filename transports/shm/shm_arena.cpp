@@ -73,8 +73,9 @@ const std::uint8_t* ShmArena::previous_slot(int rank, coll::Tag& tag, std::size_
   return calls_ == 0 ? nullptr : slot_of(rank, calls_ - 1, tag, len);
 }
 
-void ShmArena::finish() {
+void ShmArena::finish(bool read_every_slot) {
   ++calls_;
+  previous_read_all_ = read_every_slot;
   std::atomic<std::uint32_t>& f = sleeping(rank_);
   if (f.load(std::memory_order_relaxed) != 0) f.store(0, std::memory_order_relaxed);
 }

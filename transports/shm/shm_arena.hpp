@@ -80,7 +80,8 @@ class ShmArena final : public Arena {
                                               std::size_t& len) const override;
   [[nodiscard]] const std::uint8_t* previous_slot(int rank, coll::Tag& tag,
                                                   std::size_t& len) const override;
-  void finish() override;
+  void finish(bool read_every_slot) override;
+  [[nodiscard]] bool previous_read_every_slot() const override { return previous_read_all_; }
   bool prepare_wait(int rank, bool previous, std::vector<pollfd>& fds) override;
 
  private:
@@ -105,6 +106,7 @@ class ShmArena final : public Arena {
   std::shared_ptr<Doorbell> bell_;
   std::vector<DoorbellAddress> bells_;
   std::uint64_t calls_ = 0;  // calls finished; the current one publishes calls_ + 1
+  bool previous_read_all_ = false;  // the last finished call read every rank's slot
 };
 
 }  // namespace loom::transport::shm
