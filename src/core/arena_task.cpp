@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "collective/tag.hpp"
+#include "core/buffer_holds.hpp"
 #include "kernels/host/reduce.hpp"
 
 namespace loom::detail {
@@ -71,25 +72,58 @@ ArenaTask::ArenaTask(TaskHost& comm, transport::Arena& arena, coll::OpDesc op, D
       op_(std::move(op)),
       deadline_(deadline),
       yield_(yield),
-      slots_(static_cast<std::size_t>(comm.size()), nullptr) {}
+      slots_(static_cast<std::size_t>(comm.size()), nullptr) {
+  set_call();
+}
+
+void ArenaTask::reuse(const coll::OpDesc& op, Deadline deadline, Clock::time_point submitted) {
+  op_ = op;
+  deadline_ = deadline;
+  submitted_ = submitted;
+  recorded_ = false;
+  started_ = false;
+  published_ = false;
+  next_ = 0;
+  set_call();
+}
+
+void ArenaTask::set_call() {
+  tag_ = coll::make_tag(op_, 0);
+  bytes_ = op_.kind == CollKind::Barrier ? 0 : op_.send_bytes(comm_.size());
+}
+
+std::size_t ArenaTask::slot_bytes(int rank) const {
+  return op_.kind != CollKind::Broadcast || rank == op_.root ? bytes_ : 0;
+}
 
 Status ArenaTask::start(Deadline /*deadline*/) {
-  comm_.note_started(op_.seq);
+  started_ = true;
+  if (recorded_) comm_.note_started(op_.seq);
   return Status::ok();
+}
+
+// Still on the caller's thread, inside its call: the buffers cannot have been freed yet. A call
+// that finishes there needs no hold on them (nor a record before it ends).
+void ArenaTask::queued() {
+  if (recorded_) return;
+  recorded_ = true;
+  hold_buffers(*this, op_, comm_.size());
+  comm_.note_submitted(op_, kAlgorithm, submitted_);
+  if (started_) comm_.note_started(op_.seq);
 }
 
 Result<bool> ArenaTask::publish_when_free() {
   const int n = comm_.size();
   LOOM_ASSIGN_OR_RETURN(const bool free, arena_previous_done(arena_, comm_.rank(), n, next_));
   if (!free) return false;
-  const std::size_t bytes = arena_slot_bytes(op_, comm_.rank(), n);
+  const std::size_t bytes = slot_bytes(comm_.rank());
   std::uint8_t* mine = arena_.own_slot();
   if (op_.premultiplies())
     kernels::scale(op_.dtype, mine, op_.send, bytes / dtype_size(op_.dtype), op_.scalar);
   else if (bytes > 0)
     std::memcpy(mine, op_.send, bytes);
   slots_[static_cast<std::size_t>(comm_.rank())] = mine;
-  arena_.publish(coll::make_tag(op_, 0), bytes);
+  arena_.publish(tag_, bytes);
   published_ = true;
   next_ = 0;
   return true;
@@ -116,11 +150,9 @@ Result<exec::Progress> ArenaTask::progress() {
     if (!free.is_ok()) return free.status().with_context(describe());
     if (!*free) return exec::Progress::Idle;
   }
-  const coll::Tag expected = coll::make_tag(op_, 0);
   for (; next_ < n; ++next_) {
     if (next_ == comm_.rank() || !needs(next_)) continue;
-    auto slot =
-        arena_peer_slot(arena_, comm_.rank(), next_, expected, arena_slot_bytes(op_, next_, n));
+    auto slot = arena_peer_slot(arena_, comm_.rank(), next_, tag_, slot_bytes(next_));
     if (!slot.is_ok()) return slot.status().with_context(describe());
     if (*slot == nullptr) return exec::Progress::Idle;
     slots_[static_cast<std::size_t>(next_)] = *slot;
@@ -134,7 +166,10 @@ Result<exec::Progress> ArenaTask::progress() {
                              .find_unread_messages(static_cast<std::int64_t>(op_.seq) - 1,
                                                    static_cast<std::int64_t>(op_.seq))
                              .with_context(describe()));
-  comm_.note_completed(op_.seq);
+  if (recorded_)
+    comm_.note_completed(op_.seq);
+  else
+    comm_.note_ran(op_, kAlgorithm, submitted_);
   return exec::Progress::Done;
 }
 

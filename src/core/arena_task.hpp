@@ -51,7 +51,13 @@ class ArenaTask final : public exec::Task {
   ArenaTask(TaskHost& comm, transport::Arena& arena, coll::OpDesc op, Deadline deadline,
             std::chrono::microseconds yield);
 
+  /// This finished task, made the next call's (its slot vector kept): `submitted` is when that
+  /// call was made. Such a call tells the call ledger of itself once, when it finishes (or when
+  /// the engine queues it: queued()); a task made by the constructor, at start and at the end.
+  void reuse(const coll::OpDesc& op, Deadline deadline, Clock::time_point submitted);
+
   Status start(Deadline deadline) override;
+  void queued() override;
   Result<exec::Progress> progress() override;
   bool prepare_wait(std::vector<pollfd>& fds) override;
   [[nodiscard]] std::string describe() const override;
@@ -67,6 +73,10 @@ class ArenaTask final : public exec::Task {
   [[nodiscard]] bool needs(int peer) const;
   /// Whether it reads every other rank's slot (then the next call need not check them).
   [[nodiscard]] bool reads_every_slot() const;
+  /// Sets what the call's slots hold (tag_, bytes_), once per call.
+  void set_call();
+  /// The bytes rank `rank` writes to its slot for this call (arena_slot_bytes).
+  [[nodiscard]] std::size_t slot_bytes(int rank) const;
   /// Every slot needed is there: this rank's result.
   void compute();
 
@@ -75,6 +85,11 @@ class ArenaTask final : public exec::Task {
   coll::OpDesc op_;
   Deadline deadline_;
   std::chrono::microseconds yield_;
+  coll::Tag tag_;                  // the call's, in every slot it reads or writes
+  std::size_t bytes_ = 0;          // each slot's bytes (a broadcast's: the root's)
+  Clock::time_point submitted_{};  // when the call was made (reuse())
+  bool recorded_ = true;           // the call ledger has it (else: note_ran when it finishes)
+  bool started_ = false;
   bool published_ = false;  // this rank's input is in its slot
   int next_ = 0;            // ranks below have published the call awaited (previous, then this)
   std::vector<const void*> slots_;  // by rank: the slots this call reads (its own too)

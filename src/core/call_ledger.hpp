@@ -94,6 +94,12 @@ class CallLedger {
   void remember(const coll::OpDesc& op);
   /// Collective call `seq` (and every one before it) completed.
   void completed(std::uint64_t seq);
+  /// A numbered collective call submitted at `now`, as `algorithm`, that started at once and
+  /// completed within microseconds, on the caller's thread (every call before it had completed):
+  /// submitted, started and completed in one update (one lock, no clock reading: all three at
+  /// `now`), for the small calls whose bookkeeping would otherwise cost as much as their data.
+  void ran(const coll::OpDesc& op, std::string_view algorithm,
+           std::chrono::steady_clock::time_point now);
   [[nodiscard]] std::int64_t last_completed() const { return last_completed_.load(); }
 
   /// A numbered send / receive was queued at `now`: records it, and returns its record's id
@@ -139,6 +145,11 @@ class CallLedger {
   static constexpr std::string_view kRefused = "refused";  // its CallRecord::algorithm
   std::map<std::uint64_t, std::string> refusals_;          // why each was refused (mu_)
 
+  /// Writes call op.seq's record (not started, not completed) (mu_).
+  CallRecord& record_locked(const coll::OpDesc& op, std::string_view algorithm,
+                            std::int64_t submitted_ns);
+  /// Calls up to `seq` that are unfinished completed at `now` (mu_).
+  void complete_locked(std::uint64_t seq, std::int64_t now);
   [[nodiscard]] std::optional<std::string> describe_locked(std::uint64_t seq) const;
   [[nodiscard]] std::int64_t now_ns() const;
   CallRecord& slot(std::uint64_t seq) { return calls_[seq % calls_.size()]; }

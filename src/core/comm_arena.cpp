@@ -74,4 +74,26 @@ std::size_t CommImpl::arena_piece_elems(const coll::OpDesc& op, const CollOption
   return ArenaPiecesTask::piece_elems(op, nranks_, settings_.arena_piece_bytes);
 }
 
+// Run where it was called while the engine is idle: a small call whose peers are in step ends
+// within the budget, without the queue (spinning only where this rank has a CPU). The task of the
+// last call that finished so is reused, and the call ledger learns of the call once, at its end.
+std::shared_ptr<OpState> CommImpl::launch_arena(const coll::OpDesc& op, Deadline deadline,
+                                                Clock::time_point now) {
+  std::unique_ptr<ArenaTask> task(spare_arena_.exchange(nullptr, std::memory_order_acquire));
+  if (!task)
+    task = std::make_unique<ArenaTask>(*this, *arena_, op, deadline, settings_.arena_yield);
+  task->reuse(op, deadline, now);  // (it holds the call's buffers only if it is queued)
+  std::unique_ptr<exec::Task> run = std::move(task);
+  auto state = engine_->submit_inline_keeping(
+      run, std::min<Clock::duration>(settings_.spin, kInlineSpin), now);
+  if (run) {  // finished here: kept for the next call (one kept at most)
+    run->release_kept();
+    ArenaTask* none = nullptr;
+    if (spare_arena_.compare_exchange_strong(none, static_cast<ArenaTask*>(run.get()),
+                                             std::memory_order_release, std::memory_order_relaxed))
+      (void)run.release();
+  }
+  return state;
+}
+
 }  // namespace loom::detail

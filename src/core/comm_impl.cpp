@@ -120,18 +120,13 @@ std::shared_ptr<OpState> CommImpl::launch(coll::OpDesc op, const CollOptions& op
                         op, nranks_, fused));
   };
   if (!on_stream && uses_arena(op, opts)) {
+    if (!fused) return launch_arena(op, deadline, now);
     calls_.submitted(op, ArenaTask::kAlgorithm, now);
-    TaskMaker make = [this, deadline](const coll::OpDesc& o) -> std::unique_ptr<exec::Task> {
-      return std::make_unique<ArenaTask>(*this, *arena_, o, deadline, settings_.arena_yield);
-    };
-    if (fused) return fuse(std::move(make), ArenaTask::kAlgorithm);
-    // Run where it was called while the engine is idle: a small call whose peers are in step
-    // ends within the budget, without the queue (spinning only where this rank has a CPU).
-    return engine_->submit_inline(
-        holding_buffers(
-            std::make_unique<ArenaTask>(*this, *arena_, op, deadline, settings_.arena_yield), op,
-            nranks_),
-        std::min<Clock::duration>(settings_.spin, kInlineSpin), now);
+    return fuse(
+        [this, deadline](const coll::OpDesc& o) -> std::unique_ptr<exec::Task> {
+          return std::make_unique<ArenaTask>(*this, *arena_, o, deadline, settings_.arena_yield);
+        },
+        ArenaTask::kAlgorithm);
   }
   if (const std::size_t piece = on_stream ? 0 : arena_piece_elems(op, opts); piece > 0) {
     calls_.submitted(op, ArenaPiecesTask::algorithm(op.kind), now);

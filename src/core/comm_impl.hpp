@@ -91,6 +91,7 @@ struct CommSetup {
 };
 
 struct JobLayout;
+class ArenaTask;
 
 class CommImpl final : public TaskHost {
  public:
@@ -120,6 +121,10 @@ class CommImpl final : public TaskHost {
   /// Called by CollectiveTask when operation `seq` completed successfully.
   void note_started(std::uint64_t seq) override;
   void note_completed(std::uint64_t seq) override;
+  void note_submitted(const coll::OpDesc& op, const char* algorithm,
+                      Clock::time_point submitted) override;
+  void note_ran(const coll::OpDesc& op, const char* algorithm,
+                Clock::time_point submitted) override;
   void note_p2p_started(const coll::OpDesc& op) override;
   void note_p2p_completed(const coll::OpDesc& op) override;
   /// A PeerFailed naming a peer (local or reported): tells the cuda_ipc transport (first wins).
@@ -178,6 +183,9 @@ class CommImpl final : public TaskHost {
   [[nodiscard]] bool arena_may_serve(const coll::OpDesc& op, const CollOptions& opts) const;
   /// Whether `op` runs through the arena (a host allreduce small enough, no algorithm forced).
   [[nodiscard]] bool uses_arena(const coll::OpDesc& op, const CollOptions& opts) const;
+  /// Runs `op` through the arena in one step (ArenaTask), on this thread if the engine is idle.
+  std::shared_ptr<OpState> launch_arena(const coll::OpDesc& op, Deadline deadline,
+                                        Clock::time_point now);
   /// The elements per piece when `op` (above the one-step size) takes the arena in pieces
   /// (ArenaPiecesTask), else 0.
   [[nodiscard]] std::size_t arena_piece_elems(const coll::OpDesc& op,
@@ -244,6 +252,7 @@ class CommImpl final : public TaskHost {
   std::uint64_t group_collectives_ = 0;  // of which collectives (not sends / receives)
   std::atomic<bool> aborted_{false};
   std::atomic<exec::PlanRun*> spare_run_{nullptr};  // owned (reuse_run / recycle_run)
+  std::atomic<ArenaTask*> spare_arena_{nullptr};    // owned: the last task finished inline
   mutable std::mutex abort_mu_;
   net::SocketAddress data_address_;   // this rank's tcp listener (derived comms bind its host)
   crypto::Secret secret_{};           // the job's secret (CommSetup::secret)

@@ -11,6 +11,7 @@
 #include <limits>
 #include <thread>
 
+#include "core/arena_task.hpp"
 #include "core/comm_impl.hpp"
 #include "core/comm_setup.hpp"
 #include "core/job_layout.hpp"
@@ -368,6 +369,7 @@ CommImpl::~CommImpl() {
   if (reliability_ && !aborted_.load()) leave();
   engine_.reset();
   delete spare_run_.exchange(nullptr);
+  delete spare_arena_.exchange(nullptr);
 }
 
 void CommImpl::leave() {

@@ -24,6 +24,16 @@ void CommImpl::note_completed(std::uint64_t seq) {
   calls_.completed(seq);
 }
 
+void CommImpl::note_submitted(const coll::OpDesc& op, const char* algorithm,
+                              Clock::time_point submitted) {
+  calls_.submitted(op, algorithm, submitted);
+}
+
+void CommImpl::note_ran(const coll::OpDesc& op, const char* algorithm,
+                        Clock::time_point submitted) {
+  calls_.ran(op, algorithm, submitted);
+}
+
 void CommImpl::note_p2p_started(const coll::OpDesc& op) {
   calls_.p2p_started(op);
 }

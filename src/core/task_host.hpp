@@ -32,6 +32,13 @@ class TaskHost {
   /// Collective call `seq` started running / completed successfully (the call ledger).
   virtual void note_started(std::uint64_t seq) = 0;
   virtual void note_completed(std::uint64_t seq) = 0;
+  /// A call that deferred its bookkeeping while it might finish on the caller's thread, made at
+  /// `submitted`, to run as `algorithm`: queued after all (then note_started, note_completed) /
+  /// finished there (submitted, started and completed in one update).
+  virtual void note_submitted(const coll::OpDesc& op, const char* algorithm,
+                              Clock::time_point submitted) = 0;
+  virtual void note_ran(const coll::OpDesc& op, const char* algorithm,
+                        Clock::time_point submitted) = 0;
   /// A send / receive (op.p2p.record) started running, with its receive numbered / completed.
   virtual void note_p2p_started(const coll::OpDesc& op) = 0;
   virtual void note_p2p_completed(const coll::OpDesc& op) = 0;

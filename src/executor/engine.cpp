@@ -47,7 +47,7 @@ std::shared_ptr<OpState> EngineCore::make_done_state() {
   return state;
 }
 
-std::shared_ptr<OpState> EngineCore::submit_inline(std::unique_ptr<Task> task,
+std::shared_ptr<OpState> EngineCore::submit_inline(std::unique_ptr<Task>& task,
                                                    Clock::duration budget,
                                                    const std::shared_ptr<EngineCore>& self,
                                                    Clock::time_point submitted) {
@@ -55,16 +55,19 @@ std::shared_ptr<OpState> EngineCore::submit_inline(std::unique_ptr<Task> task,
     Lock lk(mu_);
     if (!queue_.empty() || driving_ || stop_ || !failure_.is_ok()) {
       lk.unlock();
+      task->queued();
       return submit(std::move(task), self);
     }
     driving_ = true;  // the worker, waiters and idle checks keep off while this thread polls
   }
   std::optional<Status> ended = run_inline(*task, budget);
+  const bool finished = ended && ended->is_ok();
+  if (!finished) task->queued();  // still this thread's: driving_ keeps the worker off
   Lock lk(mu_);
   driving_ = false;
   last_activity_ = std::max(last_activity_, submitted);  // microseconds ago: within the budget
   done_cv_.notify_all();  // abort() and check_idle() wait for no thread to drive
-  if (ended && ended->is_ok()) {
+  if (finished) {
     note_success();
     return done_inline_;
   }

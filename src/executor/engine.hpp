@@ -97,8 +97,9 @@ class EngineCore {
   /// engine's failure, as if queued); otherwise the task goes first in the queue with the
   /// progress it made, as submit() would have queued it. Otherwise it is submit(). `submitted`:
   /// when the caller made the call (the engine's last activity when it finishes here, so the
-  /// small call's path reads the clock once).
-  std::shared_ptr<detail::OpState> submit_inline(std::unique_ptr<Task> task, Clock::duration budget,
+  /// small call's path reads the clock once). Finished here, `task` stays the caller's (to be
+  /// reused); otherwise the engine takes it, calling Task::queued() first.
+  std::shared_ptr<detail::OpState> submit_inline(std::unique_ptr<Task>& task, Clock::duration budget,
                                                  const std::shared_ptr<EngineCore>& self,
                                                  Clock::time_point submitted);
   /// Blocks until `op` is done or `until` passes (then Timeout); drives if nobody else is.
@@ -186,7 +187,13 @@ class Engine {
   /// See EngineCore::submit_inline.
   std::shared_ptr<detail::OpState> submit_inline(std::unique_ptr<Task> task, Clock::duration budget,
                                                  Clock::time_point submitted = Clock::now()) {
-    return core_->submit_inline(std::move(task), budget, core_, submitted);
+    return core_->submit_inline(task, budget, core_, submitted);
+  }
+  /// The same, and a task that finished on the calling thread stays in `task`, to be reused.
+  std::shared_ptr<detail::OpState> submit_inline_keeping(std::unique_ptr<Task>& task,
+                                                         Clock::duration budget,
+                                                         Clock::time_point submitted) {
+    return core_->submit_inline(task, budget, core_, submitted);
   }
   /// The first failure, if any: every later operation fails with it.
   [[nodiscard]] Status failure() const;

@@ -317,6 +317,47 @@ TEST_CASE("arena: a broadcast with another root is a mismatch on every rank",
   }
 }
 
+// A call that finishes where it is made tells the call ledger of itself once, at its end; one
+// that waits longer (its peer is late) or queues behind another is recorded as it is queued. The
+// flight record and status() show every call either way, in order, each once.
+TEST_CASE("arena: calls finished where they were made and calls that waited are each recorded",
+          "[arena][shm][flight]") {
+  constexpr int kCalls = 120;
+  loom::test::Findings f;
+  run_ranks(2, [&](Communicator& comm) {
+    const int r = comm.rank();
+    for (int i = 0; i < kCalls; i += 3) {
+      if (r == 1 && i % 30 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(3));
+      std::vector<std::int32_t> a(5, i + r), b(5, 10 * i + r), c(5, r == 0 ? i : -1);
+      Work wa = comm.allreduce(std::span<std::int32_t>(a), RedOp::Sum);
+      Work wb = comm.allreduce(std::span<std::int32_t>(b), RedOp::Max);  // behind a in flight
+      wa.wait();
+      wb.wait();
+      comm.broadcast(std::span<std::int32_t>(c), 0).wait();
+      if (a[4] != 2 * i + 1 || b[4] != 10 * i + 1 || c[4] != i)
+        f.add(fmt::format("rank {} call {}: {} {} {}", r, i, a[4], b[4], c[4]));
+    }
+    const auto doc = nlohmann::json::parse(comm.flight_record());
+    const auto& calls = doc.at("calls");
+    if (calls.size() != kCalls) f.add(fmt::format("rank {}: {} calls", r, calls.size()));
+    for (std::size_t i = 0; i < calls.size(); ++i) {
+      const auto& c = calls[i];
+      const auto sub = c.at("submitted_ns").get<std::int64_t>();
+      const auto start = c.at("started_ns").get<std::int64_t>();
+      const auto end = c.at("completed_ns").get<std::int64_t>();
+      if (c.at("seq") != i || c.at("algorithm") != "oneshot" || c.at("state") != "completed" ||
+          !(sub > 0 && sub <= start && start <= end))
+        f.add(fmt::format("rank {}: call {}: {}", r, i, c.dump()));
+    }
+    const std::string status = comm.status();
+    if (status.find(fmt::format("last completed #{}", kCalls - 1)) == std::string::npos ||
+        status.find("in progress") != std::string::npos)
+      f.add(fmt::format("rank {}: {}", r, status));
+  });
+  INFO(f.first);
+  CHECK(f.wrong == 0);
+}
+
 TEST_CASE("arena: a broadcast's root runs ahead by one call", "[arena][shm]") {
   // The root completes at once; it may publish its next call only when every rank has published
   // this one, so its next slot never overwrites one still being read.
