@@ -30,6 +30,9 @@ struct Record {
   std::atomic<int> starts{0};
   std::atomic<int>* order = nullptr;  // when set: finished_as takes the next number
   std::atomic<int> finished_as{-1};
+  std::atomic<int> queued{0};  // Task::queued() calls, and by which thread, before which start
+  std::atomic<std::thread::id> queued_by{};
+  std::atomic<int> starts_when_queued{-1};
 };
 
 // Done after `rounds` calls of progress() once `ready` (if given) is set.
@@ -55,6 +58,11 @@ class FakeTask final : public ex::Task {
     if (ready_ != nullptr && ready_->load()) return false;
     if (fd_ >= 0) fds.push_back({fd_, POLLIN, 0});
     return true;
+  }
+  void queued() override {
+    rec_.queued_by = std::this_thread::get_id();
+    rec_.starts_when_queued = rec_.starts.load();
+    ++rec_.queued;
   }
   [[nodiscard]] std::string describe() const override { return "fake op"; }
   [[nodiscard]] std::string pending() const override { return "waiting for the flag"; }
@@ -337,6 +345,42 @@ TEST_CASE("engine: submit_inline behind a queued operation queues after it", "[e
   CHECK(earlier.finished_as == 0);
   CHECK(later.finished_as == 1);
   CHECK(first->done);
+}
+
+// A task that finished where it was submitted stays with its caller (to be reused); any other
+// is told (Task::queued(), once, on the submitting thread) before the engine can run it.
+TEST_CASE("engine: submit_inline_keeping leaves a finished task with its caller", "[engine]") {
+  ex::Engine engine(options(std::chrono::seconds(600)));
+  Record done;
+  std::unique_ptr<ex::Task> task = std::make_unique<FakeTask>(done, 2, Deadline::after(30s));
+  ex::Task* const made = task.get();
+  auto op = engine.submit_inline_keeping(task, 0us, Clock::now());
+  CHECK(op->done);
+  CHECK(task.get() == made);  // the caller's still
+  CHECK(done.queued == 0);
+
+  Record late;
+  std::atomic<bool> ready{false};
+  task = std::make_unique<FakeTask>(late, 1, Deadline::after(30s), &ready);
+  op = engine.submit_inline_keeping(task, 100us, Clock::now());
+  CHECK(task == nullptr);  // the engine's now
+  CHECK_FALSE(op->done);
+  CHECK(late.queued == 1);
+  CHECK(late.queued_by.load() == std::this_thread::get_id());
+  CHECK(late.starts_when_queued == 1);  // started inline first
+
+  Record behind;  // the engine is busy: queued without running here, told first
+  task = std::make_unique<FakeTask>(behind, 1, Deadline::after(30s));
+  auto second = engine.submit_inline_keeping(task, 100us, Clock::now());
+  CHECK(task == nullptr);
+  CHECK(behind.queued == 1);
+  CHECK(behind.starts_when_queued == 0);
+  ready = true;
+  REQUIRE(wait(second, 30s).is_ok());
+  CHECK(late.finished);
+  CHECK(behind.finished);
+  CHECK(late.queued == 1);
+  CHECK(behind.queued == 1);
 }
 
 TEST_CASE("engine: an operation that fails inline fails the engine like a queued one", "[engine]") {
