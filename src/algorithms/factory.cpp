@@ -3,6 +3,7 @@
 #include <optional>
 #include <utility>
 
+#include "algorithms/bruck.hpp"
 #include "algorithms/deterministic.hpp"
 #include "algorithms/exchange.hpp"
 #include "algorithms/hierarchical.hpp"
@@ -111,6 +112,9 @@ Plan make_plan(const PlanRequest& r) {
       hierarchical_unfit(r.hosts).empty())
     return buffered(hierarchical_allreduce(
         {r.rank, r.hosts, r.op.count, p.elem_size, r.chunk_bytes, r.depth, r.in_place}));
+  if (r.algo == coll::Algo::Bruck && k == coll::CollKind::AllGather) return bruck_allgather(p);
+  if (r.algo == coll::Algo::Bruck && k == coll::CollKind::ReduceScatter)
+    return bruck_reduce_scatter(p);
   if (r.algo == coll::Algo::Tree)
     if (std::optional<Plan> plan = tree(r)) return *std::move(plan);
   switch (k) {

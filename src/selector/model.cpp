@@ -185,6 +185,33 @@ double hier_us(Coll c, double S, const Shape& s, const Tuning& t, Path path) {
   return 2 * local + xfer_us(local_frac * S, l.red) + across;
 }
 
+// Bruck's allgather and reduce-scatter: ceil(log2 n) dependent rounds; round k moves
+// c = min(2^k, n - 2^k) blocks of S / n to the rank 2^k positions away. Across hosts (ranks
+// numbered host by host) a round ends when the host whose ranks send most across hosts has
+// pushed them through its NIC, and every rank's message at one stream's rate.
+double bruck_us(Coll c, double S, const Shape& s, const Tuning& t, Path path) {
+  if (c != Coll::AllGather && c != Coll::ReduceScatter) return kNever;
+  const int n = s.nranks;
+  const double block = S / n;
+  const Links l = links(s, t, 1, S, S / 2, 0, path);
+  const bool multi = s.nhosts > 1;
+  const double nic = t.nic_gbps > 0 ? t.nic_gbps : t.inter.gbps;
+  const int P = std::max(1, s.per_host);
+  double us = 0;
+  for (int k = 0; (1 << k) < n; ++k) {
+    const double moved = std::min(1 << k, n - (1 << k)) * block;
+    double data = xfer_us(moved, multi ? l.bw_inter : l.bw_intra);
+    if (multi) {  // the ranks of host 0 whose partner 2^k positions back is on another host
+      int crossing = 0;
+      for (int j = 0; j < P; ++j) crossing += ((j - (1 << k)) % n + n) % n / P != 0 ? 1 : 0;
+      data = std::max({data, xfer_us(crossing * moved, nic), xfer_us(moved, l.bw_intra)});
+    }
+    us += (multi ? l.alpha_inter : l.alpha_intra) + data;
+    if (c == Coll::ReduceScatter) us += xfer_us(moved, l.red);
+  }
+  return us;
+}
+
 }  // namespace
 
 namespace cost {
@@ -204,6 +231,9 @@ double deterministic(Coll c, Path path, double S, const Shape& s, const Tuning& 
 }
 double hier(Coll c, Path path, double S, const Shape& s, const Tuning& t, const Pipeline&) {
   return hier_us(c, S, s, t, path);
+}
+double bruck(Coll c, Path path, double S, const Shape& s, const Tuning& t, const Pipeline&) {
+  return bruck_us(c, S, s, t, path);
 }
 
 }  // namespace cost
