@@ -15,6 +15,9 @@ bool allreduce_only(Coll c) {
 bool rooted_or_allreduce(Coll c) {
   return c == Coll::AllReduce || c == Coll::Broadcast || c == Coll::Reduce;
 }
+bool hier_colls(Coll c) {
+  return c == Coll::AllReduce || c == Coll::AllGather || c == Coll::ReduceScatter;
+}
 bool gathers_and_scatters(Coll c) {
   return c == Coll::AllGather || c == Coll::ReduceScatter;
 }
@@ -71,9 +74,9 @@ constexpr std::array<AlgoRow, kAlgos> kRows = {{
     {Algo::Rd, "rd", "recursive_doubling", "recursive doubling: log2(n) whole-buffer exchanges",
      true, allreduce_only, fits_any, cost::rd, whole, rd_limit},
     {Algo::Hier, "hier", "hierarchical",
-     "reduce-scatter in each host, ring allreduce of each "
-     "local rank's shard across hosts, allgather in each host",
-     true, allreduce_only, hier_unfit, cost::hier, per_rank, unlimited},
+     "reduce-scatter in each host, ring allreduce of each local rank's shard across hosts, "
+     "allgather in each host (allgather, reduce_scatter: the across and inside halves)",
+     true, hier_colls, hier_unfit, cost::hier, per_rank, unlimited},
     {Algo::Bruck, "bruck", "log",
      "Bruck's log-depth allgather and its mirror reduce-scatter: ceil(log2 n) rounds of up to "
      "half the buffer",

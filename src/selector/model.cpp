@@ -174,11 +174,18 @@ double deterministic_us(Coll c, double S, const Shape& s, const Tuning& t, const
 // allreduce of each local rank's shard across the hosts, a host's local ranks streaming through
 // its NICs at once.
 double hier_us(Coll c, double S, const Shape& s, const Tuning& t, Path path) {
-  if (c != Coll::AllReduce) return kNever;
   const double L = s.per_host, H = s.nhosts;
   const Links l = links(s, t, s.per_host, S, S / s.nranks, 0, path);
   const double local_frac = (L - 1) / L;
   const double local = (L - 1) * l.alpha_intra + xfer_us(local_frac * S, l.bw_intra);
+  // Allgather and reduce-scatter: each rank's block crosses to the H - 1 other hosts in a ring
+  // of its counterparts, and the columns go round the host once.
+  const double block = S / s.nranks;
+  const double ring_across = (H - 1) * l.alpha_inter + xfer_us((H - 1) * block, l.bw_inter);
+  if (c == Coll::AllGather) return ring_across + local;
+  if (c == Coll::ReduceScatter)
+    return local + xfer_us(local_frac * S, l.red) + ring_across + xfer_us((H - 1) * block, l.red);
+  if (c != Coll::AllReduce) return kNever;
   const double shard = S / L;
   const double across = 2 * (H - 1) * l.alpha_inter + xfer_us(2 * (H - 1) / H * shard, l.bw_inter) +
                         xfer_us((H - 1) / H * shard, l.red);
