@@ -43,8 +43,8 @@ std::optional<RedOp> op_from_name(std::string_view name) noexcept;
 /// "alltoall", "alltoallv", "gather", "scatter".
 std::string_view coll_name(Coll coll) noexcept;
 std::optional<Coll> coll_from_name(std::string_view name) noexcept;
-/// --compare-algos names: the selector catalog's (ring, tree, rd, hier) and "auto" (nullopt for
-/// anything else).
+/// --compare-algos names: the selector catalog's (ring, tree, rd, hier, bruck) and "auto" (nullopt
+/// for anything else).
 std::optional<Algorithm> algorithm_from_name(std::string_view name) noexcept;
 /// Broadcast, reduce, gather and scatter take a root.
 constexpr bool is_rooted(Coll c) noexcept {

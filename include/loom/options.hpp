@@ -21,10 +21,11 @@ struct CommOptions {
 };
 
 /// Algorithm hint for one call; Auto lets loom's selector choose (LOOM_ALGO). A hint for a
-/// collective without that schedule (tree: allreduce, broadcast, reduce; recursive doubling and
-/// hierarchical: allreduce) is ignored, and so is a hierarchical hint where the hosts hold
+/// collective without that schedule (tree: allreduce, broadcast, reduce; recursive doubling:
+/// allreduce; hierarchical: allreduce, allgather, reduce_scatter; Bruck's log-depth schedules:
+/// allgather, reduce_scatter) is ignored, and so is a hierarchical hint where the hosts hold
 /// different numbers of ranks or there is one host.
-enum class Algorithm { Auto = 0, Ring, Tree, RecursiveDoubling, Hierarchical };
+enum class Algorithm { Auto = 0, Ring, Tree, RecursiveDoubling, Hierarchical, Bruck };
 
 /// Per-call options. Default-constructed options mean "as configured".
 struct CollOptions {

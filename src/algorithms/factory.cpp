@@ -3,6 +3,7 @@
 #include <optional>
 #include <utility>
 
+#include "algorithms/bruck.hpp"
 #include "algorithms/deterministic.hpp"
 #include "algorithms/exchange.hpp"
 #include "algorithms/hierarchical.hpp"
@@ -107,10 +108,16 @@ Plan make_plan(const PlanRequest& r) {
     return buffered(deterministic_reduce(p));
   }
   if (r.algo == coll::Algo::Rd && k == coll::CollKind::AllReduce) return rd_allreduce(p);
-  if (r.algo == coll::Algo::Hier && k == coll::CollKind::AllReduce &&
-      hierarchical_unfit(r.hosts).empty())
-    return buffered(hierarchical_allreduce(
-        {r.rank, r.hosts, r.op.count, p.elem_size, r.chunk_bytes, r.depth, r.in_place}));
+  if (r.algo == coll::Algo::Hier && hierarchical_unfit(r.hosts).empty()) {
+    const HierParams h{r.rank,        r.hosts, r.op.count, p.elem_size,
+                       r.chunk_bytes, r.depth, r.in_place};
+    if (k == coll::CollKind::AllReduce) return buffered(hierarchical_allreduce(h));
+    if (k == coll::CollKind::AllGather) return buffered(hierarchical_allgather(h));
+    if (k == coll::CollKind::ReduceScatter) return buffered(hierarchical_reduce_scatter(h));
+  }
+  if (r.algo == coll::Algo::Bruck && k == coll::CollKind::AllGather) return bruck_allgather(p);
+  if (r.algo == coll::Algo::Bruck && k == coll::CollKind::ReduceScatter)
+    return bruck_reduce_scatter(p);
   if (r.algo == coll::Algo::Tree)
     if (std::optional<Plan> plan = tree(r)) return *std::move(plan);
   switch (k) {

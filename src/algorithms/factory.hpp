@@ -30,8 +30,9 @@ struct PlanRequest {
 /// The plan of `r.op` on `r.rank`. The exchanges (all-to-all(v), gather, scatter, sends and
 /// receives) and the barrier have one schedule each, whatever `r.algo` says; a reduction under
 /// Algo::Deterministic gets the deterministic schedule; Tree covers allreduce, broadcast and
-/// reduce (others fall back to Ring), Rd allreduce, Hier allreduce where `hosts` are two or more
-/// of equal size (hierarchical_unfit; else Ring).
+/// reduce (others fall back to Ring), Rd allreduce, Hier allreduce, allgather and reduce_scatter
+/// where `hosts` are two or more of equal size (hierarchical_unfit; else Ring), Bruck allgather and
+/// reduce_scatter.
 Plan make_plan(const PlanRequest& r);
 
 }  // namespace loom::algo

@@ -129,17 +129,12 @@ void local_allgather(Plan& plan, const Shards& sh, const Place& at, const std::v
     }
 }
 
-// Appends `sub`, a plan over the hosts (rank h: host h's local rank `local`) of the shard at
-// element `first`, in place on Recv: peers mapped to ranks, Send and Recv to Recv from the
-// shard, scratch after `scratch`; its steps that wait for nothing wait for `after`.
-void append_across(Plan& plan, const Plan& sub, const HierParams& p, int local, std::size_t first,
-                   std::size_t scratch, std::uint32_t after) {
+// Appends `sub`, a plan over the hosts (its rank h: host h's local rank `local`), with its spans
+// moved by `map`; its steps that wait for nothing wait for `after`.
+template <typename Map>
+void append_across(Plan& plan, const Plan& sub, const HierParams& p, int local, Map map,
+                   std::uint32_t after) {
   const std::size_t base = plan.steps.size();
-  const std::size_t offset = first * p.elem_size;
-  auto map = [&](Span s) {
-    if (s.buf == BufId::Scratch) return Span{BufId::Scratch, s.offset + scratch, s.bytes};
-    return Span{BufId::Recv, s.offset + offset, s.bytes};
-  };
   for (const Step& s : sub.steps) {
     Step t = s;
     if (t.peer >= 0)
@@ -156,6 +151,16 @@ void append_across(Plan& plan, const Plan& sub, const HierParams& p, int local, 
     }
     plan.steps.push_back(t);
   }
+}
+
+// The across phase's plan of the shard at element `first`, in place on Recv: Send and Recv to
+// Recv from the shard, scratch after `scratch`.
+auto shard_map(const HierParams& p, std::size_t first, std::size_t scratch) {
+  const std::size_t offset = first * p.elem_size;
+  return [=](Span s) {
+    if (s.buf == BufId::Scratch) return Span{BufId::Scratch, s.offset + scratch, s.bytes};
+    return Span{BufId::Recv, s.offset + offset, s.bytes};
+  };
 }
 
 }  // namespace
@@ -201,11 +206,165 @@ Plan hierarchical_allreduce(const HierParams& p) {
   across.in_place = true;
   const Plan ring = ring_allreduce(across);
   const std::size_t from = plan.steps.size();
-  append_across(plan, ring, p, at.local, sh.shard(at.local).first, local_scratch, reduced);
+  append_across(plan, ring, p, at.local, shard_map(p, sh.shard(at.local).first, local_scratch),
+                reduced);
   plan.scratch_bytes = local_scratch + ring.scratch_bytes;
   if (at.nlocal == 1) return plan;
   const std::uint32_t shared = plan.steps.size() > from ? join(plan, from) : reduced;
   local_allgather(plan, sh, at, local_ranks, shared);
+  return plan;
+}
+
+namespace {
+
+// The blocks of an allgather or reduce-scatter (`count` elements per rank) by column: column i
+// holds the blocks of the local ranks i of every host, host by host, each cut into `nq` pieces
+// of at most a chunk. Piece k of a column is piece k % nq of host k / nq's block.
+struct Columns {
+  const HierParams& p;
+  std::size_t nq = 1;
+  int nhosts = 1;
+  int nlocal = 1;
+
+  Columns(const HierParams& params, const Place& at)
+      : p(params), nhosts(at.nhosts), nlocal(at.nlocal) {
+    const std::size_t chunk_elems = std::max<std::size_t>(1, p.chunk_bytes / p.elem_size);
+    nq = std::max<std::size_t>(1, (p.count + chunk_elems - 1) / chunk_elems);
+  }
+  [[nodiscard]] std::size_t pieces() const { return static_cast<std::size_t>(nhosts) * nq; }
+  [[nodiscard]] std::size_t block() const { return p.count * p.elem_size; }
+  // Piece k of column `col` in a buffer of every rank's block (Recv of an allgather, Send of a
+  // reduce-scatter).
+  [[nodiscard]] Span piece(BufId buf, long col, std::size_t k) const {
+    const auto h = static_cast<std::size_t>(k / nq);
+    const int rank = p.hosts[h][static_cast<std::size_t>(wrap(col, nlocal))];
+    const Block b = split_block(p.count, nq, k % nq);
+    return {buf, static_cast<std::size_t>(rank) * block() + b.first * p.elem_size,
+            b.count * p.elem_size};
+  }
+  // Piece k in a buffer of one column, host by host (the reduce-scatter's folded column).
+  [[nodiscard]] Span column_piece(std::size_t offset, std::size_t k) const {
+    const Block b = split_block(p.count, nq, k % nq);
+    return {BufId::Scratch, offset + ((k / nq) * p.count + b.first) * p.elem_size,
+            b.count * p.elem_size};
+  }
+};
+
+// A sub-plan over the hosts whose blocks (host h: block h) are the blocks of the ranks of
+// column `col` in `buf`, a buffer of every rank's block; other spans as `other` maps them.
+template <typename Other>
+auto column_map(const HierParams& p, int col, BufId buf, Other other) {
+  const std::size_t block = p.count * p.elem_size;
+  return [=, &p](Span s) {
+    if (s.buf != buf || s.bytes == 0) return other(s);
+    const std::size_t h = s.offset / block;
+    const int rank = p.hosts[h][static_cast<std::size_t>(col)];
+    return Span{buf, static_cast<std::size_t>(rank) * block + s.offset % block, s.bytes};
+  };
+}
+
+RingParams across_params(const HierParams& p, const Place& at) {
+  RingParams r;
+  r.rank = at.host;
+  r.nranks = at.nhosts;
+  r.count = p.count;
+  r.elem_size = p.elem_size;
+  r.chunk_bytes = p.chunk_bytes;
+  r.depth = p.depth;
+  r.in_place = p.in_place;
+  return r;
+}
+
+}  // namespace
+
+Plan hierarchical_allgather(const HierParams& p) {
+  const Place at = place_of(p);
+  Plan plan;
+  plan.algorithm = "hier";
+  const Columns cols(p, at);
+  if (cols.block() == 0) return plan;
+  // Across: this rank's block with its counterparts', a ring over the hosts.
+  const Plan ring = ring_allgather(across_params(p, at));
+  append_across(plan, ring, p, at.local,
+                column_map(p, at.local, BufId::Recv, [](Span s) { return s; }), kNoStep);
+  plan.scratch_bytes = ring.scratch_bytes;
+  if (at.nlocal == 1) return plan;
+  // Inside the host: a ring of the local ranks passes the columns on, piece by piece.
+  const std::uint32_t across = join(plan, 0);
+  const auto& local = p.hosts[static_cast<std::size_t>(at.host)];
+  const int j = at.local;
+  const int right = local[static_cast<std::size_t>(wrap(j + 1, at.nlocal))];
+  const int left = local[static_cast<std::size_t>(wrap(j - 1, at.nlocal))];
+  std::vector<std::uint32_t> got(static_cast<std::size_t>(at.nlocal) * cols.pieces(), kNoStep);
+  auto key = [&](long col, std::size_t k) {
+    return static_cast<std::size_t>(wrap(col, at.nlocal)) * cols.pieces() + k;
+  };
+  for (std::size_t k = 0; k < cols.pieces(); ++k)
+    for (int s = 0; s + 1 < at.nlocal; ++s) {
+      plan.add(send_to(right, cols.piece(BufId::Recv, j - s, k)),
+               {s == 0 ? across : got[key(j - s, k)]});
+      got[key(j - s - 1, k)] = plan.add(recv_from(left, cols.piece(BufId::Recv, j - s - 1, k)));
+    }
+  return plan;
+}
+
+Plan hierarchical_reduce_scatter(const HierParams& p) {
+  const Place at = place_of(p);
+  Plan plan;
+  plan.algorithm = "hier";
+  const Columns cols(p, at);
+  if (cols.block() == 0) return plan;
+  const std::size_t column_bytes = static_cast<std::size_t>(at.nhosts) * cols.block();
+  const Plan ring = ring_reduce_scatter(across_params(p, at));
+  if (at.nlocal == 1) {  // across only, straight from the input
+    append_across(plan, ring, p, 0, column_map(p, 0, BufId::Send, [](Span s) { return s; }),
+                  kNoStep);
+    plan.scratch_bytes = ring.scratch_bytes;
+    return plan;
+  }
+  // Inside the host: a ring reduce-scatter of the columns, as ring_reduce_scatter's, so local
+  // rank j folds column j (every host's block of its local ranks j) into scratch [0, column).
+  const auto& local = p.hosts[static_cast<std::size_t>(at.host)];
+  const int j = at.local;
+  const int right = local[static_cast<std::size_t>(wrap(j + 1, at.nlocal))];
+  const int left = local[static_cast<std::size_t>(wrap(j - 1, at.nlocal))];
+  const std::size_t depth = std::max<std::size_t>(1, p.depth);
+  const std::size_t slot_bytes = split_block(p.count, cols.nq, 0).count * p.elem_size;
+  SlotPool pool(slot_bytes, 2 * depth, column_bytes);
+  std::vector<std::uint32_t> producer(depth, kNoStep);
+  for (std::size_t g = 0; g < cols.pieces(); g += depth) {
+    const std::size_t gend = std::min(cols.pieces(), g + depth);
+    for (int s = 0; s + 1 < at.nlocal; ++s) {
+      const bool last = s + 2 == at.nlocal;
+      for (std::size_t k = g; k < gend; ++k) {
+        const std::size_t i = k - g;
+        const Span sb = cols.piece(BufId::Send, j - s - 1, k);
+        const Span rb = cols.piece(BufId::Send, j - s - 2, k);
+        auto held = pool.take(2 * i + static_cast<std::size_t>((s + 1) % 2));
+        const Span src = s == 0 ? sb : Span{BufId::Scratch, held.span.offset, sb.bytes};
+        const auto send = plan.add(send_to(right, src), {s == 0 ? kNoStep : producer[i]});
+        if (s > 0) pool.release(held.index, send);
+        auto slot = pool.take(2 * i + static_cast<std::size_t>(s % 2));
+        const Span tmp{BufId::Scratch, slot.span.offset, rb.bytes};
+        const auto recv = plan.add(recv_from(left, tmp), {slot.free_after});
+        const Span dst = last ? cols.column_piece(0, k) : tmp;
+        producer[i] = plan.add(reduce_into(dst, rb, tmp), {recv});
+        if (last) pool.release(slot.index, producer[i]);
+      }
+    }
+  }
+  // Across: the folded column with its counterparts', a ring reduce-scatter over the hosts.
+  const std::uint32_t folded = join(plan, 0);
+  const std::size_t ring_scratch = column_bytes + pool.bytes();
+  append_across(
+      plan, ring, p, j,
+      [&](Span s) {
+        if (s.buf == BufId::Send) return Span{BufId::Scratch, s.offset, s.bytes};
+        if (s.buf == BufId::Scratch) return Span{BufId::Scratch, s.offset + ring_scratch, s.bytes};
+        return s;
+      },
+      folded);
+  plan.scratch_bytes = ring_scratch + ring.scratch_bytes;
   return plan;
 }
 

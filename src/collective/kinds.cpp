@@ -26,6 +26,7 @@ std::string_view to_string(Algo a) {
     case Algo::Deterministic: return "deterministic";
     case Algo::Rd: return "rd";
     case Algo::Hier: return "hier";
+    case Algo::Bruck: return "bruck";
   }
   return "?";
 }
@@ -36,14 +37,15 @@ std::optional<Algo> forced_by(Algorithm hint) {
     case Algorithm::Tree: return Algo::Tree;
     case Algorithm::RecursiveDoubling: return Algo::Rd;
     case Algorithm::Hierarchical: return Algo::Hier;
+    case Algorithm::Bruck: return Algo::Bruck;
     case Algorithm::Auto: break;
   }
   return std::nullopt;
 }
 
 std::optional<Algorithm> hint_for(Algo a) {
-  for (Algorithm h :
-       {Algorithm::Ring, Algorithm::Tree, Algorithm::RecursiveDoubling, Algorithm::Hierarchical})
+  for (Algorithm h : {Algorithm::Ring, Algorithm::Tree, Algorithm::RecursiveDoubling,
+                      Algorithm::Hierarchical, Algorithm::Bruck})
     if (forced_by(h) == a) return h;
   return std::nullopt;
 }

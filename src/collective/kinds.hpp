@@ -42,9 +42,9 @@ std::string_view to_string(CollKind k);
 /// A schedule family. The public loom::Algorithm (a call's hint) names the ones a caller may
 /// force; Deterministic is chosen by LOOM_DETERMINISTIC, never by a hint. The selector's
 /// catalog (selector/catalog.hpp) holds one row per value.
-enum class Algo : std::uint8_t { Ring, Tree, Deterministic, Rd, Hier };
-inline constexpr std::size_t kNumAlgos = 5;
-/// "ring", "tree", "deterministic", "rd", "hier".
+enum class Algo : std::uint8_t { Ring, Tree, Deterministic, Rd, Hier, Bruck };
+inline constexpr std::size_t kNumAlgos = 6;
+/// "ring", "tree", "deterministic", "rd", "hier", "bruck".
 std::string_view to_string(Algo a);
 /// A call's hint: the algorithm it forces, or nullopt for Algorithm::Auto.
 std::optional<Algo> forced_by(Algorithm hint);

@@ -15,6 +15,12 @@ bool allreduce_only(Coll c) {
 bool rooted_or_allreduce(Coll c) {
   return c == Coll::AllReduce || c == Coll::Broadcast || c == Coll::Reduce;
 }
+bool hier_colls(Coll c) {
+  return c == Coll::AllReduce || c == Coll::AllGather || c == Coll::ReduceScatter;
+}
+bool gathers_and_scatters(Coll c) {
+  return c == Coll::AllGather || c == Coll::ReduceScatter;
+}
 bool reductions(Coll c) {
   return c == Coll::AllReduce || c == Coll::Reduce || c == Coll::ReduceScatter;
 }
@@ -48,6 +54,11 @@ double unlimited(const Tuning&) {
 double rd_limit(const Tuning& t) {
   return t.rd_max_bytes;
 }
+// Bruck's rounds are not pipelined and its reduce-scatter keeps about twice its input in
+// scratch; above this the ring moves as many bytes per NIC or fewer.
+double bruck_limit(const Tuning&) {
+  return 16.0 * 1024 * 1024;
+}
 
 constexpr std::array<AlgoRow, kAlgos> kRows = {{
     {Algo::Ring, "ring", "",
@@ -63,9 +74,13 @@ constexpr std::array<AlgoRow, kAlgos> kRows = {{
     {Algo::Rd, "rd", "recursive_doubling", "recursive doubling: log2(n) whole-buffer exchanges",
      true, allreduce_only, fits_any, cost::rd, whole, rd_limit},
     {Algo::Hier, "hier", "hierarchical",
-     "reduce-scatter in each host, ring allreduce of each "
-     "local rank's shard across hosts, allgather in each host",
-     true, allreduce_only, hier_unfit, cost::hier, per_rank, unlimited},
+     "reduce-scatter in each host, ring allreduce of each local rank's shard across hosts, "
+     "allgather in each host (allgather, reduce_scatter: the across and inside halves)",
+     true, hier_colls, hier_unfit, cost::hier, per_rank, unlimited},
+    {Algo::Bruck, "bruck", "log",
+     "Bruck's log-depth allgather and its mirror reduce-scatter: ceil(log2 n) rounds of up to "
+     "half the buffer",
+     true, gathers_and_scatters, fits_any, cost::bruck, halves, bruck_limit},
 }};
 
 constexpr bool rows_in_order() {

@@ -174,15 +174,49 @@ double deterministic_us(Coll c, double S, const Shape& s, const Tuning& t, const
 // allreduce of each local rank's shard across the hosts, a host's local ranks streaming through
 // its NICs at once.
 double hier_us(Coll c, double S, const Shape& s, const Tuning& t, Path path) {
-  if (c != Coll::AllReduce) return kNever;
   const double L = s.per_host, H = s.nhosts;
   const Links l = links(s, t, s.per_host, S, S / s.nranks, 0, path);
   const double local_frac = (L - 1) / L;
   const double local = (L - 1) * l.alpha_intra + xfer_us(local_frac * S, l.bw_intra);
+  // Allgather and reduce-scatter: each rank's block crosses to the H - 1 other hosts in a ring
+  // of its counterparts, and the columns go round the host once.
+  const double block = S / s.nranks;
+  const double ring_across = (H - 1) * l.alpha_inter + xfer_us((H - 1) * block, l.bw_inter);
+  if (c == Coll::AllGather) return ring_across + local;
+  if (c == Coll::ReduceScatter)
+    return local + xfer_us(local_frac * S, l.red) + ring_across + xfer_us((H - 1) * block, l.red);
+  if (c != Coll::AllReduce) return kNever;
   const double shard = S / L;
   const double across = 2 * (H - 1) * l.alpha_inter + xfer_us(2 * (H - 1) / H * shard, l.bw_inter) +
                         xfer_us((H - 1) / H * shard, l.red);
   return 2 * local + xfer_us(local_frac * S, l.red) + across;
+}
+
+// Bruck's allgather and reduce-scatter: ceil(log2 n) dependent rounds; round k moves
+// c = min(2^k, n - 2^k) blocks of S / n to the rank 2^k positions away. Across hosts (ranks
+// numbered host by host) a round ends when the host whose ranks send most across hosts has
+// pushed them through its NIC, and every rank's message at one stream's rate.
+double bruck_us(Coll c, double S, const Shape& s, const Tuning& t, Path path) {
+  if (c != Coll::AllGather && c != Coll::ReduceScatter) return kNever;
+  const int n = s.nranks;
+  const double block = S / n;
+  const Links l = links(s, t, 1, S, S / 2, 0, path);
+  const bool multi = s.nhosts > 1;
+  const double nic = t.nic_gbps > 0 ? t.nic_gbps : t.inter.gbps;
+  const int P = std::max(1, s.per_host);
+  double us = 0;
+  for (int k = 0; (1 << k) < n; ++k) {
+    const double moved = std::min(1 << k, n - (1 << k)) * block;
+    double data = xfer_us(moved, multi ? l.bw_inter : l.bw_intra);
+    if (multi) {  // the ranks of host 0 whose partner 2^k positions back is on another host
+      int crossing = 0;
+      for (int j = 0; j < P; ++j) crossing += ((j - (1 << k)) % n + n) % n / P != 0 ? 1 : 0;
+      data = std::max({data, xfer_us(crossing * moved, nic), xfer_us(moved, l.bw_intra)});
+    }
+    us += (multi ? l.alpha_inter : l.alpha_intra) + data;
+    if (c == Coll::ReduceScatter) us += xfer_us(moved, l.red);
+  }
+  return us;
 }
 
 }  // namespace
@@ -204,6 +238,9 @@ double deterministic(Coll c, Path path, double S, const Shape& s, const Tuning& 
 }
 double hier(Coll c, Path path, double S, const Shape& s, const Tuning& t, const Pipeline&) {
   return hier_us(c, S, s, t, path);
+}
+double bruck(Coll c, Path path, double S, const Shape& s, const Tuning& t, const Pipeline&) {
+  return bruck_us(c, S, s, t, path);
 }
 
 }  // namespace cost

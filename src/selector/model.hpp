@@ -56,6 +56,7 @@ double rd(Coll c, Path path, double S, const Shape& s, const Tuning& t, const Pi
 double deterministic(Coll c, Path path, double S, const Shape& s, const Tuning& t,
                      const Pipeline& p);
 double hier(Coll c, Path path, double S, const Shape& s, const Tuning& t, const Pipeline& p);
+double bruck(Coll c, Path path, double S, const Shape& s, const Tuning& t, const Pipeline& p);
 }  // namespace cost
 
 /// Microseconds to move `bytes` at `gbps` (0 GB/s: free).

@@ -274,6 +274,22 @@ TEST_CASE("collectives: full matrix with LOOM_ALGO=rd at 1..8 ranks", "[collecti
     run_matrix(n, {{"LOOM_ALGO", "rd"}});
   }
 }
+// Bruck's log-depth allgather and reduce-scatter (the other collectives stay auto) at odd rank
+// counts and a power of two, over shm and tcp.
+TEST_CASE("collectives: full matrix with LOOM_ALGO=bruck over shm at 2, 3, 5, 7 ranks",
+          "[collectives][bruck]") {
+  for (int n : {2, 3, 5, 7}) {
+    INFO("ranks " << n);
+    run_matrix(n, {{"LOOM_ALGO", "bruck"}});
+  }
+}
+TEST_CASE("collectives: full matrix with LOOM_ALGO=bruck over tcp at 3, 4, 5, 7 ranks",
+          "[collectives][bruck][tcp]") {
+  for (int n : {3, 4, 5, 7}) {
+    INFO("ranks " << n);
+    run_matrix(n, {{"LOOM_ALGO", "bruck"}, {"LOOM_TRANSPORTS", "tcp"}});
+  }
+}
 TEST_CASE("collectives: full matrix with per-collective LOOM_ALGO", "[collectives][tree]") {
   run_matrix(4, {{"LOOM_ALGO", "allreduce:tree,broadcast:ring,reduce:tree"}});
 }

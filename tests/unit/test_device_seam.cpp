@@ -26,7 +26,7 @@ namespace {
 // peer-read route's stream semantics.
 const std::map<std::string, std::string> kSeamSim = {{"LOOM_DEVICE", "host-sim"},
                                                      {"LOOM_CUDA_IPC_PEER_READ", "off"}};
-Deadline soon() {
+Deadline seam_soon() {
   return Deadline::after(std::chrono::seconds(30));
 }
 
@@ -74,7 +74,7 @@ TEST_CASE("host-sim: memory kinds, in-order streams, events", "[device]") {
   CHECK(dev.synchronize(s, Deadline::after(std::chrono::milliseconds(20))).code() ==
         ErrorCode::Timeout);
   hold.release();
-  throw_if_error(dev.synchronize(s, soon()));
+  throw_if_error(dev.synchronize(s, seam_soon()));
   CHECK(value_or_throw(dev.query(e)));
   CHECK(std::memcmp(d, host.data(), 1000) == 0);
 
@@ -88,7 +88,7 @@ TEST_CASE("host-sim: memory kinds, in-order streams, events", "[device]") {
   throw_if_error(
       dev.reduce_async(DataType::Float32, RedOp::Max, a.data(), a.data(), b.data(), a.size(), s));
   throw_if_error(dev.divide_async(DataType::Float32, a.data(), a.size(), 1, s));
-  throw_if_error(dev.synchronize(s, soon()));
+  throw_if_error(dev.synchronize(s, seam_soon()));
   CHECK(a == want);
 
   dev.destroy_event(e);
@@ -110,7 +110,7 @@ TEST_CASE("host-sim: an event may be destroyed while its record is queued (as in
     dev.destroy_event(e);  // a failed collective drops its events with work still queued
   }
   hold.release();
-  throw_if_error(dev.synchronize(s, soon()));  // the stream drains; nothing touches freed events
+  throw_if_error(dev.synchronize(s, seam_soon()));  // the stream drains; nothing touches freed events
   dev.destroy_stream(s);
 }
 
@@ -173,7 +173,7 @@ TEST_CASE("host-sim: write_value, wait_event and the multi-buffer kernel, in str
   CHECK(w.load() == 0);
   CHECK(std::atomic_ref<std::int32_t>(d1[0]).load() == 0);
   hold.release();
-  throw_if_error(dev.synchronize(t, soon()));
+  throw_if_error(dev.synchronize(t, seam_soon()));
   CHECK(w.load() == 7);
   CHECK((d1 == std::vector<std::int32_t>(1000, 4) && d2 == d1));
   // Abandoned from ticket 5 on: a launch of ticket 6 does nothing, one of ticket 4 runs.
@@ -183,11 +183,11 @@ TEST_CASE("host-sim: write_value, wait_event and the multi-buffer kernel, in str
   m.op = RedOp::Max;
   m.divide_by = 0;
   throw_if_error(dev.reduce_multi_async(m, t));
-  throw_if_error(dev.synchronize(t, soon()));
+  throw_if_error(dev.synchronize(t, seam_soon()));
   CHECK(d1[0] == 4);
   m.ticket = 4;
   throw_if_error(dev.reduce_multi_async(m, t));
-  throw_if_error(dev.synchronize(t, soon()));
+  throw_if_error(dev.synchronize(t, seam_soon()));
   CHECK(d1[0] == 5);
   m.nsrc = 0;
   CHECK(dev.reduce_multi_async(m, t).code() == ErrorCode::InvalidArgument);
@@ -211,7 +211,7 @@ TEST_CASE("host-sim: kernels launch on a stream of the current device only (as i
   CHECK(st.code() == ErrorCode::InvalidUsage);
   CHECK_THAT(st.message(), Catch::Matchers::Contains("device 2") &&
                                Catch::Matchers::Contains("device 0 is current"));
-  throw_if_error(dev.synchronize(s, soon()));
+  throw_if_error(dev.synchronize(s, seam_soon()));
   CHECK(x[0] == 2.0f);
   dev.destroy_stream(s);
 }
@@ -231,7 +231,7 @@ TEST_CASE("host-sim: a stream waits for a memory word to reach a value, cyclical
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   CHECK(std::atomic_ref<int>(marker).load() == 0);  // still before the value
   w.store(1);
-  throw_if_error(dev.synchronize(s, soon()));
+  throw_if_error(dev.synchronize(s, seam_soon()));
   CHECK(marker == 1);
   dev.destroy_stream(s);
   dev.free_pinned(word);
@@ -240,11 +240,11 @@ TEST_CASE("host-sim: a stream waits for a memory word to reach a value, cyclical
 TEST_CASE("stream gates: a wait-value line opens its word over contiguous tickets only",
           "[device]") {
   device::Device& dev = device::host_sim();
-  auto line = value_or_throw(device::GateLine::create(dev, soon()));
+  auto line = value_or_throw(device::GateLine::create(dev, seam_soon()));
   std::atomic_ref<std::uint32_t> word(*const_cast<std::uint32_t*>(line->word()));  // read only
-  auto first = std::make_shared<device::Gate>(soon(), line);
-  auto second = std::make_shared<device::Gate>(soon(), line);
-  auto third = std::make_shared<device::Gate>(soon(), line);
+  auto first = std::make_shared<device::Gate>(seam_soon(), line);
+  auto second = std::make_shared<device::Gate>(seam_soon(), line);
+  auto third = std::make_shared<device::Gate>(seam_soon(), line);
   CHECK(first->value() == 1);
   CHECK(third->value() == 3);
   second->open();
@@ -283,7 +283,7 @@ TEST_CASE("device collectives: the call returns once enqueued, later stream work
           CHECK_FALSE(w.test());
           CHECK(out[0] == -1);
           hold.release();
-          throw_if_error(dev.synchronize(s, soon()));
+          throw_if_error(dev.synchronize(s, seam_soon()));
           w.wait();
           for (std::size_t i = 0; i < n; ++i)
             REQUIRE(out[i] == 2 * static_cast<std::int32_t>(i) + 1);
@@ -314,11 +314,11 @@ TEST_CASE("device collectives: many calls in flight on one stream (staging pool 
           auto* b = static_cast<std::int64_t*>(value_or_throw(dev.alloc(n * 8)));
           bufs.push_back(b);
           throw_if_error(dev.copy_async(b, in.data(), n * 8, s));
-          throw_if_error(dev.synchronize(s, soon()));  // `in` is reused for the next call
+          throw_if_error(dev.synchronize(s, seam_soon()));  // `in` is reused for the next call
           comm.allreduce(b, b, n, DataType::Int64, RedOp::Sum, o);
           throw_if_error(dev.copy_async(outs[static_cast<std::size_t>(c)].data(), b, n * 8, s));
         }
-        throw_if_error(dev.synchronize(s, soon()));
+        throw_if_error(dev.synchronize(s, seam_soon()));
         for (int c = 0; c < kCalls; ++c)
           for (std::size_t i = 0; i < n; ++i)
             REQUIRE(outs[static_cast<std::size_t>(c)][i] ==
@@ -417,7 +417,7 @@ TEST_CASE("CUDA IPC exchange: peer access probed, P2P buffers mapped, others sta
       const auto ur = static_cast<std::size_t>(r);
       const std::string host = r < 8 ? "a" : "b";
       auto peers = device::IpcPeers::exchange(dev, *store, "test/", r, kRanks, host, r % 8,
-                                              bufs[ur], soon());
+                                              bufs[ur], seam_soon());
       if (!peers.is_ok()) {
         errors[ur] = peers.status().message();
         return;
@@ -471,8 +471,8 @@ TEST_CASE("CUDA IPC exchange: a handle that cannot be opened fails naming the pe
   };
   auto store = std::make_shared<bootstrap::InMemoryStore>();
   const bootstrap::Bytes rec = record(static_cast<std::uint32_t>(::getpid()));
-  std::thread peer([&] { (void)bootstrap::store_allgather(*store, "x/ipc/", 1, 2, rec, soon()); });
-  auto r = device::IpcPeers::exchange(dev, *store, "x/", 0, 2, "a", 0, mine, soon());
+  std::thread peer([&] { (void)bootstrap::store_allgather(*store, "x/ipc/", 1, 2, rec, seam_soon()); });
+  auto r = device::IpcPeers::exchange(dev, *store, "x/", 0, 2, "a", 0, mine, seam_soon());
   peer.join();
   REQUIRE_FALSE(r.is_ok());
   CHECK_THAT(r.status().message(), Catch::Contains("rank 0") && Catch::Contains("peer 1"));
@@ -480,8 +480,8 @@ TEST_CASE("CUDA IPC exchange: a handle that cannot be opened fails naming the pe
   auto store2 = std::make_shared<bootstrap::InMemoryStore>();
   const bootstrap::Bytes foreign = record(1);
   std::thread peer2(
-      [&] { (void)bootstrap::store_allgather(*store2, "x/ipc/", 1, 2, foreign, soon()); });
-  auto r2 = device::IpcPeers::exchange(dev, *store2, "x/", 0, 2, "a", 0, mine, soon());
+      [&] { (void)bootstrap::store_allgather(*store2, "x/ipc/", 1, 2, foreign, seam_soon()); });
+  auto r2 = device::IpcPeers::exchange(dev, *store2, "x/", 0, 2, "a", 0, mine, seam_soon());
   peer2.join();
   REQUIRE(r2.is_ok());
   CHECK(r2->peer(1).route == device::PeerRoute::HostStaging);
@@ -536,7 +536,7 @@ std::vector<std::vector<device::PeerBuffer>> routes_with_visibility(
   loom::test::on_rank_threads(kRanks, [&](int r) {
     device::host_sim_set_visible_devices(visible(r));
     auto peers = value_or_throw(device::IpcPeers::exchange(
-        dev, *store, "vis/", r, kRanks, "a", 0, bufs[static_cast<std::size_t>(r)], soon()));
+        dev, *store, "vis/", r, kRanks, "a", 0, bufs[static_cast<std::size_t>(r)], seam_soon()));
     for (int q = 0; q < kRanks; ++q) out[static_cast<std::size_t>(r)].push_back(peers.peer(q));
     device::host_sim_set_visible_devices({});
   });

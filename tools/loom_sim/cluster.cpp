@@ -64,6 +64,7 @@ Prediction predict(Coll coll, std::size_t bytes, const CostTable& table) {
   out.ring_us = d.us_of(Algo::Ring);
   out.tree_us = d.us_of(Algo::Tree);
   out.hier_us = d.us_of(Algo::Hier);
+  out.bruck_us = d.us_of(Algo::Bruck);
   out.pick = d.algo;
   out.pick_us = d.pick_us();
   if (select::supports(coll, Algo::Deterministic))

@@ -45,7 +45,8 @@ struct Prediction {
   double hier_us = -1;  // -1: no hierarchical schedule, or the shape does not fit it
   Algo pick = Algo::Ring;
   double pick_us = 0;
-  double det_us = -1;  // deterministic mode, -1: not a reduction
+  double det_us = -1;    // deterministic mode, -1: not a reduction
+  double bruck_us = -1;  // Bruck's allgather or reduce-scatter, -1: another collective
 };
 
 /// Ring, tree, the selector's pick and deterministic mode for one size, from `table`.

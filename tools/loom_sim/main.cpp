@@ -197,18 +197,18 @@ int run(int argc, char** argv) {
              cluster->description, cluster->tuning.to_string(),
              shape.cores ? std::to_string(shape.cores) : std::string("unlimited"), pipe.chunk_bytes,
              pipe.depth, shape.tree_depth);
-  fmt::print("# {:>10}  {:>12}  {:^27}  {:^27}  {:^39}  {:>9}  {:>9}\n", "", "", "ring", "tree",
-             "selector", "determ.", "hier");
+  fmt::print("# {:>10}  {:>12}  {:^27}  {:^27}  {:^39}  {:>9}  {:>9}  {:>9}\n", "", "", "ring",
+             "tree", "selector", "determ.", "hier", "bruck");
   fmt::print(
       "# {:>10}  {:>12}  {:>9}  {:>7}  {:>7}  {:>9}  {:>7}  {:>7}  {:>10}  {:>9}  {:>7}  {:>7}  "
-      "{:>9}  {:>9}\n",
+      "{:>9}  {:>9}  {:>9}\n",
       "size", "count", "time", "algbw", "busbw", "time", "algbw", "busbw", "algo", "time", "algbw",
-      "busbw", "time", "time");
+      "busbw", "time", "time", "time");
   fmt::print(
       "# {:>10}  {:>12}  {:>9}  {:>7}  {:>7}  {:>9}  {:>7}  {:>7}  {:>10}  {:>9}  {:>7}  {:>7}  "
-      "{:>9}  {:>9}\n",
+      "{:>9}  {:>9}  {:>9}\n",
       "(B)", "(elements)", "(us)", "(GB/s)", "(GB/s)", "(us)", "(GB/s)", "(GB/s)", "", "(us)",
-      "(GB/s)", "(GB/s)", "(us)", "(us)");
+      "(GB/s)", "(GB/s)", "(us)", "(us)", "(us)");
   const double bf = bus_factor(a.coll, a.nranks);
   for (std::size_t bytes = a.min_bytes; bytes <= a.max_bytes; bytes *= a.factor) {
     auto p = loom::sim::predict(a.coll, bytes, table);
@@ -224,7 +224,7 @@ int run(int argc, char** argv) {
         p.tree_us = tree->us;
       }
       p.pick_us = p.pick == loom::select::Algo::Tree ? p.tree_us : p.ring_us;
-      if (p.pick == loom::select::Algo::Rd || p.pick == loom::select::Algo::Hier) {
+      if (p.pick != loom::select::Algo::Ring && p.pick != loom::select::Algo::Tree) {
         auto other = loom::sim::replay(a.coll, p.pick, bytes, shape, cluster->tuning, pipe);
         if (!other.is_ok()) fail(other.status().message());
         p.pick_us = other->us;
@@ -236,9 +236,9 @@ int run(int argc, char** argv) {
     auto time = [](double us) {
       return us < 0 ? fmt::format("{:>9}", "N/A") : fmt::format("{:9.1f}", us);
     };
-    fmt::print("{:>12}  {:>12}{}{}  {:>10}{}  {}  {}\n", bytes, count, cell(p.ring_us, bytes, bf),
-               cell(p.tree_us, bytes, bf), to_string(p.pick), cell(p.pick_us, bytes, bf),
-               time(p.det_us), time(p.hier_us));
+    fmt::print("{:>12}  {:>12}{}{}  {:>10}{}  {}  {}  {}\n", bytes, count,
+               cell(p.ring_us, bytes, bf), cell(p.tree_us, bytes, bf), to_string(p.pick),
+               cell(p.pick_us, bytes, bf), time(p.det_us), time(p.hier_us), time(p.bruck_us));
     if (bytes == 0) break;
   }
   return 0;
