@@ -67,7 +67,8 @@ struct CreateContext {
   /// unknown, or no rank has more than one).
   std::vector<std::vector<net::SocketAddress>> peer_rails;
   std::vector<std::string> host_ids;  // every rank's host (empty: unknown)
-  /// PeerFailed naming the peer when it is known to have failed (asked while connecting).
+  /// PeerFailed naming the peer when it is known to have failed (asked while connecting; peer -1:
+  /// any peer, for collective waits such as the arena's allgather).
   std::function<Status(int peer)> peer_check;
   /// The NICs (libfabric domains, interfaces) of `candidates` nearest to this rank: those under
   /// its GPU's PCIe switch, else on its NUMA node; all when none is nearer (or unset).

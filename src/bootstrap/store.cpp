@@ -59,6 +59,10 @@ Status gather_timeout(Store& store, const std::string& prefix, int n, int first_
                     missing.size(), list_ranks(missing, truncated));
 }
 
+// How long one slice of a checked wait lasts where the store pushes vanished clients (see
+// Store::waits_end_on_gone): the check also covers failures known otherwise.
+constexpr std::chrono::milliseconds kPushedSlice{30'000};
+
 // How long one slice of a checked wait lasts: longer in a big job, so that the re-asked
 // gathers and liveness checks of n waiting ranks stay O(1) per rank per second at the server.
 std::chrono::milliseconds check_slice(int nranks) {
@@ -92,8 +96,11 @@ Status failed_barrier(const Bytes& done, const std::string& context, int nranks)
 Result<Bytes> store_get_checked(Store& store, const std::string& key, Deadline deadline,
                                 const WaitCheck& check, int waiters) {
   if (!check) return store.get(key, deadline);
+  const bool pushed = store.waits_end_on_gone();  // as in store_allgather
   for (;;) {
-    auto got = store.get(key, deadline.earliest(Deadline::after(check_slice(waiters))));
+    const Deadline slice =
+        deadline.earliest(Deadline::after(pushed ? kPushedSlice : check_slice(waiters)));
+    auto got = pushed ? store.get_or_gone(key, slice) : store.get(key, slice);
     if (got.is_ok() || got.status().code() != ErrorCode::Timeout || deadline.expired()) return got;
     LOOM_RETURN_IF_ERROR(check());
   }
@@ -142,6 +149,13 @@ Result<std::vector<Bytes>> Store::gather(const std::string& prefix, int n, Deadl
   return out;
 }
 
+Result<std::optional<Bytes>> Store::peek(const std::string& key, Deadline /*answer_by*/) {
+  auto got = get(key, Deadline::after(std::chrono::milliseconds(0)));
+  if (got.is_ok()) return std::optional<Bytes>(std::move(got).value());
+  if (got.status().code() == ErrorCode::Timeout) return std::optional<Bytes>();
+  return got.status();
+}
+
 std::string gone_key(std::int64_t n) {
   return wire::kGoneKey + std::to_string(n);
 }
@@ -166,10 +180,16 @@ Result<std::vector<Bytes>> store_allgather(Store& store, const std::string& pref
   LOOM_RETURN_IF_ERROR(check_rank("allgather", prefix, rank, nranks));
   const std::string context = fmt::format("allgather '{}' (rank {} of {})", prefix, rank, nranks);
   LOOM_RETURN_IF_ERROR(store.set(rank_key(prefix, rank), value).with_context(context));
+  // A store that ends the gather when a client vanishes pushes what the check looks for: then
+  // a waiting rank asks again only every kPushedSlice (its check also covers failures known
+  // otherwise), not every check_slice.
+  const bool pushed = check && store.waits_end_on_gone();
   for (;;) {
     const Deadline slice =
-        check ? deadline.earliest(Deadline::after(check_slice(nranks))) : deadline;
-    auto all = store.gather(prefix, nranks, slice);
+        check ? deadline.earliest(Deadline::after(pushed ? kPushedSlice : check_slice(nranks)))
+              : deadline;
+    auto all =
+        pushed ? store.gather_or_gone(prefix, nranks, slice) : store.gather(prefix, nranks, slice);
     if (all.is_ok() || all.status().code() != ErrorCode::Timeout || deadline.expired())
       return all.is_ok() ? std::move(all)
                          : Result<std::vector<Bytes>>(all.status().with_context(context));

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -42,6 +43,11 @@ class Store {
   /// Returns the value of `key`, waiting until some rank sets it or `deadline` passes (Timeout,
   /// naming the key).
   virtual Result<Bytes> get(const std::string& key, Deadline deadline) = 0;
+  /// The value of `key` now (nullopt: no rank has set it), asked once; Timeout only when the store
+  /// gave no answer by `answer_by` (slow, or its process stopped). Callers that act on evidence
+  /// tell "missing" from "not answered" with it. This default cannot tell them apart: a get()
+  /// that does not wait, whose Timeout reads as missing.
+  virtual Result<std::optional<Bytes>> peek(const std::string& key, Deadline /*answer_by*/);
   /// Atomically adds `delta` to the integer counter `key` (missing: 0) and returns the new value.
   virtual Result<std::int64_t> add(const std::string& key, std::int64_t delta) = 0;
   /// set() and add() bounded by `deadline` instead of the store's operation timeout, for callers
@@ -59,6 +65,20 @@ class Store {
   /// with one request parked at its server (an allgather costs the server O(n) requests, not
   /// O(n^2)); this default asks key by key.
   virtual Result<std::vector<Bytes>> gather(const std::string& prefix, int n, Deadline deadline);
+  /// get() and gather(), which the TCP store's server also ends (Timeout) as soon as one of its
+  /// clients vanishes without a goodbye, or has vanished since this connection's last such wait:
+  /// the caller then checks at once whether a member died, and need not ask again every few
+  /// hundred milliseconds while it waits. These defaults are get() and gather().
+  virtual Result<Bytes> get_or_gone(const std::string& key, Deadline deadline) {
+    return get(key, deadline);
+  }
+  virtual Result<std::vector<Bytes>> gather_or_gone(const std::string& prefix, int n,
+                                                    Deadline deadline) {
+    return gather(prefix, n, deadline);
+  }
+  /// Whether get_or_gone() and gather_or_gone() end on a vanished client (then a waiting rank's
+  /// liveness checks are pushed, and the checked waits below ask again only every 30 s).
+  [[nodiscard]] virtual bool waits_end_on_gone() const { return false; }
   /// Waits until one of `keys` exists and returns its index; Timeout at `deadline`. The TCP store
   /// parks one request at its server (a push: nothing is asked while nothing changes); this
   /// default looks every 50 ms.

@@ -111,6 +111,9 @@ class TcpStoreClient final : public Store {
   ~TcpStoreClient() override;
   Status set(const std::string& key, std::span<const std::uint8_t> value) override;
   Result<Bytes> get(const std::string& key, Deadline deadline) override;
+  /// One GET that does not wait at the server; the server's Timeout reply means the key is
+  /// missing, no reply by `answer_by` is this call's Timeout.
+  Result<std::optional<Bytes>> peek(const std::string& key, Deadline answer_by) override;
   Result<std::int64_t> add(const std::string& key, std::int64_t delta) override;
   Status set_by(const std::string& key, std::span<const std::uint8_t> value,
                 Deadline deadline) override;
@@ -119,6 +122,11 @@ class TcpStoreClient final : public Store {
   Result<std::int64_t> erase_prefix(const std::string& prefix) override;
   /// One GATHER request, parked at the server until every key is in.
   Result<std::vector<Bytes>> gather(const std::string& prefix, int n, Deadline deadline) override;
+  /// A GET or GATHER that the server also ends (Timeout) when a client vanishes.
+  Result<Bytes> get_or_gone(const std::string& key, Deadline deadline) override;
+  Result<std::vector<Bytes>> gather_or_gone(const std::string& prefix, int n,
+                                            Deadline deadline) override;
+  [[nodiscard]] bool waits_end_on_gone() const override { return true; }
   Result<std::vector<GoneClient>> gone(Deadline deadline) override;
   /// One WATCH request, parked at the server until a key is set.
   Result<int> watch(const std::vector<std::string>& keys, Deadline deadline) override;
@@ -136,6 +144,9 @@ class TcpStoreClient final : public Store {
 
  private:
   explicit TcpStoreClient(std::unique_ptr<Impl> impl);
+  Result<Bytes> get_impl(const std::string& key, Deadline deadline, bool ends_on_gone);
+  Result<std::vector<Bytes>> gather_impl(const std::string& prefix, int n, Deadline deadline,
+                                         bool ends_on_gone);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -526,15 +526,36 @@ Status TcpStoreClient::set_by(const std::string& key, std::span<const std::uint8
 }
 
 Result<Bytes> TcpStoreClient::get(const std::string& key, Deadline deadline) {
+  return get_impl(key, deadline, false);
+}
+
+Result<Bytes> TcpStoreClient::get_or_gone(const std::string& key, Deadline deadline) {
+  return get_impl(key, deadline, true);
+}
+
+Result<Bytes> TcpStoreClient::get_impl(const std::string& key, Deadline deadline,
+                                       bool ends_on_gone) {
   const std::string what = fmt::format("store get '{}'", key);
   const Deadline reply_deadline = extend(deadline, kServerGrace);
-  LOOM_ASSIGN_OR_RETURN(Response r, impl_->call(wire::Op::Get, key, wait_ms(deadline), {},
-                                                reply_deadline, reply_deadline, what));
+  LOOM_ASSIGN_OR_RETURN(
+      Response r, impl_->call(wire::Op::Get, key, wire::get_arg(wait_ms(deadline), ends_on_gone),
+                              {}, reply_deadline, reply_deadline, what));
   switch (r.reply) {
     case wire::Reply::Ok: return std::move(r.payload);
     case wire::Reply::Timeout:
       return make_error(ErrorCode::Timeout, "{}: timed out waiting for the key (rank {})", what,
                         impl_->rank);
+    default: return make_error(ErrorCode::InvalidArgument, "{}: {}", what, payload_text(r.payload));
+  }
+}
+
+Result<std::optional<Bytes>> TcpStoreClient::peek(const std::string& key, Deadline answer_by) {
+  const std::string what = fmt::format("store look-up of '{}'", key);
+  LOOM_ASSIGN_OR_RETURN(Response r,
+                        impl_->call(wire::Op::Get, key, 0, {}, answer_by, answer_by, what));
+  switch (r.reply) {
+    case wire::Reply::Ok: return std::optional<Bytes>(std::move(r.payload));
+    case wire::Reply::Timeout: return std::optional<Bytes>();
     default: return make_error(ErrorCode::InvalidArgument, "{}: {}", what, payload_text(r.payload));
   }
 }
@@ -592,13 +613,24 @@ Result<std::vector<Bytes>> split_gathered(const Bytes& payload, int n, const std
 
 Result<std::vector<Bytes>> TcpStoreClient::gather(const std::string& prefix, int n,
                                                   Deadline deadline) {
+  return gather_impl(prefix, n, deadline, false);
+}
+
+Result<std::vector<Bytes>> TcpStoreClient::gather_or_gone(const std::string& prefix, int n,
+                                                          Deadline deadline) {
+  return gather_impl(prefix, n, deadline, true);
+}
+
+Result<std::vector<Bytes>> TcpStoreClient::gather_impl(const std::string& prefix, int n,
+                                                       Deadline deadline, bool ends_on_gone) {
   const std::string what = fmt::format("store gather '{}' of {} ranks", prefix, n);
   if (n < 1 || n > wire::kMaxGatherRanks)
     return make_error(ErrorCode::InvalidArgument, "{}: rank count out of range", what);
   const Deadline reply_deadline = extend(deadline, kServerGrace);
   LOOM_ASSIGN_OR_RETURN(
-      Response r, impl_->call(wire::Op::Gather, prefix, wire::gather_arg(n, wait_ms(deadline)), {},
-                              reply_deadline, reply_deadline, what));
+      Response r,
+      impl_->call(wire::Op::Gather, prefix, wire::gather_arg(n, wait_ms(deadline), ends_on_gone),
+                  {}, reply_deadline, reply_deadline, what));
   switch (r.reply) {
     case wire::Reply::Ok: return split_gathered(r.payload, n, what);
     case wire::Reply::Timeout:

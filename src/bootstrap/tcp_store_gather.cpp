@@ -91,7 +91,8 @@ void Loop::handle_gather(Conn& c, const wire::RequestHeader& h, std::string pref
     return;
   }
   const std::uint32_t wait = wire::gather_wait_ms(h.arg);
-  if (wait == 0) {
+  const bool ends_on_gone = wire::gather_ends_on_gone(h.arg);
+  if (wait == 0 || untold_gone(c, ends_on_gone)) {
     const std::string missing = gather_missing(g);
     respond(c, wire::Reply::Timeout, missing.size(),
             std::span(reinterpret_cast<const std::uint8_t*>(missing.data()), missing.size()));
@@ -99,6 +100,7 @@ void Loop::handle_gather(Conn& c, const wire::RequestHeader& h, std::string pref
   }
   c.parked = true;
   c.parked_gather = true;
+  c.ends_on_gone = ends_on_gone;
   c.parked_until =
       wait == wire::kGatherForever ? Clock::time_point::max() : Clock::now() + milliseconds(wait);
   c.parked_key = prefix;
@@ -148,6 +150,31 @@ void Loop::note_gathered(const std::string& key) {
                                  answer.size(), wire::kMaxGatherBytes));
     else
       respond(c, wire::Reply::Ok, answer.size(), answer);
+    runnable_.push_back(id);
+  }
+}
+
+bool Loop::untold_gone(Conn& c, bool ends_on_gone) {
+  if (!ends_on_gone || static_cast<std::uint64_t>(gone_count_) <= c.gone_told) return false;
+  c.gone_told = static_cast<std::uint64_t>(gone_count_);
+  return true;
+}
+
+// A client vanished: the gets and gathers parked with kEndsOnGone end now (Timeout; a gather's
+// with the ranks still missing), so that their callers check at once whether a member died
+// instead of asking the server every few hundred milliseconds.
+void Loop::end_waits_on_gone() {
+  for (auto& [id, c] : conns_) {
+    if (c->dead || !c->parked || !c->ends_on_gone || !c->watch_keys.empty()) continue;
+    std::string missing;
+    if (c->parked_gather) {
+      auto g = gathers_.find(c->parked_key);
+      if (g != gathers_.end()) missing = gather_missing(g->second);
+    }
+    c->gone_told = static_cast<std::uint64_t>(gone_count_);
+    unpark(*c);
+    respond(*c, wire::Reply::Timeout, missing.size(),
+            std::span(reinterpret_cast<const std::uint8_t*>(missing.data()), missing.size()));
     runnable_.push_back(id);
   }
 }

@@ -39,7 +39,9 @@ struct Conn {
   std::vector<std::uint8_t> out;
   std::size_t out_pos = 0;
   bool parked = false;
-  bool parked_gather = false;  // parked on a GATHER of parked_key, not a GET
+  bool parked_gather = false;   // parked on a GATHER of parked_key, not a GET
+  bool ends_on_gone = false;    // parked on a GET or GATHER that a vanished client ends
+  std::uint64_t gone_told = 0;  // vanished clients this connection's such waits were told of
   std::string parked_key;
   std::vector<std::string> watch_keys;  // parked on a WATCH of these keys
   Clock::time_point parked_until;
@@ -124,6 +126,9 @@ class Loop {
   void handle_gone(Conn& c);
   void handle_watch(Conn& c, const wire::RequestHeader& h, const std::string& list);
   void note_gone(const Conn& c);
+  void end_waits_on_gone();
+  /// A wait that ends on a vanished client, asked after one this connection was not told of.
+  bool untold_gone(Conn& c, bool ends_on_gone);
   void handle_gather(Conn& c, const wire::RequestHeader& h, std::string prefix);
   Gather& gather_of(const std::string& prefix, int n);
   void count_gather(Gather& g, const std::string& prefix);

@@ -118,7 +118,13 @@ void Loop::handle_get(Conn& c, const wire::RequestHeader& h, std::string key) {
     respond(c, wire::Reply::Ok, it->second.value.size(), it->second.value);
     return;
   }
-  if (!park_or_timeout(c, h.arg)) return;
+  const bool ends_on_gone = wire::get_ends_on_gone(h.arg);
+  if (untold_gone(c, ends_on_gone)) {
+    respond(c, wire::Reply::Timeout, 0, {});
+    return;
+  }
+  if (!park_or_timeout(c, wire::get_wait_ms(h.arg))) return;
+  c.ends_on_gone = ends_on_gone;
   waiters_[key].insert(c.id);
   c.parked_key = std::move(key);
 }
@@ -164,6 +170,7 @@ void Loop::note_gone(const Conn& c) {
   const std::string key = fmt::format("{}{}", wire::kGoneKey, ++gone_count_);
   store(key, Bytes(line.begin(), line.end()), -1);
   wake_waiters(key);
+  end_waits_on_gone();
 }
 
 void Loop::wake_waiters(const std::string& key) {

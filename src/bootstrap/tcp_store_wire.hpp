@@ -13,14 +13,17 @@
 //                              a request, so neither side talks to a process without the secret;
 //                              after a DuplicateRank ack: length u16 | text (who holds the rank)
 //   request  client -> server  Op u8 | key_len u32 | arg u64 | key | value (SET only)
-//            arg: SET value length; GET wait in ms (0: don't wait, kWaitForever); ADD delta
+//            arg: SET value length; GET wait in ms (0: don't wait, kWaitForever), with bit 63
+//            (kEndsOnGone) set when a finite wait ends like such a GATHER's (below); ADD delta
 //            (i64); GATHER (n << 32) | wait in ms (32 bits, 0xffffffff: forever), n >= 1 the
-//            number of ranks; WATCH wait in ms (as GET); ERASE, GONE, BYE: 0. GATHER waits until
-//            the keys `key`/0 .. `key`/(n-1) all exist (a rank publishes with SET, then gathers).
-//            WATCH's key is a list of keys joined by '\n': it waits until one of them exists. ERASE
-//            removes every key that starts with `key`; GONE (key "-") lists the clients that
-//            vanished without a BYE; BYE (key "-") says this client closes cleanly and gets no
-//            answer.
+//            number of ranks, and bit 63 (kEndsOnGone): also answer Timeout, before the
+//            wait ends, when a client vanished that this connection was not told of by such a
+//            gather yet (its caller then checks who died); WATCH wait in ms (as GET); ERASE, GONE,
+//            BYE: 0. GATHER waits until the keys `key`/0 .. `key`/(n-1) all exist (a rank publishes
+//            with SET, then gathers). WATCH's key is a list of keys joined by '\n': it waits until
+//            one of them exists. ERASE removes every key that starts with `key`; GONE (key "-")
+//            lists the clients that vanished without a BYE; BYE (key "-") says this client closes
+//            cleanly and gets no answer.
 //   response server -> client  Reply u8 | arg u64 | payload
 //            Ok: GET value (arg = length), SET nothing, ADD new value in arg (i64), ERASE the
 //            number of keys removed in arg, GONE a text payload (arg = length), one line per
@@ -48,8 +51,9 @@ namespace loom::bootstrap::wire {
 
 constexpr std::uint32_t kMagic = 0x4C4D5354;  // "LMST"
 // 2: authenticated hello; 3: Closing; 4: mutual proof; 5: pid and host in the hello, duplicate
-// ranks refused, ERASE, GONE, BYE; 6: GATHER, WATCH and the gone keys.
-constexpr std::uint16_t kVersion = 6;
+// ranks refused, ERASE, GONE, BYE; 6: GATHER, WATCH and the gone keys; 7: gathers that end when
+// a client vanishes.
+constexpr std::uint16_t kVersion = 7;
 // The server sets kGoneKey + "N" (N = 1, 2, ...: "rank pid host") when the N-th client vanishes
 // without a goodbye, so ranks can WATCH for deaths instead of polling GONE.
 constexpr const char* kGoneKey = "!gone/";
@@ -73,13 +77,32 @@ constexpr std::size_t kMaxGatherBytes = std::size_t{1} << 31;
 constexpr std::uint32_t kGatherForever = ~std::uint32_t{0};
 constexpr int kMaxGatherRanks = 1 << 24;
 
-/// A GATHER's arg: `n` ranks, waiting `wait_ms` (kGatherForever: forever).
-inline std::uint64_t gather_arg(int n, std::uint64_t wait_ms) {
+constexpr std::uint64_t kEndsOnGone = std::uint64_t{1} << 63;
+
+/// A GET's arg: waiting `wait_ms` (kWaitForever: forever), ended early by a vanished client when
+/// `ends_on_gone` (finite waits only).
+inline std::uint64_t get_arg(std::uint64_t wait_ms, bool ends_on_gone) {
+  if (wait_ms == kWaitForever) return wait_ms;
+  return std::min(wait_ms, kEndsOnGone - 1) | (ends_on_gone ? kEndsOnGone : 0);
+}
+inline bool get_ends_on_gone(std::uint64_t arg) {
+  return arg != kWaitForever && (arg & kEndsOnGone) != 0;
+}
+inline std::uint64_t get_wait_ms(std::uint64_t arg) {
+  return arg == kWaitForever ? arg : arg & ~kEndsOnGone;
+}
+
+/// A GATHER's arg: `n` ranks, waiting `wait_ms` (kGatherForever: forever), ended early by a
+/// vanished client when `ends_on_gone`.
+inline std::uint64_t gather_arg(int n, std::uint64_t wait_ms, bool ends_on_gone = false) {
   const std::uint64_t wait = wait_ms >= kGatherForever ? kGatherForever : wait_ms;
-  return (static_cast<std::uint64_t>(n) << 32) | wait;
+  return (static_cast<std::uint64_t>(n) << 32) | wait | (ends_on_gone ? kEndsOnGone : 0);
 }
 inline int gather_ranks(std::uint64_t arg) {
-  return static_cast<int>(arg >> 32);
+  return static_cast<int>((arg & ~kEndsOnGone) >> 32);
+}
+inline bool gather_ends_on_gone(std::uint64_t arg) {
+  return (arg & kEndsOnGone) != 0;
 }
 inline std::uint32_t gather_wait_ms(std::uint64_t arg) {
   return static_cast<std::uint32_t>(arg);

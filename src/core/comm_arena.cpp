@@ -10,9 +10,10 @@
 #include "selector/plan_policy.hpp"
 
 namespace loom::detail {
-// Every rank says whether it can (one transport serves all its peers and makes arenas); the
-// arena exists only when all can, so a rank whose transports differ never waits for it.
-Status CommImpl::init_arena(const JobLayout& layout, const std::string& prefix, Deadline deadline) {
+// The arena exists only when every rank's peers are all served by one transport kind (every rank
+// computes it alike from the cards, asking the store nothing), so a rank whose transports
+// differ never waits for it.
+Status CommImpl::init_arena(const JobLayout& layout, Deadline deadline) {
   LOOM_ASSIGN_OR_RETURN(settings_.oneshot_max,
                         select::oneshot_max_from(settings_.oneshot, nranks_));
   LOOM_ASSIGN_OR_RETURN(settings_.arena_piece_bytes,
@@ -22,20 +23,9 @@ Status CommImpl::init_arena(const JobLayout& layout, const std::string& prefix, 
     settings_.arena_piece_bytes = 0;
     return Status::ok();
   }
-  const TransportKind kind = transports_->kind((rank_ + 1) % nranks_);
-  bool can = true;
-  for (int p = 0; p < nranks_; ++p) can = can && (p == rank_ || transports_->kind(p) == kind);
-  const std::string key = prefix + "arena_vote/";
-  LOOM_RETURN_IF_ERROR(
-      store_->set(key + std::to_string(rank_), bootstrap::as_bytes(can ? "1" : "0")));
-  for (int r = 0; r < nranks_ && can; ++r) {
-    if (r == rank_) continue;
-    LOOM_ASSIGN_OR_RETURN(
-        bootstrap::Bytes vote,
-        bootstrap::store_get_checked(*store_, key + std::to_string(r), deadline, liveness_));
-    can = vote.size() == 1 && vote[0] == '1';
-  }
-  if (!can) {
+  // Every rank knows from the cards whether all of them reach their peers through one transport
+  // (no vote through the store).
+  if (!layout.one_kind) {
     settings_.arena_piece_bytes = 0;
     LOOM_LOG_INFO(Coll,
                   "rank {}: no shared-memory arena: not every rank is served by one "
@@ -43,6 +33,7 @@ Status CommImpl::init_arena(const JobLayout& layout, const std::string& prefix, 
                   rank_);
     return Status::ok();
   }
+  const TransportKind kind = transports_->kind((rank_ + 1) % nranks_);
   LOOM_ASSIGN_OR_RETURN(arena_, transports_->transport(kind)->make_arena(capacity, deadline));
   if (!arena_) {
     settings_.arena_piece_bytes = 0;

@@ -157,7 +157,7 @@ class CommImpl final : public TaskHost {
   /// A PeerFailed naming a peer, with the peer's host and pid added (else unchanged).
   [[nodiscard]] Status name_failed_peer(const Status& why) const override;
   /// PeerFailed naming `peer` when the failure monitor knows it failed, else ok (asked while a
-  /// connection to `peer` is being set up).
+  /// connection to `peer` is being set up; -1: any failed peer).
   [[nodiscard]] Status known_failure(int peer) const;
   /// New communicators over the same store (collective; see Communicator::split/shrink). Null
   /// when this rank is not a member.
@@ -178,7 +178,7 @@ class CommImpl final : public TaskHost {
   /// The arena, when every rank is on this host and served by a transport that makes one, and
   /// LOOM_SHM_ONESHOT_MAX or LOOM_SHM_ARENA_PIECE is not 0 (comm_arena.cpp). Collective: every
   /// rank says whether it can.
-  Status init_arena(const JobLayout& layout, const std::string& prefix, Deadline deadline);
+  Status init_arena(const JobLayout& layout, Deadline deadline);
   /// Whether the arena may take `op` at all: it exists, and no algorithm is forced for `op`.
   [[nodiscard]] bool arena_may_serve(const coll::OpDesc& op, const CollOptions& opts) const;
   /// Whether `op` runs through the arena (a host allreduce small enough, no algorithm forced).

@@ -164,7 +164,7 @@ Status CommImpl::init(std::vector<std::unique_ptr<transport::Transport>> prepare
   const auto rendezvous_ms = phases.lap();
   // After the rendezvous: a rank that failed to connect (or disagreed on a setting) has told the
   // others there, and none of them waits for its arena vote.
-  LOOM_RETURN_IF_ERROR(init_arena(layout, prefix, deadline));
+  LOOM_RETURN_IF_ERROR(init_arena(layout, deadline));
   settings_.spin = choose_spin(settings_.spin, my_cpu_load(layout, rank_));
   settings_.arena_yield = settings_.yield.count() >= 0     ? settings_.yield
                           : my_cpu_load(layout, rank_) > 1 ? select::kSharedCpuArenaYield
@@ -189,11 +189,15 @@ Status CommImpl::init(std::vector<std::unique_ptr<transport::Transport>> prepare
   engine_ = std::make_unique<exec::Engine>(eo);
   LOOM_RETURN_IF_ERROR(start_reliability(layout, deadline));
   liveness_ = nullptr;  // the failure monitor watches the ranks from now on
-  // One compact line for start-up measurements (benchmarks/measure/startup.sh reads it).
+  // One compact line for start-up measurements (benchmarks/measure/startup.sh reads it). The
+  // rank whose process serves the store adds what it has served so far (about all of creation:
+  // this rank is done once every rank has published its identity).
+  const std::string served =
+      server_ ? fmt::format("; the store served {} requests so far", server_->load().requests) : "";
   LOOM_LOG_INFO(Bootstrap,
                 "rank {} of {}: start-up phases (ms): layout exchange {}, transports {}, "
-                "closing rendezvous {}, arena and failure monitor {}",
-                rank_, nranks_, layout_ms, transports_ms, rendezvous_ms, phases.lap());
+                "closing rendezvous {}, arena and failure monitor {}{}",
+                rank_, nranks_, layout_ms, transports_ms, rendezvous_ms, phases.lap(), served);
   LOOM_LOG_INFO(Init,
                 "rank {} of {}: communicator {:016x} ready ({} ranks on this host, spin {} us, "
                 "yield {} us, {} us in the shared-memory arena)",

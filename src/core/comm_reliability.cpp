@@ -55,7 +55,9 @@ Status CommImpl::name_failed_peer(const Status& why) const {
 Status CommImpl::known_failure(int peer) const {
   if (!reliability_) return liveness_ ? liveness_() : Status::ok();  // still being created
   const std::vector<int> failed = reliability_->monitor().failed_ranks();
-  if (std::find(failed.begin(), failed.end(), peer) == failed.end()) return Status::ok();
+  const auto it = peer < 0 ? failed.begin() : std::find(failed.begin(), failed.end(), peer);
+  if (it == failed.end()) return Status::ok();
+  peer = *it;
   return name_failed_peer(
       Status(ErrorCode::PeerFailed, fmt::format("rank {}: rank {} failed before this rank could "
                                                 "connect to it",

@@ -12,6 +12,10 @@
 //  - a rank whose call differs posts a Mismatch record naming both ranks and both calls, which
 //    fails the operation on every rank.
 // A rank that has not reached #s is never compared: a slow peer is not a mismatch.
+// Cost: the ranks of a big job stall together (a slow collective), so each asks only after its
+// own delay, spread over up to 1 s (8 ms per rank), and not at all once another rank's request
+// for #s has reached it (pushed by the watch): a few "asked" increments per check, not n, then
+// 2 requests per rank to compare and 1 to read the request.
 #include <charconv>
 #include <chrono>
 #include <span>
@@ -60,8 +64,13 @@ void FailureMonitor::check_calls() {
   if (p.current_seq != stalled_seq_) {
     stalled_seq_ = p.current_seq;
     stalled_since_ = now;
-  } else if (stalled_seq_ > checked_seq_ && now - stalled_since_ >= hooks_.check_calls_after) {
-    start_call_check(stalled_seq_, now - stalled_since_);
+  } else if (stalled_seq_ > checked_seq_ &&
+             now - stalled_since_ >= hooks_.check_calls_after + ask_delay_) {
+    // Another rank's request for this call, read already: it is compared as one, not asked for.
+    if (call_checks_.contains(stalled_seq_))
+      checked_seq_ = stalled_seq_;
+    else
+      start_call_check(stalled_seq_, now - stalled_since_);
   }
   for (auto it = call_checks_.begin(); it != call_checks_.end() && it->first <= p.submitted;) {
     if (!compare_call(it->first, it->second)) {

@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <random>
 
 #include "common/process.hpp"
 #include "log/log.hpp"
@@ -51,6 +53,9 @@ FailureMonitor::FailureMonitor(std::shared_ptr<bootstrap::Store> store, std::str
     w->process = proc::PeerProcess::watch(id.pid, id.pid_ns);
     watched_.push_back(std::move(w));
   }
+  // Spread over min(1 s, 8 ms per rank), at random so that no rank always asks first.
+  const auto spread = std::min<std::int64_t>(1000, 8 * static_cast<std::int64_t>(nranks_));
+  ask_delay_ = milliseconds(std::random_device{}() % static_cast<std::uint64_t>(spread + 1));
   auto link = store_->watch_link(Deadline::after(kLinkTimeout));
   if (!link.is_ok())
     LOOM_LOG_INFO(Bootstrap, "rank {}: no second store connection ({}): polling the store", rank_,
@@ -117,11 +122,6 @@ void FailureMonitor::stop() {
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
   wake_watcher();
-}
-
-void FailureMonitor::mark_left() {
-  const std::uint8_t one[] = {'1'};
-  (void)store_->set(prefix_ + "left/" + std::to_string(rank_), one);
 }
 
 void FailureMonitor::stop_now() {
@@ -278,10 +278,12 @@ void FailureMonitor::check_local_peers() {
     if (w->reported || w->process.alive()) continue;
     w->reported = true;
     if (!store_broken_) {
-      auto left = store_->get(prefix_ + "left/" + std::to_string(w->rank),
-                              Deadline::after(milliseconds(0)));
-      if (left.is_ok()) continue;  // destroyed its communicator, then exited: not a failure
-      if (left.status().code() != ErrorCode::Timeout) store_gone(left.status());
+      const std::optional<bool> left = has_left(w->rank, kStoreGrace);
+      if (left == true) continue;     // destroyed its communicator, then exited: not a failure
+      if (!left && !store_broken_) {  // no answer: no evidence either way; look again next time
+        w->reported = false;
+        continue;
+      }
     }
     // The peer may have gone down because another rank failed first, and said so before it
     // exited: the records already posted come first, so the first failure names that rank.

@@ -37,6 +37,11 @@
 
 namespace loom::detail {
 
+/// How long a failure monitor's store read whose answer decides whether a rank failed (its left
+/// marker) waits for the store: as long as the store client waits for a watch's answer past its
+/// end. A slow store is no evidence; a read past this is asked again later.
+inline constexpr std::chrono::milliseconds kStoreGrace{30'000};
+
 /// Who a rank is, for messages: exchanged once at init.
 struct RankIdentity {
   std::string host;
@@ -154,7 +159,11 @@ class FailureMonitor {
   std::int64_t request_status(bool quiet);
   /// Rank `r`'s answer to request `n` (nullopt: none yet), waiting at most `wait`.
   std::optional<RankProgress> status_answer(std::int64_t n, int r, std::chrono::milliseconds wait);
-  [[nodiscard]] bool has_left(int r);
+  /// Tells the rank that serves the store, waiting in wait_for_peers, that the others left.
+  void tell_others_left();
+  /// Whether rank `r` marked itself as left; nullopt when the store did not answer within
+  /// `grace` (or is gone).
+  [[nodiscard]] std::optional<bool> has_left(int r, std::chrono::milliseconds grace);
   [[nodiscard]] int rank_of(std::uint32_t pid, const std::string& host) const;
   void attribute_hang(const Status& why);
   bool gather_progress(std::vector<std::optional<RankProgress>>& answers, Deadline until);
@@ -198,6 +207,9 @@ class FailureMonitor {
   std::int64_t stalled_seq_ = -1;  // the operation in progress when last looked at
   std::chrono::steady_clock::time_point stalled_since_{};
   std::int64_t checked_seq_ = -1;  // the last stalled operation this rank asked to check
+  // How much longer than LOOM_MISMATCH_CHECK_AFTER this rank waits before asking (spread over
+  // the ranks; failure_call_check.cpp).
+  std::chrono::steady_clock::duration ask_delay_{};
   std::map<std::int64_t, std::int64_t> call_checks_;  // seq -> claim number (0: not claimed yet)
   struct Watched;
   std::vector<std::unique_ptr<Watched>> watched_;

@@ -1,6 +1,8 @@
 #include "core/job_layout.hpp"
 
+#include <algorithm>
 #include <cstring>
+#include <optional>
 #include <span>
 
 #include "core/peer_transports.hpp"
@@ -8,6 +10,31 @@
 
 namespace loom::detail {
 namespace {
+
+// Whether every rank would choose one transport kind for all its peers, the same kind for every
+// rank; only asked where all ranks share the host (the arena's case). When every rank allows
+// the same transports, every pair chooses alike: rank 0's choices settle it.
+bool one_kind_everywhere(const std::vector<std::string>& hosts,
+                         const std::vector<std::vector<TransportKind>>& allowed) {
+  const int n = static_cast<int>(hosts.size());
+  if (n < 2 ||
+      std::any_of(hosts.begin(), hosts.end(), [&](const auto& h) { return h != hosts[0]; }))
+    return false;
+  const bool same_lists =
+      std::all_of(allowed.begin(), allowed.end(), [&](const auto& a) { return a == allowed[0]; });
+  std::optional<TransportKind> only;
+  for (int r = 0; r < (same_lists ? 1 : n); ++r) {
+    auto kinds = choose_transports(r, hosts, allowed);
+    if (!kinds.is_ok()) return false;
+    for (int p = 0; p < n; ++p) {
+      if (p == r) continue;
+      const TransportKind k = (*kinds)[static_cast<std::size_t>(p)];
+      if (only && *only != k) return false;
+      only = k;
+    }
+  }
+  return true;
+}
 
 // Card layout: [SocketAddress][u32 allow-list length][allow list][u32 rail count][rail
 // SocketAddresses][topology bytes].
@@ -147,6 +174,7 @@ Result<JobLayout> exchange_layout(bootstrap::Store& store, const std::string& pr
   for (const auto& ri : l.topology.ranks) hosts.push_back(ri.host_id);
   LOOM_ASSIGN_OR_RETURN(l.transport_of, choose_transports(rank, hosts, allowed));
   l.any_ofi = any_pair_uses(TransportKind::Ofi, hosts, allowed);
+  l.one_kind = one_kind_everywhere(hosts, allowed);
   l.ring = topo::ring_order(l.topology);
   std::string dump = cfg.get_string("LOOM_TOPO_DUMP_FILE");
   if (rank == 0 && !dump.empty()) LOOM_RETURN_IF_ERROR(topo::write_file(l.topology, dump));
@@ -160,17 +188,10 @@ std::string rendezvous_name(const std::string& prefix) {
 
 Status finish_rendezvous(bootstrap::Store& store, const std::string& prefix, int rank, int nranks,
                          Deadline deadline, const bootstrap::WaitCheck& check) {
-  LOOM_RETURN_IF_ERROR(
-      bootstrap::store_barrier(store, rendezvous_name(prefix), rank, nranks, deadline, check));
-  if (rank != 0) {
-    LOOM_ASSIGN_OR_RETURN(std::int64_t acked, store.add(prefix + "acked", 1));
-    if (acked == nranks - 1) LOOM_RETURN_IF_ERROR(store.set(prefix + "acked/all", {}));
-  } else if (nranks > 1) {
-    LOOM_RETURN_IF_ERROR(
-        bootstrap::store_get_checked(store, prefix + "acked/all", deadline, check, nranks)
-            .status());
-  }
-  return Status::ok();
+  // No acknowledgement to rank 0 follows: the next collective steps of creation (the arena, the
+  // identities' allgather) need every rank past this barrier, so rank 0 (which may host the
+  // store's server) cannot finish before every rank has read it.
+  return bootstrap::store_barrier(store, rendezvous_name(prefix), rank, nranks, deadline, check);
 }
 
 }  // namespace loom::detail

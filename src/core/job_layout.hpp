@@ -22,6 +22,9 @@ struct JobLayout {
   std::vector<TransportKind> transport_of;  // by peer
   std::vector<int> ring;                    // ring order
   bool any_ofi = false;                     // some pair of ranks talks over ofi
+  // Every rank reaches all its peers through one transport kind, the same on every rank (what
+  // the shared-memory arena needs; every rank computes it alike from the cards).
+  bool one_kind = false;
   [[nodiscard]] int ranks_on_my_host(int rank) const;
 };
 
@@ -37,8 +40,7 @@ Result<JobLayout> exchange_layout(bootstrap::Store& store, const std::string& pr
 /// reach it).
 std::string rendezvous_name(const std::string& prefix);
 
-/// Ends the rendezvous: returns once every rank is done with the store, so rank 0 (which may
-/// host the store's server) cannot take it away from a rank still reading.
+/// Ends the rendezvous: a barrier of every rank (2 store requests per rank).
 Status finish_rendezvous(bootstrap::Store& store, const std::string& prefix, int rank, int nranks,
                          Deadline deadline, const bootstrap::WaitCheck& check = {});
 

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # A job bigger than the rendezvous server's default limits (more ranks than its 256 pending
-# connections are sized for, and each rank's allgathers once cost n^2 store requests): 64 ranks
-# on one host start, run one verified allreduce and exit 0, and the allgathers stay server-side
-# gathers: the server logs its counts per operation, and the test asserts at least one gather per
-# rank and at most 40 requests per rank other than gets. Gets are bounded by 3*n^2 only: the
-# transport handshakes read their peers' addresses through the store (about 8,700 gets at 64
-# ranks, 2.1*n^2), while allgathers done with gets would add about n^2 per allgather on top.
+# connections are sized for): 64 ranks on one host start, run one verified allreduce and exit 0,
+# and the rendezvous store stays O(n) at its server: the allgathers are server-side gathers (at
+# least one per rank), the transports connect without reading every peer's keys, and the whole
+# job (start-up, the allreduce, the exit) costs the server at most LOOM_BIG_JOB_PER_RANK (30)
+# requests per rank, hellos apart (about 23 measured at 64 ranks; reading every peer's keys, as
+# the transports once did, cost 164); the count at the end of rank 0's start-up (about 15 per
+# rank) is printed too.
 # Kept cheap: 8-byte messages, one iteration.
 # Usage: bash big_job.sh BIN_DIR (LOOM_BIG_JOB_RANKS=N for another size). Exits non-zero on
 # failure.
@@ -32,15 +33,19 @@ line=$(grep -ho "served [0-9]* requests ([0-9]* gathers).*get [0-9]*" "$OUT" "$E
 served=$(sed -n 's/^served \([0-9]*\) requests.*/\1/p' <<<"$line")
 gathers=$(sed -n 's/.*requests (\([0-9]*\) gathers).*/\1/p' <<<"$line")
 gets=$(sed -n 's/.*get \([0-9]*\)$/\1/p' <<<"$line")
+at_start=$(grep -ho "rank 0 of $N: start-up phases.*the store served [0-9]* requests so far" "$OUT" "$ERR" |
+  sed -n 's/.*the store served \([0-9]*\) requests so far/\1/p' | head -1)
+per_rank=${LOOM_BIG_JOB_PER_RANK:-30}
 if [[ -z $served || -z $gathers || -z $gets ]]; then
   fail "the rendezvous server logged no per-operation request counts"
+elif [[ -z $at_start ]]; then
+  fail "rank 0 logged no request count at the end of its start-up"
 elif ((gathers < N)); then
   fail "the server served $gathers gathers for $N ranks (allgathers not done by the server?)"
-elif ((served - gets > 40 * N)); then
-  fail "the server served $((served - gets)) requests other than gets for $N ranks (over 40 per rank)"
-elif ((gets > 3 * N * N)); then
-  fail "the server served $gets gets for $N ranks (more than 3*n^2)"
+elif ((served > per_rank * N)); then
+  fail "the server served $served requests for $N ranks (over $per_rank per rank; $gets gets)"
 fi
-echo "$N ranks: rc $rc in ${elapsed}s, ${served:-?} store requests ($gathers gathers, $gets gets)"
+echo "$N ranks: rc $rc in ${elapsed}s, ${served:-?} store requests in all ($gathers gathers," \
+  "$gets gets), ${at_start:-?} by the end of rank 0's start-up"
 [[ $failures -eq 0 ]] || exit 1
 echo "PASS: big_job"

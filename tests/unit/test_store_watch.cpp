@@ -94,3 +94,46 @@ TEST_CASE("bootstrap: the in-memory store's watch looks until a key is set") {
   REQUIRE(none.is_ok());
   CHECK(*none == nullptr);
 }
+
+TEST_CASE("bootstrap: a vanished client ends the waits that ask for it, and only those") {
+  auto server = start_server();
+  auto waiter = connect_client(*server, 0);
+  auto plain = connect_client(*server, 1);
+  REQUIRE(waiter->waits_end_on_gone());
+  net::Fd doomed = raw_hello(*server, {}, fake_hello(5, 4242, "h5"));
+  loom::Result<bs::Bytes> plain_get = loom::Status::ok();
+  std::thread other([&] { plain_get = plain->get("never", Deadline::after(1500ms)); });
+  std::thread killer([&] {
+    std::this_thread::sleep_for(150ms);
+    doomed.reset();  // closes without a goodbye
+  });
+  // Parked until the vanish, not until the deadline: a Timeout naming the missing ranks.
+  auto start = Clock::now();
+  auto g = waiter->gather_or_gone("g", 2, Deadline::after(20s));
+  killer.join();
+  CHECK(g.status().code() == ErrorCode::Timeout);
+  CHECK_THAT(g.status().message(), Catch::Matchers::Contains("0-1"));
+  CHECK(elapsed_ms(start) >= 140);
+  CHECK(elapsed_ms(start) < 5000);
+  // Told once: the next such wait parks until its own deadline (or the key).
+  start = Clock::now();
+  CHECK(waiter->get_or_gone("k", Deadline::after(300ms)).status().code() == ErrorCode::Timeout);
+  CHECK(elapsed_ms(start) >= 290);
+  // A plain get of another client was not ended by the vanish.
+  other.join();
+  CHECK(plain_get.status().code() == ErrorCode::Timeout);
+  // A connection not told yet (a new one) hears of it at once, then waits normally.
+  auto late = connect_client(*server, 2);
+  start = Clock::now();
+  CHECK(late->get_or_gone("k", Deadline::after(10s)).status().code() == ErrorCode::Timeout);
+  CHECK(elapsed_ms(start) < 1000);
+  std::thread writer([&] {
+    std::this_thread::sleep_for(100ms);
+    REQUIRE(waiter->set("k", bytes("v")).is_ok());
+  });
+  auto got = late->get_or_gone("k", Deadline::after(10s));
+  writer.join();
+  REQUIRE(got.is_ok());
+  CHECK(text(*got) == "v");
+  check_still_works(*waiter, "after its waits were ended");
+}

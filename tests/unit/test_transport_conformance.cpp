@@ -542,7 +542,7 @@ TEST_CASE("conformance: shm peer killed before its channel was mapped leaves /de
   ChildRank child(comm_id);
   // The child has published its card once its key exists; kill it before we take its channel.
   // (Its channels are anonymous segments: nothing of it is ever in /dev/shm.)
-  auto key = fmt::format("loom/{:016x}/shm/1-0", comm_id);
+  auto key = fmt::format("loom/{:016x}/shm/card/1", comm_id);
   REQUIRE(child.store()->get(key, Deadline::after(20s)).is_ok());
   CHECK(lt::shm_leftovers(comm_id).empty());
   ::kill(child.pid(), SIGKILL);

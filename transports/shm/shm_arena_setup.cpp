@@ -1,8 +1,9 @@
-// ShmTransport::make_arena: the arena's segment and doorbells (see shm_arena.hpp). Every rank
-// publishes a card (pid, doorbell, mailbox, nonce) under loom/<comm>/shm/arena/<rank>; rank 0
-// creates the segment and says in .../segment how it travels: "memfd" (the descriptor goes to
-// every rank's mailbox, nothing is named in /dev/shm) or a /dev/shm name (named after its
-// creator, unlinked once every rank has mapped it).
+// ShmTransport::make_arena: the arena's segment and doorbells (see shm_arena.hpp). The ranks
+// exchange cards (pid, doorbell, mailbox, nonce) in one allgather under
+// loom/<comm>/shm/arena/card; rank 0 creates the segment. When every rank has a mailbox (each
+// knows it from the cards) the segment's descriptor goes to every mailbox and nothing is named
+// in /dev/shm; else rank 0 publishes its /dev/shm name in .../segment (named after its creator,
+// unlinked once every rank has mapped it).
 #include <unistd.h>
 
 #include <array>
@@ -40,23 +41,32 @@ Result<std::unique_ptr<Arena>> ShmTransport::make_arena(std::size_t capacity, De
   mine.doorbell = bell_->name();
   mine.mailbox = mailbox_ ? mailbox_->name() : "";
   LOOM_ASSIGN_OR_RETURN(mine.nonce, random_hex(16));
-  LOOM_RETURN_IF_ERROR(store_->set(arena_key(comm_id_, std::to_string(rank_)),
-                                   bootstrap::as_bytes(format_card(mine))));
+  // One server-side gather of every rank's card (2 store requests per rank, not n).
+  const std::string text = format_card(mine);
+  auto all = bootstrap::store_allgather(
+      *store_, arena_key(comm_id_, "card"), rank_, nranks_, bootstrap::as_bytes(text), deadline,
+      [this] { return peer_check_ ? peer_check_(-1) : Status::ok(); });
+  if (!all.is_ok())
+    return all.status().with_context(
+        fmt::format("rank {}: gathering the shared-memory arena's cards", rank_));
   std::vector<Card> cards(static_cast<std::size_t>(nranks_));
   std::vector<DoorbellAddress> bells(static_cast<std::size_t>(nranks_));
   for (int r = 0; r < nranks_; ++r) {
     if (r == rank_) continue;
-    auto got = wait_for_key(arena_key(comm_id_, std::to_string(r)), nullptr, deadline, r);
-    if (!got.is_ok())
-      return got.status().with_context(
-          fmt::format("rank {}: waiting for rank {}'s shared-memory arena card", rank_, r));
     const auto at = static_cast<std::size_t>(r);
-    LOOM_ASSIGN_OR_RETURN(cards[at], parse_card(std::string(got->begin(), got->end()), rank_, r));
+    LOOM_ASSIGN_OR_RETURN(cards[at],
+                          parse_card(std::string(bootstrap::as_text((*all)[at])), rank_, r));
     LOOM_ASSIGN_OR_RETURN(bells[at], DoorbellAddress::from_name(cards[at].doorbell));
     LOOM_RETURN_IF_ERROR(bell_->probe(bells[at], r));
   }
-  Result<Mapping> m =
-      rank_ == 0 ? create_arena(g, mine, cards, deadline) : open_arena(g, cards.front(), deadline);
+  // Every rank has every card, so each knows as rank 0 does how the segment travels: as a
+  // descriptor when every rank has a mailbox (nothing more to ask the store), else named.
+  bool by_fd = true;
+  for (int r = 0; r < nranks_; ++r)
+    by_fd = by_fd && (r == rank_ ? mailbox_ != nullptr
+                                 : !cards[static_cast<std::size_t>(r)].mailbox.empty());
+  Result<Mapping> m = rank_ == 0 ? create_arena(g, mine, cards, by_fd, deadline)
+                                 : open_arena(g, cards.front(), by_fd, deadline);
   if (!m.is_ok()) return m.status();
   LOOM_LOG_DEBUG(Shm, "rank {}: shared-memory arena of {} ranks, {} bytes per slot", rank_, nranks_,
                  g.capacity);
@@ -64,10 +74,8 @@ Result<std::unique_ptr<Arena>> ShmTransport::make_arena(std::size_t capacity, De
 }
 
 Result<Mapping> ShmTransport::create_arena(const ArenaGeometry& g, const Card& mine,
-                                           const std::vector<Card>& cards, Deadline deadline) {
-  bool by_fd = mailbox_ != nullptr;
-  for (int r = 1; r < nranks_; ++r)
-    by_fd = by_fd && !cards[static_cast<std::size_t>(r)].mailbox.empty();
+                                           const std::vector<Card>& cards, bool by_fd,
+                                           Deadline deadline) {
   if (!by_fd) {
     LOOM_ASSIGN_OR_RETURN(CreatedSegment seg, create_segment(fmt::format("/loom-{:016x}-arena-{}",
                                                                          comm_id_, mine.nonce),
@@ -87,8 +95,6 @@ Result<Mapping> ShmTransport::create_arena(const ArenaGeometry& g, const Card& m
   }
   LOOM_ASSIGN_OR_RETURN(CreatedSegment seg, create_anonymous_segment(g.total_bytes()));
   init_arena(seg.mapping, g, comm_id_);
-  LOOM_RETURN_IF_ERROR(
-      store_->set(arena_key(comm_id_, "segment"), bootstrap::as_bytes(std::string("memfd"))));
   Letter letter;
   letter.comm_id = comm_id_;
   letter.from_rank = 0;
@@ -103,20 +109,10 @@ Result<Mapping> ShmTransport::create_arena(const ArenaGeometry& g, const Card& m
   return std::move(seg.mapping);
 }
 
-Result<Mapping> ShmTransport::open_arena(const ArenaGeometry& g, const Card& owner,
+Result<Mapping> ShmTransport::open_arena(const ArenaGeometry& g, const Card& owner, bool by_fd,
                                          Deadline deadline) {
-  auto got = wait_for_key(arena_key(comm_id_, "segment"), nullptr, deadline, 0);
-  if (!got.is_ok())
-    return got.status().with_context(
-        fmt::format("rank {}: waiting for rank 0's shared-memory arena", rank_));
-  const std::string how(got->begin(), got->end());
   Mapping m;
-  if (how == "memfd") {
-    if (!mailbox_)
-      return make_error(ErrorCode::Internal,
-                        "rank {}: rank 0 hands its arena over as a memfd, "
-                        "but this rank has no mailbox",
-                        rank_);
+  if (by_fd) {
     const proc::PeerProcess owner_process = proc::PeerProcess::watch(owner.pid, owner.pid_ns);
     auto fd = mailbox_->receive(0, owner.pid, nonce_of(owner), deadline, [&] {
       if (!owner_process.alive())
@@ -129,6 +125,11 @@ Result<Mapping> ShmTransport::open_arena(const ArenaGeometry& g, const Card& own
     LOOM_ASSIGN_OR_RETURN(
         m, map_segment_fd(fd->get(), g.total_bytes(), g.total_bytes(), "(the arena of rank 0)"));
   } else {
+    auto got = wait_for_key(arena_key(comm_id_, "segment"), nullptr, deadline, 0);
+    if (!got.is_ok())
+      return got.status().with_context(
+          fmt::format("rank {}: waiting for rank 0's shared-memory arena", rank_));
+    const std::string how(got->begin(), got->end());
     const std::string prefix = fmt::format("/loom-{:016x}-arena-{}_o", comm_id_, owner.nonce);
     if (how.rfind(prefix, 0) != 0 || how.find('/', 1) != std::string::npos)
       return make_error(ErrorCode::Mismatch,

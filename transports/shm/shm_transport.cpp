@@ -35,7 +35,7 @@ struct ShmTransport::Handshake {
   Card card;           // the peer's
   bool by_fd = false;  // both sides have mailboxes: channels travel as descriptors
   CreatedSegment out;  // our sending channel (a name is unlinked once the peer acknowledges it)
-  std::string out_id;  // what the peer acknowledges: "memfd:<nonce>" or the segment's name
+  std::string out_id;  // names our sending channel: "memfd:<nonce>" or the segment's name
   Mapping in;          // the peer's sending channel
   std::string in_id;
   ChannelGeometry in_geometry;
@@ -129,7 +129,8 @@ ShmTransport::ShmTransport(int rank, int nranks, std::uint64_t comm_id,
       options_(options),
       bell_(std::move(doorbell)),
       mailbox_(std::move(mailbox)),
-      conns_(static_cast<std::size_t>(nranks)) {}
+      conns_(static_cast<std::size_t>(nranks)),
+      cards_(static_cast<std::size_t>(nranks)) {}
 
 ShmTransport::~ShmTransport() = default;
 
@@ -144,6 +145,21 @@ const std::string& ShmTransport::doorbell_name() const {
 
 std::string ShmTransport::key(int from, int to) const {
   return fmt::format("loom/{:016x}/shm/{}-{}", comm_id_, from, to);
+}
+
+std::string ShmTransport::card_key(int rank) const {
+  return fmt::format("loom/{:016x}/shm/card/{}", comm_id_, rank);
+}
+
+Status ShmTransport::known_failure(int peer) const {
+  // While a communicator is created it asks the store (a GONE); the waits here watch the peers'
+  // processes locally far more often, and the store ends its own waits when a client vanishes.
+  constexpr auto kEvery = std::chrono::seconds(5);
+  if (!peer_check_) return Status::ok();
+  const auto now = std::chrono::steady_clock::now();
+  if (now - peer_checked_ < kEvery) return Status::ok();
+  peer_checked_ = now;
+  return peer_check_(peer);
 }
 
 Status ShmTransport::ensure(const std::vector<int>& peers, Deadline deadline) {
@@ -198,29 +214,39 @@ Status ShmTransport::connect_all(std::vector<Handshake>& hs, Deadline deadline) 
   return Status::ok();
 }
 
-// Publishes our card for h.peer: who we are, where to ring us and where to hand us a channel.
+// Publishes our card, once for every peer: who we are, where to ring us and where to hand us a
+// channel. Its nonce names every channel we send on (with both ranks: unique per pair).
 Status ShmTransport::publish(Handshake& h) {
-  LOOM_ASSIGN_OR_RETURN(h.nonce, random_hex(16));
-  Card card;
-  card.pid = ::getpid();
-  card.pid_ns = proc::own_pid_namespace();
-  card.doorbell = bell_->name();
-  card.mailbox = mailbox_ ? mailbox_->name() : "";
-  card.nonce = h.nonce;
-  return store_->set(key(rank_, h.peer), bootstrap::as_bytes(format_card(card)));
+  if (nonce_.empty()) {
+    LOOM_ASSIGN_OR_RETURN(std::string nonce, random_hex(16));
+    Card card;
+    card.pid = ::getpid();
+    card.pid_ns = proc::own_pid_namespace();
+    card.doorbell = bell_->name();
+    card.mailbox = mailbox_ ? mailbox_->name() : "";
+    card.nonce = nonce;
+    LOOM_RETURN_IF_ERROR(store_->set(card_key(rank_), bootstrap::as_bytes(format_card(card))));
+    nonce_ = std::move(nonce);
+  }
+  h.nonce = nonce_;
+  return Status::ok();
 }
 
 // Reads h.peer's card, creates our sending channel and hands it over: its descriptor to the
 // peer's mailbox, or its name to the store.
 Status ShmTransport::deliver(Handshake& h, Deadline deadline) {
-  Handshake* nobody = nullptr;  // the peer's process is unknown until its card is read
-  auto got = wait_for_key(key(h.peer, rank_), nobody, deadline, h.peer);
-  if (!got.is_ok())
-    return got.status().with_context(fmt::format(
-        "rank {}: waiting for rank {} to publish its shared-memory card (is it running and "
-        "calling the same collectives?)",
-        rank_, h.peer));
-  LOOM_ASSIGN_OR_RETURN(h.card, parse_card(std::string(got->begin(), got->end()), rank_, h.peer));
+  std::optional<Card>& known = cards_[static_cast<std::size_t>(h.peer)];
+  if (!known) {
+    Handshake* nobody = nullptr;  // the peer's process is unknown until its card is read
+    auto got = wait_for_key(card_key(h.peer), nobody, deadline, h.peer);
+    if (!got.is_ok())
+      return got.status().with_context(fmt::format(
+          "rank {}: waiting for rank {} to publish its shared-memory card (is it running and "
+          "calling the same collectives?)",
+          rank_, h.peer));
+    LOOM_ASSIGN_OR_RETURN(known, parse_card(std::string(got->begin(), got->end()), rank_, h.peer));
+  }
+  h.card = *known;
   h.info.rank = h.peer;
   h.info.process = proc::PeerProcess::watch(h.card.pid, h.card.pid_ns);
   LOOM_RETURN_IF_ERROR(check_peer(h));
@@ -304,19 +330,22 @@ Status ShmTransport::receive_channel(Handshake& h, Deadline deadline) {
 
 // Waits for a key the peer sets, in slices, asking between them whether the peer is known to
 // have failed or its process has exited: a rank that left or died before connecting ends the
-// wait at once, not at the deadline. (Short gets also leave the shared store connection to the
-// failure monitor.)
+// wait at once, not at the deadline. A store that ends waits when a client vanishes (a dead
+// peer's store connection closes) ends the slice at once then, so its slices are longer.
+// (Short gets also leave the shared store connection to the failure monitor.)
 Result<bootstrap::Bytes> ShmTransport::wait_for_key(const std::string& k, const Handshake* h,
                                                     Deadline deadline, int peer) {
-  constexpr auto kSlice = std::chrono::milliseconds(100);
+  const bool pushed = store_->waits_end_on_gone();
+  const auto slice = std::chrono::milliseconds(pushed ? 1000 : 100);
   for (;;) {
-    auto got = store_->get(k, deadline.earliest(Deadline::after(kSlice)));
+    const Deadline until = deadline.earliest(Deadline::after(slice));
+    auto got = pushed ? store_->get_or_gone(k, until) : store_->get(k, until);
     if (got.is_ok() || got.status().code() != ErrorCode::Timeout || deadline.expired()) return got;
     if (h != nullptr) {
       LOOM_RETURN_IF_ERROR(check_peer(*h));
     } else {
       LOOM_RETURN_IF_ERROR(check_others());
-      if (peer_check_) LOOM_RETURN_IF_ERROR(peer_check_(peer));
+      LOOM_RETURN_IF_ERROR(known_failure(peer));
     }
   }
 }
@@ -327,7 +356,7 @@ Result<bootstrap::Bytes> ShmTransport::wait_for_key(const std::string& k, const 
 Status ShmTransport::check_peer(const Handshake& h) const {
   if (!h.info.process.alive() && !setup_done(h)) return exited(h);
   LOOM_RETURN_IF_ERROR(check_others());
-  return peer_check_ ? peer_check_(h.peer) : Status::ok();
+  return known_failure(h.peer);
 }
 
 // The peers of this ensure() whose cards were read and whose processes have exited before both
@@ -339,12 +368,13 @@ Status ShmTransport::check_others() const {
   return Status::ok();
 }
 
-// Both channels acknowledged, whether or not this rank has read the peer's acknowledgement yet.
+// Both channels acknowledged, whether or not this rank has read the peer's acknowledgement yet
+// (in our sending channel's header).
 bool ShmTransport::setup_done(const Handshake& h) const {
   if (h.done()) return true;
-  return h.acked &&
-         store_->get(key(rank_, h.peer) + "/mapped", Deadline::after(std::chrono::milliseconds(0)))
-             .is_ok();
+  if (!h.acked || h.out.mapping.data() == nullptr) return false;
+  const auto& header = *reinterpret_cast<const ChannelHeader*>(h.out.mapping.data());
+  return header.mapped.load(std::memory_order_acquire) == 1;
 }
 
 Status ShmTransport::exited(const Handshake& h) const {
@@ -371,25 +401,31 @@ Status ShmTransport::open_incoming(Handshake& h, Deadline deadline) {
   LOOM_RETURN_IF_ERROR(probe_single_copy(h));
   header.single_copy.store(h.single_copy_in, std::memory_order_relaxed);
   header.maps_shared.store(h.maps_in ? 1 : 0, std::memory_order_relaxed);
-  header.mapped.store(1, std::memory_order_release);
-  LOOM_RETURN_IF_ERROR(store_->set(key(h.peer, rank_) + "/mapped", bootstrap::as_bytes(h.in_id)));
+  header.mapped.store(1, std::memory_order_release);  // the acknowledgement the peer waits for
   h.acked = true;
   return Status::ok();
 }
 
-// Waits until h.peer has mapped our sending channel, then removes its name (if it has one).
+// Waits until h.peer has mapped our sending channel (its header says so: that memory is this
+// very channel, so no earlier attempt's can be taken for it), then removes its name (if any).
 Status ShmTransport::await_mapped(Handshake& h, Deadline deadline) {
-  auto got = wait_for_key(key(rank_, h.peer) + "/mapped", &h, deadline);
-  if (!got.is_ok())
-    return got.status().with_context(fmt::format(
-        "rank {}: waiting for rank {} to map our shared-memory channel", rank_, h.peer));
   const auto& header = *reinterpret_cast<const ChannelHeader*>(h.out.mapping.data());
-  if (std::string(got->begin(), got->end()) != h.out_id ||
-      header.mapped.load(std::memory_order_acquire) != 1)
-    return make_error(ErrorCode::Mismatch,
-                      "rank {}: rank {} acknowledged a different shared-memory channel (an "
-                      "earlier, failed connection attempt?)",
-                      rank_, h.peer);
+  auto nap = std::chrono::microseconds(100);
+  auto checked = std::chrono::steady_clock::now();
+  while (header.mapped.load(std::memory_order_acquire) != 1) {
+    if (deadline.expired())
+      return make_error(ErrorCode::Timeout,
+                        "rank {}: timed out waiting for rank {} to map our shared-memory channel",
+                        rank_, h.peer);
+    std::this_thread::sleep_for(nap);
+    nap = std::min<std::chrono::microseconds>(2 * nap, std::chrono::milliseconds(10));
+    if (std::chrono::steady_clock::now() - checked >= std::chrono::milliseconds(100)) {
+      checked = std::chrono::steady_clock::now();
+      if (Status st = check_peer(h); !st.is_ok())
+        return st.with_context(fmt::format(
+            "rank {}: waiting for rank {} to map our shared-memory channel", rank_, h.peer));
+    }
+  }
   h.out.name.unlink();
   h.peer_acked = true;
   h.single_copy_out = options_.single_copy == SingleCopy::Off

@@ -1,18 +1,23 @@
 // Sets up ShmConnections between ranks on one host. Each rank owns a doorbell and a descriptor
-// mailbox (abstract Unix sockets: no files). For every pair, each side publishes a card (pid,
-// doorbell, mailbox, a nonce) through the bootstrap store, then creates the channel segment it
-// sends on and hands it over: as an anonymous segment (memfd) whose descriptor goes to the
-// peer's mailbox (fd_mailbox.hpp), so nothing is ever named in /dev/shm; or, where that is
-// impossible (no memfd_create, LOOM_SHM_SEGMENTS=named), as a /dev/shm segment named after its
-// creator (shm_segment.hpp) and published in the store, unlinked once the receiver has mapped
-// it and removed by any later process once its creator is provably gone. Connections are made
-// on first use: both ranks call ensure() for each other at about the same time.
+// mailbox (abstract Unix sockets: no files). Each rank publishes one card (pid, doorbell,
+// mailbox, a nonce) through the bootstrap store, at its first connection; a peer reads it once.
+// For every pair, each side then creates the channel segment it sends on and hands it over: as
+// an anonymous segment (memfd) whose descriptor goes to the peer's mailbox (fd_mailbox.hpp), so
+// nothing is ever named in /dev/shm; or, where that is impossible (no memfd_create,
+// LOOM_SHM_SEGMENTS=named), as a /dev/shm segment named after its creator (shm_segment.hpp) and
+// published in the store, unlinked once the receiver has mapped it and removed by any later
+// process once its creator is provably gone. The receiver acknowledges a channel in the
+// channel's own header, not through the store: connecting k peers costs 1 + k store requests
+// (memfd). Connections are made on first use: both ranks call ensure() for each other at about
+// the same time.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -81,7 +86,8 @@ class ShmTransport final : public Transport {
   /// Whether this rank hands its channels over as anonymous segments (else named ones).
   [[nodiscard]] bool anonymous() const { return mailbox_ != nullptr; }
   /// What ensure() asks, at least every 100 ms while it waits for a peer, whether that peer is
-  /// known to have failed (a non-ok status ends the wait with it). None: wait until the deadline.
+  /// known to have failed (a non-ok status ends the wait with it; peer -1: whether any peer is).
+  /// None: wait until the deadline.
   void set_peer_check(std::function<Status(int peer)> check) { peer_check_ = std::move(check); }
   /// What the plans over shm should do (its factory decides: shm_factory.hpp).
   void set_plan_hints(PlanHints hints) { hints_ = hints; }
@@ -111,10 +117,15 @@ class ShmTransport final : public Transport {
   Status check_others() const;
   Status exited(const Handshake& h) const;
   Result<Mapping> create_arena(const ArenaGeometry& g, const Card& mine,
-                               const std::vector<Card>& cards, Deadline deadline);
-  Result<Mapping> open_arena(const ArenaGeometry& g, const Card& owner, Deadline deadline);
+                               const std::vector<Card>& cards, bool by_fd, Deadline deadline);
+  Result<Mapping> open_arena(const ArenaGeometry& g, const Card& owner, bool by_fd,
+                             Deadline deadline);
   [[nodiscard]] bool setup_done(const Handshake& h) const;
   [[nodiscard]] std::string key(int from, int to) const;
+  [[nodiscard]] std::string card_key(int rank) const;
+  /// peer_check_, asked at most every 5 s (it may ask the store: the loops that wait here look
+  /// at the peers' processes every 100 ms, and the store ends a wait when a client vanishes).
+  [[nodiscard]] Status known_failure(int peer) const;
 
   int rank_;
   int nranks_;
@@ -127,6 +138,9 @@ class ShmTransport final : public Transport {
   std::unique_ptr<FdMailbox> mailbox_;  // null: named segments
   std::vector<std::unique_ptr<ShmConnection>> conns_;
   std::function<Status(int)> peer_check_;
+  mutable std::chrono::steady_clock::time_point peer_checked_{};
+  std::string nonce_;  // names the channels this rank sends on; empty until its card is published
+  std::vector<std::optional<Card>> cards_;              // the peers' cards, once read
   const std::vector<Handshake>* setting_up_ = nullptr;  // during ensure(): its handshakes
 };
 
