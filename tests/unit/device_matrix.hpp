@@ -11,6 +11,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <string>
@@ -62,10 +63,13 @@ class Rank {
     return o;
   }
   /// A device buffer of `bytes` (+1 guard byte) whose contents are `init`, copied on the stream.
+  /// The copy reads a staged duplicate of `init`, which lives as long as this rank, so that a
+  /// temporary passed here may go before the stream has copied it.
   std::uint8_t* device_copy_of(const std::vector<std::uint8_t>& init) {
     auto* p = static_cast<std::uint8_t*>(value_or_throw(dev_.alloc(init.size())));
     bufs_.push_back(p);
-    throw_if_error(dev_.copy_async(p, init.data(), init.size(), stream_));
+    const std::vector<std::uint8_t>& src = staged_.emplace_back(init);
+    throw_if_error(dev_.copy_async(p, src.data(), src.size(), stream_));
     return p;
   }
   /// The send buffer (a device copy of `send`) and the output: the send buffer itself when
@@ -92,6 +96,7 @@ class Rank {
   device::Device& dev_;
   device::Stream stream_;
   std::vector<void*> bufs_;
+  std::deque<std::vector<std::uint8_t>> staged_;  // sources of copies still on the stream
 };
 
 struct DeviceChecker {
