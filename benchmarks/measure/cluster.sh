@@ -32,7 +32,7 @@ algos() {
   case $1 in
     allreduce) echo ring,tree,rd,hier,auto ;;
     broadcast | reduce) echo ring,tree,auto ;;
-    allgather | reduce_scatter) echo ring,auto ;;
+    allgather | reduce_scatter) echo ring,bruck,hier,auto ;;
     *) echo "" ;;
   esac
 }

@@ -177,6 +177,8 @@ constexpr std::array kSettings = {
          "Cost model: a host's total network bandwidth shared by its ranks (GB/s; 0: one "
          "stream's).",
          "coll"},
+    Spec{"LOOM_TUNE_NIC_BURST_BYTES", Type::String, "0",
+         "Cost model: the NICs' token bucket (tc tbf burst, bytes; 0: as read from tc).", "coll"},
     Spec{"LOOM_TUNE_REDUCE_GBPS", Type::String, "9.9",
          "Cost model: host reduction throughput (GB/s of input).", "coll"},
     Spec{"LOOM_TUNE_OVERSUB_ALPHA_US", Type::String, "1.9",

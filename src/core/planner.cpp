@@ -58,15 +58,16 @@ select::Shape shape_of(int nranks, const std::vector<std::vector<int>>& hosts,
 // The slowest host's network as the system states it (topo::HostInfo::nic_gbps, nics); every
 // rank derives the same from the job's topology.
 PlanSettings with_network_tuning(PlanSettings s, const topo::Topology& topology) {
-  double link = 0;
+  double link = 0, burst = 0;
   int links = 0;
   for (const topo::HostInfo& h : topology.hosts) {
     if (h.nic_gbps <= 0 || h.nics <= 0) continue;
     if (link > 0 && h.nic_gbps * h.nics >= link * links) continue;
     link = h.nic_gbps;
     links = h.nics;
+    burst = h.nic_burst_bytes;
   }
-  s.tuning = select::with_network(s.tuning, link, links);
+  s.tuning = select::with_network(s.tuning, link, links, burst);
   return s;
 }
 

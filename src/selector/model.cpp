@@ -279,11 +279,36 @@ double intra_link_gbps(const Shape& s, const Tuning& t, double bytes, double mes
   return h.fall(bytes, cache_gbps, t.intra.gbps, h.dram_bytes);
 }
 
+namespace {
+
+// A token bucket on the NICs (tc tbf): a call whose bytes B through a host's NIC fit in the bucket
+// leaves at the line rate, and the bucket refills at the capped rate R meanwhile. A call of the
+// whole bucket takes at least B / R, one of a small share of it its time at the line rate: the
+// longer of that time and B / R x B / bucket, instead of its latencies plus B / R. B / R comes
+// from the two evaluations: the cap adds B (1/R - 1/line).
+double with_burst(double capped_us, Coll c, Algo a, Path path, double bytes, const Shape& s,
+                  const Tuning& t, const Pipeline& p) {
+  if (t.nic_burst_bytes <= 0 || s.nhosts < 2 || t.line_gbps <= t.inter.gbps) return capped_us;
+  Tuning line = t;
+  line.inter.gbps = t.line_gbps;
+  const double ratio = t.inter.gbps / t.line_gbps;  // R / line
+  if (t.nic_gbps > 0) line.nic_gbps = t.nic_gbps / ratio;
+  const double line_us = row(a).cost(c, path, bytes, s, line, p);
+  const double nic_us = std::max(0.0, capped_us - line_us) / (1 - ratio);  // B / R
+  const double host_gbps = t.nic_gbps > 0 ? t.nic_gbps : t.inter.gbps;
+  const double share = nic_us * host_gbps * 1e3 / t.nic_burst_bytes;  // B / bucket
+  if (share > 1) return capped_us;
+  return std::max(line_us, nic_us * share);
+}
+
+}  // namespace
+
 double model_us(Coll c, Algo a, Path path, double bytes, const Shape& s, const Tuning& t,
                 const Pipeline& p) {
   if (!supports(c, a)) return kNever;
   if (s.nranks <= 1) return xfer_us(bytes, t.intra.gbps * 4);
-  return row(a).cost(c, path, bytes, s, t, p);
+  const double us = row(a).cost(c, path, bytes, s, t, p);
+  return with_burst(us, c, a, path, bytes, s, t, p);
 }
 
 double predict_us(Coll c, Algo a, std::size_t bytes, const Shape& s, const Tuning& t,

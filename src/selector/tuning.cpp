@@ -32,6 +32,7 @@ const std::vector<Field>& fields() {
       {"inter_alpha_us", [](Tuning& t) { return &t.inter.alpha_us; }},
       {"inter_gbps", [](Tuning& t) { return &t.inter.gbps; }},
       {"nic_gbps", [](Tuning& t) { return &t.nic_gbps; }},
+      {"nic_burst_bytes", [](Tuning& t) { return &t.nic_burst_bytes; }},
       {"reduce_gbps", [](Tuning& t) { return &t.reduce_gbps; }},
       {"oversub_alpha_us", [](Tuning& t) { return &t.shared.alpha_us; }},
       {"oversub_gbps", [](Tuning& t) { return &t.shared.gbps; }},
@@ -141,8 +142,10 @@ double HostRates::fall(double bytes, double near, double far, double dram) const
   return near + f * (far - near);
 }
 
-Tuning with_network(Tuning t, double link_gbps, int links) {
+Tuning with_network(Tuning t, double link_gbps, int links, double burst_bytes) {
   if (t.nic_gbps > 0 || link_gbps <= 0 || links <= 0) return t;
+  t.line_gbps = t.inter.gbps;
+  if (t.nic_burst_bytes <= 0) t.nic_burst_bytes = burst_bytes;
   t.inter.gbps = std::min(t.inter.gbps, link_gbps);
   t.nic_gbps = link_gbps * links;
   return t;

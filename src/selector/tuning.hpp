@@ -82,6 +82,11 @@ struct Tuning {
   Link intra{8, 2.0};   // shared memory (ranks on one host): intra_alpha_us, intra_gbps
   Link inter{30, 1.0};  // network (ranks on different hosts): inter_alpha_us, inter_gbps
   double nic_gbps = 0;  // a host's NIC, shared by its ranks' streams (0: inter.gbps)
+  /// A token bucket on the NICs (nic_burst_bytes): a call whose bytes through a host's NIC fit
+  /// in it leaves at `line_gbps` (not a key: with_network's uncapped rate) while the bucket
+  /// refills at the capped rate in between. 0: no bucket.
+  double nic_burst_bytes = 0;
+  double line_gbps = 0;
   double reduce_gbps = 4;
   /// 1: on one host the reduction runs inside the receive, so intra.gbps includes it.
   double fused_reduce = 1;
@@ -106,8 +111,10 @@ struct Tuning {
 
 /// `t` with the network a host states (a link's rate `link_gbps` in GB/s, `links` of them; 0:
 /// unknown, `t` unchanged), unless `t.nic_gbps` is set (LOOM_TUNE_NIC_GBPS): one stream between
-/// hosts runs at most at one link's rate, and a host's streams share all its links.
-Tuning with_network(Tuning t, double link_gbps, int links);
+/// hosts runs at most at one link's rate, and a host's streams share all its links. `burst_bytes`:
+/// the links' token bucket (0: none; nic_burst_bytes, unless set), which lets that much leave at
+/// the uncapped rate (inter.gbps as it was: line_gbps).
+Tuning with_network(Tuning t, double link_gbps, int links, double burst_bytes = 0);
 
 /// The tuning keys, in the order Tuning::to_string prints them (each has a LOOM_TUNE_<KEY>
 /// setting).

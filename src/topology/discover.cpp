@@ -230,6 +230,7 @@ Result<std::pair<RankInfo, HostInfo>> discover_local(int rank, const config::Con
   const NetRate net = summarize(local_net_links(cfg.get_string("LOOM_SOCKET_IFNAME")));
   host.nic_gbps = net.link_gbps;
   host.nics = net.links;
+  host.nic_burst_bytes = net.burst_bytes;
   RankInfo info;
   info.rank = rank;
   info.host_id = host.host_id;

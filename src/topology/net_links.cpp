@@ -57,9 +57,24 @@ struct RouteSocket {
   }
 };
 
-// The rate (bytes/s) of a tbf qdisc's TCA_OPTIONS, 0 when absent.
-std::uint64_t tbf_rate(const rtattr* options) {
-  std::uint64_t rate = 0;
+// Scheduler ticks per microsecond, as tc computes them from /proc/net/psched.
+double psched_ticks_per_us() {
+  std::ifstream in("/proc/net/psched");
+  unsigned t2us = 0, us2t = 0, clock_res = 0;
+  if (!(in >> std::hex >> t2us >> us2t >> clock_res) || us2t == 0) return 15.625;
+  if (clock_res == 1000000000) t2us = us2t;
+  return static_cast<double>(t2us) / us2t * clock_res / 1e6;
+}
+
+struct Tbf {
+  std::uint64_t rate = 0;    // bytes/s
+  std::uint32_t buffer = 0;  // the bucket, in scheduler ticks at `rate`
+};
+
+// The rate and bucket of a tbf qdisc's TCA_OPTIONS (rate 0 when absent).
+Tbf tbf_params(const rtattr* options) {
+  Tbf tbf;
+  std::uint64_t& rate = tbf.rate;
   int len = static_cast<int>(RTA_PAYLOAD(options));
   for (auto* a = static_cast<const rtattr*>(RTA_DATA(options)); RTA_OK(a, len);
        a = RTA_NEXT(a, len)) {
@@ -67,19 +82,20 @@ std::uint64_t tbf_rate(const rtattr* options) {
       tc_tbf_qopt q{};
       std::memcpy(&q, RTA_DATA(a), sizeof q);
       rate = std::max<std::uint64_t>(rate, q.rate.rate);
+      tbf.buffer = q.buffer;
     } else if (a->rta_type == TCA_TBF_RATE64 && RTA_PAYLOAD(a) >= sizeof(std::uint64_t)) {
       std::uint64_t r64 = 0;
       std::memcpy(&r64, RTA_DATA(a), sizeof r64);
       rate = std::max(rate, r64);
     }
   }
-  return rate;
+  return tbf;
 }
 
-// The root tbf rate of `ifindex` in one qdisc message, 0 when it is another qdisc.
-std::uint64_t root_tbf_rate(const nlmsghdr* h, int ifindex) {
+// The root tbf of `ifindex` in one qdisc message, rate 0 when it is another qdisc.
+Tbf root_tbf(const nlmsghdr* h, int ifindex) {
   const auto* tc = static_cast<const tcmsg*>(NLMSG_DATA(h));
-  if (tc->tcm_ifindex != ifindex || tc->tcm_parent != TC_H_ROOT) return 0;
+  if (tc->tcm_ifindex != ifindex || tc->tcm_parent != TC_H_ROOT) return {};
   int len = static_cast<int>(h->nlmsg_len - NLMSG_LENGTH(sizeof(tcmsg)));
   bool tbf = false;
   const rtattr* options = nullptr;
@@ -90,14 +106,18 @@ std::uint64_t root_tbf_rate(const nlmsghdr* h, int ifindex) {
       tbf = std::strncmp(static_cast<const char*>(RTA_DATA(a)), "tbf", RTA_PAYLOAD(a)) == 0;
     if (a->rta_type == TCA_OPTIONS) options = a;
   }
-  return tbf && options != nullptr ? tbf_rate(options) : 0;
+  return tbf && options != nullptr ? tbf_params(options) : Tbf{};
 }
 
 }  // namespace
 
 double tc_root_rate_gbps(int ifindex) {
+  return tc_root_bucket(ifindex).gbps;
+}
+
+TcBucket tc_root_bucket(int ifindex) {
   RouteSocket s;
-  if (s.fd < 0) return 0;
+  if (s.fd < 0) return {};
   struct {
     nlmsghdr h;
     tcmsg tc;
@@ -106,21 +126,28 @@ double tc_root_rate_gbps(int ifindex) {
   req.h.nlmsg_type = RTM_GETQDISC;
   req.h.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
   req.tc.tcm_family = AF_UNSPEC;
-  if (::send(s.fd, &req, req.h.nlmsg_len, 0) < 0) return 0;
+  if (::send(s.fd, &req, req.h.nlmsg_len, 0) < 0) return {};
   std::array<char, 32768> buf{};
-  std::uint64_t rate = 0;
+  Tbf root;
   for (int replies = 0; replies < 1024; ++replies) {  // a dump ends with NLMSG_DONE
     const ssize_t n = ::recv(s.fd, buf.data(), buf.size(), 0);
-    if (n <= 0) return 0;
+    if (n <= 0) return {};
     int len = static_cast<int>(n);
     for (auto* h = reinterpret_cast<nlmsghdr*>(buf.data()); NLMSG_OK(h, len);  // NOLINT
          h = NLMSG_NEXT(h, len)) {
-      if (h->nlmsg_type == NLMSG_DONE) return static_cast<double>(rate) / 1e9;
-      if (h->nlmsg_type == NLMSG_ERROR) return 0;
-      if (h->nlmsg_type == RTM_NEWQDISC) rate = std::max(rate, root_tbf_rate(h, ifindex));
+      if (h->nlmsg_type == NLMSG_DONE) {
+        const auto rate = static_cast<double>(root.rate);
+        // tc stores the bucket as the time it takes to drain at the rate, in ticks.
+        return {rate / 1e9, rate * root.buffer / psched_ticks_per_us() / 1e6};
+      }
+      if (h->nlmsg_type == NLMSG_ERROR) return {};
+      if (h->nlmsg_type == RTM_NEWQDISC) {
+        const Tbf t = root_tbf(h, ifindex);
+        if (t.rate > root.rate) root = t;
+      }
     }
   }
-  return 0;
+  return {};
 }
 
 std::vector<NetLink> local_net_links(std::string_view ifnames) {
@@ -140,8 +167,10 @@ std::vector<NetLink> local_net_links(std::string_view ifnames) {
     if (net_is_bridge(name) || (!wanted.empty() && !wanted.contains(name))) continue;
     NetLink l{name, net_sysfs_speed_gbps(name)};
     const auto index = static_cast<int>(::if_nametoindex(name.c_str()));
-    const double capped = index > 0 ? tc_root_rate_gbps(index) : 0;
+    const TcBucket bucket = index > 0 ? tc_root_bucket(index) : TcBucket{};
+    const double capped = bucket.gbps;
     if (capped > 0) l.gbps = l.gbps > 0 ? std::min(l.gbps, capped) : capped;
+    if (capped > 0) l.burst_bytes = bucket.burst_bytes;
     out.push_back(std::move(l));
   }
   return out;
@@ -152,6 +181,8 @@ NetRate summarize(const std::vector<NetLink>& links) {
   for (const NetLink& l : links) {
     if (l.gbps <= 0) continue;
     r.link_gbps = r.links == 0 ? l.gbps : std::min(r.link_gbps, l.gbps);
+    if (l.burst_bytes > 0)
+      r.burst_bytes = r.burst_bytes > 0 ? std::min(r.burst_bytes, l.burst_bytes) : l.burst_bytes;
     ++r.links;
   }
   return r;

@@ -38,9 +38,10 @@ Json rank_to_json(const RankInfo& r) {
 Json host_to_json(const HostInfo& h) {
   Json devices = Json::array();
   for (const PciDevice& d : h.devices) devices.push_back(device_to_json(d));
-  return Json{{"host_id", h.host_id},   {"hostname", h.hostname}, {"numa_nodes", h.numa_nodes},
-              {"cores", h.cores},       {"pus", h.pus},           {"devices", std::move(devices)},
-              {"nic_gbps", h.nic_gbps}, {"nics", h.nics}};
+  return Json{
+      {"host_id", h.host_id},   {"hostname", h.hostname}, {"numa_nodes", h.numa_nodes},
+      {"cores", h.cores},       {"pus", h.pus},           {"devices", std::move(devices)},
+      {"nic_gbps", h.nic_gbps}, {"nics", h.nics},         {"nic_burst_bytes", h.nic_burst_bytes}};
 }
 
 std::string dump(const Json& j, int indent) {
@@ -177,6 +178,7 @@ Result<HostInfo> parse_host(const Json& j, const std::string& path) {
   LOOM_RETURN_IF_ERROR(in.read("pus", h.pus, false));
   LOOM_RETURN_IF_ERROR(in.read("nic_gbps", h.nic_gbps, false));
   LOOM_RETURN_IF_ERROR(in.read("nics", h.nics, false));
+  LOOM_RETURN_IF_ERROR(in.read("nic_burst_bytes", h.nic_burst_bytes, false));
   LOOM_ASSIGN_OR_RETURN(const Json* devices, in.get("devices", false));
   if (devices == nullptr) return h;
   const std::string field = in.field("devices");

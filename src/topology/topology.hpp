@@ -72,6 +72,8 @@ struct HostInfo {
   /// many interfaces have a known rate; 0 unknown.
   double nic_gbps = 0;
   int nics = 0;
+  /// The smallest token bucket (tc tbf) among them in bytes; 0: none.
+  double nic_burst_bytes = 0;
 
   bool operator==(const HostInfo&) const = default;
 };

@@ -35,6 +35,7 @@ struct Args {
   std::string tuning;
   double nic_gbps = 0;  // --nic-rate: one network link's rate (0: the preset's network)
   int nics = 1;         // --nics: links per host
+  std::size_t nic_burst = std::size_t{1} << 20;  // --nic-burst: their token bucket (loomrun's)
   bool replay = false;  // ring and tree columns from a step-level replay of the real plans
 };
 
@@ -52,6 +53,7 @@ std::string usage() {
          "  --nic-rate R         each host's network links at R (500mbit, 1gbit: loomrun's\n"
          "                       --nic-rate), as a communicator reads them from the system\n"
          "  --nics K             network links per host (default 1)\n"
+         "  --nic-burst SIZE     their token bucket (default 1M, loomrun's; 0: none)\n"
          "  -b, -e, -f           min size, max size (K/M/G), factor (default 8, 32M, 2)\n"
          "  --chunk SIZE, --depth N   pipeline (default LOOM_CHUNK_SIZE, LOOM_PIPELINE_DEPTH)\n"
          "  --replay             ring and tree columns from replaying every rank's real plan in\n"
@@ -117,6 +119,8 @@ Args parse(int argc, char** argv) {
       a.nic_gbps = rate_arg(s, value());
     else if (s == "--nics")
       a.nics = static_cast<int>(int_arg(s, value(), 1, 64));
+    else if (s == "--nic-burst")
+      a.nic_burst = size_arg(s, value());
     else if (s == "-b" || s == "--minbytes")
       a.min_bytes = size_arg(s, value());
     else if (s == "-e" || s == "--maxbytes")
@@ -176,7 +180,8 @@ int run(int argc, char** argv) {
   if (auto st = cluster->tuning.apply(a.tuning); !st.is_ok()) fail(st.message());
   if (a.nic_gbps > 0) {  // what the system states replaces the preset's network
     cluster->tuning.nic_gbps = 0;
-    cluster->tuning = loom::select::with_network(cluster->tuning, a.nic_gbps, a.nics);
+    cluster->tuning = loom::select::with_network(cluster->tuning, a.nic_gbps, a.nics,
+                                                 static_cast<double>(a.nic_burst));
   }
   const loom::select::Shape shape = loom::sim::shape_of(*cluster, a.nranks);
   auto chunk = loom::select::chunk_from(*cfg);
