@@ -3,8 +3,8 @@
 # allreduce, exit) against Open MPI's mpirun of an MPI_Allreduce program, in the same run. Per N:
 # whole-job time (median of RUNS), exit codes, the slowest rank's start-up phases (joining the
 # rendezvous, layout exchange, transports, closing rendezvous, arena and failure monitor; from
-# loom's INFO log), the first call's time, the requests rank 0's rendezvous server served, and
-# the peak RSS of the largest process.
+# loom's INFO log), the first call's time, the requests rank 0's rendezvous server served (in
+# all, and by the end of rank 0's start-up), and the peak RSS of the largest process.
 #
 #   benchmarks/measure/startup.sh [BIN_DIR] [N...]      (default: build/bin 32 64 128 256 512)
 #   RUNS=3 (runs per N and launcher), TIMEOUT=600 (seconds per run), MPI=0 skips Open MPI,
@@ -85,11 +85,14 @@ for n in "${SIZES[@]}"; do
 $(slowest "transports" "$log"), $(slowest "closing rendezvous" "$log"), \
 $(slowest "arena and failure monitor" "$log")"
   first=$(awk '$2 == 8 && $3 == 2 {print $7; exit}' "$log")
-  served=$(grep -o "served [0-9]* requests" "$log" | head -1 | awk '{print $2}')
+  # The whole job's count (the server's last line), then rank 0's at the end of its start-up.
+  served=$(grep -o "served [0-9]* requests (" "$log" | head -1 | awk '{print $2}')
+  at_start=$(grep -o "the store served [0-9]* requests so far" "$log" | head -1 | awk '{print $4}')
+  served="${served:--} (start-up ${at_start:--})"
   lt=$(printf "%s\n" "${loom_times[@]}" | median)
   mt="-"
   [[ $MPI == 1 ]] && mt=$(printf "%s\n" "${mpi_times[@]}" | median | xargs printf "%.2f")
   printf "%6s | %7.2f (%d/%d), %4d MiB %10s | %7s (%d/%d) %15s | %s; %s; %s\n" "$n" "$lt" "$loom_ok" \
     "$RUNS" $((rss / 1024)) "" "$mt" "$mpi_ok" "$RUNS" "" "$phases" "${first:--}" "${served:--}"
-  grep -ho "served .*" "$log" | head -1 | sed 's/^/         server: /'
+  grep -ho "served [0-9]* requests (.*" "$log" | head -1 | sed 's/^/         server: /'
 done

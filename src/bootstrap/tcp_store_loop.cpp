@@ -425,7 +425,10 @@ void Loop::drop(Conn& c, const std::string& why, bool warn, bool vanished) {
   } else {
     LOOM_LOG_DEBUG(Bootstrap, "rendezvous server at {}: client {} {}", addr_, c.who(), why);
   }
-  if (vanished && c.hello_done && !c.said_bye && !tail_is_bye(c)) {
+  // A process is gone when its last connection vanishes: another one still open (its watch
+  // link, or the main connection of a link abandoned in its hello by an overloaded client) says
+  // it lives.
+  if (vanished && c.hello_done && !c.said_bye && !tail_is_bye(c) && !has_sibling(c)) {
     LOOM_LOG_INFO(Bootstrap,
                   "rendezvous server at {}: {} went away without a goodbye (its process died, or "
                   "its connection broke)",
@@ -437,6 +440,14 @@ void Loop::drop(Conn& c, const std::string& why, bool warn, bool vanished) {
   c.dead = true;
   c.fd.reset();
   if (c.hello_done) publish_clients();
+}
+
+bool Loop::has_sibling(const Conn& c) const {
+  for (const auto& [id, o] : conns_)
+    if (id != c.id && !o->dead && o->hello_done && o->rank == c.rank && o->pid == c.pid &&
+        o->host == c.host)
+      return true;
+  return false;
 }
 
 void Loop::drain_runnable() {

@@ -110,6 +110,8 @@ class Loop {
   void flush(Conn& c);
   void expire();
   void drop(Conn& c, const std::string& why, bool warn, bool vanished);
+  /// Another open, authenticated connection of the same client process (rank, pid, host).
+  [[nodiscard]] bool has_sibling(const Conn& c) const;
   void drain_runnable();
   void sweep();
   void say_goodbye();

@@ -137,3 +137,22 @@ TEST_CASE("bootstrap: a vanished client ends the waits that ask for it, and only
   CHECK(text(*got) == "v");
   check_still_works(*waiter, "after its waits were ended");
 }
+
+TEST_CASE("bootstrap: a process is gone when its last connection vanishes, not before") {
+  auto server = start_server();
+  auto watcher = connect_client(*server, 0);
+  net::Fd main_link = raw_hello(*server, {}, fake_hello(5, 4242, "h5"));
+  net::Fd watch_link = raw_hello(*server, {}, fake_hello(5, 4242, "h5"));
+  watch_link.reset();  // one of its two connections closes without a goodbye: it still runs
+  std::this_thread::sleep_for(200ms);
+  auto gone = watcher->gone(Deadline::after(1s));
+  REQUIRE(gone.is_ok());
+  CHECK(gone->empty());
+  main_link.reset();  // its last one: gone
+  auto hit = watcher->watch({bs::gone_key(1)}, Deadline::after(5s));
+  REQUIRE(hit.is_ok());
+  gone = watcher->gone(Deadline::after(1s));
+  REQUIRE(gone.is_ok());
+  REQUIRE(gone->size() == 1);
+  CHECK((*gone)[0].rank == 5);
+}
