@@ -271,6 +271,9 @@ Status ShmTransport::deliver(Handshake& h, Deadline deadline) {
     for (int i = 0; i < 50 && h.info.process.alive(); ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     LOOM_RETURN_IF_ERROR(check_peer(h));
+    // A peer whose communicator ended (destroyed or aborted) while its process runs closes its
+    // mailbox too: its failure is shared a moment later, so ask for it directly for a while.
+    LOOM_RETURN_IF_ERROR(await_shared_failure(h.peer, deadline));
     return make_error(ErrorCode::SystemError,
                       "rank {}: rank {} (pid {}) runs, but its shared-memory mailbox cannot be "
                       "reached (is it in another network namespace? then use the tcp transport)",
@@ -353,6 +356,16 @@ Result<bootstrap::Bytes> ShmTransport::wait_for_key(const std::string& k, const 
 // A peer whose process has exited (its card names it), or that the communicator knows failed:
 // `h`, or any other peer this ensure() sets up (a wait for one peer then ends with the death of
 // another, which is the cause, rather than with what that death does to the one awaited).
+Status ShmTransport::await_shared_failure(int peer, Deadline deadline) const {
+  if (!peer_check_) return Status::ok();
+  const Deadline until = deadline.earliest(Deadline::after(std::chrono::seconds(2)));
+  do {
+    LOOM_RETURN_IF_ERROR(peer_check_(peer));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  } while (!until.expired());
+  return Status::ok();
+}
+
 Status ShmTransport::check_peer(const Handshake& h) const {
   if (!h.info.process.alive() && !setup_done(h)) return exited(h);
   LOOM_RETURN_IF_ERROR(check_others());

@@ -126,6 +126,8 @@ class ShmTransport final : public Transport {
   /// peer_check_, asked at most every 5 s (it may ask the store: the loops that wait here look
   /// at the peers' processes every 100 ms, and the store ends a wait when a client vanishes).
   [[nodiscard]] Status known_failure(int peer) const;
+  /// peer_check_ asked every 20 ms for up to 2 s (or the deadline): its failure, once shared.
+  [[nodiscard]] Status await_shared_failure(int peer, Deadline deadline) const;
 
   int rank_;
   int nranks_;
