@@ -4,7 +4,8 @@
 #  - a send and an allreduce issued in different orders by a pair (16 MiB): both ranks report
 #    Mismatch within 2 s (LOOM_TIMEOUT is 60 s), none a closed connection;
 #  - a gather whose rank 1 passes half the count, found by the root (rank 0, which serves the
-#    rendezvous store) at 3 ranks: rank 2, not involved, reports Mismatch too;
+#    rendezvous store) at 3 ranks: rank 2, not involved, reports Mismatch too (at the gather
+#    or at the barrier after it);
 #  - rank 2 of 3 dies between allreduces; the survivors' split() fails with PeerFailed naming
 #    rank 2 within 2 s.
 # Usage: bash mismatch_and_split.sh BIN_DIR
